@@ -1,0 +1,485 @@
+//! One typed definition of every knob, with two spellings: `key=value` on the command line and
+//! `ICESTREAM_KEY` in a function's environment (DESIGN.md, decision 6).
+//!
+//! [`KNOBS`] is the single list: parsing, `--help` text, the README table and the Terraform
+//! check all read it. An unknown key or a bad value stops start-up with a message that names
+//! the key and what it allows.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use crate::error::{Error, Result};
+
+/// Prefix of every knob's environment-variable spelling.
+pub const ENV_PREFIX: &str = "ICESTREAM_";
+
+/// What values a knob accepts.
+#[derive(Debug, Clone, Copy)]
+pub enum Allowed {
+    /// Exactly one of these words.
+    OneOf(&'static [&'static str]),
+    /// A whole number in `min..=max`.
+    Integer { min: i64, max: i64 },
+    /// Any non-empty text (names, paths, URIs).
+    Text,
+}
+
+impl fmt::Display for Allowed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Allowed::OneOf(words) => write!(f, "one of {}", words.join("|")),
+            Allowed::Integer { min, max } => write!(f, "a whole number from {min} to {max}"),
+            Allowed::Text => write!(f, "non-empty text"),
+        }
+    }
+}
+
+/// One configuration knob.
+#[derive(Debug, Clone, Copy)]
+pub struct Knob {
+    pub key: &'static str,
+    pub default: &'static str,
+    pub allowed: Allowed,
+    pub help: &'static str,
+}
+
+impl Knob {
+    /// The knob's environment-variable spelling, e.g. `ICESTREAM_TARGET_FILE_SIZE_BYTES`.
+    pub fn env_name(&self) -> String {
+        format!("{ENV_PREFIX}{}", self.key.to_ascii_uppercase())
+    }
+
+    fn check(&self, value: &str) -> Result<()> {
+        let ok = match self.allowed {
+            Allowed::OneOf(words) => words.contains(&value),
+            Allowed::Integer { min, max } => {
+                value.parse::<i64>().is_ok_and(|n| (min..=max).contains(&n))
+            }
+            Allowed::Text => !value.trim().is_empty(),
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(Error::Config(format!(
+                "bad value {value:?} for `{}` ({}): allowed is {}",
+                self.key,
+                self.env_name(),
+                self.allowed
+            )))
+        }
+    }
+}
+
+const MIB: &str = "134217728";
+
+/// Every knob icestream has. Keep sorted by concern; `key` must be unique.
+pub const KNOBS: &[Knob] = &[
+    Knob {
+        key: "catalog",
+        default: "local",
+        allowed: Allowed::OneOf(&["local", "glue", "s3tables"]),
+        help: "Iceberg catalog: `local` = SQL catalog in SQLite at <warehouse>/catalog.db; `glue` = AWS Glue Data Catalog; `s3tables` = Amazon S3 Tables",
+    },
+    Knob {
+        key: "warehouse",
+        default: "./warehouse",
+        allowed: Allowed::Text,
+        help: "Where tables live: a directory for `local`, an s3:// URI for `glue`, a table-bucket ARN for `s3tables`",
+    },
+    Knob {
+        key: "s3_path_style",
+        default: "false",
+        allowed: Allowed::OneOf(&["true", "false"]),
+        help: "Path-style S3 addressing for data files (local S3-compatible servers); AWS uses virtual-host style",
+    },
+    Knob {
+        key: "namespace",
+        default: "bigdata",
+        allowed: Allowed::Text,
+        help: "Iceberg namespace of every table",
+    },
+    Knob {
+        key: "table",
+        default: "vehicle_telemetry",
+        allowed: Allowed::Text,
+        help: "Telemetry table; its dead-letter table is <table>_dead_letter",
+    },
+    Knob {
+        key: "source",
+        default: "proto",
+        allowed: Allowed::OneOf(&["proto", "avro", "json"]),
+        help: "Encoding of the Kafka record values",
+    },
+    Knob {
+        key: "dedup",
+        default: "none",
+        allowed: Allowed::OneOf(&["none", "batch", "window"]),
+        help: "Drop repeats of (vehicle_id, event_time): within the batch, or also against the table's recent partitions",
+    },
+    Knob {
+        key: "dedup_window_minutes",
+        default: "120",
+        allowed: Allowed::Integer { min: 1, max: 10080 },
+        help: "How far back (by event_time) `dedup=window` looks for earlier copies",
+    },
+    Knob {
+        key: "target_file_size_bytes",
+        default: MIB,
+        allowed: Allowed::Integer { min: 1024, max: 4_294_967_296 },
+        help: "Roll to a new Parquet file past this size",
+    },
+    Knob {
+        key: "compression",
+        default: "zstd",
+        allowed: Allowed::OneOf(&["zstd", "snappy", "lz4", "gzip", "none"]),
+        help: "Parquet compression codec",
+    },
+    Knob {
+        key: "commit_timeout_ms",
+        default: "60000",
+        allowed: Allowed::Integer { min: 100, max: 900_000 },
+        help: "Longest time spent retrying one commit when no invocation deadline is known",
+    },
+    Knob {
+        key: "fail_point",
+        default: "none",
+        allowed: Allowed::OneOf(&["none", "after-write", "after-commit"]),
+        help: "Crash injection for tests: abort the process after the data files are written, or right after the commit",
+    },
+    Knob {
+        key: "log_format",
+        default: "text",
+        allowed: Allowed::OneOf(&["text", "json"]),
+        help: "Log line format on standard error",
+    },
+];
+
+/// Find a knob by key.
+pub fn knob(key: &str) -> Option<&'static Knob> {
+    KNOBS.iter().find(|k| k.key == key)
+}
+
+/// Raw, validated values by key over one knob list; typed accessors live on [`Config`] (and
+/// on the tools' own option structs, which reuse this with their own lists).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    knobs: &'static [Knob],
+    values: BTreeMap<&'static str, String>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self::over(KNOBS)
+    }
+}
+
+impl Settings {
+    /// Settings over another list of knobs (command options that are not configuration).
+    pub fn over(knobs: &'static [Knob]) -> Self {
+        Self { knobs, values: BTreeMap::new() }
+    }
+
+    fn knob(&self, key: &str) -> Option<&'static Knob> {
+        self.knobs.iter().find(|k| k.key == key)
+    }
+
+    /// Set one knob, validating key and value.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        let knob = self.knob(key).ok_or_else(|| {
+            let keys: Vec<_> = self.knobs.iter().map(|k| k.key).collect();
+            Error::Config(format!("unknown key `{key}`: known keys are {}", keys.join(", ")))
+        })?;
+        knob.check(value)?;
+        self.values.insert(knob.key, value.to_string());
+        Ok(())
+    }
+
+    /// `key=value` words, as given on the command line.
+    pub fn apply_args<I, S>(&mut self, args: I) -> Result<()>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        for arg in args {
+            let arg = arg.as_ref();
+            let (key, value) = arg.split_once('=').ok_or_else(|| {
+                Error::Config(format!("expected key=value, got {arg:?}"))
+            })?;
+            self.set(key.trim(), value.trim())?;
+        }
+        Ok(())
+    }
+
+    /// Every `ICESTREAM_*` variable of an environment. An `ICESTREAM_` name that is no knob is an
+    /// error, so a typo in a deployment stops start-up instead of being ignored.
+    pub fn apply_env<I>(&mut self, vars: I) -> Result<()>
+    where
+        I: IntoIterator<Item = (String, String)>,
+    {
+        for (name, value) in vars {
+            let Some(rest) = name.strip_prefix(ENV_PREFIX) else { continue };
+            let key = rest.to_ascii_lowercase();
+            if self.knob(&key).is_none() {
+                let names: Vec<_> = self.knobs.iter().map(Knob::env_name).collect();
+                return Err(Error::Config(format!(
+                    "unknown environment variable {name}: known are {}",
+                    names.join(", ")
+                )));
+            }
+            self.set(&key, &value)?;
+        }
+        Ok(())
+    }
+
+    /// The value of `key`, or its default.
+    pub fn get(&self, key: &'static str) -> &str {
+        match self.values.get(key) {
+            Some(v) => v,
+            None => self.knob(key).map(|k| k.default).unwrap_or_default(),
+        }
+    }
+
+    /// The value of `key` parsed (already validated against its knob).
+    pub fn parse<T: FromStr>(&self, key: &'static str) -> Result<T> {
+        let raw = self.get(key);
+        raw.parse::<T>()
+            .map_err(|_| Error::Config(format!("bad value {raw:?} for `{key}`")))
+    }
+}
+
+/// Encoding of telemetry record values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Proto,
+    Avro,
+    Json,
+}
+
+/// Duplicate suppression on the identity `(vehicle_id, event_time)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dedup {
+    None,
+    Batch,
+    Window,
+}
+
+/// Where a test may crash the process on purpose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailPoint {
+    None,
+    AfterWrite,
+    AfterCommit,
+}
+
+/// Which Iceberg catalog holds the tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CatalogKind {
+    Local,
+    Glue,
+    S3Tables,
+}
+
+/// The typed configuration every entry point takes.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub catalog: CatalogKind,
+    pub warehouse: String,
+    pub s3_path_style: bool,
+    pub namespace: String,
+    pub table: String,
+    pub source: Source,
+    pub dedup: Dedup,
+    pub dedup_window_minutes: i64,
+    pub target_file_size_bytes: usize,
+    pub compression: String,
+    pub commit_timeout_ms: u64,
+    pub fail_point: FailPoint,
+    pub log_format: String,
+}
+
+impl Config {
+    /// Configuration from the process environment (functions).
+    pub fn from_env() -> Result<Self> {
+        let mut settings = Settings::default();
+        settings.apply_env(std::env::vars())?;
+        Self::from_settings(&settings)
+    }
+
+    /// Configuration from the environment, then `key=value` words on top (the CLI).
+    pub fn from_env_and_args<I, S>(args: I) -> Result<Self>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut settings = Settings::default();
+        settings.apply_env(std::env::vars())?;
+        settings.apply_args(args)?;
+        Self::from_settings(&settings)
+    }
+
+    /// Configuration from `key=value` words only (tests, tools).
+    pub fn from_args<I, S>(args: I) -> Result<Self>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut settings = Settings::default();
+        settings.apply_args(args)?;
+        Self::from_settings(&settings)
+    }
+
+    pub fn from_settings(s: &Settings) -> Result<Self> {
+        Self {
+            catalog: match s.get("catalog") {
+                "glue" => CatalogKind::Glue,
+                "s3tables" => CatalogKind::S3Tables,
+                _ => CatalogKind::Local,
+            },
+            warehouse: s.get("warehouse").to_string(),
+            s3_path_style: s.get("s3_path_style") == "true",
+            namespace: s.get("namespace").to_string(),
+            table: s.get("table").to_string(),
+            source: match s.get("source") {
+                "avro" => Source::Avro,
+                "json" => Source::Json,
+                _ => Source::Proto,
+            },
+            dedup: match s.get("dedup") {
+                "batch" => Dedup::Batch,
+                "window" => Dedup::Window,
+                _ => Dedup::None,
+            },
+            dedup_window_minutes: s.parse("dedup_window_minutes")?,
+            target_file_size_bytes: s.parse("target_file_size_bytes")?,
+            compression: s.get("compression").to_string(),
+            commit_timeout_ms: s.parse("commit_timeout_ms")?,
+            fail_point: match s.get("fail_point") {
+                "after-write" => FailPoint::AfterWrite,
+                "after-commit" => FailPoint::AfterCommit,
+                _ => FailPoint::None,
+            },
+            log_format: s.get("log_format").to_string(),
+        }
+        .check_warehouse()
+    }
+
+    /// The warehouse must fit the catalog: checked at start so a deployment fails fast.
+    fn check_warehouse(self) -> Result<Self> {
+        let w = &self.warehouse;
+        let ok = match self.catalog {
+            CatalogKind::Local => !w.contains("://") && !w.starts_with("arn:"),
+            CatalogKind::Glue => w.starts_with("s3://") && w.len() > 5,
+            CatalogKind::S3Tables => w.starts_with("arn:aws:s3tables:") && w.contains(":bucket/"),
+        };
+        if ok {
+            Ok(self)
+        } else {
+            Err(Error::Config(format!(
+                "bad value {w:?} for `warehouse` (ICESTREAM_WAREHOUSE) with catalog {:?}: allowed is a directory for local, \
+                 s3://bucket/prefix for glue, arn:aws:s3tables:<region>:<account>:bucket/<name> for s3tables",
+                self.catalog
+            )))
+        }
+    }
+
+    /// The warehouse as an absolute local directory (catalog `local`).
+    pub fn local_warehouse_dir(&self) -> Result<PathBuf> {
+        let path = PathBuf::from(&self.warehouse);
+        std::fs::create_dir_all(&path).map_err(|e| {
+            Error::Config(format!("warehouse directory {}: {e}", path.display()))
+        })?;
+        path.canonicalize()
+            .map_err(|e| Error::Config(format!("warehouse directory {}: {e}", path.display())))
+    }
+
+    /// Name of the dead-letter table that goes with the telemetry table.
+    pub fn dead_letter_table(&self) -> String {
+        format!("{}_dead_letter", self.table)
+    }
+}
+
+/// A Markdown table of knobs, for `icestream help` and the README.
+pub fn knobs_markdown(knobs: &[Knob]) -> String {
+    let mut out = String::from("| key | environment | default | allowed | what |\n|---|---|---|---|---|\n");
+    for k in knobs {
+        out.push_str(&format!(
+            "| `{}` | `{}` | `{}` | {} | {} |\n",
+            k.key,
+            k.env_name(),
+            k.default,
+            k.allowed,
+            k.help
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_parse() {
+        let c = Config::from_args(Vec::<String>::new()).unwrap();
+        assert_eq!(c.namespace, "bigdata");
+        assert_eq!(c.table, "vehicle_telemetry");
+        assert_eq!(c.source, Source::Proto);
+        assert_eq!(c.compression, "zstd");
+        assert_eq!(c.dead_letter_table(), "vehicle_telemetry_dead_letter");
+    }
+
+    #[test]
+    fn every_default_is_allowed_and_keys_are_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for k in KNOBS {
+            k.check(k.default).unwrap();
+            assert!(seen.insert(k.key), "duplicate knob {}", k.key);
+        }
+    }
+
+    #[test]
+    fn bad_value_names_key_and_allowed_values() {
+        let err = Config::from_args(["source=xml"]).unwrap_err().to_string();
+        assert!(err.contains("`source`"), "{err}");
+        assert!(err.contains("proto|avro|json"), "{err}");
+        let err = Config::from_args(["target_file_size_bytes=12"]).unwrap_err().to_string();
+        assert!(err.contains("target_file_size_bytes") && err.contains("1024"), "{err}");
+    }
+
+    #[test]
+    fn unknown_key_and_unknown_env_are_rejected() {
+        let err = Config::from_args(["sauce=proto"]).unwrap_err().to_string();
+        assert!(err.contains("unknown key `sauce`") && err.contains("source"), "{err}");
+        let mut s = Settings::default();
+        let err = s
+            .apply_env([("ICESTREAM_SAUCE".to_string(), "x".to_string())])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("ICESTREAM_SAUCE") && err.contains("ICESTREAM_SOURCE"), "{err}");
+    }
+
+    #[test]
+    fn warehouse_must_fit_the_catalog() {
+        let err = Config::from_args(["catalog=glue", "warehouse=./wh"]).unwrap_err().to_string();
+        assert!(err.contains("`warehouse`") && err.contains("s3://"), "{err}");
+        Config::from_args(["catalog=glue", "warehouse=s3://bucket/wh"]).unwrap();
+        let err = Config::from_args(["catalog=s3tables", "warehouse=s3://b"]).unwrap_err().to_string();
+        assert!(err.contains("arn:aws:s3tables"), "{err}");
+        Config::from_args(["catalog=s3tables", "warehouse=arn:aws:s3tables:us-east-1:123456789012:bucket/t"]).unwrap();
+    }
+
+    #[test]
+    fn env_spelling_maps_to_key_and_args_override() {
+        let mut s = Settings::default();
+        s.apply_env([
+            ("ICESTREAM_SOURCE".to_string(), "avro".to_string()),
+            ("PATH".to_string(), "/bin".to_string()),
+        ])
+        .unwrap();
+        assert_eq!(Config::from_settings(&s).unwrap().source, Source::Avro);
+        s.apply_args(["source=json"]).unwrap();
+        assert_eq!(Config::from_settings(&s).unwrap().source, Source::Json);
+    }
+}
