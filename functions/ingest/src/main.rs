@@ -1,0 +1,34 @@
+//! AWS Lambda: MSK (or self-managed Kafka) record batches into the icestream telemetry table.
+//! Config, catalog and tables are set up once per execution environment, outside the handler.
+
+// The ingest future (catalog, scan and writer state machines) nests deeper than the default.
+#![recursion_limit = "256"]
+
+use std::sync::Arc;
+
+use icestream::event::parse_event_value;
+use icestream::{Config, IngestPipeline, Summary};
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+
+/// Time kept back from the invocation deadline to report the outcome.
+const REPLY_MARGIN_MS: u64 = 1_500;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    let config = Config::from_env()?;
+    icestream::logging::init(&config.log_format);
+    let pipeline = Arc::new(IngestPipeline::new(config).await?);
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<serde_json::Value>| {
+        let pipeline = pipeline.clone();
+        async move { handle(&pipeline, event).await }
+    }))
+    .await
+}
+
+async fn handle(pipeline: &IngestPipeline, event: LambdaEvent<serde_json::Value>) -> Result<Summary, Error> {
+    let deadline = icestream::logging::deadline_from_epoch_ms(event.context.deadline, REPLY_MARGIN_MS);
+    let parsed = parse_event_value(event.payload)?;
+    let summary = pipeline.handle(parsed, deadline).await?;
+    println!("{}", icestream::metrics::emf_line("ingest", &summary));
+    Ok(summary)
+}

@@ -1,0 +1,144 @@
+//! Exactly-once append: rows that carry Kafka lineage (`kafka_topic`, `kafka_partition`,
+//! `kafka_offset`) are appended together with the offset watermarks they cover.
+//!
+//! On every attempt the planner looks at the table's watermarks as they are *now*: rows at or
+//! below them are dropped (another attempt, a duplicate invocation or an overlapping re-cut
+//! batch already committed them). The data files are written once and reused while the
+//! watermarks of our partitions stay put; if they moved into our range the remaining rows are
+//! written again and the first files are left unreferenced (orphan cleanup removes them).
+
+use std::collections::BTreeMap;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int32Type, Int64Type};
+use arrow_array::{BooleanArray, RecordBatch};
+use arrow_select::filter::filter_record_batch;
+use iceberg::spec::DataFile;
+use iceberg::table::Table;
+
+use super::{ChangeSet, Planner, Watermarks};
+use crate::config::FailPoint;
+use crate::error::{Error, Result};
+use crate::event::TopicPartition;
+use crate::tables::lineage;
+use crate::writer::write_data_files;
+
+/// Append rows of one batch with the offsets they cover.
+pub struct OffsetAppend {
+    rows: RecordBatch,
+    /// First and last offset of the event per topic-partition: what this append covers, rows
+    /// or not (dead letters and dropped duplicates are covered too).
+    ranges: BTreeMap<TopicPartition, (i64, i64)>,
+    covers: Watermarks,
+    compression: String,
+    target_file_size: usize,
+    fail_point: FailPoint,
+    /// Table watermarks (of our partitions) the cached files were filtered against.
+    cached: Option<(Vec<Option<i64>>, Vec<DataFile>, usize)>,
+    /// Rows dropped because the table already held them, as of the last plan.
+    pub skipped_replay: usize,
+    /// Rows in the files of the last plan.
+    pub rows_planned: usize,
+    /// Data files of the last plan.
+    pub files_planned: usize,
+    /// Bytes of the data files of the last plan.
+    pub bytes_planned: u64,
+}
+
+impl OffsetAppend {
+    pub fn new(
+        rows: RecordBatch,
+        ranges: BTreeMap<TopicPartition, (i64, i64)>,
+        compression: &str,
+        target_file_size: usize,
+        fail_point: FailPoint,
+    ) -> Self {
+        let mut covers = Watermarks::default();
+        for (tp, (_, last)) in &ranges {
+            covers.advance(tp, *last);
+        }
+        Self {
+            rows,
+            ranges,
+            covers,
+            compression: compression.to_string(),
+            target_file_size,
+            fail_point,
+            cached: None,
+            skipped_replay: 0,
+            rows_planned: 0,
+            files_planned: 0,
+            bytes_planned: 0,
+        }
+    }
+
+    /// Rows whose offset is above the table's watermark for their partition.
+    fn unseen_rows(&self, table_marks: &Watermarks) -> Result<RecordBatch> {
+        // Only partitions whose watermark reaches into our range need a per-row look.
+        let relevant: BTreeMap<&TopicPartition, i64> = self
+            .ranges
+            .iter()
+            .filter_map(|(tp, (first, _))| table_marks.get(tp).filter(|w| w >= first).map(|w| (tp, w)))
+            .collect();
+        if relevant.is_empty() {
+            return Ok(self.rows.clone());
+        }
+        let schema = self.rows.schema();
+        let column = |name: &str| -> Result<usize> {
+            schema.index_of(name).map_err(|_| Error::Config(format!("rows have no lineage column {name}")))
+        };
+        let topics = self.rows.column(column(lineage::TOPIC)?).as_string::<i32>();
+        let partitions = self.rows.column(column(lineage::PARTITION)?).as_primitive::<Int32Type>();
+        let offsets = self.rows.column(column(lineage::OFFSET)?).as_primitive::<Int64Type>();
+        let keep: BooleanArray = (0..self.rows.num_rows())
+            .map(|i| {
+                let mark = relevant
+                    .iter()
+                    .find(|(tp, _)| tp.partition == partitions.value(i) && tp.topic == topics.value(i))
+                    .map(|(_, w)| *w);
+                Some(mark.is_none_or(|w| offsets.value(i) > w))
+            })
+            .collect();
+        Ok(filter_record_batch(&self.rows, &keep)?)
+    }
+}
+
+impl Planner for OffsetAppend {
+    async fn plan(&mut self, table: &Table, _attempt: u32) -> Result<Option<ChangeSet>> {
+        let marks = Watermarks::from_properties(table.metadata().properties());
+        let key: Vec<Option<i64>> = self.covers.0.keys().map(|tp| marks.get(tp)).collect();
+        if self.covers.0.iter().all(|(tp, offset)| marks.covers(tp, *offset)) {
+            // Everything this append covers is in the table already.
+            self.skipped_replay = self.rows.num_rows();
+            (self.rows_planned, self.files_planned, self.bytes_planned) = (0, 0, 0);
+            return Ok(None);
+        }
+        let (files, kept) = match &self.cached {
+            Some((cached_key, files, kept)) if *cached_key == key => (files.clone(), *kept),
+            _ => {
+                let unseen = self.unseen_rows(&marks)?;
+                let kept = unseen.num_rows();
+                let files = if kept == 0 {
+                    vec![]
+                } else {
+                    write_data_files(table, &[unseen], &self.compression, self.target_file_size).await?
+                };
+                if self.fail_point == FailPoint::AfterWrite {
+                    crate::failpoint::abort("after-write");
+                }
+                self.cached = Some((key, files.clone(), kept));
+                (files, kept)
+            }
+        };
+        self.skipped_replay = self.rows.num_rows() - kept;
+        self.rows_planned = kept;
+        self.files_planned = files.len();
+        self.bytes_planned = files.iter().map(|f| f.file_size_in_bytes()).sum();
+        if files.is_empty() {
+            return Ok(None);
+        }
+        let mut change = ChangeSet::append(files);
+        change.watermarks = self.covers.clone();
+        Ok(Some(change))
+    }
+}

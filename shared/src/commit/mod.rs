@@ -1,0 +1,209 @@
+//! The commit module: every change icestream makes to a table goes through [`Committer::commit`].
+//!
+//! One attempt = load the table, ask the [`Planner`] what to change *given what the table holds
+//! now* (so watermarks, live files and keys are re-checked on every attempt, never blindly
+//! rebased), stage manifests + metadata, and swap the catalog's metadata pointer with a
+//! compare-and-set. A lost race reloads and plans again, with jittered exponential backoff
+//! bounded by the deadline; an ambiguous swap is settled by reloading and looking for our
+//! snapshot, never by committing twice. Ingest, CDC, maintenance and the queued committer all
+//! use this one loop.
+
+pub mod append;
+pub mod pointer;
+pub mod snapshot;
+pub mod watermark;
+
+use std::collections::{HashMap, HashSet};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use iceberg::spec::{DataFile, Operation};
+use iceberg::table::Table;
+use iceberg::{Catalog, MetadataLocation, TableIdent};
+use rand::Rng;
+
+pub use pointer::{MetadataPointer, SwapError};
+pub use watermark::Watermarks;
+
+use crate::error::{Error, Result};
+
+/// Table property that makes the committer delete metadata files that fall off the log.
+pub const DELETE_AFTER_COMMIT: &str = "write.metadata.delete-after-commit.enabled";
+
+/// What one commit changes. Built by a [`Planner`] against the freshly loaded table.
+#[derive(Debug, Clone)]
+pub struct ChangeSet {
+    pub operation: Operation,
+    pub added_data_files: Vec<DataFile>,
+    pub added_delete_files: Vec<DataFile>,
+    /// Paths of live data or delete files this change removes (replace, overwrite).
+    pub removed_files: HashSet<String>,
+    /// Offsets this change covers; merged into the table's watermarks (they only go up).
+    pub watermarks: Watermarks,
+    /// Other table-property updates made in the same swap.
+    pub properties: HashMap<String, String>,
+    /// Extra snapshot-summary entries.
+    pub summary: HashMap<String, String>,
+}
+
+impl ChangeSet {
+    pub fn new(operation: Operation) -> Self {
+        Self {
+            operation,
+            added_data_files: vec![],
+            added_delete_files: vec![],
+            removed_files: HashSet::new(),
+            watermarks: Watermarks::default(),
+            properties: HashMap::new(),
+            summary: HashMap::new(),
+        }
+    }
+
+    /// An append of data files.
+    pub fn append(files: Vec<DataFile>) -> Self {
+        Self { added_data_files: files, ..Self::new(Operation::Append) }
+    }
+
+    pub fn has_files(&self) -> bool {
+        !(self.added_data_files.is_empty() && self.added_delete_files.is_empty() && self.removed_files.is_empty())
+    }
+}
+
+/// Decides, for the table as it is now, what to commit. Called once per attempt.
+pub trait Planner {
+    /// `Ok(None)`: nothing (left) to commit, e.g. the watermarks show it is already there.
+    fn plan(&mut self, table: &Table, attempt: u32) -> impl Future<Output = Result<Option<ChangeSet>>> + Send;
+}
+
+/// Result of [`Committer::commit`].
+#[derive(Debug, Clone)]
+pub struct CommitOutcome {
+    /// The new snapshot, if the change made one.
+    pub snapshot_id: Option<i64>,
+    /// Attempts made (1 = no conflict).
+    pub attempts: u32,
+    /// Whether anything was committed (false when the planner found nothing to do).
+    pub committed: bool,
+    /// The table as of the end of the commit.
+    pub table: Table,
+}
+
+/// Commits to tables of one catalog.
+#[derive(Clone)]
+pub struct Committer {
+    catalog: Arc<dyn Catalog>,
+    pointer: MetadataPointer,
+}
+
+impl std::fmt::Debug for Committer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Committer").field("pointer", &self.pointer).finish()
+    }
+}
+
+const FIRST_BACKOFF: Duration = Duration::from_millis(20);
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+
+impl Committer {
+    pub fn new(catalog: Arc<dyn Catalog>, pointer: MetadataPointer) -> Self {
+        Self { catalog, pointer }
+    }
+
+    pub fn catalog(&self) -> &Arc<dyn Catalog> {
+        &self.catalog
+    }
+
+    /// Commit what `planner` decides, retrying lost races until `deadline`.
+    pub async fn commit<P: Planner>(&self, ident: &TableIdent, deadline: Instant, planner: &mut P) -> Result<CommitOutcome> {
+        let mut attempt = 0u32;
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            attempt += 1;
+            let table = self.catalog.load_table(ident).await?;
+            let Some(change) = planner.plan(&table, attempt).await? else {
+                return Ok(CommitOutcome { snapshot_id: None, attempts: attempt, committed: false, table });
+            };
+            let outcome = match self.try_once(&table, &change).await {
+                Ok(snapshot_id) => Ok(snapshot_id),
+                Err(SwapError::Conflict(reason)) => Err(Error::CommitConflict { table: ident.to_string(), reason }),
+                Err(SwapError::Ambiguous(e)) => Err(e),
+            };
+            let error = match outcome {
+                Ok((snapshot_id, expired)) => {
+                    let table = self.catalog.load_table(ident).await?;
+                    delete_quietly(&table, expired).await;
+                    return Ok(CommitOutcome { snapshot_id, attempts: attempt, committed: true, table });
+                }
+                Err(e) => e,
+            };
+            if !error.is_retryable() {
+                return Err(error);
+            }
+            let now = Instant::now();
+            if now + backoff >= deadline {
+                return Err(Error::CommitGaveUp { table: ident.to_string(), attempts: attempt, last: error.to_string() });
+            }
+            tracing::debug!(table = %ident, attempt, %error, "commit lost a race; reloading");
+            let jitter = rand::rng().random_range(0.5..1.5);
+            tokio::time::sleep(backoff.mul_f64(jitter)).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    /// One attempt: stage, write metadata, swap. An ambiguous swap is resolved here by
+    /// reloading: if the table now holds our metadata file, the attempt succeeded.
+    async fn try_once(&self, table: &Table, change: &ChangeSet) -> Result<(Option<i64>, Vec<String>), SwapError> {
+        let staged = snapshot::stage(table, change).await.map_err(|e| match e {
+            Error::CommitConflict { reason, .. } => SwapError::Conflict(reason),
+            e => SwapError::Ambiguous(e),
+        })?;
+        let current = table.metadata_location_result().map_err(|e| SwapError::Ambiguous(e.into()))?;
+        let next = MetadataLocation::from_str(current)
+            .map_err(|e| SwapError::Ambiguous(e.into()))?
+            .with_next_version()
+            .with_new_metadata(&staged.build.metadata);
+        staged
+            .build
+            .metadata
+            .write_to(table.file_io(), &next)
+            .await
+            .map_err(|e| SwapError::Ambiguous(e.into()))?;
+        let next = next.to_string();
+        let expired: Vec<String> = if snapshot::delete_after_commit(&staged.build.metadata) {
+            staged.build.expired_metadata_logs.iter().map(|l| l.metadata_file.clone()).collect()
+        } else {
+            vec![]
+        };
+        match self.pointer.swap(table.identifier(), current, &next).await {
+            Ok(()) => Ok((staged.snapshot_id, expired)),
+            Err(SwapError::Ambiguous(e)) => match self.catalog.load_table(table.identifier()).await {
+                Ok(now) if now.metadata_location() == Some(next.as_str()) => Ok((staged.snapshot_id, expired)),
+                Ok(_) => {
+                    delete_quietly(table, std::iter::once(next).chain(staged.written).collect()).await;
+                    Err(SwapError::Ambiguous(e))
+                }
+                Err(_) => Err(SwapError::Ambiguous(e)),
+            },
+            Err(conflict) => {
+                // Our metadata, manifests and list are unreferenced: remove them now rather than
+                // leaving them to orphan cleanup.
+                delete_quietly(table, std::iter::once(next).chain(staged.written).collect()).await;
+                Err(conflict)
+            }
+        }
+    }
+}
+
+async fn delete_quietly(table: &Table, paths: Vec<String>) {
+    for path in paths {
+        if let Err(e) = table.file_io().delete(&path).await {
+            tracing::debug!(%path, error = %e, "could not delete an unreferenced file; orphan cleanup will");
+        }
+    }
+}
+
+/// A deadline `budget` from now, for callers without an invocation deadline.
+pub fn deadline_in(budget: Duration) -> Instant {
+    Instant::now() + budget
+}

@@ -1,0 +1,163 @@
+//! The metadata-pointer swap: each catalog's own compare-and-set of "current metadata file".
+//! This is the only place that knows how a catalog makes a commit atomic.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use iceberg::TableIdent;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+
+use crate::error::{Error, Result};
+
+/// Outcome of a swap attempt that did not succeed.
+#[derive(Debug)]
+pub enum SwapError {
+    /// The pointer was not at the expected location: someone else committed first.
+    Conflict(String),
+    /// We do not know whether the swap happened (timeout, lost response, busy database).
+    Ambiguous(Error),
+}
+
+/// How to swap the metadata pointer of a table in one catalog.
+#[derive(Debug, Clone)]
+pub enum MetadataPointer {
+    /// Iceberg SQL catalog (JDBC layout) in SQLite: a conditional `UPDATE`.
+    Sql { pool: SqlitePool, catalog_name: String },
+    /// AWS Glue: `UpdateTable` with the `VersionId` read together with the current location.
+    /// `SkipArchive` keeps Glue from storing a table version per commit (100,000 max per table).
+    Glue { client: aws_sdk_glue::Client },
+    /// Amazon S3 Tables: `UpdateTableMetadataLocation` with the table's version token.
+    S3Tables { client: aws_sdk_s3tables::Client, table_bucket_arn: String },
+}
+
+impl MetadataPointer {
+    /// A pointer over the SQLite catalog database at `uri` (`sqlite:<path>?mode=rwc`).
+    pub async fn sqlite(uri: &str, catalog_name: &str) -> Result<Self> {
+        let options = SqliteConnectOptions::from_str(uri)?
+            .create_if_missing(true)
+            // Concurrent writers from several processes wait for the lock instead of failing.
+            .busy_timeout(Duration::from_secs(30))
+            .journal_mode(SqliteJournalMode::Wal);
+        let pool = SqlitePoolOptions::new().max_connections(2).connect_with(options).await?;
+        Ok(Self::Sql { pool, catalog_name: catalog_name.to_string() })
+    }
+
+    /// Point `ident` at `new_location` if and only if it still points at `expected`.
+    pub async fn swap(&self, ident: &TableIdent, expected: &str, new_location: &str) -> Result<(), SwapError> {
+        match self {
+            MetadataPointer::Sql { pool, catalog_name } => {
+                let result = sqlx::query(
+                    "UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = ? \
+                     WHERE catalog_name = ? AND table_namespace = ? AND table_name = ? \
+                     AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL) AND metadata_location = ?",
+                )
+                .bind(new_location)
+                .bind(expected)
+                .bind(catalog_name)
+                .bind(ident.namespace().join("."))
+                .bind(ident.name())
+                .bind(expected)
+                .execute(pool)
+                .await
+                .map_err(|e| SwapError::Ambiguous(e.into()))?;
+                if result.rows_affected() == 1 {
+                    Ok(())
+                } else {
+                    Err(SwapError::Conflict(format!("{ident} no longer at {expected}")))
+                }
+            }
+            MetadataPointer::Glue { client } => glue_swap(client, ident, expected, new_location).await,
+            MetadataPointer::S3Tables { client, table_bucket_arn } => {
+                s3tables_swap(client, table_bucket_arn, ident, expected, new_location).await
+            }
+        }
+    }
+}
+
+const GLUE_METADATA_LOCATION: &str = "metadata_location";
+const GLUE_PREVIOUS_METADATA_LOCATION: &str = "previous_metadata_location";
+
+async fn glue_swap(client: &aws_sdk_glue::Client, ident: &TableIdent, expected: &str, new_location: &str) -> Result<(), SwapError> {
+    use aws_sdk_glue::operation::update_table::UpdateTableError;
+    use aws_sdk_glue::types::TableInput;
+    let database = ident.namespace().join(".");
+    let current = client
+        .get_table()
+        .database_name(&database)
+        .name(ident.name())
+        .send()
+        .await
+        .map_err(|e| SwapError::Ambiguous(crate::aws::error("glue:GetTable", &format!("{database}.{}", ident.name()), e)))?;
+    let table = current
+        .table()
+        .ok_or_else(|| SwapError::Ambiguous(Error::Config(format!("Glue returned no table for {ident}"))))?;
+    let mut parameters = table.parameters().cloned().unwrap_or_default();
+    if parameters.get(GLUE_METADATA_LOCATION).map(String::as_str) != Some(expected) {
+        return Err(SwapError::Conflict(format!("{ident} no longer at {expected}")));
+    }
+    parameters.insert(GLUE_METADATA_LOCATION.into(), new_location.into());
+    parameters.insert(GLUE_PREVIOUS_METADATA_LOCATION.into(), expected.into());
+    // Same table, new pointer: keep the columns and location Glue already has.
+    let input = TableInput::builder()
+        .name(table.name())
+        .set_description(table.description().map(str::to_string))
+        .set_table_type(table.table_type().map(str::to_string))
+        .set_storage_descriptor(table.storage_descriptor().cloned())
+        .set_parameters(Some(parameters))
+        .build()
+        .map_err(|e| SwapError::Ambiguous(Error::Config(format!("Glue table input for {ident}: {e}"))))?;
+    let mut update = client.update_table().database_name(&database).table_input(input).skip_archive(true);
+    if let Some(version) = table.version_id() {
+        update = update.version_id(version);
+    }
+    match update.send().await {
+        Ok(_) => Ok(()),
+        Err(e) => match e.as_service_error() {
+            Some(UpdateTableError::ConcurrentModificationException(_)) => {
+                Err(SwapError::Conflict(format!("{ident}: Glue table version changed")))
+            }
+            _ => Err(SwapError::Ambiguous(crate::aws::error("glue:UpdateTable", &format!("{database}.{}", ident.name()), e))),
+        },
+    }
+}
+
+async fn s3tables_swap(
+    client: &aws_sdk_s3tables::Client,
+    bucket: &str,
+    ident: &TableIdent,
+    expected: &str,
+    new_location: &str,
+) -> Result<(), SwapError> {
+    use aws_sdk_s3tables::operation::update_table_metadata_location::UpdateTableMetadataLocationError;
+    let namespace = ident.namespace().join(".");
+    let resource = format!("{bucket}/{namespace}/{}", ident.name());
+    let current = client
+        .get_table_metadata_location()
+        .table_bucket_arn(bucket)
+        .namespace(&namespace)
+        .name(ident.name())
+        .send()
+        .await
+        .map_err(|e| SwapError::Ambiguous(crate::aws::error("s3tables:GetTableMetadataLocation", &resource, e)))?;
+    if current.metadata_location() != Some(expected) {
+        return Err(SwapError::Conflict(format!("{ident} no longer at {expected}")));
+    }
+    let result = client
+        .update_table_metadata_location()
+        .table_bucket_arn(bucket)
+        .namespace(&namespace)
+        .name(ident.name())
+        .version_token(current.version_token())
+        .metadata_location(new_location)
+        .send()
+        .await;
+    match result {
+        Ok(_) => Ok(()),
+        Err(e) => match e.as_service_error() {
+            Some(UpdateTableMetadataLocationError::ConflictException(_)) => {
+                Err(SwapError::Conflict(format!("{ident}: S3 Tables version token changed")))
+            }
+            _ => Err(SwapError::Ambiguous(crate::aws::error("s3tables:UpdateTableMetadataLocation", &resource, e))),
+        },
+    }
+}

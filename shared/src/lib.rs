@@ -1,0 +1,27 @@
+//! icestream: Kafka (Amazon MSK) record batches into Apache Iceberg tables, exactly once.
+//!
+//! Everything the Lambda functions and the `icestream` CLI share lives here; the functions'
+//! `main.rs` only build a pipeline once and hand it each event.
+
+pub mod aws;
+pub mod catalog;
+pub mod codec;
+pub mod commit;
+pub mod config;
+pub mod dead_letter;
+pub mod dedup;
+pub mod error;
+pub mod event;
+pub mod failpoint;
+pub mod generate;
+pub mod ingest;
+pub mod logging;
+pub mod metrics;
+pub mod report;
+pub mod tables;
+pub mod window;
+pub mod writer;
+
+pub use config::Config;
+pub use error::{Error, Result};
+pub use ingest::{IngestPipeline, Summary};
