@@ -1,0 +1,154 @@
+//! End to end on the embedded default catalog: sample and generated events through the
+//! `icestream` binary, read back with iceberg-rust. (PyIceberg and DuckDB read the same tables
+//! in tests/python.)
+
+use icestream::generate::{GeneratorOptions, generate};
+use icestream_integration::*;
+
+fn workspace_file(rel: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)
+}
+
+#[tokio::test]
+async fn sample_events_of_every_format_land_with_their_dead_letters() {
+    for (format, file, valid, corrupt) in [
+        ("proto", "events/msk-proto.json", 40, 0),
+        ("avro", "events/msk-avro.json", 40, 0),
+        ("json", "events/msk-json.json", 40, 0),
+        ("json", "events/msk-json-corrupt.json", 37, 3),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let wh = dir.path().join("wh");
+        let event = workspace_file(file);
+        let s = summary_of(&icestream(
+            &["ingest", event.to_str().unwrap(), &format!("warehouse={}", wh.display()), &format!("source={format}")],
+            &[],
+        ));
+        assert_eq!(s["records"], valid + corrupt, "{file}: {s}");
+        assert_eq!(s["written"], valid, "{file}: {s}");
+        assert_eq!(s["dead_letter"], corrupt, "{file}: {s}");
+        assert_eq!(telemetry_rows(&wh).await.len(), valid as usize, "{file}");
+        assert_eq!(dead_letter_offsets(&wh).await.len(), corrupt as usize, "{file}");
+    }
+}
+
+#[tokio::test]
+async fn generated_event_counts_sums_partitioning_and_dead_letters_match_what_was_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    let opts = GeneratorOptions::from_args(["records=30000", "format=json", "corrupt=true", "partitions=3", "seed=7"]).unwrap();
+    let g = generate(&opts).unwrap();
+    let event = write_event(dir.path(), "e.json", &g.event);
+    let s = summary_of(&icestream(
+        &["ingest", event.to_str().unwrap(), &format!("warehouse={}", wh.display()), "source=json", "dedup=none"],
+        &[],
+    ));
+    let e = &g.expectation;
+    assert!(e.corrupt > 0 && e.resends > 0 && e.late > 0, "{e:?}");
+    assert_eq!(s["written"], e.valid as u64, "{s}");
+    assert_eq!(s["dead_letter"], e.corrupt as u64, "{s}");
+
+    let rows = telemetry_rows(&wh).await;
+    assert_eq!(rows.len(), e.valid);
+    assert_eq!(rows.iter().map(|(_, r)| i64::from(r.speed_kmh)).sum::<i64>(), e.speed_sum);
+
+    // Every dead letter is a record whose raw value really is malformed JSON.
+    let dl = scan(&wh, "vehicle_telemetry_dead_letter").await;
+    let mut dl_rows = 0;
+    for b in &dl {
+        use arrow_array::cast::AsArray;
+        let raw = b.column_by_name("raw_value").unwrap().as_binary::<i64>();
+        let err = b.column_by_name("error").unwrap().as_string::<i32>();
+        for i in 0..b.num_rows() {
+            assert!(serde_json::from_slice::<serde_json::Value>(raw.value(i)).is_err());
+            assert!(err.value(i).starts_with("json:"), "{}", err.value(i));
+            dl_rows += 1;
+        }
+    }
+    assert_eq!(dl_rows, e.corrupt);
+
+    let cfg = config(&wh, &[]);
+    let catalogs = icestream::catalog::Catalogs::connect(&cfg).await.unwrap();
+    let table = catalogs.catalog().load_table(&catalogs.ident("vehicle_telemetry")).await.unwrap();
+    let report = icestream::report::report(&table).await.unwrap();
+    assert_eq!(report.partition_spec, ["hour(event_time_hour)", "bucket[16](vehicle_id_bucket)"]);
+    assert_eq!(report.snapshots, 1, "one commit per table per invocation");
+    assert_eq!(report.records, e.valid as u64);
+    // Three hours of readings (two plus the late ones) over 16 buckets.
+    assert!(report.partitions > 16, "{report:?}");
+    assert_eq!(report.watermarks.len(), 3);
+}
+
+#[tokio::test]
+async fn dedup_batch_keeps_one_copy_per_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    let opts = GeneratorOptions::from_args(["records=20000", "format=avro", "seed=3"]).unwrap();
+    let g = generate(&opts).unwrap();
+    let event = write_event(dir.path(), "e.json", &g.event);
+    let s = summary_of(&icestream(
+        &["ingest", event.to_str().unwrap(), &format!("warehouse={}", wh.display()), "source=avro", "dedup=batch"],
+        &[],
+    ));
+    assert!(g.expectation.resends > 0);
+    assert_eq!(s["written"], g.expectation.unique_valid as u64, "{s}");
+    assert_eq!(s["duplicates"], g.expectation.resends as u64, "{s}");
+    let rows = telemetry_rows(&wh).await;
+    let ids: std::collections::HashSet<_> = rows.iter().map(|(_, r)| (r.vehicle_id, r.event_time_us)).collect();
+    assert_eq!(ids.len(), rows.len());
+}
+
+#[tokio::test]
+async fn files_are_zstd_parquet_and_roll_at_the_target_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    let opts = GeneratorOptions::from_args(["records=40000", "partitions=1", "vehicles=1", "seed=5"]).unwrap();
+    let g = generate(&opts).unwrap();
+    let event = write_event(dir.path(), "e.json", &g.event);
+    // One vehicle and < 1 h of readings: one partition, so the file count is the rolling.
+    let s = summary_of(&icestream(
+        &["ingest", event.to_str().unwrap(), &format!("warehouse={}", wh.display()), "target_file_size_bytes=65536"],
+        &[],
+    ));
+    let files = s["files"].as_u64().unwrap();
+    assert!(files >= 3, "expected rolling into several files: {s}");
+    let parquet: Vec<_> = walk(&wh).into_iter().filter(|p| p.extension().is_some_and(|e| e == "parquet")).collect();
+    assert_eq!(parquet.len() as u64, files);
+    for p in parquet {
+        let reader = parquet_meta(&p);
+        assert!(reader.contains("ZSTD"), "{}: {reader}", p.display());
+    }
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = vec![];
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() { out.extend(walk(&p)) } else { out.push(p) }
+    }
+    out
+}
+
+fn parquet_meta(path: &std::path::Path) -> String {
+    let file = std::fs::File::open(path).unwrap();
+    let reader = parquet::file::reader::SerializedFileReader::new(file).unwrap();
+    use parquet::file::reader::FileReader;
+    let md = reader.metadata();
+    format!("{:?}", md.row_group(0).column(0).compression())
+}
+
+#[tokio::test]
+async fn malformed_event_and_bad_config_fail_with_clear_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "{\"eventSource\":\"aws:kafka\"}").unwrap();
+    let out = icestream(&["ingest", bad.to_str().unwrap(), &format!("warehouse={}", dir.path().display())], &[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("records"));
+    let out = icestream(&["ingest", bad.to_str().unwrap(), "source=xml"], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("`source`") && err.contains("proto|avro|json"), "{err}");
+    let out = icestream(&["ingest", bad.to_str().unwrap()], &[("ICESTREAM_DEDUP", "sometimes")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("ICESTREAM_DEDUP") && err.contains("none|batch|window"), "{err}");
+}
