@@ -1,0 +1,54 @@
+# icestream: the verbs. `make demo` is the main job; `make test` is what CI runs.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# Builds live outside the clone so CI reruns and fresh clones on the same machine are incremental.
+export CARGO_TARGET_DIR ?= $(HOME)/.cache/icestream-target
+VENV ?= $(HOME)/.cache/icestream-venv
+PY := $(VENV)/bin/python
+REQS := scripts/requirements.txt
+VENV_STAMP := $(VENV)/.stamp-$(shell cat $(REQS) 2>/dev/null | sha1sum | cut -c1-12)
+BIN := $(CARGO_TARGET_DIR)/debug/icestream
+WAREHOUSE ?= ./warehouse
+
+.PHONY: help demo test test-rust test-python build-cli bench build infra-check venv clean
+
+help:
+	@echo "make demo     generate telemetry, ingest it into Iceberg on the embedded catalog, read it back"
+	@echo "make test     every test: Rust units and integration, independent readers (PyIceberg, DuckDB)"
+	@echo "make bench    throughput against the bare arrow-rs Parquet floor, and peak RSS on a 6 MB event"
+	@echo "make build    Lambda zips (cargo lambda build --release --arm64 --output-format zip)"
+
+# The Python side: independent Iceberg readers, the AWS API emulator, cargo-lambda. Pinned.
+$(VENV_STAMP): $(REQS)
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r $(REQS)
+	touch $@
+venv: $(VENV_STAMP)
+
+build-cli:
+	cargo build --bin icestream
+
+demo: build-cli
+	$(BIN) demo warehouse=$(WAREHOUSE)
+
+test: venv
+	cargo build --workspace --bins
+	cargo test --workspace --no-fail-fast
+	ICESTREAM_BIN=$(BIN) $(VENV)/bin/pytest -q tests/python
+
+test-rust:
+	cargo test --workspace
+
+test-python: venv build-cli
+	ICESTREAM_BIN=$(BIN) $(VENV)/bin/pytest -q tests/python
+
+bench:
+	cargo build --release --bin icestream
+	cargo bench -p icestream --bench ingest
+
+build: venv
+	PATH=$(VENV)/bin:$$PATH scripts/build-lambdas.sh
+
+clean:
+	rm -rf $(WAREHOUSE)
