@@ -4,9 +4,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use iceberg::io::StorageFactory;
+use iceberg::io::{FileIO, FileIOBuilder, StorageFactory};
+use iceberg::spec::TableMetadataBuilder;
 use iceberg::table::Table;
-use iceberg::{Catalog, CatalogBuilder, NamespaceIdent, TableCreation, TableIdent};
+use iceberg::{Catalog, CatalogBuilder, MetadataLocation, NamespaceIdent, TableCreation, TableIdent};
 use iceberg_catalog_glue::{GLUE_CATALOG_PROP_URI, GLUE_CATALOG_PROP_WAREHOUSE, GlueCatalogBuilder};
 use iceberg_catalog_s3tables::{
     S3TABLES_CATALOG_PROP_ENDPOINT_URL, S3TABLES_CATALOG_PROP_TABLE_BUCKET_ARN, S3TablesCatalogBuilder,
@@ -51,16 +52,48 @@ fn s3_file_io_props(sdk: &aws_config::SdkConfig, config: &Config) -> HashMap<Str
     props
 }
 
+/// The Glue warehouse's S3 bucket must exist (the deployment creates it): say so at start.
+async fn preflight_warehouse_bucket(sdk: &aws_config::SdkConfig, config: &Config) -> Result<()> {
+    let warehouse = &config.warehouse;
+    let bucket = warehouse.trim_start_matches("s3://").split('/').next().unwrap_or_default();
+    let mut s3 = aws_sdk_s3::config::Builder::from(sdk);
+    if let Some(endpoint) = service_endpoint(sdk, "S3") {
+        s3 = s3.endpoint_url(endpoint);
+    }
+    let client = aws_sdk_s3::Client::from_conf(s3.force_path_style(config.s3_path_style).build());
+    client
+        .head_bucket()
+        .bucket(bucket)
+        .send()
+        .await
+        .map_err(|e| crate::aws::error("s3:ListBucket", &format!("s3://{bucket}"), e))?;
+    Ok(())
+}
+
 /// A catalog and the committer over it, built once and reused across invocations.
 #[derive(Clone, Debug)]
 pub struct Catalogs {
     pub committer: Committer,
     pub namespace: NamespaceIdent,
+    /// Glue only: tables are created by us (see [`glue_create_table`]).
+    glue: Option<GlueCreate>,
+    /// S3 Tables only: the client and table bucket, for the managed maintenance settings.
+    s3tables: Option<(aws_sdk_s3tables::Client, String)>,
+}
+
+/// What creating a Glue table ourselves needs.
+#[derive(Clone, Debug)]
+struct GlueCreate {
+    client: aws_sdk_glue::Client,
+    warehouse: String,
+    file_io: FileIO,
 }
 
 impl Catalogs {
     pub async fn connect(config: &Config) -> Result<Self> {
         let namespace = NamespaceIdent::new(config.namespace.clone());
+        let mut glue = None;
+        let mut s3tables = None;
         let committer = match config.catalog {
             CatalogKind::Local => {
                 let dir = config.local_warehouse_dir()?;
@@ -89,6 +122,12 @@ impl Catalogs {
                     .load("glue", props)
                     .await?;
                 let client = aws_sdk_glue::Client::new(&sdk);
+                preflight_warehouse_bucket(&sdk, config).await?;
+                glue = Some(GlueCreate {
+                    client: client.clone(),
+                    warehouse: config.warehouse.trim_end_matches('/').to_string(),
+                    file_io: FileIOBuilder::new(storage_factory()).with_props(s3_file_io_props(&sdk, config)).build(),
+                });
                 Committer::new(Arc::new(catalog), MetadataPointer::Glue { client })
             }
             CatalogKind::S3Tables => {
@@ -103,13 +142,60 @@ impl Catalogs {
                     .load("s3tables", props)
                     .await?;
                 let client = aws_sdk_s3tables::Client::new(&sdk);
+                // Fail at start with the resource and action named, not deep in a commit.
+                client
+                    .get_table_bucket()
+                    .table_bucket_arn(&config.warehouse)
+                    .send()
+                    .await
+                    .map_err(|e| crate::aws::error("s3tables:GetTableBucket", &config.warehouse, e))?;
+                s3tables = Some((client.clone(), config.warehouse.clone()));
                 Committer::new(
                     Arc::new(catalog),
                     MetadataPointer::S3Tables { client, table_bucket_arn: config.warehouse.clone() },
                 )
             }
         };
-        Ok(Self { committer, namespace })
+        Ok(Self { committer, namespace, glue, s3tables })
+    }
+
+    /// On S3 Tables, the maintenance AWS runs for `table` (compaction, snapshot management) and
+    /// for its bucket (unreferenced-file removal): `None` on other catalogs.
+    pub async fn managed_maintenance(&self, table: &str) -> Result<Option<serde_json::Value>> {
+        let Some((client, bucket)) = &self.s3tables else { return Ok(None) };
+        let namespace = self.namespace.join(".");
+        let resource = format!("{bucket}/{namespace}/{table}");
+        let table_config = client
+            .get_table_maintenance_configuration()
+            .table_bucket_arn(bucket)
+            .namespace(&namespace)
+            .name(table)
+            .send()
+            .await
+            .map_err(|e| crate::aws::error("s3tables:GetTableMaintenanceConfiguration", &resource, e))?;
+        let bucket_config = client
+            .get_table_bucket_maintenance_configuration()
+            .table_bucket_arn(bucket)
+            .send()
+            .await
+            .map_err(|e| crate::aws::error("s3tables:GetTableBucketMaintenanceConfiguration", bucket, e))?;
+        let describe = |status: Option<String>, settings: Option<String>| {
+            serde_json::json!({ "status": status, "settings": settings })
+        };
+        let mut out = serde_json::Map::new();
+        for (kind, value) in table_config.configuration() {
+            out.insert(
+                kind.as_str().to_string(),
+                describe(value.status().map(|s| s.as_str().to_string()), value.settings().map(|s| format!("{s:?}"))),
+            );
+        }
+        for (kind, value) in bucket_config.configuration() {
+            out.insert(
+                kind.as_str().to_string(),
+                describe(value.status().map(|s| s.as_str().to_string()), value.settings().map(|s| format!("{s:?}"))),
+            );
+        }
+        Ok(Some(serde_json::Value::Object(out)))
     }
 
     pub fn catalog(&self) -> &Arc<dyn Catalog> {
@@ -141,11 +227,68 @@ impl Catalogs {
             .partition_spec(def.partition_spec.clone())
             .properties(def.properties.clone())
             .build();
-        match catalog.create_table(&self.namespace, creation).await {
-            Ok(table) => Ok(table),
-            Err(create_error) => catalog.load_table(&ident).await.map_err(|_| {
-                Error::Config(format!("cannot create table {ident}: {create_error}"))
-            }),
+        let created = match &self.glue {
+            Some(glue) => glue_create_table(glue, &ident, creation).await,
+            None => catalog.create_table(&self.namespace, creation).await.map(drop).map_err(Error::from),
+        };
+        match created {
+            Ok(()) => Ok(catalog.load_table(&ident).await?),
+            // Lost a creation race: the winner's table is as good as ours.
+            Err(create_error) => catalog.load_table(&ident).await.map_err(|_| create_error),
         }
     }
+}
+
+/// Glue column type names for Iceberg types (what Athena and Spark write). iceberg-rust 0.10's
+/// Glue catalog refuses `timestamptz` when it creates a table, so we create Glue tables here:
+/// metadata file first, then `CreateTable` pointing at it, as the library would.
+fn glue_column_type(t: &iceberg::spec::Type) -> String {
+    use iceberg::spec::{PrimitiveType as P, Type};
+    match t {
+        Type::Primitive(P::Boolean) => "boolean".into(),
+        Type::Primitive(P::Int) => "int".into(),
+        Type::Primitive(P::Long) => "bigint".into(),
+        Type::Primitive(P::Float) => "float".into(),
+        Type::Primitive(P::Double) => "double".into(),
+        Type::Primitive(P::Date) => "date".into(),
+        Type::Primitive(P::Timestamp | P::Timestamptz | P::TimestampNs | P::TimestamptzNs) => "timestamp".into(),
+        Type::Primitive(P::String | P::Uuid) => "string".into(),
+        Type::Primitive(P::Binary | P::Fixed(_)) => "binary".into(),
+        Type::Primitive(P::Decimal { precision, scale }) => format!("decimal({precision},{scale})"),
+        other => other.to_string(),
+    }
+}
+
+async fn glue_create_table(glue: &GlueCreate, ident: &TableIdent, mut creation: TableCreation) -> Result<()> {
+    use aws_sdk_glue::types::{Column, StorageDescriptor, TableInput};
+    let database = ident.namespace().join(".");
+    let location = format!("{}/{database}.db/{}", glue.warehouse, ident.name());
+    creation.location = Some(location.clone());
+    let metadata = TableMetadataBuilder::from_table_creation(creation)?.build()?.metadata;
+    let metadata_location = MetadataLocation::new_with_metadata(location.clone(), &metadata);
+    metadata.write_to(&glue.file_io, &metadata_location).await?;
+    let columns = metadata
+        .current_schema()
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|f| Column::builder().name(&f.name).r#type(glue_column_type(&f.field_type)).build())
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| Error::Config(format!("Glue columns for {ident}: {e}")))?;
+    let input = TableInput::builder()
+        .name(ident.name())
+        .table_type("EXTERNAL_TABLE")
+        .parameters("table_type", "ICEBERG")
+        .parameters("metadata_location", metadata_location.to_string())
+        .storage_descriptor(StorageDescriptor::builder().set_columns(Some(columns)).location(location).build())
+        .build()
+        .map_err(|e| Error::Config(format!("Glue table input for {ident}: {e}")))?;
+    glue.client
+        .create_table()
+        .database_name(&database)
+        .table_input(input)
+        .send()
+        .await
+        .map_err(|e| crate::aws::error("glue:CreateTable", &format!("{database}.{}", ident.name()), e))?;
+    Ok(())
 }

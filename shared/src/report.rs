@@ -29,6 +29,9 @@ pub struct TableReport {
     pub partitions: usize,
     /// Highest committed offset per `topic-partition`.
     pub watermarks: BTreeMap<String, i64>,
+    /// S3 Tables: the maintenance AWS runs on this table and its bucket.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub managed_maintenance: Option<serde_json::Value>,
 }
 
 /// Build the report of `table` from its current snapshot's manifests.
@@ -55,6 +58,7 @@ pub async fn report(table: &Table) -> Result<TableReport> {
             .into_iter()
             .map(|(tp, o)| (tp.to_string(), o))
             .collect(),
+        managed_maintenance: None,
     };
     let Some(snapshot) = metadata.current_snapshot() else { return Ok(r) };
     let list = table.manifest_list_reader(snapshot).load().await?;

@@ -57,7 +57,8 @@ async fn run() -> Result<()> {
                 .load_table(&catalogs.ident(&table))
                 .await
                 .with_context(|| format!("table {}.{table}", config.namespace))?;
-            let report = icestream::report::report(&table).await?;
+            let mut report = icestream::report::report(&table).await?;
+            report.managed_maintenance = catalogs.managed_maintenance(table.identifier().name()).await?;
             println!("{}", serde_json::to_string_pretty(&report)?);
         }
         "gen-event" => {
