@@ -46,6 +46,7 @@ test-python: venv build-cli
 bench:
 	cargo build --release --bin icestream
 	cargo bench -p icestream --bench ingest
+	cargo bench -p icestream --bench commit
 
 build: venv
 	PATH=$(VENV)/bin:$$PATH scripts/build-lambdas.sh

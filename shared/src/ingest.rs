@@ -39,6 +39,8 @@ pub struct Summary {
     pub snapshot_id: Option<i64>,
     /// Commit attempts, both tables.
     pub commit_attempts: u32,
+    /// Wall time spent committing (planning, staging, swapping, retries), both tables.
+    pub commit_ms: u64,
     /// Age of the oldest record at commit time (Kafka timestamp to now), milliseconds.
     pub max_record_age_ms: i64,
     pub duration_ms: u64,
@@ -121,7 +123,9 @@ impl IngestPipeline {
             if batch.num_rows() == 0 {
                 continue;
             }
+            let commit_started = Instant::now();
             let outcome = self.append(ident, batch, &decoded.ranges, deadline).await?;
+            summary.commit_ms += commit_started.elapsed().as_millis() as u64;
             summary.commit_attempts += outcome.1.attempts;
             summary.files += outcome.0.files_planned;
             summary.bytes += outcome.0.bytes_planned;

@@ -17,6 +17,7 @@ pub fn emf_line(function: &str, summary: &Summary) -> String {
         ("SkippedReplays", "Count", summary.skipped_replay as f64),
         ("Duplicates", "Count", summary.duplicates as f64),
         ("CommitAttempts", "Count", f64::from(summary.commit_attempts)),
+        ("CommitTime", "Milliseconds", summary.commit_ms as f64),
         ("Bytes", "Bytes", summary.bytes as f64),
         ("Duration", "Milliseconds", summary.duration_ms as f64),
         ("MaxRecordAge", "Milliseconds", summary.max_record_age_ms as f64),
