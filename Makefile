@@ -18,6 +18,7 @@ help:
 	@echo "make test     every test: Rust units and integration, independent readers (PyIceberg, DuckDB)"
 	@echo "make bench    throughput against the bare arrow-rs Parquet floor, and peak RSS on a 6 MB event"
 	@echo "make build    Lambda zips (cargo lambda build --release --arm64 --output-format zip)"
+	@echo "make infra-check  terraform fmt, checkov and the Terraform/config cross-checks"
 
 # The Python side: independent Iceberg readers, the AWS API emulator, cargo-lambda. Pinned.
 $(VENV_STAMP): $(REQS)
@@ -50,6 +51,10 @@ bench:
 
 build: venv
 	PATH=$(VENV)/bin:$$PATH scripts/build-lambdas.sh
+
+# Static checks of infra/terraform: fmt, checkov, and the parse test against the Rust config.
+infra-check: venv
+	scripts/infra-check.sh
 
 clean:
 	rm -rf $(WAREHOUSE)

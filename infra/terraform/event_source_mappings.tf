@@ -1,0 +1,71 @@
+################################################################################
+# Kafka event source mappings: one per ingest topic, one for the CDC topic.
+# MSK mappings are at-least-once; icestream makes them exactly-once with the
+# offset watermarks it commits atomically with each snapshot.
+#
+# Error handling: `maximum_retry_attempts` and `maximum_record_age_in_seconds`
+# bound retries of a failing batch, after which its record goes to the on-failure
+# destination. AWS honours both for MSK only in provisioned mode, so on-demand
+# mode must be acknowledged with `allow_unbounded_kafka_retries`.
+################################################################################
+
+resource "aws_lambda_event_source_mapping" "kafka" {
+  for_each = local.kafka_mappings
+
+  function_name    = aws_lambda_function.this[each.value.function].arn
+  event_source_arn = local.msk_cluster_arn
+  topics           = [each.value.topic]
+
+  starting_position                  = var.starting_position
+  batch_size                         = each.value.batch
+  maximum_batching_window_in_seconds = each.value.window
+
+  amazon_managed_kafka_event_source_config {
+    consumer_group_id = each.value.group
+  }
+
+  # Bounded retries (provisioned mode only; see header).
+  maximum_retry_attempts        = local.kafka_error_controls ? var.maximum_retry_attempts : null
+  maximum_record_age_in_seconds = local.kafka_error_controls ? var.maximum_record_age_in_seconds : null
+
+  destination_config {
+    on_failure {
+      destination_arn = local.on_failure_destination_arn
+    }
+  }
+
+  dynamic "provisioned_poller_config" {
+    for_each = var.provisioned_pollers.enabled ? [var.provisioned_pollers] : []
+
+    content {
+      minimum_pollers   = provisioned_poller_config.value.minimum_pollers
+      maximum_pollers   = provisioned_poller_config.value.maximum_pollers
+      poller_group_name = provisioned_poller_config.value.poller_group_name
+    }
+  }
+
+  dynamic "metrics_config" {
+    for_each = length(var.esm_metrics) > 0 ? [var.esm_metrics] : []
+
+    content {
+      metrics = metrics_config.value
+    }
+  }
+
+  tags = local.tags
+
+  # The mapping authenticates to MSK and writes failures with the function role.
+  depends_on = [aws_iam_role_policy.function]
+
+  lifecycle {
+    precondition {
+      condition     = var.create_msk_cluster || var.msk_cluster_arn != null
+      error_message = "Set msk_cluster_arn when create_msk_cluster is false."
+    }
+
+    precondition {
+      condition     = local.kafka_error_controls || var.allow_unbounded_kafka_retries
+      error_message = "Kafka mappings bound retries and record age only in provisioned mode: keep provisioned_pollers.enabled = true, or set allow_unbounded_kafka_retries = true."
+    }
+  }
+}

@@ -1,0 +1,144 @@
+################################################################################
+# Lambda functions: provided.al2023 on arm64, handler `bootstrap`, one zip per
+# workspace binary. Functions are configured only through ICESTREAM_<KEY>
+# environment variables (KEY = upper-cased key of shared/src/config.rs), and
+# each function gets only the keys it reads.
+################################################################################
+
+locals {
+  env_common = {
+    ICESTREAM_CATALOG           = var.catalog
+    ICESTREAM_WAREHOUSE         = local.warehouse
+    ICESTREAM_NAMESPACE         = var.namespace
+    ICESTREAM_LOG_FORMAT        = var.log_format
+    ICESTREAM_COMMIT_TIMEOUT_MS = tostring(var.commit_timeout_ms)
+  }
+
+  env_files = {
+    ICESTREAM_TARGET_FILE_SIZE_BYTES = tostring(var.target_file_size_bytes)
+    ICESTREAM_COMPRESSION            = var.compression
+  }
+
+  # `direct` is the functions' default: only queued mode sets the commit knobs.
+  env_commit_mode = local.queued ? {
+    ICESTREAM_COMMIT_MODE      = var.commit_mode
+    ICESTREAM_COMMIT_QUEUE_URL = aws_sqs_queue.commit[0].url
+  } : {}
+
+  function_environment = {
+    ingest = merge(local.env_common, local.env_files, local.env_commit_mode,
+      {
+        ICESTREAM_TABLE  = var.table
+        ICESTREAM_SOURCE = var.source_format
+        ICESTREAM_DEDUP  = var.dedup
+      },
+      var.dedup == "window" ? { ICESTREAM_DEDUP_WINDOW_MINUTES = tostring(var.dedup_window_minutes) } : {}
+    )
+
+    cdc = merge(local.env_common, local.env_files, local.env_commit_mode,
+      {
+        ICESTREAM_CDC_FORMAT               = var.cdc_format
+        ICESTREAM_CDC_ORDER_COLUMN         = var.cdc_order_column
+        ICESTREAM_CHANGELOG_TABLE          = var.changelog_table
+        ICESTREAM_MIRROR_TABLE             = var.mirror_table
+        ICESTREAM_TOMBSTONE_RETENTION_DAYS = tostring(var.tombstone_retention_days)
+      }
+    )
+
+    maintenance = merge(local.env_common, local.env_files,
+      {
+        ICESTREAM_HOT_PARTITION_HOURS    = tostring(var.hot_partition_hours)
+        ICESTREAM_SNAPSHOT_MAX_AGE_HOURS = tostring(var.snapshot_max_age_hours)
+        ICESTREAM_MIN_SNAPSHOTS_TO_KEEP  = tostring(var.min_snapshots_to_keep)
+        ICESTREAM_ORPHAN_MARGIN_HOURS    = tostring(var.orphan_margin_hours)
+      },
+      local.glue ? {} : { ICESTREAM_S3TABLES_MAINTENANCE = var.s3tables_maintenance }
+    )
+
+    # The committer rewrites trimmed requests' files, so it needs the file knobs.
+    committer = merge(local.env_common, local.env_files)
+  }
+
+  function_settings = {
+    ingest      = var.function_settings.ingest
+    cdc         = var.function_settings.cdc
+    maintenance = var.function_settings.maintenance
+    # Commits to a table are serial: exactly one committer at a time.
+    committer = merge(var.function_settings.committer, { reserved_concurrent_executions = 1 })
+  }
+}
+
+resource "aws_cloudwatch_log_group" "function" {
+  for_each = local.functions
+
+  name              = "/aws/lambda/${local.function_names[each.key]}"
+  retention_in_days = var.log_retention_in_days
+  kms_key_id        = aws_kms_key.this.arn
+  tags              = local.tags
+}
+
+resource "aws_lambda_function" "this" {
+  for_each = local.functions
+
+  #checkov:skip=CKV_AWS_116:Kafka and SQS mappings invoke synchronously and have their own on-failure destination / redrive DLQ; the scheduled maintenance is idempotent and re-runs on its next schedule (async retries are set to 0 below), so a function DLQ would only collect duplicates.
+  #checkov:skip=CKV_AWS_272:cargo-lambda zips are built and deployed from the same pipeline; no AWS Signer profile exists for them yet.
+
+  function_name = local.function_names[each.key]
+  description   = each.value.description
+  role          = aws_iam_role.function[each.key].arn
+
+  filename         = "${local.artifacts_dir}/${each.value.binary}/bootstrap.zip"
+  source_code_hash = filebase64sha256("${local.artifacts_dir}/${each.value.binary}/bootstrap.zip")
+  handler          = "bootstrap"
+  runtime          = "provided.al2023"
+  architectures    = ["arm64"]
+
+  memory_size                    = local.function_settings[each.key].memory_size
+  timeout                        = local.function_settings[each.key].timeout
+  reserved_concurrent_executions = local.function_settings[each.key].reserved_concurrent_executions
+
+  kms_key_arn = aws_kms_key.this.arn
+
+  environment {
+    variables = local.function_environment[each.key]
+  }
+
+  logging_config {
+    log_format            = "JSON"
+    log_group             = aws_cloudwatch_log_group.function[each.key].name
+    application_log_level = var.application_log_level
+    system_log_level      = var.system_log_level
+  }
+
+  tracing_config {
+    mode = var.enable_xray ? "Active" : "PassThrough"
+  }
+
+  dynamic "vpc_config" {
+    for_each = var.function_vpc_config == null ? [] : [var.function_vpc_config]
+
+    content {
+      subnet_ids         = vpc_config.value.subnet_ids
+      security_group_ids = vpc_config.value.security_group_ids
+    }
+  }
+
+  tags = local.tags
+
+  depends_on = [aws_iam_role_policy.function]
+
+  lifecycle {
+    precondition {
+      condition     = var.commit_timeout_ms < local.function_settings[each.key].timeout * 1000
+      error_message = "commit_timeout_ms must be shorter than every function timeout."
+    }
+  }
+}
+
+# Maintenance is invoked asynchronously by EventBridge Scheduler. Every run is
+# idempotent and the next schedule repeats it, so Lambda does not retry.
+resource "aws_lambda_function_event_invoke_config" "maintenance" {
+  function_name                = aws_lambda_function.this["maintenance"].function_name
+  maximum_retry_attempts       = 0
+  maximum_event_age_in_seconds = 3600
+}

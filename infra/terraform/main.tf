@@ -1,0 +1,107 @@
+################################################################################
+# icestream: serverless Kafka (MSK) -> Apache Iceberg on AWS Lambda.
+# Shared data sources and locals; each concern lives in its own file:
+#   msk.tf, functions.tf, event_source_mappings.tf, schedules.tf, storage.tf,
+#   queue.tf, iam.tf, monitoring.tf
+################################################################################
+
+data "aws_partition" "current" {}
+data "aws_region" "current" {}
+data "aws_caller_identity" "current" {}
+
+locals {
+  partition = data.aws_partition.current.partition
+  region    = data.aws_region.current.region
+  account   = data.aws_caller_identity.current.account_id
+
+  tags = merge(var.tags, { "icestream:deployment" = var.name })
+
+  # cargo lambda build --release --arm64 --output-format zip writes
+  # target/lambda/<binary>/bootstrap.zip at the workspace root.
+  artifacts_dir = coalesce(var.artifacts_dir, "${path.module}/../../target/lambda")
+
+  queued = var.commit_mode == "queued"
+  glue   = var.catalog == "glue"
+
+  # The functions of the deployment. `binary` names the workspace binary whose
+  # zip is deployed; the committer exists only in queued commit mode.
+  function_catalog = {
+    ingest = {
+      binary      = "ingest"
+      description = "icestream: MSK record batches into the telemetry table"
+      enabled     = true
+    }
+    cdc = {
+      binary      = "cdc"
+      description = "icestream: MSK CDC feed into the changelog and guarded mirror tables"
+      enabled     = var.enable_cdc
+    }
+    maintenance = {
+      binary      = "maintenance"
+      description = "icestream: scheduled compaction, snapshot expiry, manifest rewrite, orphan removal"
+      enabled     = true
+    }
+    committer = {
+      binary      = "committer"
+      description = "icestream: commits staged files from the commit queue, one snapshot per batch"
+      enabled     = local.queued
+    }
+  }
+  functions      = { for k, v in local.function_catalog : k => v if v.enabled }
+  function_names = { for k, v in local.functions : k => "${var.name}-${k}" }
+
+  # Functions fed by Kafka mappings, and functions that write table data.
+  kafka_functions  = [for k in ["ingest", "cdc"] : k if contains(keys(local.functions), k)]
+  writer_functions = [for k in ["ingest", "cdc", "committer"] : k if contains(keys(local.functions), k)]
+
+  # Tables each function touches (dead-letter tables follow `<table>_dead_letter`).
+  ingest_tables = [var.table, "${var.table}_dead_letter"]
+  cdc_tables    = var.enable_cdc ? [var.changelog_table, "${var.changelog_table}_dead_letter", var.mirror_table] : []
+  all_tables    = distinct(concat(local.ingest_tables, local.cdc_tables, coalesce(var.maintenance_tables, [])))
+  function_tables = {
+    ingest      = local.ingest_tables
+    cdc         = local.cdc_tables
+    committer   = distinct(concat(local.ingest_tables, local.cdc_tables))
+    maintenance = local.all_tables
+  }
+  maintenance_tables = coalesce(var.maintenance_tables, distinct(concat(local.ingest_tables, local.cdc_tables)))
+
+  # Catalog warehouse: s3://bucket/prefix for Glue, the table bucket ARN for S3 Tables.
+  warehouse = local.glue ? "s3://${aws_s3_bucket.this["warehouse"].id}/${var.warehouse_prefix}" : aws_s3tables_table_bucket.this[0].arn
+
+  # MSK: the cluster and the topic/group ARNs that IAM policies are scoped to.
+  consumer_group_prefix = coalesce(var.consumer_group_prefix, var.name)
+  kafka_mappings = merge(
+    { for t in var.ingest_topics : "ingest-${t}" => {
+      function = "ingest"
+      topic    = t
+      group    = "${local.consumer_group_prefix}-ingest-${t}"
+      batch    = var.ingest_batch_size
+      window   = var.ingest_maximum_batching_window_in_seconds
+    } },
+    var.enable_cdc ? { "cdc-${var.cdc_topic}" = {
+      function = "cdc"
+      topic    = var.cdc_topic
+      group    = "${local.consumer_group_prefix}-cdc-${var.cdc_topic}"
+      batch    = var.cdc_batch_size
+      window   = var.cdc_maximum_batching_window_in_seconds
+    } } : {}
+  )
+  msk_topic_arn_prefix = replace(local.msk_cluster_arn, ":cluster/", ":topic/")
+  msk_group_arn_prefix = replace(local.msk_cluster_arn, ":cluster/", ":group/")
+  function_topic_arns = {
+    for f in local.kafka_functions : f => [for m in values(local.kafka_mappings) : "${local.msk_topic_arn_prefix}/${m.topic}" if m.function == f]
+  }
+  function_group_arns = {
+    for f in local.kafka_functions : f => [for m in values(local.kafka_mappings) : "${local.msk_group_arn_prefix}/${m.group}" if m.function == f]
+  }
+
+  # AWS applies retry/record-age bounds to Kafka mappings only in provisioned mode.
+  kafka_error_controls = var.provisioned_pollers.enabled
+
+  # On-failure destination of the Kafka mappings.
+  on_failure_destination_arn = var.on_failure_destination == "s3" ? aws_s3_bucket.this["failures"].arn : aws_sqs_queue.failures[0].arn
+
+  alarm_topic_arn = var.alarm_sns_topic_arn != null ? var.alarm_sns_topic_arn : (var.create_sns_topic ? aws_sns_topic.alarms[0].arn : null)
+  alarm_actions   = local.alarm_topic_arn == null ? [] : [local.alarm_topic_arn]
+}

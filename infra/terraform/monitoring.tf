@@ -1,0 +1,212 @@
+################################################################################
+# Operations: alarms (function errors and throttles, Kafka offset lag,
+# dead-letter growth from the functions' Embedded Metric Format lines, commit
+# DLQ depth) to an optional SNS topic, and a dashboard.
+# EMF: namespace `icestream`, metric `DeadLettered`, dimension `Function` =
+# the deployed function name (AWS_LAMBDA_FUNCTION_NAME).
+################################################################################
+
+locals {
+  emf_namespace          = "icestream"
+  dead_letter_functions  = [for f in ["ingest", "cdc"] : f if contains(keys(local.functions), f)]
+  lambda_metric_dims     = { for k, v in local.function_names : k => { FunctionName = v } }
+  failure_queue_alarmed  = var.create_alarms && var.on_failure_destination == "sqs"
+  commit_dlq_alarmed     = var.create_alarms && local.queued
+  dashboard_function_ids = keys(local.functions)
+}
+
+resource "aws_sns_topic" "alarms" {
+  count = var.create_sns_topic && var.alarm_sns_topic_arn == null ? 1 : 0
+
+  name              = "${var.name}-alarms"
+  kms_master_key_id = aws_kms_key.this.arn
+  tags              = local.tags
+}
+
+resource "aws_cloudwatch_metric_alarm" "errors" {
+  for_each = var.create_alarms ? local.functions : {}
+
+  alarm_name          = "${local.function_names[each.key]}-errors"
+  alarm_description   = "icestream ${each.key}: invocations failed (infrastructure errors; bad input is dead-lettered, not failed)."
+  namespace           = "AWS/Lambda"
+  metric_name         = "Errors"
+  dimensions          = local.lambda_metric_dims[each.key]
+  statistic           = "Sum"
+  period              = 300
+  evaluation_periods  = 1
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = var.alarm_error_threshold
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  ok_actions          = local.alarm_actions
+  tags                = local.tags
+}
+
+resource "aws_cloudwatch_metric_alarm" "throttles" {
+  for_each = var.create_alarms ? local.functions : {}
+
+  alarm_name          = "${local.function_names[each.key]}-throttles"
+  alarm_description   = "icestream ${each.key}: invocations throttled."
+  namespace           = "AWS/Lambda"
+  metric_name         = "Throttles"
+  dimensions          = local.lambda_metric_dims[each.key]
+  statistic           = "Sum"
+  period              = 300
+  evaluation_periods  = 1
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = var.alarm_throttle_threshold
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  ok_actions          = local.alarm_actions
+  tags                = local.tags
+}
+
+resource "aws_cloudwatch_metric_alarm" "offset_lag" {
+  for_each = var.create_alarms ? toset(local.kafka_functions) : toset([])
+
+  alarm_name          = "${local.function_names[each.key]}-offset-lag"
+  alarm_description   = "icestream ${each.key}: Kafka consumer lag (OffsetLag) stays above ${var.alarm_offset_lag_threshold} records."
+  namespace           = "AWS/Lambda"
+  metric_name         = "OffsetLag"
+  dimensions          = local.lambda_metric_dims[each.key]
+  statistic           = "Maximum"
+  period              = 300
+  evaluation_periods  = 3
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = var.alarm_offset_lag_threshold
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  ok_actions          = local.alarm_actions
+  tags                = local.tags
+}
+
+resource "aws_cloudwatch_metric_alarm" "dead_lettered" {
+  for_each = var.create_alarms ? toset(local.dead_letter_functions) : toset([])
+
+  alarm_name          = "${local.function_names[each.key]}-dead-lettered"
+  alarm_description   = "icestream ${each.key}: records going to the dead-letter table (undecodable input)."
+  namespace           = local.emf_namespace
+  metric_name         = "DeadLettered"
+  dimensions          = { Function = local.function_names[each.key] }
+  statistic           = "Sum"
+  period              = 300
+  evaluation_periods  = 1
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = var.alarm_dead_letter_threshold
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  ok_actions          = local.alarm_actions
+  tags                = local.tags
+}
+
+resource "aws_cloudwatch_metric_alarm" "failed_batches" {
+  count = local.failure_queue_alarmed ? 1 : 0
+
+  alarm_name          = "${var.name}-failed-batches"
+  alarm_description   = "icestream: Kafka batches exhausted their retries and were sent to the on-failure queue."
+  namespace           = "AWS/SQS"
+  metric_name         = "ApproximateNumberOfMessagesVisible"
+  dimensions          = { QueueName = aws_sqs_queue.failures[0].name }
+  statistic           = "Maximum"
+  period              = 300
+  evaluation_periods  = 1
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = 0
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  ok_actions          = local.alarm_actions
+  tags                = local.tags
+}
+
+resource "aws_cloudwatch_metric_alarm" "commit_dlq" {
+  count = local.commit_dlq_alarmed ? 1 : 0
+
+  alarm_name          = "${var.name}-commit-dlq"
+  alarm_description   = "icestream: commit requests failed repeatedly and moved to the commit dead-letter queue."
+  namespace           = "AWS/SQS"
+  metric_name         = "ApproximateNumberOfMessagesVisible"
+  dimensions          = { QueueName = aws_sqs_queue.commit_dlq[0].name }
+  statistic           = "Maximum"
+  period              = 300
+  evaluation_periods  = 1
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = 0
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  ok_actions          = local.alarm_actions
+  tags                = local.tags
+}
+
+resource "aws_cloudwatch_dashboard" "this" {
+  count = var.create_dashboard ? 1 : 0
+
+  dashboard_name = var.name
+  dashboard_body = jsonencode({
+    widgets = concat(
+      [for i, metric in ["Invocations", "Errors", "Throttles", "Duration"] : {
+        type   = "metric"
+        x      = (i % 2) * 12
+        y      = floor(i / 2) * 6
+        width  = 12
+        height = 6
+        properties = {
+          title   = "Lambda ${metric}"
+          region  = local.region
+          stat    = metric == "Duration" ? "p99" : "Sum"
+          period  = 300
+          view    = "timeSeries"
+          metrics = [for f in local.dashboard_function_ids : ["AWS/Lambda", metric, "FunctionName", local.function_names[f], { label = f }]]
+        }
+      }],
+      [{
+        type   = "metric"
+        x      = 0
+        y      = 12
+        width  = 12
+        height = 6
+        properties = {
+          title   = "Kafka OffsetLag (records behind)"
+          region  = local.region
+          stat    = "Maximum"
+          period  = 300
+          view    = "timeSeries"
+          metrics = [for f in local.kafka_functions : ["AWS/Lambda", "OffsetLag", "FunctionName", local.function_names[f], { label = f }]]
+        }
+      }],
+      [{
+        type   = "metric"
+        x      = 12
+        y      = 12
+        width  = 12
+        height = 6
+        properties = {
+          title   = "Dead-lettered records (icestream EMF)"
+          region  = local.region
+          stat    = "Sum"
+          period  = 300
+          view    = "timeSeries"
+          metrics = [for f in local.dead_letter_functions : [local.emf_namespace, "DeadLettered", "Function", local.function_names[f], { label = f }]]
+        }
+      }],
+      local.queued ? [{
+        type   = "metric"
+        x      = 0
+        y      = 18
+        width  = 24
+        height = 6
+        properties = {
+          title  = "Commit queue"
+          region = local.region
+          stat   = "Maximum"
+          period = 300
+          view   = "timeSeries"
+          metrics = [
+            ["AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", aws_sqs_queue.commit[0].name, { label = "pending commit requests" }],
+            ["AWS/SQS", "ApproximateAgeOfOldestMessage", "QueueName", aws_sqs_queue.commit[0].name, { label = "oldest request (s)", yAxis = "right" }],
+            ["AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", aws_sqs_queue.commit_dlq[0].name, { label = "commit DLQ" }],
+          ]
+        }
+      }] : []
+    )
+  })
+}

@@ -1,0 +1,138 @@
+################################################################################
+# MSK
+################################################################################
+
+output "msk_cluster_arn" {
+  description = "ARN of the MSK cluster the mappings consume from (created or existing)."
+  value       = local.msk_cluster_arn
+}
+
+output "msk_bootstrap_brokers_sasl_iam" {
+  description = "IAM/TLS bootstrap brokers of the cluster (for producers)."
+  value       = data.aws_msk_bootstrap_brokers.this.bootstrap_brokers_sasl_iam
+}
+
+output "msk_security_group_id" {
+  description = "Security group of the created cluster and its Lambda pollers (null for an existing cluster)."
+  value       = try(aws_security_group.msk[0].id, null)
+}
+
+################################################################################
+# Functions
+################################################################################
+
+output "function_names" {
+  description = "Deployed function name per function (ingest, cdc, maintenance, committer)."
+  value       = { for k, v in aws_lambda_function.this : k => v.function_name }
+}
+
+output "function_arns" {
+  description = "Function ARN per function."
+  value       = { for k, v in aws_lambda_function.this : k => v.arn }
+}
+
+output "function_role_arns" {
+  description = "Execution role ARN per function."
+  value       = { for k, v in aws_iam_role.function : k => v.arn }
+}
+
+output "function_environment" {
+  description = "ICESTREAM_* environment per function, as set on the functions."
+  value       = { for k, v in local.functions : k => local.function_environment[k] }
+}
+
+output "log_group_names" {
+  description = "CloudWatch log group per function."
+  value       = { for k, v in aws_cloudwatch_log_group.function : k => v.name }
+}
+
+################################################################################
+# Event source mappings
+################################################################################
+
+output "kafka_event_source_mappings" {
+  description = "Kafka mapping per key (`ingest-<topic>`, `cdc-<topic>`): UUID, topic, consumer group."
+  value = { for k, v in aws_lambda_event_source_mapping.kafka : k => {
+    uuid              = v.uuid
+    topic             = local.kafka_mappings[k].topic
+    consumer_group_id = local.kafka_mappings[k].group
+  } }
+}
+
+output "on_failure_destination_arn" {
+  description = "S3 bucket or SQS queue receiving records of Kafka batches that exhausted their retries."
+  value       = local.on_failure_destination_arn
+}
+
+################################################################################
+# Storage
+################################################################################
+
+output "catalog" {
+  description = "Catalog type in use (glue or s3tables)."
+  value       = var.catalog
+}
+
+output "warehouse" {
+  description = "ICESTREAM_WAREHOUSE: s3://bucket/prefix (glue) or the table bucket ARN (s3tables)."
+  value       = local.warehouse
+}
+
+output "namespace" {
+  description = "Iceberg namespace (Glue database or S3 Tables namespace)."
+  value       = var.namespace
+}
+
+output "warehouse_bucket" {
+  description = "Name of the S3 warehouse bucket (glue catalog only)."
+  value       = try(aws_s3_bucket.this["warehouse"].id, null)
+}
+
+output "glue_database_name" {
+  description = "Glue database of the namespace (glue catalog only)."
+  value       = try(aws_glue_catalog_database.this[0].name, null)
+}
+
+output "table_bucket_arn" {
+  description = "S3 table bucket ARN (s3tables catalog only)."
+  value       = try(aws_s3tables_table_bucket.this[0].arn, null)
+}
+
+output "kms_key_arn" {
+  description = "ARN of the deployment's customer managed KMS key."
+  value       = aws_kms_key.this.arn
+}
+
+################################################################################
+# Queued commits, schedules, operations
+################################################################################
+
+output "commit_queue_url" {
+  description = "URL of the commit request queue (commit_mode = queued)."
+  value       = try(aws_sqs_queue.commit[0].url, null)
+}
+
+output "commit_dlq_arn" {
+  description = "ARN of the commit request dead-letter queue (commit_mode = queued)."
+  value       = try(aws_sqs_queue.commit_dlq[0].arn, null)
+}
+
+output "maintenance_schedule_arns" {
+  description = "EventBridge Scheduler schedule ARN per `<action>-<table>`."
+  value       = { for k, v in aws_scheduler_schedule.maintenance : k => v.arn }
+}
+
+output "scheduler_role_arn" {
+  description = "Role EventBridge Scheduler uses to invoke the maintenance function."
+  value       = aws_iam_role.scheduler.arn
+}
+
+output "alarm_topic_arn" {
+  description = "SNS topic notified by the alarms (null when none)."
+  value       = local.alarm_topic_arn
+}
+
+output "dashboard_name" {
+  description = "CloudWatch dashboard name (null when not created)."
+  value       = try(aws_cloudwatch_dashboard.this[0].dashboard_name, null)
+}

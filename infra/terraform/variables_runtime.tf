@@ -1,0 +1,193 @@
+################################################################################
+# Functions
+################################################################################
+
+variable "function_settings" {
+  description = "Memory (MB), timeout (s) and reserved concurrency per function. Kafka-triggered functions may run at most 840 s. The committer's reserved concurrency is always 1."
+  type = object({
+    ingest = optional(object({
+      memory_size                    = optional(number, 1024)
+      timeout                        = optional(number, 300)
+      reserved_concurrent_executions = optional(number)
+    }), {})
+    cdc = optional(object({
+      memory_size                    = optional(number, 1024)
+      timeout                        = optional(number, 300)
+      reserved_concurrent_executions = optional(number)
+    }), {})
+    maintenance = optional(object({
+      memory_size                    = optional(number, 2048)
+      timeout                        = optional(number, 900)
+      reserved_concurrent_executions = optional(number, 4)
+    }), {})
+    committer = optional(object({
+      memory_size = optional(number, 1024)
+      timeout     = optional(number, 300)
+    }), {})
+  })
+  default = {}
+
+  validation {
+    condition = alltrue([
+      for f in [var.function_settings.ingest, var.function_settings.cdc, var.function_settings.maintenance, var.function_settings.committer] :
+      f.memory_size >= 128 && f.memory_size <= 10240 && f.timeout >= 1 && f.timeout <= 900
+    ])
+    error_message = "function_settings: memory_size must be 128-10240 MB and timeout 1-900 s."
+  }
+
+  validation {
+    condition     = var.function_settings.ingest.timeout <= 840 && var.function_settings.cdc.timeout <= 840
+    error_message = "function_settings: ingest and cdc are triggered by Kafka mappings, whose functions may run at most 840 s."
+  }
+
+  validation {
+    condition = alltrue([
+      for f in [var.function_settings.ingest, var.function_settings.cdc, var.function_settings.maintenance] :
+      f.reserved_concurrent_executions == null ? true : f.reserved_concurrent_executions >= 1
+    ])
+    error_message = "function_settings: reserved_concurrent_executions must be null (unreserved) or >= 1."
+  }
+}
+
+variable "log_retention_in_days" {
+  description = "Retention of the functions' CloudWatch log groups."
+  type        = number
+  default     = 365
+
+  validation {
+    condition     = contains([1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653], var.log_retention_in_days)
+    error_message = "log_retention_in_days must be a value CloudWatch Logs accepts (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)."
+  }
+}
+
+variable "application_log_level" {
+  description = "Lambda application log level filter (JSON log format)."
+  type        = string
+  default     = "INFO"
+
+  validation {
+    condition     = contains(["TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"], var.application_log_level)
+    error_message = "application_log_level must be one of: TRACE, DEBUG, INFO, WARN, ERROR, FATAL."
+  }
+}
+
+variable "system_log_level" {
+  description = "Lambda platform log level filter (JSON log format)."
+  type        = string
+  default     = "WARN"
+
+  validation {
+    condition     = contains(["DEBUG", "INFO", "WARN"], var.system_log_level)
+    error_message = "system_log_level must be one of: DEBUG, INFO, WARN."
+  }
+}
+
+variable "enable_xray" {
+  description = "Active X-Ray tracing for every function (adds xray:PutTraceSegments/PutTelemetryRecords to the roles)."
+  type        = bool
+  default     = false
+}
+
+variable "function_vpc_config" {
+  description = "Attach the functions to a VPC (subnets and security groups). The VPC then needs endpoints or NAT for S3, Glue or S3 Tables, SQS, STS and CloudWatch Logs. null: functions run outside any VPC (the Kafka mappings reach MSK on their own)."
+  type = object({
+    subnet_ids         = list(string)
+    security_group_ids = list(string)
+  })
+  default = null
+
+  validation {
+    condition     = var.function_vpc_config == null ? true : length(var.function_vpc_config.subnet_ids) > 0 && length(var.function_vpc_config.security_group_ids) > 0
+    error_message = "function_vpc_config needs at least one subnet and one security group."
+  }
+}
+
+################################################################################
+# Queued committer (commit_mode = "queued")
+################################################################################
+
+variable "committer_batch_size" {
+  description = "Maximum commit requests per committer invocation."
+  type        = number
+  default     = 100
+
+  validation {
+    condition     = var.committer_batch_size >= 1 && var.committer_batch_size <= 10000
+    error_message = "committer_batch_size must be between 1 and 10000."
+  }
+}
+
+variable "committer_maximum_batching_window_in_seconds" {
+  description = "How long the queue mapping gathers commit requests before invoking the committer; bounds end-to-end latency."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.committer_maximum_batching_window_in_seconds >= 0 && var.committer_maximum_batching_window_in_seconds <= 300
+    error_message = "committer_maximum_batching_window_in_seconds must be between 0 and 300."
+  }
+}
+
+variable "commit_queue_max_receive_count" {
+  description = "Deliveries of a commit request before it moves to the commit dead-letter queue."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.commit_queue_max_receive_count >= 1 && var.commit_queue_max_receive_count <= 1000
+    error_message = "commit_queue_max_receive_count must be between 1 and 1000."
+  }
+}
+
+################################################################################
+# Maintenance schedules
+################################################################################
+
+variable "maintenance_schedules" {
+  description = "Schedule expression per maintenance action (compact, expire, rewrite-manifests, remove-orphans); one EventBridge Scheduler schedule per action and table. Leave an action out to not schedule it."
+  type        = map(string)
+  default = {
+    compact             = "rate(1 hour)"
+    expire              = "rate(6 hours)"
+    "rewrite-manifests" = "rate(1 day)"
+    "remove-orphans"    = "rate(1 day)"
+  }
+
+  validation {
+    condition     = alltrue([for a in keys(var.maintenance_schedules) : contains(["compact", "expire", "rewrite-manifests", "remove-orphans"], a)])
+    error_message = "maintenance_schedules keys must be among: compact, expire, rewrite-manifests, remove-orphans."
+  }
+
+  validation {
+    condition     = alltrue([for e in values(var.maintenance_schedules) : can(regex("^(rate|cron)\\(.+\\)$", e))])
+    error_message = "maintenance_schedules values must be rate(...) or cron(...) expressions."
+  }
+}
+
+variable "maintenance_tables" {
+  description = "Tables the maintenance schedules act on. null: the telemetry table and its dead-letter table, plus the CDC changelog, its dead-letter table and the mirror when `enable_cdc`."
+  type        = list(string)
+  default     = null
+
+  validation {
+    condition     = var.maintenance_tables == null ? true : alltrue([for t in var.maintenance_tables : can(regex("^[a-z][a-z0-9_]{0,254}$", t))])
+    error_message = "maintenance_tables entries must be lower-case table names (a-z, 0-9, '_')."
+  }
+}
+
+variable "maintenance_schedule_timezone" {
+  description = "Time zone of cron() maintenance schedules."
+  type        = string
+  default     = "UTC"
+}
+
+variable "maintenance_flexible_window_minutes" {
+  description = "Flexible time window of the maintenance schedules, spreading runs over tables (0 = off)."
+  type        = number
+  default     = 15
+
+  validation {
+    condition     = var.maintenance_flexible_window_minutes >= 0 && var.maintenance_flexible_window_minutes <= 1440
+    error_message = "maintenance_flexible_window_minutes must be between 0 and 1440."
+  }
+}
