@@ -86,6 +86,17 @@ pub struct Expectation {
     pub bytes: usize,
 }
 
+impl Expectation {
+    fn add(&mut self, d: &Expectation) {
+        self.unique_valid += d.unique_valid;
+        self.valid += d.valid;
+        self.resends += d.resends;
+        self.late += d.late;
+        self.corrupt += d.corrupt;
+        self.speed_sum += d.speed_sum;
+    }
+}
+
 /// A generated event and what it holds.
 pub struct Generated {
     pub event: serde_json::Value,
@@ -115,21 +126,23 @@ pub fn generate(opts: &GeneratorOptions) -> Result<Generated> {
     let target = if opts.max_bytes > 0 { usize::MAX } else { opts.records };
     let mut i = 0usize;
     while i < target {
+        // This record's share of the expectation, counted only once it is in the event.
+        let mut d = Expectation::default();
         let resend = !sent.is_empty() && rng.random_bool(0.002);
         let (partition, key, value) = if resend {
-            exp.resends += 1;
-            exp.valid += 1;
+            d.resends += 1;
+            d.valid += 1;
             let (p, k, v, speed) = sent[rng.random_range(0..sent.len())].clone();
-            exp.speed_sum += i64::from(speed);
+            d.speed_sum += i64::from(speed);
             (p, k, v)
         } else if opts.corrupt && rng.random_bool(0.001) {
-            exp.corrupt += 1;
+            d.corrupt += 1;
             let vehicle = rng.random_range(0..opts.vehicles);
             ((vehicle % i64::from(opts.partitions)) as i32, vehicle.to_string().into_bytes(), corrupt_value(opts.source, &mut rng))
         } else {
             let vehicle = rng.random_range(0..opts.vehicles);
             let late = rng.random_bool(0.001);
-            exp.late += usize::from(late);
+            d.late += usize::from(late);
             // Readings advance ~1 ms per record; a late one is an hour behind.
             let event_ms = opts.start_ms + i as i64 - if late { 3_600_000 } else { 0 };
             let reading = Reading {
@@ -141,9 +154,9 @@ pub fn generate(opts: &GeneratorOptions) -> Result<Generated> {
                 odometer_km: 10_000 + vehicle * 7 + i as i64 / 100,
                 charging: rng.random_bool(0.1),
             };
-            exp.valid += 1;
-            exp.unique_valid += 1;
-            exp.speed_sum += i64::from(reading.speed_kmh);
+            d.valid += 1;
+            d.unique_valid += 1;
+            d.speed_sum += i64::from(reading.speed_kmh);
             let value = codec::encode(opts.source, &reading);
             let p = (vehicle % i64::from(opts.partitions)) as i32;
             let key = vehicle.to_string().into_bytes();
@@ -171,6 +184,7 @@ pub fn generate(opts: &GeneratorOptions) -> Result<Generated> {
             }
         }
         partitions.entry(tp).or_default().push(record);
+        exp.add(&d);
         *offset += 1;
         exp.records += 1;
         i += 1;
@@ -217,5 +231,7 @@ mod tests {
         let g = generate(&opts).unwrap();
         assert!(g.expectation.bytes <= 200_000, "{}", g.expectation.bytes);
         assert!(g.expectation.bytes > 150_000, "{}", g.expectation.bytes);
+        let e = &g.expectation;
+        assert_eq!(e.valid + e.corrupt, e.records, "{e:?}");
     }
 }

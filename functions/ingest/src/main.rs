@@ -6,7 +6,8 @@
 
 use std::sync::Arc;
 
-use icestream::event::parse_event_value;
+use aws_lambda_events::event::kafka::KafkaEvent;
+use icestream::event::from_kafka_event;
 use icestream::{Config, IngestPipeline, Summary};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 
@@ -18,16 +19,16 @@ async fn main() -> Result<(), Error> {
     let config = Config::from_env()?;
     icestream::logging::init(&config.log_format);
     let pipeline = Arc::new(IngestPipeline::new(config).await?);
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<serde_json::Value>| {
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<KafkaEvent>| {
         let pipeline = pipeline.clone();
         async move { handle(&pipeline, event).await }
     }))
     .await
 }
 
-async fn handle(pipeline: &IngestPipeline, event: LambdaEvent<serde_json::Value>) -> Result<Summary, Error> {
+async fn handle(pipeline: &IngestPipeline, event: LambdaEvent<KafkaEvent>) -> Result<Summary, Error> {
     let deadline = icestream::logging::deadline_from_epoch_ms(event.context.deadline, REPLY_MARGIN_MS);
-    let parsed = parse_event_value(event.payload)?;
+    let parsed = from_kafka_event(event.payload)?;
     let summary = pipeline.handle(parsed, deadline).await?;
     println!("{}", icestream::metrics::emf_line("ingest", &summary));
     Ok(summary)
