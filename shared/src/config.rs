@@ -149,6 +149,36 @@ pub const KNOBS: &[Knob] = &[
         help: "Crash injection for tests: abort the process after the data files are written, or right after the commit",
     },
     Knob {
+        key: "hot_partition_hours",
+        default: "1",
+        allowed: Allowed::Integer { min: 0, max: 8760 },
+        help: "Compaction leaves time partitions (hours/days) that reach into the last N hours alone: ingest still writes there",
+    },
+    Knob {
+        key: "snapshot_max_age_hours",
+        default: "120",
+        allowed: Allowed::Integer { min: 0, max: 87_600 },
+        help: "Expiry drops snapshots older than this (the current one and `min_snapshots_to_keep` newest always stay)",
+    },
+    Knob {
+        key: "min_snapshots_to_keep",
+        default: "1",
+        allowed: Allowed::Integer { min: 1, max: 100_000 },
+        help: "Expiry keeps at least this many newest snapshots, whatever their age",
+    },
+    Knob {
+        key: "orphan_margin_hours",
+        default: "72",
+        allowed: Allowed::Integer { min: 1, max: 87_600 },
+        help: "Orphan removal deletes unreferenced files only when older than this (at least 1 hour: in-flight writes are unreferenced too)",
+    },
+    Knob {
+        key: "s3tables_maintenance",
+        default: "report",
+        allowed: Allowed::OneOf(&["report", "set"]),
+        help: "With catalog `s3tables`: only `report` the maintenance AWS runs on each table, or `set` it from target_file_size_bytes, snapshot_max_age_hours and min_snapshots_to_keep",
+    },
+    Knob {
         key: "log_format",
         default: "text",
         allowed: Allowed::OneOf(&["text", "json"]),
@@ -296,6 +326,12 @@ pub struct Config {
     pub compression: String,
     pub commit_timeout_ms: u64,
     pub fail_point: FailPoint,
+    pub hot_partition_hours: i64,
+    pub snapshot_max_age_hours: i64,
+    pub min_snapshots_to_keep: usize,
+    pub orphan_margin_hours: i64,
+    /// S3 Tables: write the managed maintenance settings from the knobs (else only report them).
+    pub s3tables_maintenance_set: bool,
     pub log_format: String,
 }
 
@@ -360,6 +396,11 @@ impl Config {
                 "after-commit" => FailPoint::AfterCommit,
                 _ => FailPoint::None,
             },
+            hot_partition_hours: s.parse("hot_partition_hours")?,
+            snapshot_max_age_hours: s.parse("snapshot_max_age_hours")?,
+            min_snapshots_to_keep: s.parse("min_snapshots_to_keep")?,
+            orphan_margin_hours: s.parse("orphan_margin_hours")?,
+            s3tables_maintenance_set: s.get("s3tables_maintenance") == "set",
             log_format: s.get("log_format").to_string(),
         }
         .check_warehouse()
@@ -468,6 +509,13 @@ mod tests {
         let err = Config::from_args(["catalog=s3tables", "warehouse=s3://b"]).unwrap_err().to_string();
         assert!(err.contains("arn:aws:s3tables"), "{err}");
         Config::from_args(["catalog=s3tables", "warehouse=arn:aws:s3tables:us-east-1:123456789012:bucket/t"]).unwrap();
+    }
+
+    #[test]
+    fn orphan_margin_is_at_least_an_hour() {
+        let err = Config::from_args(["orphan_margin_hours=0"]).unwrap_err().to_string();
+        assert!(err.contains("orphan_margin_hours") && err.contains("from 1"), "{err}");
+        assert_eq!(Config::from_args(["orphan_margin_hours=1"]).unwrap().orphan_margin_hours, 1);
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod failpoint;
 pub mod generate;
 pub mod ingest;
 pub mod logging;
+pub mod maintenance;
 pub mod metrics;
 pub mod report;
 pub mod tables;

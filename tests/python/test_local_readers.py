@@ -84,3 +84,23 @@ def test_pyiceberg_partition_pruning_sees_hours(ingested: dict) -> None:
     table = pyiceberg_sql_table(ingested["warehouse"], "bigdata", "vehicle_telemetry")
     hours = {p["event_time_hour"] for p in table.inspect.partitions().column("partition").to_pylist()}
     assert len(hours) >= 2  # the generator's two hours plus late readings
+
+
+def test_compaction_keeps_rows_for_pyiceberg_and_duckdb(tmp_path: Path) -> None:
+    warehouse = tmp_path / "wh"
+    for i in range(30):
+        event = tmp_path / f"e{i}.json"
+        icestream("gen-event", "records=300", "partitions=2", f"seed={i}", f"start_offset={i * 300}", f"out={event}")
+        icestream("ingest", str(event), f"warehouse={warehouse}")
+    before = pyiceberg_sql_table(warehouse, "bigdata", "vehicle_telemetry")
+    rows_before = before.scan().to_arrow()
+    files_before = len(before.inspect.files())
+    report = json.loads(icestream("maintain", "action=compact", "table=vehicle_telemetry", f"warehouse={warehouse}"))
+    after = pyiceberg_sql_table(warehouse, "bigdata", "vehicle_telemetry")
+    rows_after = after.scan().to_arrow()
+    assert len(after.inspect.files()) < files_before / 2, report
+    key = lambda t: sorted(zip(t.column("kafka_partition").to_pylist(), t.column("kafka_offset").to_pylist(),
+                              t.column("speed_kmh").to_pylist()))
+    assert key(rows_after) == key(rows_before)
+    metadata = metadata_location_sql(warehouse, "bigdata", "vehicle_telemetry")
+    assert duckdb_query(metadata, "count(*), sum(speed_kmh)") == [(rows_before.num_rows, sum(rows_before.column("speed_kmh").to_pylist()))]

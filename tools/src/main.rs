@@ -2,6 +2,7 @@
 //! library code as the Lambda functions.
 
 mod demo;
+mod maintain;
 
 use std::time::Duration;
 
@@ -16,6 +17,8 @@ commands:
   ingest EVENT.json   run the ingest function's code on one MSK event file; prints a one-line JSON summary
   report TABLE        snapshots, files, rows and offset watermarks of a table
   gen-event           write a synthetic MSK event (see `icestream help gen-event`)
+  maintain [action=compact|rewrite-manifests|expire|remove-orphans|report] [table=NAME] [dry-run=true]
+                      run the maintenance function's code; prints the report as JSON
   demo                generate an event, ingest it, report, and read a few aggregates back
   help [gen-event]    the configuration knobs (or the generator's options)
 
@@ -74,6 +77,7 @@ async fn run() -> Result<()> {
                 println!("{expectation}");
             }
         }
+        "maintain" => maintain::run(args).await?,
         "demo" => demo::run(args).await?,
         "help" | "--help" | "-h" => match args.first().map(String::as_str) {
             Some("gen-event") => print!("{}", knobs_markdown(GENERATOR_OPTIONS)),

@@ -45,6 +45,11 @@ pub struct ChangeSet {
     pub properties: HashMap<String, String>,
     /// Extra snapshot-summary entries.
     pub summary: HashMap<String, String>,
+    /// Snapshots to drop from the metadata (expiry). Files are not deleted here: the caller
+    /// deletes what became unreachable once the swap succeeded.
+    pub removed_snapshot_ids: Vec<i64>,
+    /// Rewrite every live data-manifest entry into few new manifests (no data change).
+    pub rewrite_manifests: bool,
 }
 
 impl ChangeSet {
@@ -57,6 +62,8 @@ impl ChangeSet {
             watermarks: Watermarks::default(),
             properties: HashMap::new(),
             summary: HashMap::new(),
+            removed_snapshot_ids: vec![],
+            rewrite_manifests: false,
         }
     }
 
@@ -67,6 +74,11 @@ impl ChangeSet {
 
     pub fn has_files(&self) -> bool {
         !(self.added_data_files.is_empty() && self.added_delete_files.is_empty() && self.removed_files.is_empty())
+    }
+
+    /// Whether the change makes a new snapshot (files change or manifests are rewritten).
+    pub fn makes_snapshot(&self) -> bool {
+        self.has_files() || self.rewrite_manifests
     }
 }
 

@@ -26,6 +26,19 @@ pub struct Staged {
     pub written: Vec<String>,
 }
 
+/// Entries per manifest when manifests are rewritten: ~8 MB of Avro for our schemas' stats.
+const ENTRIES_PER_REWRITTEN_MANIFEST: usize = 10_000;
+
+/// One live data-manifest entry carried into a rewritten manifest.
+struct RewrittenEntry {
+    data_file: DataFile,
+    snapshot_id: i64,
+    seq: i64,
+    file_seq: Option<i64>,
+    /// The change removes this file: written as a deleted entry.
+    removed: bool,
+}
+
 /// A snapshot id not used by the table yet (positive, random).
 fn new_snapshot_id(metadata: &TableMetadata) -> i64 {
     loop {
@@ -68,7 +81,16 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
     let mut properties = change.properties.clone();
     properties.extend(change.watermarks.property_updates(&super::Watermarks::from_properties(metadata.properties())));
 
-    if !change.has_files() {
+    if !change.removed_snapshot_ids.is_empty() {
+        if let Some(current) = metadata.current_snapshot_id()
+            && change.removed_snapshot_ids.contains(&current)
+        {
+            return Err(Error::Config(format!("refusing to expire the current snapshot {current}")));
+        }
+        builder = TableUpdate::RemoveSnapshots { snapshot_ids: change.removed_snapshot_ids.clone() }.apply(builder)?;
+    }
+
+    if !change.makes_snapshot() {
         if !properties.is_empty() {
             builder = TableUpdate::SetProperties { updates: properties }.apply(builder)?;
         }
@@ -92,9 +114,26 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
 
     // Carry the current snapshot's manifests, rewriting those that hold removed files.
     let mut still_to_remove: HashSet<&str> = change.removed_files.iter().map(String::as_str).collect();
+    // Live data entries gathered for `rewrite_manifests`, written after the loop.
+    let mut to_rewrite: Vec<RewrittenEntry> = Vec::new();
     if let Some(current) = metadata.current_snapshot() {
         let list = table.manifest_list_reader(current).load().await?;
         for manifest_file in list.consume_entries() {
+            if change.rewrite_manifests && manifest_file.content == ManifestContentType::Data {
+                let manifest = manifest_file.load_manifest(table.file_io()).await?;
+                for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
+                    let seq = entry.sequence_number().unwrap_or(manifest_file.sequence_number);
+                    let data_file: DataFile = entry.data_file().clone();
+                    to_rewrite.push(RewrittenEntry {
+                        removed: still_to_remove.remove(entry.file_path()),
+                        snapshot_id: entry.snapshot_id().unwrap_or(manifest_file.added_snapshot_id),
+                        seq,
+                        file_seq: entry.file_sequence_number.or(Some(seq)),
+                        data_file,
+                    });
+                }
+                continue;
+            }
             if still_to_remove.is_empty() || !manifest_file.has_added_files() && !manifest_file.has_existing_files() {
                 manifests.push(manifest_file);
                 continue;
@@ -128,6 +167,22 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
             }
             manifests.push(writer.write_manifest_file().await?);
         }
+    }
+    // Few, well-sized manifests: entries keep their snapshot and sequence numbers (status
+    // existing), so readers and later expiry see the same files as before.
+    for chunk in to_rewrite.chunks(ENTRIES_PER_REWRITTEN_MANIFEST) {
+        let path = next_manifest_path();
+        written.push(path.clone());
+        let mut writer = manifest_writer(table, path, snapshot_id, ManifestContentType::Data)?;
+        for e in chunk {
+            if e.removed {
+                collector.remove_file(&e.data_file, schema.clone(), spec.clone());
+                writer.add_delete_file(e.data_file.clone(), e.seq, e.file_seq)?;
+            } else {
+                writer.add_existing_file(e.data_file.clone(), e.snapshot_id, e.seq, e.file_seq)?;
+            }
+        }
+        manifests.push(writer.write_manifest_file().await?);
     }
     if !still_to_remove.is_empty() {
         // A file to remove is no longer live: someone else removed or replaced it. The planner

@@ -1,0 +1,320 @@
+//! Compaction: bin-pack the small data files of closed partitions into files near the target
+//! size and commit each batch of groups as a replace snapshot. The planner re-checks, on the
+//! freshly loaded table of every attempt, that a group's files are still live, so a concurrent
+//! ingest commit is never lost and a concurrent compaction is never undone.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, Instant};
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use iceberg::spec::{DataContentType, DataFile, Literal, Operation, PrimitiveLiteral, Struct, Transform};
+use iceberg::table::Table;
+use iceberg::TableIdent;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use serde::Serialize;
+
+use super::MaintenanceSettings;
+use crate::catalog::Catalogs;
+use crate::commit::{ChangeSet, Planner};
+use crate::error::{Error, Result};
+use crate::writer::write_data_files;
+
+/// Groups rewritten per commit: small enough that a timeout loses little work, large enough
+/// that a big backlog does not become hundreds of snapshots.
+const GROUPS_PER_COMMIT: usize = 8;
+
+/// Below this share of the target size a file counts as small.
+const SMALL_FILE_PERCENT: u64 = 75;
+
+/// Time always kept back for a commit after rewriting, when no batch has been timed yet.
+const MIN_BATCH_RESERVE: Duration = Duration::from_secs(2);
+
+/// What compaction did (or would do).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CompactReport {
+    pub dry_run: bool,
+    /// Small live data files in closed partitions without deletes.
+    pub candidate_files: usize,
+    pub groups_planned: usize,
+    pub groups_committed: usize,
+    /// Groups dropped because another writer removed one of their files meanwhile.
+    pub groups_skipped_stale: usize,
+    /// Groups not done because the time budget ran out (the next run does them).
+    pub groups_left: usize,
+    pub stopped_by_deadline: bool,
+    pub files_removed: usize,
+    pub files_added: usize,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub rows_rewritten: u64,
+    pub commits: usize,
+    pub commit_attempts: u32,
+    /// Partitions left alone because ingest may still write there.
+    pub hot_partitions_skipped: usize,
+    /// Partitions left alone because delete files apply to them (rewriting would need to
+    /// apply the deletes first).
+    pub partitions_with_deletes_skipped: usize,
+    pub rewrite_ms: u64,
+    pub bytes_rewritten_per_sec: f64,
+}
+
+/// A small live data file.
+#[derive(Debug, Clone)]
+struct Candidate {
+    path: String,
+    size: u64,
+    records: u64,
+}
+
+/// Files of one partition rewritten together.
+#[derive(Debug, Clone)]
+struct Group {
+    files: Vec<Candidate>,
+}
+
+impl Group {
+    fn bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.size).sum()
+    }
+}
+
+fn small_threshold(target: usize) -> u64 {
+    target as u64 * SMALL_FILE_PERCENT / 100
+}
+
+/// Live data files below 75% of `target` in the current snapshot (for the report).
+pub async fn small_file_count(table: &Table, target: usize) -> Result<usize> {
+    let Some(current) = table.metadata().current_snapshot() else { return Ok(0) };
+    let referenced = super::referenced_by(table, [current]).await?;
+    Ok(referenced
+        .live_files
+        .values()
+        .filter(|(content, size)| *content == DataContentType::Data && *size < small_threshold(target))
+        .count())
+}
+
+/// Which partitions are still being written: a time partition (hours or days) reaching into the
+/// last `hot_hours` hours. A table without a time partition has no hot partition.
+struct HotPartitions {
+    /// Index of the time field in the partition tuple, and hours per partition value.
+    time_field: Option<(usize, i64)>,
+    /// Partitions ending after this hour (since the epoch) are hot.
+    hot_after_hour: i64,
+}
+
+impl HotPartitions {
+    fn new(table: &Table, hot_hours: i64, now_ms: i64) -> Self {
+        let time_field = table.metadata().default_partition_spec().fields().iter().enumerate().find_map(|(i, f)| match f.transform {
+            Transform::Hour => Some((i, 1)),
+            Transform::Day => Some((i, 24)),
+            _ => None,
+        });
+        let now_hour = now_ms.div_euclid(3_600_000);
+        Self { time_field, hot_after_hour: now_hour - hot_hours + 1 }
+    }
+
+    fn is_hot(&self, partition: &Struct) -> bool {
+        let Some((index, hours)) = self.time_field else { return false };
+        match partition.fields().get(index) {
+            Some(Some(Literal::Primitive(PrimitiveLiteral::Int(value)))) => (*value as i64 + 1) * hours > self.hot_after_hour,
+            Some(Some(Literal::Primitive(PrimitiveLiteral::Long(value)))) => (value + 1) * hours > self.hot_after_hour,
+            // A null time lands in no clock hour: ingest's current hour never writes there.
+            _ => false,
+        }
+    }
+}
+
+/// Bin-pack the small files of closed partitions without deletes into groups near the target.
+async fn plan_groups(table: &Table, settings: &MaintenanceSettings, report: &mut CompactReport) -> Result<Vec<Group>> {
+    let Some(current) = table.metadata().current_snapshot() else { return Ok(vec![]) };
+    let hot = HotPartitions::new(table, settings.hot_partition_hours, chrono::Utc::now().timestamp_millis());
+    let threshold = small_threshold(settings.target_file_size_bytes);
+    let mut by_partition: BTreeMap<String, Vec<Candidate>> = BTreeMap::new();
+    let mut with_deletes: HashSet<String> = HashSet::new();
+    let mut hot_seen: HashSet<String> = HashSet::new();
+    for manifest_file in super::manifests_of(table, current).await? {
+        let manifest = manifest_file.load_manifest(table.file_io()).await?;
+        for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
+            let file = entry.data_file();
+            // Debug text of the partition tuple: a stable key that also sorts oldest hour first.
+            let key = format!("{:?}", file.partition());
+            if file.content_type() != DataContentType::Data {
+                with_deletes.insert(key);
+                continue;
+            }
+            if hot.is_hot(file.partition()) {
+                hot_seen.insert(key);
+                continue;
+            }
+            if file.file_size_in_bytes() < threshold {
+                by_partition.entry(key).or_default().push(Candidate {
+                    path: file.file_path().to_string(),
+                    size: file.file_size_in_bytes(),
+                    records: file.record_count(),
+                });
+            }
+        }
+    }
+    report.hot_partitions_skipped = hot_seen.len();
+    let mut groups = Vec::new();
+    for (key, mut files) in by_partition {
+        if with_deletes.contains(&key) {
+            report.partitions_with_deletes_skipped += 1;
+            continue;
+        }
+        report.candidate_files += files.len();
+        // First-fit decreasing: few bins, each close to the target.
+        files.sort_by(|a, b| b.size.cmp(&a.size).then_with(|| a.path.cmp(&b.path)));
+        let mut bins: Vec<Group> = Vec::new();
+        for file in files {
+            match bins.iter_mut().find(|g| g.bytes() + file.size <= settings.target_file_size_bytes as u64) {
+                Some(bin) => bin.files.push(file),
+                None => bins.push(Group { files: vec![file] }),
+            }
+        }
+        // A lone file gains nothing from a rewrite.
+        groups.extend(bins.into_iter().filter(|g| g.files.len() > 1));
+    }
+    report.groups_planned = groups.len();
+    Ok(groups)
+}
+
+/// Read a data file's rows straight from its Parquet, as rows of the table's arrow schema.
+async fn read_data_file(table: &Table, path: &str, schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
+    let bytes = table.file_io().new_input(path)?.read().await?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()?;
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch?;
+        let columns = schema
+            .fields()
+            .iter()
+            .map(|f| {
+                batch
+                    .column_by_name(f.name())
+                    .cloned()
+                    .ok_or_else(|| Error::Config(format!("{path} has no column {}: written with another schema", f.name())))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        out.push(RecordBatch::try_new(schema.clone(), columns)?);
+    }
+    Ok(out)
+}
+
+/// Commits rewritten groups whose input files are all still live.
+struct CompactCommit {
+    rewritten: Vec<(Group, Vec<DataFile>)>,
+    /// Indexes of the groups the last plan left out.
+    stale: Vec<usize>,
+}
+
+impl Planner for CompactCommit {
+    async fn plan(&mut self, table: &Table, _attempt: u32) -> Result<Option<ChangeSet>> {
+        let live = match table.metadata().current_snapshot() {
+            Some(current) => super::referenced_by(table, [current]).await?.live_files,
+            None => Default::default(),
+        };
+        self.stale.clear();
+        let mut change = ChangeSet::new(Operation::Replace);
+        for (i, (group, outputs)) in self.rewritten.iter().enumerate() {
+            if group.files.iter().all(|f| live.get(&f.path).is_some_and(|(c, _)| *c == DataContentType::Data)) {
+                change.removed_files.extend(group.files.iter().map(|f| f.path.clone()));
+                change.added_data_files.extend(outputs.iter().cloned());
+            } else {
+                self.stale.push(i);
+            }
+        }
+        if change.removed_files.is_empty() {
+            return Ok(None);
+        }
+        change.summary.insert("icestream.maintenance".into(), "compact".into());
+        Ok(Some(change))
+    }
+}
+
+/// Compact `ident`'s closed partitions, stopping before `deadline` with what is left reported.
+pub async fn compact(
+    catalogs: &Catalogs,
+    ident: &TableIdent,
+    settings: &MaintenanceSettings,
+    dry_run: bool,
+    deadline: Instant,
+) -> Result<CompactReport> {
+    let table = catalogs.catalog().load_table(ident).await?;
+    let mut report = CompactReport { dry_run, ..Default::default() };
+    let groups = plan_groups(&table, settings, &mut report).await?;
+    if dry_run || groups.is_empty() {
+        report.groups_left = groups.len();
+        return Ok(report);
+    }
+    let schema: SchemaRef = std::sync::Arc::new(iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema())?);
+    let started = Instant::now();
+    let mut reserve = MIN_BATCH_RESERVE;
+    let mut pending = groups.into_iter().peekable();
+    while pending.peek().is_some() {
+        if Instant::now() + reserve >= deadline {
+            report.stopped_by_deadline = true;
+            break;
+        }
+        let batch_started = Instant::now();
+        let mut rewritten = Vec::new();
+        for group in pending.by_ref().take(GROUPS_PER_COMMIT) {
+            let mut batches = Vec::new();
+            for file in &group.files {
+                batches.extend(read_data_file(&table, &file.path, &schema).await?);
+            }
+            let outputs = write_data_files(&table, &batches, &settings.compression, settings.target_file_size_bytes).await?;
+            let (rows_in, rows_out) =
+                (group.files.iter().map(|f| f.records).sum::<u64>(), outputs.iter().map(|f| f.record_count()).sum::<u64>());
+            if rows_in != rows_out {
+                let written: Vec<String> = outputs.iter().map(|f| f.file_path().to_string()).collect();
+                super::delete_files(&table, &written, Instant::now() + Duration::from_secs(30)).await;
+                return Err(Error::Config(format!("compaction read {rows_in} rows but wrote {rows_out}: not committed")));
+            }
+            rewritten.push((group, outputs));
+        }
+        let mut planner = CompactCommit { rewritten, stale: vec![] };
+        let outcome = catalogs.committer.commit(ident, deadline, &mut planner).await;
+        // Outputs of groups that did not land are unreferenced: remove them now.
+        let unused: Vec<String> = match &outcome {
+            Ok(o) if o.committed => planner.stale.iter().flat_map(|&i| planner.rewritten[i].1.iter()).map(|f| f.file_path().to_string()).collect(),
+            _ => planner.rewritten.iter().flat_map(|(_, out)| out.iter()).map(|f| f.file_path().to_string()).collect(),
+        };
+        super::delete_files(&table, &unused, Instant::now() + Duration::from_secs(30)).await;
+        let outcome = match outcome {
+            Ok(o) => o,
+            Err(Error::CommitGaveUp { .. }) => {
+                // Out of time while retrying: these groups are left for the next run.
+                report.groups_left += planner.rewritten.len();
+                report.stopped_by_deadline = true;
+                break;
+            }
+            Err(e) => return Err(e),
+        };
+        report.commit_attempts += outcome.attempts;
+        report.groups_skipped_stale += if outcome.committed { planner.stale.len() } else { planner.rewritten.len() };
+        if outcome.committed {
+            report.commits += 1;
+            for (i, (group, outputs)) in planner.rewritten.iter().enumerate() {
+                if planner.stale.contains(&i) {
+                    continue;
+                }
+                report.groups_committed += 1;
+                report.files_removed += group.files.len();
+                report.files_added += outputs.len();
+                report.bytes_read += group.bytes();
+                report.bytes_written += outputs.iter().map(|f| f.file_size_in_bytes()).sum::<u64>();
+                report.rows_rewritten += outputs.iter().map(|f| f.record_count()).sum::<u64>();
+            }
+        }
+        // Keep back one and a half batches' time for the next, so we stop rather than overrun.
+        reserve = batch_started.elapsed().mul_f64(1.5).max(MIN_BATCH_RESERVE);
+    }
+    report.groups_left += pending.count();
+    report.rewrite_ms = started.elapsed().as_millis() as u64;
+    if report.rewrite_ms > 0 {
+        report.bytes_rewritten_per_sec = report.bytes_read as f64 * 1000.0 / report.rewrite_ms as f64;
+    }
+    Ok(report)
+}

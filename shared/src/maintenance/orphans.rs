@@ -1,0 +1,162 @@
+//! Orphan removal: files under the table location that no metadata references (leftovers of
+//! crashed or lost commits, failed deletes) and that are older than `orphan_margin_hours`.
+//! The margin matters: a write in flight is unreferenced until its commit lands.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime};
+
+use iceberg::TableIdent;
+use iceberg::table::Table;
+use serde::Serialize;
+
+use super::MaintenanceSettings;
+use crate::catalog::Catalogs;
+use crate::error::{Error, Result};
+
+/// Orphan paths listed in the report (the counts cover all of them).
+const SAMPLE: usize = 20;
+
+/// What orphan removal found and did (or would do).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct OrphanReport {
+    pub dry_run: bool,
+    pub files_listed: usize,
+    pub referenced: usize,
+    /// Unreferenced files, old or not.
+    pub orphans_found: usize,
+    /// Unreferenced but younger than the margin: kept.
+    pub orphans_too_young: usize,
+    pub deleted: usize,
+    pub bytes_deleted: u64,
+    pub delete_failures: usize,
+    pub sample: Vec<String>,
+}
+
+/// A file under the table location.
+#[derive(Debug, Clone)]
+pub struct ListedFile {
+    /// Full URI as metadata spells it (`file:///…`, `s3://bucket/key`).
+    pub path: String,
+    pub modified: SystemTime,
+    pub size: u64,
+}
+
+/// One spelling for comparing locations: `file:/x`, `file:///x` and `/x` are the same file.
+fn normalize(path: &str) -> String {
+    match path.strip_prefix("file:") {
+        Some(rest) => format!("/{}", rest.trim_start_matches('/')),
+        None => path.to_string(),
+    }
+}
+
+/// Everything the table's metadata references: metadata files (current and logged), and for
+/// every snapshot its manifest list, manifests and every file its manifests name.
+async fn referenced(table: &Table) -> Result<HashSet<String>> {
+    let metadata = table.metadata();
+    let mut out: HashSet<String> = HashSet::new();
+    out.extend(table.metadata_location().map(normalize));
+    out.extend(metadata.metadata_log().iter().map(|l| normalize(&l.metadata_file)));
+    let r = super::referenced_by(table, metadata.snapshots()).await?;
+    out.extend(r.manifest_lists.iter().chain(&r.manifests).chain(&r.any_files).map(|p| normalize(p)));
+    Ok(out)
+}
+
+fn walk_local(dir: &Path, out: &mut Vec<ListedFile>) -> Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        if meta.is_dir() {
+            walk_local(&entry.path(), out)?;
+        } else if meta.is_file() {
+            out.push(ListedFile { path: format!("file://{}", entry.path().display()), modified: meta.modified()?, size: meta.len() });
+        }
+    }
+    Ok(())
+}
+
+async fn list_s3(location: &str, settings: &MaintenanceSettings) -> Result<Vec<ListedFile>> {
+    let rest = location.strip_prefix("s3://").or_else(|| location.strip_prefix("s3a://")).unwrap_or(location);
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    let prefix = if prefix.is_empty() { String::new() } else { format!("{}/", prefix.trim_end_matches('/')) };
+    let sdk = crate::aws::sdk_config().await;
+    let mut conf = aws_sdk_s3::config::Builder::from(&sdk);
+    // Same endpoint override as the catalog's file IO (local S3-compatible servers).
+    if let Some(endpoint) =
+        std::env::var("AWS_ENDPOINT_URL_S3").ok().filter(|v| !v.is_empty()).or_else(|| sdk.endpoint_url().map(str::to_string))
+    {
+        conf = conf.endpoint_url(endpoint);
+    }
+    let client = aws_sdk_s3::Client::from_conf(conf.force_path_style(settings.s3_path_style).build());
+    let mut pages = client.list_objects_v2().bucket(bucket).prefix(&prefix).into_paginator().send();
+    let mut out = Vec::new();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| crate::aws::error("s3:ListBucket", &format!("s3://{bucket}/{prefix}"), e))?;
+        for object in page.contents() {
+            let (Some(key), Some(modified)) = (object.key(), object.last_modified()) else { continue };
+            let modified = SystemTime::UNIX_EPOCH + Duration::from_secs(modified.secs().max(0) as u64);
+            out.push(ListedFile { path: format!("s3://{bucket}/{key}"), modified, size: object.size().unwrap_or(0).max(0) as u64 });
+        }
+    }
+    Ok(out)
+}
+
+/// Every file under `location` (a `file://` or `s3://` URI).
+pub async fn list_files(location: &str, settings: &MaintenanceSettings) -> Result<Vec<ListedFile>> {
+    if location.starts_with("file:") || location.starts_with('/') {
+        let dir = normalize(location);
+        let mut out = Vec::new();
+        tokio::task::spawn_blocking(move || walk_local(Path::new(&dir), &mut out).map(|()| out))
+            .await
+            .map_err(|e| Error::Io(std::io::Error::other(e)))?
+    } else if location.starts_with("s3://") || location.starts_with("s3a://") {
+        list_s3(location, settings).await
+    } else {
+        Err(Error::Config(format!("cannot list files under {location}: only file:// and s3:// locations")))
+    }
+}
+
+/// Delete `ident`'s unreferenced files older than the margin.
+pub async fn remove_orphans(
+    catalogs: &Catalogs,
+    ident: &TableIdent,
+    settings: &MaintenanceSettings,
+    dry_run: bool,
+    deadline: Instant,
+) -> Result<OrphanReport> {
+    // List first, then read the metadata: a file committed between the two is referenced by
+    // the metadata we read; one written after the listing is not in the listing at all.
+    let location = catalogs.catalog().load_table(ident).await?.metadata().location().to_string();
+    let listed = list_files(&location, settings).await?;
+    let table = catalogs.catalog().load_table(ident).await?;
+    let referenced = referenced(&table).await?;
+    let margin = Duration::from_secs(settings.orphan_margin_hours.max(1) as u64 * 3600);
+    let cutoff = SystemTime::now().checked_sub(margin).unwrap_or(SystemTime::UNIX_EPOCH);
+    let mut report = OrphanReport { dry_run, files_listed: listed.len(), referenced: referenced.len(), ..Default::default() };
+    let mut old_orphans = Vec::new();
+    for file in listed.into_iter().filter(|f| !referenced.contains(&normalize(&f.path))) {
+        report.orphans_found += 1;
+        if file.modified > cutoff {
+            report.orphans_too_young += 1;
+            continue;
+        }
+        if report.sample.len() < SAMPLE {
+            report.sample.push(file.path.clone());
+        }
+        report.bytes_deleted += file.size;
+        old_orphans.push(file.path);
+    }
+    if dry_run {
+        report.deleted = old_orphans.len();
+        return Ok(report);
+    }
+    let (deleted, failed) = super::delete_files(&table, &old_orphans, deadline).await;
+    report.deleted = deleted;
+    report.delete_failures = failed;
+    Ok(report)
+}

@@ -1,0 +1,50 @@
+//! `icestream maintain [action=..] [table=..] [dry-run=true] [key=value ...]`: the maintenance
+//! function's code, in-process, with the report printed as JSON.
+
+use anyhow::Result;
+use icestream::catalog::Catalogs;
+use icestream::config::{Allowed, Knob, Settings};
+use icestream::maintenance::{MaintenanceRequest, maintain};
+use icestream::Config;
+
+/// Command options (not configuration knobs).
+const MAINTAIN_OPTIONS: &[Knob] = &[
+    Knob {
+        key: "action",
+        default: "",
+        allowed: Allowed::Text,
+        help: "compact, rewrite-manifests, expire, remove-orphans or report; comma-separated; none = all in a safe order",
+    },
+    Knob { key: "table", default: "", allowed: Allowed::Text, help: "Table name(s), comma-separated; none = every table of the namespace" },
+    Knob { key: "dry-run", default: "false", allowed: Allowed::OneOf(&["true", "false"]), help: "Only report what each action would do" },
+];
+
+fn list(value: &str) -> Vec<String> {
+    value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect()
+}
+
+pub async fn run(args: Vec<String>) -> Result<()> {
+    let (options, knobs): (Vec<String>, Vec<String>) = args
+        .into_iter()
+        .partition(|a| MAINTAIN_OPTIONS.iter().any(|o| a.split_once('=').is_some_and(|(k, _)| k.trim() == o.key)));
+    let mut settings = Settings::over(MAINTAIN_OPTIONS);
+    settings.apply_args(&options)?;
+    let config = Config::from_env_and_args(&knobs)?;
+    icestream::logging::init(&config.log_format);
+    let request = MaintenanceRequest::new(
+        &list(settings.get("action")),
+        &list(settings.get("table")),
+        settings.get("dry-run") == "true",
+        &config,
+    )?;
+    let catalogs = Catalogs::connect(&config).await?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(config.commit_timeout_ms);
+    let report = maintain(&catalogs, &request, deadline).await?;
+    println!("{}", serde_json::to_string(&report)?);
+    let failures = report.failures();
+    if !failures.is_empty() {
+        let text: Vec<String> = failures.iter().map(|(t, e)| format!("{t}: {e}")).collect();
+        anyhow::bail!("maintenance failed for {}", text.join("; "));
+    }
+    Ok(())
+}
