@@ -450,8 +450,9 @@ pub fn knobs_markdown(knobs: &[Knob]) -> String {
             k.key,
             k.env_name(),
             k.default,
-            k.allowed,
-            k.help
+            // A bare `|` would end the Markdown cell.
+            k.allowed.to_string().replace('|', "\\|"),
+            k.help.replace('|', "\\|")
         ));
     }
     out
