@@ -54,6 +54,9 @@ fn floor_write(batch: &RecordBatch, dir: &std::path::Path) -> u64 {
 }
 
 fn main() {
+    // First, while this process is small: Linux carries a parent's peak RSS into a forked
+    // child's ru_maxrss, so measuring after the 1M-row runs would report ours, not the child's.
+    peak_rss();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let sizes: Vec<usize> = std::env::var("BENCH_SIZES")
         .map(|s| s.split(',').filter_map(|x| x.parse().ok()).collect())
@@ -92,14 +95,13 @@ fn main() {
             );
         }
     }
-    peak_rss();
 }
 
 /// Peak RSS of the release `icestream ingest` on a maximal 6 MB event.
 fn peak_rss() {
     let bin = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().join("icestream");
     if !bin.exists() {
-        println!("\npeak RSS: build the release CLI first (cargo build --release --bin icestream)");
+        println!("peak RSS: build the release CLI first (cargo build --release --bin icestream)");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -123,7 +125,7 @@ fn peak_rss() {
     let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
     assert!(pid > 0 && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "ingest failed");
     println!(
-        "\npeak RSS of `icestream ingest` on a {:.1} MB MSK event: {:.1} MB (target: under 128 MB)",
+        "peak RSS of `icestream ingest` on a {:.1} MB MSK event: {:.1} MB (target: under 128 MB)",
         bytes as f64 / 1e6,
         usage.ru_maxrss as f64 / 1024.0
     );
