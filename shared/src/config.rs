@@ -186,10 +186,6 @@ pub const KNOBS: &[Knob] = &[
     },
 ];
 
-/// Find a knob by key.
-pub fn knob(key: &str) -> Option<&'static Knob> {
-    KNOBS.iter().find(|k| k.key == key)
-}
 
 /// Raw, validated values by key over one knob list; typed accessors live on [`Config`] (and
 /// on the tools' own option structs, which reuse this with their own lists).

@@ -60,14 +60,6 @@ impl DeadLetterBuilder {
         self.rejected_at.append_value(self.rejected_at_us);
     }
 
-    pub fn len(&self) -> usize {
-        arrow_array::builder::ArrayBuilder::len(&self.offset)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     pub fn finish(mut self, schema: SchemaRef) -> Result<RecordBatch> {
         let columns: Vec<ArrayRef> = vec![
             Arc::new(self.topic.finish()),

@@ -136,14 +136,6 @@ impl TelemetryBuilder {
         self.offset.append_value(offset);
     }
 
-    pub fn len(&self) -> usize {
-        arrow_array::builder::ArrayBuilder::len(&self.offset)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Finish into a batch of `schema` (the table's Arrow schema, with field ids).
     pub fn finish(mut self, schema: SchemaRef) -> Result<RecordBatch> {
         let columns: Vec<ArrayRef> = vec![

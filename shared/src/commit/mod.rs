@@ -215,7 +215,3 @@ async fn delete_quietly(table: &Table, paths: Vec<String>) {
     }
 }
 
-/// A deadline `budget` from now, for callers without an invocation deadline.
-pub fn deadline_in(budget: Duration) -> Instant {
-    Instant::now() + budget
-}
