@@ -8,15 +8,19 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
+use crate::cdc::simulate::{CdcSimulator, SimulatorOptions};
 use crate::codec::{self, Reading};
-use crate::config::{Allowed, Knob, Settings, Source};
+use crate::config::{Allowed, CdcFormat, Knob, Settings, Source};
 use crate::error::Result;
 use crate::event::{KafkaRecordIn, TopicPartition, event_json, record_json};
 
 /// Options of `icestream gen-event` (command options, not function configuration).
 pub const GENERATOR_OPTIONS: &[Knob] = &[
-    Knob { key: "domain", default: "telemetry", allowed: Allowed::OneOf(&["telemetry"]), help: "What to generate" },
-    Knob { key: "format", default: "proto", allowed: Allowed::OneOf(&["proto", "avro", "json"]), help: "Value encoding" },
+    Knob { key: "domain", default: "telemetry", allowed: Allowed::OneOf(&["telemetry", "cdc"]), help: "What to generate: vehicle telemetry, or bank-account changes (CDC)" },
+    Knob { key: "format", default: "auto", allowed: Allowed::OneOf(&["auto", "proto", "avro", "json", "csv", "dms"]), help: "Value encoding: proto|avro|json for telemetry (auto = proto), csv|dms for cdc (auto = csv)" },
+    Knob { key: "accounts", default: "10000", allowed: Allowed::Integer { min: 1, max: 100_000_000 }, help: "cdc: distinct account ids (80% of changes go to 5% of them)" },
+    Knob { key: "first_seq", default: "1", allowed: Allowed::Integer { min: 0, max: i64::MAX / 2 }, help: "cdc: `seq` of the first change" },
+    Knob { key: "keyed", default: "auto", allowed: Allowed::OneOf(&["auto", "true", "false"]), help: "Partition by key (vehicle or account) or round-robin; auto = keyed telemetry, round-robin cdc (order across partitions is lost, as with unkeyed producers)" },
     Knob { key: "records", default: "1000", allowed: Allowed::Integer { min: 0, max: 10_000_000 }, help: "Records in the event (ignored when max_bytes is set)" },
     Knob { key: "max_bytes", default: "0", allowed: Allowed::Integer { min: 0, max: 64_000_000 }, help: "If set, generate records until the event JSON reaches this size (6000000 = the MSK payload cap)" },
     Knob { key: "partitions", default: "4", allowed: Allowed::Integer { min: 1, max: 1024 }, help: "Kafka partitions the records spread over (keyed by vehicle)" },
@@ -25,14 +29,19 @@ pub const GENERATOR_OPTIONS: &[Knob] = &[
     Knob { key: "seed", default: "42", allowed: Allowed::Integer { min: 0, max: i64::MAX }, help: "Random seed" },
     Knob { key: "start_ms", default: "0", allowed: Allowed::Integer { min: 0, max: 4_102_444_800_000 }, help: "Event time of the first reading, epoch ms (0 = two hours ago)" },
     Knob { key: "corrupt", default: "false", allowed: Allowed::OneOf(&["true", "false"]), help: "Make ~0.1% of values undecodable" },
-    Knob { key: "topic", default: "vehicle-telemetry", allowed: Allowed::Text, help: "Topic name" },
+    Knob { key: "topic", default: "auto", allowed: Allowed::Text, help: "Topic name (auto = vehicle-telemetry, or bank-accounts-cdc for cdc)" },
     Knob { key: "out", default: "-", allowed: Allowed::Text, help: "Output file (- = standard output)" },
 ];
 
 /// Parsed generator options.
 #[derive(Debug, Clone)]
 pub struct GeneratorOptions {
+    pub domain: Domain,
     pub source: Source,
+    pub cdc_format: CdcFormat,
+    pub accounts: i64,
+    pub first_seq: i64,
+    pub keyed: bool,
     pub records: usize,
     pub max_bytes: usize,
     pub partitions: i32,
@@ -50,11 +59,33 @@ impl GeneratorOptions {
         let mut s = Settings::over(GENERATOR_OPTIONS);
         s.apply_args(args)?;
         let start_ms: i64 = s.parse("start_ms")?;
+        let domain = if s.get("domain") == "cdc" { Domain::Cdc } else { Domain::Telemetry };
+        let format = s.get("format");
+        let fits = match domain {
+            Domain::Telemetry => ["auto", "proto", "avro", "json"].contains(&format),
+            Domain::Cdc => ["auto", "csv", "dms"].contains(&format),
+        };
+        if !fits {
+            return Err(crate::Error::Config(format!(
+                "bad value {format:?} for `format` with domain {}: allowed is {}",
+                s.get("domain"),
+                if domain == Domain::Cdc { "csv|dms" } else { "proto|avro|json" }
+            )));
+        }
         Ok(Self {
-            source: match s.get("format") {
+            domain,
+            source: match format {
                 "avro" => Source::Avro,
                 "json" => Source::Json,
                 _ => Source::Proto,
+            },
+            cdc_format: if format == "dms" { CdcFormat::Dms } else { CdcFormat::Csv },
+            accounts: s.parse("accounts")?,
+            first_seq: s.parse("first_seq")?,
+            keyed: match s.get("keyed") {
+                "true" => true,
+                "false" => false,
+                _ => domain == Domain::Telemetry,
             },
             records: s.parse("records")?,
             max_bytes: s.parse("max_bytes")?,
@@ -64,10 +95,21 @@ impl GeneratorOptions {
             seed: s.parse("seed")?,
             start_ms: if start_ms == 0 { chrono::Utc::now().timestamp_millis() - 2 * 3_600_000 } else { start_ms },
             corrupt: s.get("corrupt") == "true",
-            topic: s.get("topic").to_string(),
+            topic: match (s.get("topic"), domain) {
+                ("auto", Domain::Telemetry) => "vehicle-telemetry".to_string(),
+                ("auto", Domain::Cdc) => "bank-accounts-cdc".to_string(),
+                (topic, _) => topic.to_string(),
+            },
             out: s.get("out").to_string(),
         })
     }
+}
+
+/// What `gen-event` generates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Domain {
+    Telemetry,
+    Cdc,
 }
 
 /// What a generated event holds, so tests can check the table against it.
@@ -84,6 +126,9 @@ pub struct Expectation {
     /// Sum of `speed_kmh` over all valid records, re-sends included.
     pub speed_sum: i64,
     pub bytes: usize,
+    /// cdc: changes by operation code (I, U, D).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub changes: BTreeMap<&'static str, usize>,
 }
 
 impl Expectation {
@@ -115,6 +160,69 @@ fn corrupt_value(source: Source, rng: &mut SmallRng) -> Vec<u8> {
 
 /// Generate one event.
 pub fn generate(opts: &GeneratorOptions) -> Result<Generated> {
+    match opts.domain {
+        Domain::Telemetry => generate_telemetry(opts),
+        Domain::Cdc => generate_cdc(opts),
+    }
+}
+
+/// Bank-account changes from [`CdcSimulator`], keyed by account or round-robin.
+fn generate_cdc(opts: &GeneratorOptions) -> Result<Generated> {
+    let mut simulator = CdcSimulator::new(SimulatorOptions {
+        accounts: opts.accounts,
+        seed: opts.seed,
+        first_seq: opts.first_seq,
+        start_us: opts.start_ms * 1000,
+        ..Default::default()
+    });
+    let mut partitions: BTreeMap<TopicPartition, Vec<KafkaRecordIn>> = BTreeMap::new();
+    let mut exp = Expectation::default();
+    let mut approx_bytes = 300usize;
+    let target = if opts.max_bytes > 0 { usize::MAX } else { opts.records };
+    for i in 0..target {
+        let change = simulator.next_change();
+        let partition = if opts.keyed { change.account_id % i64::from(opts.partitions) } else { i as i64 % i64::from(opts.partitions) } as i32;
+        let value = match opts.cdc_format {
+            CdcFormat::Csv => change.to_csv(),
+            CdcFormat::Dms => change.to_dms_json("seq"),
+        };
+        let tp = TopicPartition { topic: opts.topic.clone(), partition };
+        let offset = opts.start_offset + partitions.get(&tp).map_or(0, Vec::len) as i64;
+        let record = KafkaRecordIn {
+            offset,
+            timestamp_ms: opts.start_ms + i as i64,
+            key: opts.keyed.then(|| change.key().into_bytes()),
+            value: Some(value.into_bytes()),
+            value_error: None,
+            headers: vec![],
+        };
+        if opts.max_bytes > 0 {
+            approx_bytes += record_json(&tp, &record).to_string().len() + 1 + if partitions.contains_key(&tp) { 0 } else { tp.to_string().len() + 6 };
+            if approx_bytes > opts.max_bytes {
+                break;
+            }
+        }
+        partitions.entry(tp).or_default().push(record);
+        *exp.changes.entry(change.op.code()).or_default() += 1;
+        exp.records += 1;
+        exp.valid += 1;
+    }
+    let event = local_event(&partitions);
+    exp.bytes = event.to_string().len();
+    Ok(Generated { event, expectation: exp })
+}
+
+/// An MSK event as the local cluster would send it.
+fn local_event(partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>) -> serde_json::Value {
+    event_json(
+        "aws:kafka",
+        "arn:aws:kafka:us-east-1:123456789012:cluster/icestream-local/00000000-0000-0000-0000-000000000000-1",
+        "127.0.0.1:9092",
+        partitions,
+    )
+}
+
+fn generate_telemetry(opts: &GeneratorOptions) -> Result<Generated> {
     let mut rng = SmallRng::seed_from_u64(opts.seed);
     let mut partitions: BTreeMap<TopicPartition, Vec<KafkaRecordIn>> = BTreeMap::new();
     let mut next_offset: BTreeMap<i32, i64> = BTreeMap::new();
@@ -158,7 +266,7 @@ pub fn generate(opts: &GeneratorOptions) -> Result<Generated> {
             d.unique_valid += 1;
             d.speed_sum += i64::from(reading.speed_kmh);
             let value = codec::encode(opts.source, &reading);
-            let p = (vehicle % i64::from(opts.partitions)) as i32;
+            let p = if opts.keyed { (vehicle % i64::from(opts.partitions)) as i32 } else { (i as i64 % i64::from(opts.partitions)) as i32 };
             let key = vehicle.to_string().into_bytes();
             sent.push((p, key.clone(), value.clone(), reading.speed_kmh));
             (p, key, value)
@@ -189,12 +297,7 @@ pub fn generate(opts: &GeneratorOptions) -> Result<Generated> {
         exp.records += 1;
         i += 1;
     }
-    let event = event_json(
-        "aws:kafka",
-        "arn:aws:kafka:us-east-1:123456789012:cluster/icestream-local/00000000-0000-0000-0000-000000000000-1",
-        "127.0.0.1:9092",
-        &partitions,
-    );
+    let event = local_event(&partitions);
     exp.bytes = event.to_string().len();
     Ok(Generated { event, expectation: exp })
 }
@@ -223,6 +326,18 @@ mod tests {
                 assert_eq!(r.offset, i as i64);
             }
         }
+    }
+
+    #[test]
+    fn cdc_events_round_robin_and_check_the_format() {
+        let opts = GeneratorOptions::from_args(["domain=cdc", "records=1000", "accounts=100"]).unwrap();
+        let g = generate(&opts).unwrap();
+        let parsed = parse_event(g.event.to_string().as_bytes()).unwrap();
+        let sizes: Vec<usize> = parsed.partitions.values().map(Vec::len).collect();
+        assert_eq!(sizes, [250, 250, 250, 250]);
+        assert_eq!(g.expectation.changes.values().sum::<usize>(), 1000);
+        let err = GeneratorOptions::from_args(["domain=cdc", "format=proto"]).unwrap_err().to_string();
+        assert!(err.contains("`format`") && err.contains("csv|dms"), "{err}");
     }
 
     #[test]

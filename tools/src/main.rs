@@ -9,12 +9,15 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use icestream::config::{KNOBS, knobs_markdown};
 use icestream::generate::{GENERATOR_OPTIONS, GeneratorOptions, generate};
+use icestream::cdc::CdcPipeline;
 use icestream::{Config, IngestPipeline};
 
 const USAGE: &str = "usage: icestream <command> [key=value ...]
 
 commands:
   ingest EVENT.json   run the ingest function's code on one MSK event file; prints a one-line JSON summary
+  cdc EVENT.json      run the cdc function's code on one MSK event file (changelog + guarded mirror); prints a JSON summary
+  cdc-rebuild         recompute the mirror from the changelog in one commit; prints a JSON report
   report TABLE        snapshots, files, rows and offset watermarks of a table
   gen-event           write a synthetic MSK event (see `icestream help gen-event`)
   maintain [action=compact|rewrite-manifests|expire|remove-orphans|report] [table=NAME] [dry-run=true]
@@ -49,6 +52,25 @@ async fn run() -> Result<()> {
             let summary = pipeline.handle_json(&json, std::time::Instant::now() + budget).await?;
             eprintln!("{}", icestream::metrics::emf_line("ingest", &summary));
             println!("{}", serde_json::to_string(&summary)?);
+        }
+        "cdc" => {
+            let (file, rest) = split_first(args, "cdc needs an event file")?;
+            let config = Config::from_env_and_args(&rest)?;
+            icestream::logging::init(&config.log_format);
+            let json = std::fs::read(&file).with_context(|| format!("reading {file}"))?;
+            let budget = Duration::from_millis(config.commit_timeout_ms);
+            let pipeline = CdcPipeline::new(config).await?;
+            let summary = pipeline.handle_json(&json, std::time::Instant::now() + budget).await?;
+            eprintln!("{}", icestream::metrics::emf_line_of("cdc", &summary.metrics()));
+            println!("{}", serde_json::to_string(&summary)?);
+        }
+        "cdc-rebuild" => {
+            let config = Config::from_env_and_args(&args)?;
+            icestream::logging::init(&config.log_format);
+            let budget = Duration::from_millis(config.commit_timeout_ms);
+            let pipeline = CdcPipeline::new(config).await?;
+            let report = icestream::cdc::rebuild::rebuild(&pipeline, std::time::Instant::now() + budget).await?;
+            println!("{}", serde_json::to_string(&report)?);
         }
         "report" => {
             let (table, rest) = split_first(args, "report needs a table name")?;
