@@ -48,6 +48,7 @@ bench:
 	cargo build --release --bin icestream
 	cargo bench -p icestream --bench ingest
 	cargo bench -p icestream --bench commit
+	cargo bench -p icestream --bench cdc
 
 build: venv
 	PATH=$(VENV)/bin:$$PATH scripts/build-lambdas.sh

@@ -8,11 +8,12 @@
 locals {
   maintenance_jobs = merge([
     for action, expression in var.maintenance_schedules : {
+      # Tombstones exist only in the CDC mirror.
       for table in local.maintenance_tables : "${action}-${table}" => {
         action     = action
         table      = table
         expression = expression
-      }
+      } if action != "purge-tombstones" || table == var.mirror_table
     }
   ]...)
 }

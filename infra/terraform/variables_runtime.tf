@@ -144,18 +144,19 @@ variable "commit_queue_max_receive_count" {
 ################################################################################
 
 variable "maintenance_schedules" {
-  description = "Schedule expression per maintenance action (compact, expire, rewrite-manifests, remove-orphans); one EventBridge Scheduler schedule per action and table. Leave an action out to not schedule it."
+  description = "Schedule expression per maintenance action (purge-tombstones, compact, expire, rewrite-manifests, remove-orphans); one EventBridge Scheduler schedule per action and table (purge-tombstones: the CDC mirror only). Leave an action out to not schedule it."
   type        = map(string)
   default = {
     compact             = "rate(1 hour)"
     expire              = "rate(6 hours)"
     "rewrite-manifests" = "rate(1 day)"
     "remove-orphans"    = "rate(1 day)"
+    "purge-tombstones"  = "rate(1 day)"
   }
 
   validation {
-    condition     = alltrue([for a in keys(var.maintenance_schedules) : contains(["compact", "expire", "rewrite-manifests", "remove-orphans"], a)])
-    error_message = "maintenance_schedules keys must be among: compact, expire, rewrite-manifests, remove-orphans."
+    condition     = alltrue([for a in keys(var.maintenance_schedules) : contains(["purge-tombstones", "compact", "expire", "rewrite-manifests", "remove-orphans"], a)])
+    error_message = "maintenance_schedules keys must be among: purge-tombstones, compact, expire, rewrite-manifests, remove-orphans."
   }
 
   validation {

@@ -20,7 +20,7 @@ commands:
   cdc-rebuild         recompute the mirror from the changelog in one commit; prints a JSON report
   report TABLE        snapshots, files, rows and offset watermarks of a table
   gen-event           write a synthetic MSK event (see `icestream help gen-event`)
-  maintain [action=compact|rewrite-manifests|expire|remove-orphans|report] [table=NAME] [dry-run=true]
+  maintain [action=purge-tombstones|compact|rewrite-manifests|expire|remove-orphans|report] [table=NAME] [dry-run=true]
                       run the maintenance function's code; prints the report as JSON
   demo                generate an event, ingest it, report, and read a few aggregates back
   help [gen-event]    the configuration knobs (or the generator's options)

@@ -155,7 +155,7 @@ fn decode_dms(value: &[u8], order_column: &str) -> std::result::Result<Decoded, 
     let number = |name: &str| -> std::result::Result<i64, String> {
         match field(name) {
             None => Err(format!("data.{name} is missing")),
-            Some(Value::Number(n)) => n.as_i64().ok_or_else(|| format!("data.{name} = {n} is not a whole number")),
+            Some(Value::Number(n)) => n.as_i64().map_or_else(|| whole(&n.to_string(), &format!("data.{name}")), Ok),
             Some(Value::String(s)) => whole(s, &format!("data.{name}")),
             Some(other) => Err(format!("data.{name} = {other} is not a whole number")),
         }

@@ -117,8 +117,9 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
     // Live data entries gathered for `rewrite_manifests`, written after the loop.
     let mut to_rewrite: Vec<RewrittenEntry> = Vec::new();
     if let Some(current) = metadata.current_snapshot() {
-        let list = table.manifest_list_reader(current).load().await?;
-        for manifest_file in list.consume_entries() {
+        // Collected first: the library's iterator is not Send, and commits run on spawned tasks.
+        let carried: Vec<ManifestFile> = table.manifest_list_reader(current).load().await?.consume_entries().into_iter().collect();
+        for manifest_file in carried {
             if change.rewrite_manifests && manifest_file.content == ManifestContentType::Data {
                 let manifest = manifest_file.load_manifest(table.file_io()).await?;
                 for entry in manifest.entries().iter().filter(|e| e.is_alive()) {

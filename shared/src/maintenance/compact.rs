@@ -11,11 +11,11 @@ use arrow_schema::SchemaRef;
 use iceberg::spec::{DataContentType, DataFile, Literal, Operation, PrimitiveLiteral, Struct, Transform};
 use iceberg::table::Table;
 use iceberg::TableIdent;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde::Serialize;
 
 use super::MaintenanceSettings;
 use crate::catalog::Catalogs;
+use crate::commit::row_delta::{LiveFiles, deleted_positions, read_live_rows};
 use crate::commit::{ChangeSet, Planner};
 use crate::error::{Error, Result};
 use crate::writer::write_data_files;
@@ -52,19 +52,23 @@ pub struct CompactReport {
     pub commit_attempts: u32,
     /// Partitions left alone because ingest may still write there.
     pub hot_partitions_skipped: usize,
-    /// Partitions left alone because delete files apply to them (rewriting would need to
-    /// apply the deletes first).
+    /// Partitions left alone because position-delete files of other writers (not scoped to
+    /// one data file) apply to them.
     pub partitions_with_deletes_skipped: usize,
+    /// Candidate files with position deletes, folded in by the rewrite.
+    pub files_with_deletes: usize,
     pub rewrite_ms: u64,
     pub bytes_rewritten_per_sec: f64,
 }
 
-/// A small live data file.
+/// A live data file to rewrite: small, or with position deletes to fold in.
 #[derive(Debug, Clone)]
 struct Candidate {
     path: String,
     size: u64,
-    records: u64,
+    /// Position-delete files that reference only this file, as of planning: applied while
+    /// rewriting and removed with it.
+    deletes: Vec<DataFile>,
 }
 
 /// Files of one partition rewritten together.
@@ -125,45 +129,47 @@ impl HotPartitions {
     }
 }
 
-/// Bin-pack the small files of closed partitions without deletes into groups near the target.
+/// Bin-pack the small files of closed partitions, and every file with position deletes (the
+/// rewrite applies them), into groups near the target.
 async fn plan_groups(table: &Table, settings: &MaintenanceSettings, report: &mut CompactReport) -> Result<Vec<Group>> {
-    let Some(current) = table.metadata().current_snapshot() else { return Ok(vec![]) };
+    if table.metadata().current_snapshot().is_none() {
+        return Ok(vec![]);
+    }
     let hot = HotPartitions::new(table, settings.hot_partition_hours, chrono::Utc::now().timestamp_millis());
     let threshold = small_threshold(settings.target_file_size_bytes);
+    let live = LiveFiles::of(table).await?;
+    live.check_supported(table)?;
+    // Debug text of the partition tuple: a stable key that also sorts oldest hour first.
+    let key_of = |file: &DataFile| format!("{:?}", file.partition());
+    // Delete files without a referenced data file (other writers) may hold positions of any
+    // file of their partition: such partitions are left alone.
+    let unscoped: HashSet<String> = live.unscoped_deletes.iter().map(key_of).collect();
     let mut by_partition: BTreeMap<String, Vec<Candidate>> = BTreeMap::new();
-    let mut with_deletes: HashSet<String> = HashSet::new();
     let mut hot_seen: HashSet<String> = HashSet::new();
-    for manifest_file in super::manifests_of(table, current).await? {
-        let manifest = manifest_file.load_manifest(table.file_io()).await?;
-        for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
-            let file = entry.data_file();
-            // Debug text of the partition tuple: a stable key that also sorts oldest hour first.
-            let key = format!("{:?}", file.partition());
-            if file.content_type() != DataContentType::Data {
-                with_deletes.insert(key);
-                continue;
-            }
-            if hot.is_hot(file.partition()) {
-                hot_seen.insert(key);
-                continue;
-            }
-            if file.file_size_in_bytes() < threshold {
-                by_partition.entry(key).or_default().push(Candidate {
-                    path: file.file_path().to_string(),
-                    size: file.file_size_in_bytes(),
-                    records: file.record_count(),
-                });
-            }
+    for file in &live.data {
+        let key = key_of(file);
+        if hot.is_hot(file.partition()) {
+            hot_seen.insert(key);
+            continue;
+        }
+        let deletes: Vec<DataFile> = live.deletes_by_data_file.get(file.file_path()).cloned().unwrap_or_default();
+        if file.file_size_in_bytes() < threshold || !deletes.is_empty() {
+            by_partition.entry(key).or_default().push(Candidate {
+                path: file.file_path().to_string(),
+                size: file.file_size_in_bytes(),
+                deletes,
+            });
         }
     }
     report.hot_partitions_skipped = hot_seen.len();
     let mut groups = Vec::new();
     for (key, mut files) in by_partition {
-        if with_deletes.contains(&key) {
+        if unscoped.contains(&key) {
             report.partitions_with_deletes_skipped += 1;
             continue;
         }
         report.candidate_files += files.len();
+        report.files_with_deletes += files.iter().filter(|f| !f.deletes.is_empty()).count();
         // First-fit decreasing: few bins, each close to the target.
         files.sort_by(|a, b| b.size.cmp(&a.size).then_with(|| a.path.cmp(&b.path)));
         let mut bins: Vec<Group> = Vec::new();
@@ -173,20 +179,21 @@ async fn plan_groups(table: &Table, settings: &MaintenanceSettings, report: &mut
                 None => bins.push(Group { files: vec![file] }),
             }
         }
-        // A lone file gains nothing from a rewrite.
-        groups.extend(bins.into_iter().filter(|g| g.files.len() > 1));
+        // A lone file gains nothing from a rewrite, unless it has deletes to fold in.
+        groups.extend(bins.into_iter().filter(|g| g.files.len() > 1 || g.files.iter().any(|f| !f.deletes.is_empty())));
     }
     report.groups_planned = groups.len();
     Ok(groups)
 }
 
-/// Read a data file's rows straight from its Parquet, as rows of the table's arrow schema.
-async fn read_data_file(table: &Table, path: &str, schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
-    let bytes = table.file_io().new_input(path)?.read().await?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()?;
+/// Read a data file's live rows (its position deletes applied) straight from its Parquet, as
+/// rows of the table's arrow schema.
+async fn read_data_file(table: &Table, file: &Candidate, schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
+    let path = &file.path;
+    let deleted = deleted_positions(table, path, &file.deletes.iter().collect::<Vec<_>>()).await?;
+    let (batches, _) = read_live_rows(table, path, &[], &deleted).await?;
     let mut out = Vec::new();
-    for batch in reader {
-        let batch = batch?;
+    for batch in batches {
         let columns = schema
             .fields()
             .iter()
@@ -211,15 +218,27 @@ struct CompactCommit {
 
 impl Planner for CompactCommit {
     async fn plan(&mut self, table: &Table, _attempt: u32) -> Result<Option<ChangeSet>> {
-        let live = match table.metadata().current_snapshot() {
-            Some(current) => super::referenced_by(table, [current]).await?.live_files,
-            None => Default::default(),
-        };
+        let live = LiveFiles::of(table).await?;
+        let live_data: HashSet<&str> = live.data.iter().map(DataFile::file_path).collect();
+        let unscoped: HashSet<String> = live.unscoped_deletes.iter().map(|d| format!("{:?}", d.partition())).collect();
+        let partition_of: std::collections::HashMap<&str, String> =
+            live.data.iter().map(|f| (f.file_path(), format!("{:?}", f.partition()))).collect();
         self.stale.clear();
         let mut change = ChangeSet::new(Operation::Replace);
         for (i, (group, outputs)) in self.rewritten.iter().enumerate() {
-            if group.files.iter().all(|f| live.get(&f.path).is_some_and(|(c, _)| *c == DataContentType::Data)) {
+            // Still valid only if every input is live with exactly the deletes we applied: a
+            // delete added since (a CDC commit) would be lost by committing this rewrite.
+            let unchanged = group.files.iter().all(|f| {
+                let now: HashSet<&str> =
+                    live.deletes_by_data_file.get(&f.path).into_iter().flatten().map(DataFile::file_path).collect();
+                let then: HashSet<&str> = f.deletes.iter().map(DataFile::file_path).collect();
+                live_data.contains(f.path.as_str())
+                    && now == then
+                    && partition_of.get(f.path.as_str()).is_none_or(|p| !unscoped.contains(p))
+            });
+            if unchanged {
                 change.removed_files.extend(group.files.iter().map(|f| f.path.clone()));
+                change.removed_files.extend(group.files.iter().flat_map(|f| f.deletes.iter().map(|d| d.file_path().to_string())));
                 change.added_data_files.extend(outputs.iter().cloned());
             } else {
                 self.stale.push(i);
@@ -262,11 +281,11 @@ pub async fn compact(
         for group in pending.by_ref().take(GROUPS_PER_COMMIT) {
             let mut batches = Vec::new();
             for file in &group.files {
-                batches.extend(read_data_file(&table, &file.path, &schema).await?);
+                batches.extend(read_data_file(&table, file, &schema).await?);
             }
             let outputs = write_data_files(&table, &batches, &settings.compression, settings.target_file_size_bytes).await?;
-            let (rows_in, rows_out) =
-                (group.files.iter().map(|f| f.records).sum::<u64>(), outputs.iter().map(|f| f.record_count()).sum::<u64>());
+            let rows_in = batches.iter().map(|b| b.num_rows() as u64).sum::<u64>();
+            let rows_out = outputs.iter().map(|f| f.record_count()).sum::<u64>();
             if rows_in != rows_out {
                 let written: Vec<String> = outputs.iter().map(|f| f.file_path().to_string()).collect();
                 super::delete_files(&table, &written, Instant::now() + Duration::from_secs(30)).await;

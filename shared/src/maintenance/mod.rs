@@ -8,6 +8,7 @@ pub mod expire;
 pub mod managed;
 pub mod orphans;
 pub mod rewrite_manifests;
+pub mod tombstones;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Instant;
@@ -26,6 +27,7 @@ use crate::report::TableReport;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Action {
+    PurgeTombstones,
     Compact,
     RewriteManifests,
     Expire,
@@ -34,14 +36,17 @@ pub enum Action {
 }
 
 impl Action {
-    /// The order `all` runs in: compaction first (it makes the most garbage), manifests next
-    /// (so expiry sees the compact manifests), expiry, then orphans (what expiry left behind).
-    pub const SAFE_ORDER: [Action; 4] = [Action::Compact, Action::RewriteManifests, Action::Expire, Action::RemoveOrphans];
+    /// The order `all` runs in: tombstones first (a properties-only commit, CDC mirrors only),
+    /// compaction (it makes the most garbage), manifests next (so expiry sees the compact
+    /// manifests), expiry, then orphans (what expiry left behind).
+    pub const SAFE_ORDER: [Action; 5] =
+        [Action::PurgeTombstones, Action::Compact, Action::RewriteManifests, Action::Expire, Action::RemoveOrphans];
 
-    pub const NAMES: &'static [&'static str] = &["compact", "rewrite-manifests", "expire", "remove-orphans", "report"];
+    pub const NAMES: &'static [&'static str] = &["purge-tombstones", "compact", "rewrite-manifests", "expire", "remove-orphans", "report"];
 
     pub fn parse(name: &str) -> Result<Self> {
         Ok(match name.trim() {
+            "purge-tombstones" => Action::PurgeTombstones,
             "compact" => Action::Compact,
             "rewrite-manifests" => Action::RewriteManifests,
             "expire" => Action::Expire,
@@ -67,6 +72,7 @@ pub struct MaintenanceSettings {
     pub target_file_size_bytes: usize,
     pub compression: String,
     pub s3_path_style: bool,
+    pub tombstone_retention_days: i64,
     /// S3 Tables: the table bucket, if the managed maintenance settings are to be written.
     pub s3tables_set_in_bucket: Option<String>,
 }
@@ -81,6 +87,7 @@ impl From<&Config> for MaintenanceSettings {
             target_file_size_bytes: c.target_file_size_bytes,
             compression: c.compression.clone(),
             s3_path_style: c.s3_path_style,
+            tombstone_retention_days: c.tombstone_retention_days,
             s3tables_set_in_bucket: (c.catalog == crate::config::CatalogKind::S3Tables && c.s3tables_maintenance_set)
                 .then(|| c.warehouse.clone()),
         }
@@ -192,6 +199,8 @@ pub struct TableMaintenance {
     /// Actions not run, and why.
     pub skipped: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub purge_tombstones: Option<tombstones::PurgeReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub compact: Option<compact::CompactReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rewrite_manifests: Option<rewrite_manifests::RewriteManifestsReport>,
@@ -257,6 +266,12 @@ async fn maintain_table(
             continue;
         }
         match action {
+            Action::PurgeTombstones => {
+                // Tombstones are icestream's own: S3 Tables' maintenance knows nothing of them.
+                if tombstones::has_tombstones(&catalogs.catalog().load_table(&ident).await?) {
+                    out.purge_tombstones = Some(tombstones::purge_tombstones(catalogs, &ident, &request.settings, dry_run, deadline).await?);
+                }
+            }
             Action::Compact => {
                 out.compact = Some(compact::compact(catalogs, &ident, &request.settings, dry_run, deadline).await?);
             }
@@ -277,6 +292,7 @@ async fn maintain_table(
 
 fn action_name(action: Action) -> &'static str {
     match action {
+        Action::PurgeTombstones => "purge-tombstones",
         Action::Compact => "compact",
         Action::RewriteManifests => "rewrite-manifests",
         Action::Expire => "expire",
@@ -384,6 +400,8 @@ mod tests {
         let r = MaintenanceRequest::from_event(serde_json::json!({"action": "remove-orphans,compact", "table": ["a", "b"]}), &config())
             .unwrap();
         assert_eq!(r.actions, vec![Action::Compact, Action::RemoveOrphans]);
+        let r = MaintenanceRequest::from_event(serde_json::json!({"action": "compact,purge-tombstones"}), &config()).unwrap();
+        assert_eq!(r.actions, vec![Action::PurgeTombstones, Action::Compact]);
         assert_eq!(r.tables, vec!["a", "b"]);
         // An EventBridge rule event wraps the input in `detail`.
         let r = MaintenanceRequest::from_event(serde_json::json!({"detail": {"action": "expire", "dry_run": true}}), &config()).unwrap();
