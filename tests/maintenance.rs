@@ -506,7 +506,7 @@ async fn the_cli_runs_every_action_in_order_and_prints_the_report() {
     assert_eq!(rows(&wh, None).await, before);
 
     let done = report(&["hot_partition_hours=2", "snapshot_max_age_hours=0", "min_snapshots_to_keep=1"]);
-    assert_eq!(done["actions"], serde_json::json!(["compact", "rewrite-manifests", "expire", "remove-orphans"]));
+    assert_eq!(done["actions"], serde_json::json!(["purge-tombstones", "compact", "rewrite-manifests", "expire", "remove-orphans"]));
     let names: Vec<&str> = done["tables"].as_array().unwrap().iter().map(|t| t["table"].as_str().unwrap()).collect();
     assert_eq!(names, ["vehicle_telemetry", "vehicle_telemetry_dead_letter"], "no table= means every table");
     let t = &done["tables"][0];

@@ -564,6 +564,13 @@ mod tests {
     }
 
     #[test]
+    fn the_readme_knob_table_is_the_knob_list() {
+        // Regenerate with `icestream help` when a knob changes.
+        let readme = include_str!("../../README.md");
+        assert!(readme.contains(&knobs_markdown(KNOBS)), "README.md's knob table is stale: paste `icestream help`'s table");
+    }
+
+    #[test]
     fn orphan_margin_is_at_least_an_hour() {
         let err = Config::from_args(["orphan_margin_hours=0"]).unwrap_err().to_string();
         assert!(err.contains("orphan_margin_hours") && err.contains("from 1"), "{err}");

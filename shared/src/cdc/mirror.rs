@@ -85,6 +85,8 @@ pub struct MirrorStats {
     pub rows_added: usize,
     pub data_files: usize,
     pub delete_files: usize,
+    /// Data files removed whole because none of their rows stayed live.
+    pub files_dropped: usize,
     /// Data files read to find the touched keys' rows.
     pub files_read: usize,
     pub tombstones: usize,
@@ -179,8 +181,8 @@ fn candidate_files<'a>(table: &Table, live: &'a LiveFiles, keys: &BTreeSet<i64>)
         .collect())
 }
 
-/// The live rows of `keys` in one data file.
-async fn live_rows_in(table: &Table, live: &LiveFiles, index: usize, file: &DataFile, keys: &BTreeSet<i64>) -> Result<Vec<(i64, LiveRow)>> {
+/// The live rows of `keys` in one data file, and how many live rows the file has in all.
+async fn live_rows_in(table: &Table, live: &LiveFiles, index: usize, file: &DataFile, keys: &BTreeSet<i64>) -> Result<(Vec<(i64, LiveRow)>, usize)> {
     let deleted = deleted_positions(table, file.file_path(), &live.deletes_for(file.file_path())).await?;
     let (batches, positions) = read_live_rows(table, file.file_path(), &[col::ACCOUNT_ID, col::SEQ], &deleted).await?;
     let mut out = Vec::new();
@@ -195,21 +197,32 @@ async fn live_rows_in(table: &Table, live: &LiveFiles, index: usize, file: &Data
             row += 1;
         }
     }
-    Ok(out)
+    Ok((out, positions.len()))
 }
 
-/// The live rows of `keys`, by key (more than one only if an invariant was broken elsewhere).
-async fn live_rows_of(table: &Table, live: &LiveFiles, files: &[&DataFile], keys: &BTreeSet<i64>) -> Result<HashMap<i64, Vec<LiveRow>>> {
+/// The live rows of `keys`, by key (more than one only if an invariant was broken elsewhere),
+/// and the number of live rows of each file.
+async fn live_rows_of(
+    table: &Table,
+    live: &LiveFiles,
+    files: &[&DataFile],
+    keys: &BTreeSet<i64>,
+) -> Result<(HashMap<i64, Vec<LiveRow>>, Vec<usize>)> {
     let mut reads = Vec::with_capacity(files.len());
     for (index, file) in files.iter().enumerate() {
         reads.push(live_rows_in(table, live, index, file, keys));
     }
-    let found: Vec<Vec<(i64, LiveRow)>> = futures::stream::iter(reads).buffer_unordered(4).try_collect().await?;
+    // `buffered` keeps the files' order, so the counts line up with `files`.
+    let found: Vec<(Vec<(i64, LiveRow)>, usize)> = futures::stream::iter(reads).buffered(4).try_collect().await?;
     let mut by_key: HashMap<i64, Vec<LiveRow>> = HashMap::new();
-    for (k, row) in found.into_iter().flatten() {
-        by_key.entry(k).or_default().push(row);
+    let mut live_counts = Vec::with_capacity(found.len());
+    for (rows, count) in found {
+        live_counts.push(count);
+        for (k, row) in rows {
+            by_key.entry(k).or_default().push(row);
+        }
     }
-    Ok(by_key)
+    Ok((by_key, live_counts))
 }
 
 /// Column builders for the mirror schema (`tables::accounts_mirror`).
@@ -266,7 +279,7 @@ impl Planner for MirrorApply {
         live.check_supported(table)?;
         let files = candidate_files(table, &live, &keys)?;
         self.stats.files_read = files.len();
-        let rows = live_rows_of(table, &live, &files, &keys).await?;
+        let (rows, live_counts) = live_rows_of(table, &live, &files, &keys).await?;
         let mut tombstones = Tombstones::load(table).await?;
         let tombstones_before = tombstones.clone();
 
@@ -305,7 +318,17 @@ impl Planner for MirrorApply {
             change.added_data_files = write_data_files(table, &[added], &self.compression, self.target_file_size).await?;
         }
         for (file, positions) in &deletes {
-            change.added_delete_files.push(write_position_deletes(table, files[*file], positions, &self.compression).await?);
+            let data_file = files[*file];
+            if positions.len() == live_counts[*file] {
+                // Every row left in the file goes: drop the file and its deletes rather than
+                // keep a dead file alive behind one more delete file.
+                change.removed_files.insert(data_file.file_path().to_string());
+                let scoped = live.deletes_by_data_file.get(data_file.file_path()).into_iter().flatten();
+                change.removed_files.extend(scoped.map(|d| d.file_path().to_string()));
+                self.stats.files_dropped += 1;
+            } else {
+                change.added_delete_files.push(write_position_deletes(table, data_file, positions, &self.compression).await?);
+            }
         }
         self.stats.data_files = change.added_data_files.len();
         self.stats.delete_files = change.added_delete_files.len();
@@ -317,9 +340,10 @@ impl Planner for MirrorApply {
             // Every change was stale: nothing to write. A replay finds them stale again.
             return Ok(None);
         }
-        change.operation = match (change.added_data_files.is_empty(), change.added_delete_files.is_empty()) {
-            (false, true) => Operation::Append,
-            (true, false) => Operation::Delete,
+        let removes = !(change.added_delete_files.is_empty() && change.removed_files.is_empty());
+        change.operation = match (change.added_data_files.is_empty(), removes) {
+            (false, false) => Operation::Append,
+            (true, true) => Operation::Delete,
             _ => Operation::Overwrite,
         };
         change.watermarks = self.covers.clone();

@@ -400,9 +400,9 @@ mod tests {
         let r = MaintenanceRequest::from_event(serde_json::json!({"action": "remove-orphans,compact", "table": ["a", "b"]}), &config())
             .unwrap();
         assert_eq!(r.actions, vec![Action::Compact, Action::RemoveOrphans]);
+        assert_eq!(r.tables, vec!["a", "b"]);
         let r = MaintenanceRequest::from_event(serde_json::json!({"action": "compact,purge-tombstones"}), &config()).unwrap();
         assert_eq!(r.actions, vec![Action::PurgeTombstones, Action::Compact]);
-        assert_eq!(r.tables, vec!["a", "b"]);
         // An EventBridge rule event wraps the input in `detail`.
         let r = MaintenanceRequest::from_event(serde_json::json!({"detail": {"action": "expire", "dry_run": true}}), &config()).unwrap();
         assert_eq!((r.actions, r.dry_run), (vec![Action::Expire], true));
