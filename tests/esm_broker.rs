@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
 use icestream::event::TopicPartition;
-use icestream::generate::{Expectation, RECORD_OPTIONS, RecordOptions, TelemetryRecords};
+use icestream::generate::{RECORD_OPTIONS, RecordOptions, RecordStream};
 use icestream_integration::broker::Broker;
 use icestream_integration::*;
 use icestream_tools::esm::batch::MAX_PAYLOAD_BYTES;
@@ -128,7 +128,7 @@ async fn events_are_msk_shaped_byte_for_byte_and_each_partition_arrives_in_order
     // The values are exactly what the generator made for these options, base64 round-tripped.
     let mut settings = icestream::config::Settings::over(RECORD_OPTIONS);
     settings.apply_args(["format=proto", "seed=5", "start_ms=1700000000000"]).unwrap();
-    let mut sent: Vec<Vec<u8>> = TelemetryRecords::new(&RecordOptions::from_settings(&settings).unwrap()).take(2000).map(|r| r.value).collect();
+    let mut sent: Vec<Vec<u8>> = RecordStream::new(&RecordOptions::from_settings(&settings).unwrap()).take(2000).map(|r| r.value).collect();
     sent.sort();
     values.sort();
     assert_eq!(values, sent);

@@ -62,6 +62,12 @@ async fn one_batch_invoked_through_cargo_lambda_watch_lands_in_the_table() {
     args.push(format!("on_failure_dir={}", failed.display()));
     let stats = drain(&bootstrap, TOPIC, &HttpFunction::new(url), &args).await;
     let log = std::fs::read_to_string(dir.path().join("watch.log")).unwrap_or_default();
-    assert_eq!((stats.batches, stats.records, stats.failed_batches), (1, 1000, 0), "{stats:?}\n{log}");
+    let errors: Vec<String> = std::fs::read_dir(&failed)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|f| serde_json::from_slice::<serde_json::Value>(&std::fs::read(f.path()).unwrap()).unwrap()["responseContext"].to_string())
+        .collect();
+    assert_eq!((stats.batches, stats.records, stats.failed_batches), (1, 1000, 0), "{stats:?}\n{errors:?}\n{log}");
     assert_eq!(telemetry_rows(&wh).await.len(), sent.valid, "{log}");
 }

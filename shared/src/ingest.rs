@@ -155,26 +155,32 @@ impl IngestPipeline {
         ranges: &BTreeMap<TopicPartition, (i64, i64)>,
         deadline: Instant,
     ) -> Result<(OffsetAppend, CommitOutcome)> {
-        let mut planner = OffsetAppend::new(
-            rows,
-            ranges.clone(),
-            &self.config.compression,
-            self.config.target_file_size_bytes,
-            self.config.fail_point,
-        );
-        let outcome = self.catalogs.committer.commit(ident, deadline, &mut planner).await?;
-        if !outcome.committed {
-            // Nothing committed by us: whatever we planned is not ours to report.
-            planner.rows_planned = 0;
-            planner.files_planned = 0;
-            planner.bytes_planned = 0;
-        }
-        Ok((planner, outcome))
+        append_with_offsets(&self.catalogs, &self.config, ident, rows, ranges, deadline).await
     }
 
     fn now_us(&self) -> i64 {
         chrono::Utc::now().timestamp_micros()
     }
+}
+
+/// Append rows with lineage exactly once (see [`OffsetAppend`]); the planner's numbers are
+/// zeroed when nothing of ours was committed.
+pub async fn append_with_offsets(
+    catalogs: &Catalogs,
+    config: &Config,
+    ident: &iceberg::TableIdent,
+    rows: RecordBatch,
+    ranges: &BTreeMap<TopicPartition, (i64, i64)>,
+    deadline: Instant,
+) -> Result<(OffsetAppend, CommitOutcome)> {
+    let mut planner = OffsetAppend::new(rows, ranges.clone(), &config.compression, config.target_file_size_bytes, config.fail_point);
+    let outcome = catalogs.committer.commit(ident, deadline, &mut planner).await?;
+    if !outcome.committed {
+        planner.rows_planned = 0;
+        planner.files_planned = 0;
+        planner.bytes_planned = 0;
+    }
+    Ok((planner, outcome))
 }
 
 /// An event decoded against the watermarks of the two tables.

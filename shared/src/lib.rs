@@ -5,6 +5,7 @@
 
 pub mod aws;
 pub mod catalog;
+pub mod cdc;
 pub mod codec;
 pub mod commit;
 pub mod config;

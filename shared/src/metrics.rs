@@ -10,7 +10,7 @@ pub const NAMESPACE: &str = "icestream";
 
 /// The EMF JSON line for one invocation of `function`.
 pub fn emf_line(function: &str, summary: &Summary) -> String {
-    let metrics = [
+    let metrics = vec![
         ("Records", "Count", summary.records as f64),
         ("Written", "Count", summary.written as f64),
         ("DeadLettered", "Count", summary.dead_letter as f64),
@@ -22,6 +22,11 @@ pub fn emf_line(function: &str, summary: &Summary) -> String {
         ("Duration", "Milliseconds", summary.duration_ms as f64),
         ("MaxRecordAge", "Milliseconds", summary.max_record_age_ms as f64),
     ];
+    emf_line_of(function, &metrics)
+}
+
+/// The EMF JSON line for one invocation of `function` with `(name, unit, value)` metrics.
+pub fn emf_line_of(function: &str, metrics: &[(&str, &str, f64)]) -> String {
     let mut line = json!({
         "_aws": {
             "Timestamp": chrono::Utc::now().timestamp_millis(),
@@ -34,7 +39,7 @@ pub fn emf_line(function: &str, summary: &Summary) -> String {
         "Function": function,
     });
     for (name, _, value) in metrics {
-        line[name] = json!(value);
+        line[*name] = json!(value);
     }
     line.to_string()
 }

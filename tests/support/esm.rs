@@ -4,13 +4,13 @@ use std::sync::atomic::AtomicBool;
 
 use icestream::generate::Expectation;
 use icestream_tools::esm::{EsmOptions, EsmStats, Function, Poller};
-use icestream_tools::produce::produce_telemetry;
+use icestream_tools::produce::produce as produce_records;
 
 /// `icestream produce bootstrap=.. start_ms=<fixed> ARGS` in-process; what was sent.
 pub fn produce(bootstrap: &str, args: &[&str]) -> Expectation {
     let mut all = vec![format!("bootstrap={bootstrap}"), "start_ms=1700000000000".to_string()];
     all.extend(args.iter().map(|s| s.to_string()));
-    produce_telemetry(&all, &AtomicBool::new(false)).expect("produce").1
+    produce_records(&all, &AtomicBool::new(false)).expect("produce").1
 }
 
 /// Run a poller on `topic` with `drain=true` plus `args` to the end; what it did.

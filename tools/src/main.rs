@@ -9,20 +9,24 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use icestream::config::{KNOBS, knobs_markdown};
 use icestream::generate::{GENERATOR_OPTIONS, GeneratorOptions, generate};
+use icestream::cdc::CdcPipeline;
 use icestream::{Config, IngestPipeline};
 
 const USAGE: &str = "usage: icestream <command> [key=value ...]
 
 commands:
   ingest EVENT.json   run the ingest function's code on one MSK event file; prints a one-line JSON summary
+  cdc EVENT.json      run the cdc function's code on one MSK event file (changelog + guarded mirror); prints a JSON summary
+  cdc-rebuild         recompute the mirror from the changelog in one commit; prints a JSON report
   report TABLE        snapshots, files, rows and offset watermarks of a table
   gen-event           write a synthetic MSK event (see `icestream help gen-event`)
   maintain [action=compact|rewrite-manifests|expire|remove-orphans|report] [table=NAME] [dry-run=true]
                       run the maintenance function's code; prints the report as JSON
   demo                generate an event, ingest it, report, and read a few aggregates back
-  produce             telemetry into a Kafka topic (see `icestream help produce`)
+  produce             telemetry (or domain=cdc changes) into a Kafka topic (see `icestream help produce`)
+  simulate-cdc        bank-account changes (I/U/D, hot keys) into a Kafka topic: produce with domain=cdc
   esm                 the local event source mapping: Kafka topic -> batches -> function (see `icestream help esm`)
-  help [gen-event|produce|esm]  the configuration knobs (or a command's options)
+  help [gen-event|produce|simulate-cdc|esm]  the configuration knobs (or a command's options)
 
 Configuration comes from ICESTREAM_* environment variables, then key=value arguments.";
 
@@ -51,6 +55,25 @@ async fn run() -> Result<()> {
             let summary = pipeline.handle_json(&json, std::time::Instant::now() + budget).await?;
             eprintln!("{}", icestream::metrics::emf_line("ingest", &summary));
             println!("{}", serde_json::to_string(&summary)?);
+        }
+        "cdc" => {
+            let (file, rest) = split_first(args, "cdc needs an event file")?;
+            let config = Config::from_env_and_args(&rest)?;
+            icestream::logging::init(&config.log_format);
+            let json = std::fs::read(&file).with_context(|| format!("reading {file}"))?;
+            let budget = Duration::from_millis(config.commit_timeout_ms);
+            let pipeline = CdcPipeline::new(config).await?;
+            let summary = pipeline.handle_json(&json, std::time::Instant::now() + budget).await?;
+            eprintln!("{}", icestream::metrics::emf_line_of("cdc", &summary.metrics()));
+            println!("{}", serde_json::to_string(&summary)?);
+        }
+        "cdc-rebuild" => {
+            let config = Config::from_env_and_args(&args)?;
+            icestream::logging::init(&config.log_format);
+            let budget = Duration::from_millis(config.commit_timeout_ms);
+            let pipeline = CdcPipeline::new(config).await?;
+            let report = icestream::cdc::rebuild::rebuild(&pipeline, std::time::Instant::now() + budget).await?;
+            println!("{}", serde_json::to_string(&report)?);
         }
         "report" => {
             let (table, rest) = split_first(args, "report needs a table name")?;
@@ -81,21 +104,25 @@ async fn run() -> Result<()> {
         }
         "maintain" => maintain::run(args).await?,
         "demo" => demo::run(args).await?,
-        "produce" => {
+        "produce" | "simulate-cdc" => {
             let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             let flag = stop.clone();
             tokio::spawn(async move {
                 icestream_tools::kafka::stop_signal().await;
                 flag.store(true, std::sync::atomic::Ordering::Relaxed);
             });
-            let (stats, expectation) = tokio::task::spawn_blocking(move || icestream_tools::produce::produce_telemetry(&args, &stop)).await??;
+            let cdc = command == "simulate-cdc";
+            let (stats, expectation) = tokio::task::spawn_blocking(move || {
+                if cdc { icestream_tools::produce::simulate_cdc(&args, &stop) } else { icestream_tools::produce::produce(&args, &stop) }
+            })
+            .await??;
             println!("{}", stats.throughput_line);
             println!("{}", serde_json::to_string(&expectation)?);
         }
         "esm" => icestream_tools::esm::command::run(&args).await?,
         "help" | "--help" | "-h" => match args.first().map(String::as_str) {
             Some("gen-event") => GENERATOR_OPTIONS.iter().for_each(|list| print!("{}", knobs_markdown(list))),
-            Some("produce") => icestream_tools::produce::PRODUCE_OPTIONS.iter().for_each(|list| print!("{}", knobs_markdown(list))),
+            Some("produce" | "simulate-cdc") => icestream_tools::produce::PRODUCE_OPTIONS.iter().for_each(|list| print!("{}", knobs_markdown(list))),
             Some("esm") => print!("{}\nThe function's own knobs (below) pass through with invoke=inprocess.\n\n{}", knobs_markdown(icestream_tools::esm::ESM_OPTIONS), knobs_markdown(KNOBS)),
             _ => {
                 println!("{USAGE}\n");

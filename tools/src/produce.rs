@@ -1,5 +1,6 @@
-//! `icestream produce` and `icestream simulate-cdc`: records from the library's generators
-//! into a real Kafka topic, at a given rate, with a progress bar and a final throughput line.
+//! `icestream produce` and `icestream simulate-cdc`: the library's record streams (telemetry
+//! with warts, or CDC changes with hot keys) into a real Kafka topic, at a given rate, with a
+//! progress bar and a final throughput line.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -7,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 use icestream::config::{Allowed, Knob, Settings};
-use icestream::generate::{Expectation, RECORD_OPTIONS, RecordOptions, TelemetryRecords};
+use icestream::generate::{Expectation, RECORD_OPTIONS, RecordOptions, RecordStream};
 use rdkafka::ClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
@@ -20,10 +21,9 @@ pub const SEND_OPTIONS: &[Knob] = &[
     BOOTSTRAP,
     Knob { key: "count", default: "100000", allowed: Allowed::Integer { min: 0, max: i64::MAX }, help: "Records to send (0 = until stopped)" },
     Knob { key: "rate", default: "0", allowed: Allowed::Integer { min: 0, max: 100_000_000 }, help: "Records per second (0 = as fast as the broker takes them)" },
-    Knob { key: "keyed", default: "true", allowed: Allowed::OneOf(&["true", "false"]), help: "Key records (by vehicle or account), so each key stays in one partition; false = no key" },
 ];
 
-/// The option lists of `icestream produce`.
+/// The option lists of `icestream produce` and `icestream simulate-cdc`.
 pub const PRODUCE_OPTIONS: &[&[Knob]] = &[RECORD_OPTIONS, SEND_OPTIONS];
 
 /// Parsed [`SEND_OPTIONS`].
@@ -33,18 +33,14 @@ pub struct SendOptions {
     /// `None` = until stopped.
     pub count: Option<u64>,
     pub rate: u64,
+    /// Send each record's key (else none: the client spreads records over partitions).
     pub keyed: bool,
 }
 
 impl SendOptions {
-    pub fn from_settings(s: &Settings) -> Result<Self> {
+    pub fn from_settings(s: &Settings, keyed: bool) -> Result<Self> {
         let count: u64 = s.parse("count")?;
-        Ok(Self {
-            bootstrap: s.get("bootstrap").to_string(),
-            count: (count > 0).then_some(count),
-            rate: s.parse("rate")?,
-            keyed: s.get("keyed") == "true",
-        })
+        Ok(Self { bootstrap: s.get("bootstrap").to_string(), count: (count > 0).then_some(count), rate: s.parse("rate")?, keyed })
     }
 }
 
@@ -131,18 +127,27 @@ pub fn send(opts: &SendOptions, topic: &str, mut records: impl Iterator<Item = O
     Ok(stats)
 }
 
-/// `icestream produce`: telemetry with the generator's warts. Returns what was sent.
-pub fn produce_telemetry(args: &[String], stop: &AtomicBool) -> Result<(SendStats, Expectation)> {
+/// `icestream produce` (any domain; `simulate-cdc` passes `domain=cdc`). Returns what was sent.
+pub fn produce(args: &[String], stop: &AtomicBool) -> Result<(SendStats, Expectation)> {
     let mut settings = Settings::over_lists(PRODUCE_OPTIONS);
     settings.apply_args(args)?;
     let record_opts = RecordOptions::from_settings(&settings)?;
-    let send_opts = SendOptions::from_settings(&settings)?;
+    let send_opts = SendOptions::from_settings(&settings, record_opts.keyed)?;
     let mut expectation = Expectation::default();
-    let records = TelemetryRecords::new(&record_opts).map(|r| {
+    let records = RecordStream::new(&record_opts).map(|r| {
         expectation.count(&r);
         Outgoing { key: r.key(), value: r.value }
     });
     let stats = send(&send_opts, &record_opts.topic, records, stop)?;
     expectation.bytes = stats.bytes as usize;
     Ok((stats, expectation))
+}
+
+/// `icestream simulate-cdc`: `produce` with `domain=cdc` (I/U/D changes, hot keys).
+pub fn simulate_cdc(args: &[String], stop: &AtomicBool) -> Result<(SendStats, Expectation)> {
+    if let Some(word) = args.iter().find(|a| a.starts_with("domain=")) {
+        bail!("{word:?}: simulate-cdc always produces domain=cdc (use `icestream produce` for telemetry)");
+    }
+    let all: Vec<String> = std::iter::once("domain=cdc".to_string()).chain(args.iter().cloned()).collect();
+    produce(&all, stop)
 }

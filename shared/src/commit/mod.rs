@@ -10,6 +10,7 @@
 
 pub mod append;
 pub mod pointer;
+pub mod row_delta;
 pub mod snapshot;
 pub mod watermark;
 

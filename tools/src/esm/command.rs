@@ -4,15 +4,17 @@
 use std::time::Instant;
 
 use anyhow::Result;
+use icestream::cdc::CdcPipeline;
 use icestream::{Config, IngestPipeline};
 
-use super::function::{Function, HttpFunction, InProcessIngest};
+use super::function::{Function, HttpFunction, InProcessCdc, InProcessIngest};
 use super::{EsmOptions, FunctionKind, Invoke, Poller};
 use crate::kafka::{stop_signal, throughput_line};
 
 /// The function a command-line poller invokes.
 pub enum AnyFunction {
     Ingest(InProcessIngest),
+    Cdc(InProcessCdc),
     Http(HttpFunction),
 }
 
@@ -20,6 +22,7 @@ impl Function for AnyFunction {
     async fn invoke(&self, event: &[u8]) -> Result<serde_json::Value> {
         match self {
             AnyFunction::Ingest(f) => f.invoke(event).await,
+            AnyFunction::Cdc(f) => f.invoke(event).await,
             AnyFunction::Http(f) => f.invoke(event).await,
         }
     }
@@ -32,12 +35,14 @@ pub async fn function_for(opts: &EsmOptions, function_args: &[String]) -> Result
             icestream::logging::init("text");
             AnyFunction::Http(HttpFunction::new(url.clone()))
         }
-        (Invoke::InProcess, FunctionKind::Ingest) => {
+        (Invoke::InProcess, kind) => {
             let config = Config::from_env_and_args(function_args)?;
             icestream::logging::init(&config.log_format);
-            AnyFunction::Ingest(InProcessIngest { pipeline: IngestPipeline::new(config).await? })
+            match kind {
+                FunctionKind::Ingest => AnyFunction::Ingest(InProcessIngest { pipeline: IngestPipeline::new(config).await? }),
+                FunctionKind::Cdc => AnyFunction::Cdc(InProcessCdc { pipeline: CdcPipeline::new(config).await? }),
+            }
         }
-        (Invoke::InProcess, FunctionKind::Cdc) => anyhow::bail!("function=cdc: the CDC pipeline is not in this build yet"),
     })
 }
 

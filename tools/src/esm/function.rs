@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use icestream::IngestPipeline;
+use icestream::cdc::CdcPipeline;
 
 /// One invocation: the event JSON in, the function's JSON result out; `Err` = the function failed.
 pub trait Function {
@@ -18,6 +19,19 @@ pub struct InProcessIngest {
 }
 
 impl Function for InProcessIngest {
+    async fn invoke(&self, event: &[u8]) -> Result<serde_json::Value> {
+        let deadline = Instant::now() + Duration::from_millis(self.pipeline.config().commit_timeout_ms);
+        let summary = self.pipeline.handle_json(event, deadline).await?;
+        Ok(serde_json::to_value(summary)?)
+    }
+}
+
+/// The CDC pipeline (changelog + guarded mirror), called directly.
+pub struct InProcessCdc {
+    pub pipeline: CdcPipeline,
+}
+
+impl Function for InProcessCdc {
     async fn invoke(&self, event: &[u8]) -> Result<serde_json::Value> {
         let deadline = Instant::now() + Duration::from_millis(self.pipeline.config().commit_timeout_ms);
         let summary = self.pipeline.handle_json(event, deadline).await?;

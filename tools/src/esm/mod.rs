@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use icestream::event::{KafkaRecordIn, LOCAL_CLUSTER_ARN, TopicPartition};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use serde::Serialize;
@@ -71,7 +71,7 @@ pub struct EsmContext {
 impl ClientContext for EsmContext {
     fn error(&self, error: KafkaError, reason: &str) {
         // A partition's end is how drain works, not an error.
-        if !matches!(error, KafkaError::PartitionEOF(_)) {
+        if !matches!(error, KafkaError::PartitionEOF(_) | KafkaError::Global(RDKafkaErrorCode::PartitionEOF)) {
             tracing::error!("librdkafka: {error}: {reason}");
         }
     }

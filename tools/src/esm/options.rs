@@ -14,7 +14,7 @@ use crate::kafka::BOOTSTRAP;
 /// Options of the local event source mapping.
 pub const ESM_OPTIONS: &[Knob] = &[
     BOOTSTRAP,
-    Knob { key: "topic", default: "vehicle-telemetry", allowed: Allowed::Text, help: "Topic to consume" },
+    Knob { key: "topic", default: "auto", allowed: Allowed::Text, help: "Topic to consume (auto = vehicle-telemetry for ingest, bank-accounts-cdc for cdc: the producers' defaults)" },
     Knob { key: "group", default: "icestream-esm", allowed: Allowed::Text, help: "Consumer group (the mapping's UUID plays this role on AWS)" },
     Knob { key: "function", default: "ingest", allowed: Allowed::OneOf(&["ingest", "cdc"]), help: "Which function the mapping invokes" },
     Knob { key: "batch_size", default: "100", allowed: Allowed::Integer { min: 1, max: MAX_BATCH_SIZE as i64 }, help: "Most records per invocation (MSK default 100)" },
@@ -102,7 +102,11 @@ impl EsmOptions {
         }
         let opts = Self {
             bootstrap: settings.get("bootstrap").to_string(),
-            topic: settings.get("topic").to_string(),
+            topic: match (settings.get("topic"), function) {
+                ("auto", FunctionKind::Ingest) => "vehicle-telemetry".to_string(),
+                ("auto", FunctionKind::Cdc) => "bank-accounts-cdc".to_string(),
+                (topic, _) => topic.to_string(),
+            },
             group: settings.get("group").to_string(),
             function,
             batch_size: settings.parse("batch_size")?,
@@ -157,6 +161,10 @@ mod tests {
     fn over_http_the_function_is_configured_in_its_own_environment() {
         let (o, _) = EsmOptions::from_args(&args(&["invoke=http://127.0.0.1:9000", "function=ingest"])).unwrap();
         assert_eq!(o.invoke, Invoke::Http("http://127.0.0.1:9000/2015-03-31/functions/ingest/invocations".into()));
+        assert_eq!(o.topic, "vehicle-telemetry");
+        let (o, _) = EsmOptions::from_args(&args(&["function=cdc", "invoke=http://127.0.0.1:9000"])).unwrap();
+        assert_eq!(o.invoke, Invoke::Http("http://127.0.0.1:9000/2015-03-31/functions/cdc/invocations".into()));
+        assert_eq!(o.topic, "bank-accounts-cdc");
         let err = EsmOptions::from_args(&args(&["invoke=http://127.0.0.1:9000", "warehouse=/w"])).unwrap_err().to_string();
         assert!(err.contains("warehouse") && err.contains("environment"), "{err}");
     }

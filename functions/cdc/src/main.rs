@@ -1,0 +1,35 @@
+//! AWS Lambda: MSK record batches of a DMS-like CDC feed into the changelog and the guarded
+//! mirror. Config, catalog and tables are set up once per execution environment.
+
+#![recursion_limit = "256"]
+
+use std::sync::Arc;
+
+use aws_lambda_events::event::kafka::KafkaEvent;
+use icestream::Config;
+use icestream::cdc::{CdcPipeline, CdcSummary};
+use icestream::event::from_kafka_event;
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+
+/// Time kept back from the invocation deadline to report the outcome.
+const REPLY_MARGIN_MS: u64 = 1_500;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    let config = Config::from_env()?;
+    icestream::logging::init(&config.log_format);
+    let pipeline = Arc::new(CdcPipeline::new(config).await?);
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<KafkaEvent>| {
+        let pipeline = pipeline.clone();
+        async move { handle(&pipeline, event).await }
+    }))
+    .await
+}
+
+async fn handle(pipeline: &CdcPipeline, event: LambdaEvent<KafkaEvent>) -> Result<CdcSummary, Error> {
+    let deadline = icestream::logging::deadline_from_epoch_ms(event.context.deadline, REPLY_MARGIN_MS);
+    let parsed = from_kafka_event(event.payload)?;
+    let summary = pipeline.handle(parsed, deadline).await?;
+    println!("{}", icestream::metrics::emf_line_of("cdc", &summary.metrics()));
+    Ok(summary)
+}
