@@ -36,7 +36,8 @@ trap stop_all EXIT INT TERM
 [[ $KAFKA == tansu ]] && scripts/kafka-broker.sh start
 
 # The function reads its configuration from ICESTREAM_* in its environment, as on AWS.
-PATH=$VENV/bin:$PATH cargo lambda watch -A 127.0.0.1 -P "$LAMBDA_PORT" \
+# --timeout: the first invocation waits while the function builds.
+PATH=$VENV/bin:$PATH cargo lambda watch -A 127.0.0.1 -P "$LAMBDA_PORT" --timeout 900 \
   --env-var "ICESTREAM_WAREHOUSE=$WAREHOUSE" --env-var "ICESTREAM_SOURCE=$FORMAT" \
   >"$STATE_DIR/lambda-watch.log" 2>&1 &
 pids+=($!)

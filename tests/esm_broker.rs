@@ -163,3 +163,37 @@ async fn maximal_records_are_cut_under_the_payload_cap() {
         .collect();
     assert_eq!(counts, [6, 6, 6, 2]);
 }
+
+#[tokio::test]
+async fn simulated_cdc_through_the_poller_fills_the_changelog_and_the_guarded_mirror() {
+    let broker = Broker::start(&[("bank-accounts-cdc", 3)]);
+    let bootstrap = broker.bootstrap();
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    let cdc_args = words(&[&format!("bootstrap={bootstrap}"), "count=3000", "accounts=200", "seed=8", "start_ms=1700000000000"]);
+    // Unkeyed (round-robin): a key's changes arrive out of order across partitions.
+    let (_, sent) = icestream_tools::produce::simulate_cdc(&cdc_args, &AtomicBool::new(false)).unwrap();
+    assert_eq!(sent.records, 3000);
+
+    let pipeline = icestream::cdc::CdcPipeline::new(config(&wh, &[])).await.unwrap();
+    let function = icestream_tools::esm::function::InProcessCdc { pipeline };
+    let stats = drain(&bootstrap, "bank-accounts-cdc", &function, &words(&["group=cdc", "function=cdc", "batch_size=500"])).await;
+    assert_eq!((stats.records, stats.failed_batches), (3000, 0), "{stats:?}");
+
+    let changelog: usize = scan(&wh, "accounts_changelog").await.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(changelog, 3000);
+    // The mirror holds one row per account alive after the last change, whatever the order.
+    let mut settings = icestream::config::Settings::over(RECORD_OPTIONS);
+    settings.apply_args(["domain=cdc", "accounts=200", "seed=8", "start_ms=1700000000000"]).unwrap();
+    let mut alive = BTreeSet::new();
+    for change in RecordStream::new(&RecordOptions::from_settings(&settings).unwrap()).take(3000) {
+        let text = String::from_utf8(change.value).unwrap();
+        if text.starts_with('D') {
+            alive.remove(&change.id);
+        } else {
+            alive.insert(change.id);
+        }
+    }
+    let mirror: usize = scan(&wh, "accounts_mirror").await.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(mirror, alive.len());
+}

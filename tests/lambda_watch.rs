@@ -42,7 +42,9 @@ async fn one_batch_invoked_through_cargo_lambda_watch_lands_in_the_table() {
     let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let path = format!("{}:{}", cargo_lambda.parent().unwrap().display(), std::env::var("PATH").unwrap_or_default());
     let mut cmd = Command::new(&cargo_lambda);
-    cmd.args(["lambda", "watch", "-A", "127.0.0.1", "-P", &port.to_string(), "--env-var"])
+    // The first invocation waits for `cargo run` (and its build lock, which other cargo
+    // processes may hold): give it far more than the default invoke timeout.
+    cmd.args(["lambda", "watch", "-A", "127.0.0.1", "-P", &port.to_string(), "--timeout", "1200", "--env-var"])
         .arg(format!("ICESTREAM_WAREHOUSE={}", wh.display()))
         .current_dir(&workspace)
         .env("PATH", path)
@@ -57,7 +59,7 @@ async fn one_batch_invoked_through_cargo_lambda_watch_lands_in_the_table() {
     let url = invoke_url(&format!("http://127.0.0.1:{port}"), "ingest");
     // The first invocation waits while `cargo run` builds the function (already built by `make test`).
     let failed = dir.path().join("failed");
-    let args = ["group=watch", "batch_size=10000", "batching_window_ms=300000", "retries=0"];
+    let args = ["group=watch", "batch_size=10000", "batching_window_ms=300000", "retries=2"];
     let mut args = words(&args);
     args.push(format!("on_failure_dir={}", failed.display()));
     let stats = drain(&bootstrap, TOPIC, &HttpFunction::new(url), &args).await;
