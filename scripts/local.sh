@@ -35,6 +35,9 @@ trap stop_all EXIT INT TERM
 
 [[ $KAFKA == tansu ]] && scripts/kafka-broker.sh start
 
+# Built as `cargo lambda watch` runs it (`cargo run --bin ingest`), so the first batch does not wait.
+cargo build --manifest-path Cargo.toml --bin ingest
+
 # The function reads its configuration from ICESTREAM_* in its environment, as on AWS.
 # --timeout: the first invocation waits while the function builds.
 PATH=$VENV/bin:$PATH cargo lambda watch -A 127.0.0.1 -P "$LAMBDA_PORT" --timeout 900 \

@@ -37,9 +37,19 @@ async fn one_batch_invoked_through_cargo_lambda_watch_lands_in_the_table() {
     let wh = dir.path().join("wh");
     let sent = produce(&bootstrap, &["count=1000", "format=proto", "seed=9"]);
 
+    // Build the function exactly as `cargo lambda watch` will run it (`cargo run --bin ingest`
+    // resolves features for that package alone, so its artifacts differ from the workspace
+    // build): the invocation then finds it built instead of waiting on a cold compile.
+    let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let built = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["build", "--manifest-path", "Cargo.toml", "--bin", "ingest"])
+        .current_dir(&workspace)
+        .status()
+        .expect("cargo build --bin ingest");
+    assert!(built.success(), "building the ingest function failed");
+
     let port = free_port();
     let log = std::fs::File::create(dir.path().join("watch.log")).unwrap();
-    let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let path = format!("{}:{}", cargo_lambda.parent().unwrap().display(), std::env::var("PATH").unwrap_or_default());
     let mut cmd = Command::new(&cargo_lambda);
     // The first invocation waits for `cargo run` (and its build lock, which other cargo
