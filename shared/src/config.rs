@@ -221,7 +221,7 @@ pub const KNOBS: &[Knob] = &[
 /// on the tools' own option structs, which reuse this with their own lists).
 #[derive(Debug, Clone)]
 pub struct Settings {
-    knobs: &'static [Knob],
+    lists: Vec<&'static [Knob]>,
     values: BTreeMap<&'static str, String>,
 }
 
@@ -234,17 +234,26 @@ impl Default for Settings {
 impl Settings {
     /// Settings over another list of knobs (command options that are not configuration).
     pub fn over(knobs: &'static [Knob]) -> Self {
-        Self { knobs, values: BTreeMap::new() }
+        Self::over_lists(&[knobs])
+    }
+
+    /// Settings over several lists at once (a command that takes options of two kinds).
+    pub fn over_lists(lists: &[&'static [Knob]]) -> Self {
+        Self { lists: lists.to_vec(), values: BTreeMap::new() }
+    }
+
+    fn knobs(&self) -> impl Iterator<Item = &'static Knob> + '_ {
+        self.lists.iter().flat_map(|list| list.iter())
     }
 
     fn knob(&self, key: &str) -> Option<&'static Knob> {
-        self.knobs.iter().find(|k| k.key == key)
+        self.knobs().find(|k| k.key == key)
     }
 
     /// Set one knob, validating key and value.
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
         let knob = self.knob(key).ok_or_else(|| {
-            let keys: Vec<_> = self.knobs.iter().map(|k| k.key).collect();
+            let keys: Vec<_> = self.knobs().map(|k| k.key).collect();
             Error::Config(format!("unknown key `{key}`: known keys are {}", keys.join(", ")))
         })?;
         knob.check(value)?;
@@ -278,7 +287,7 @@ impl Settings {
             let Some(rest) = name.strip_prefix(ENV_PREFIX) else { continue };
             let key = rest.to_ascii_lowercase();
             if self.knob(&key).is_none() {
-                let names: Vec<_> = self.knobs.iter().map(Knob::env_name).collect();
+                let names: Vec<_> = self.knobs().map(Knob::env_name).collect();
                 return Err(Error::Config(format!(
                     "unknown environment variable {name}: known are {}",
                     names.join(", ")

@@ -15,6 +15,10 @@ use crate::error::{Error, Result};
 /// The event sources the MSK and self-managed Kafka mappings put in `eventSource`.
 pub const EVENT_SOURCES: &[&str] = &["aws:kafka", "SelfManagedKafka"];
 
+/// The `eventSourceArn` of events built locally (generator, poller): a made-up MSK cluster.
+pub const LOCAL_CLUSTER_ARN: &str =
+    "arn:aws:kafka:us-east-1:123456789012:cluster/icestream-local/00000000-0000-0000-0000-000000000000-1";
+
 /// Topic and partition: the unit of ordering and of offset watermarks.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TopicPartition {
@@ -29,7 +33,7 @@ impl std::fmt::Display for TopicPartition {
 }
 
 /// One Kafka record, decoded from the event's JSON.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KafkaRecordIn {
     pub offset: i64,
     pub timestamp_ms: i64,

@@ -1,8 +1,10 @@
-//! Synthetic MSK events with the reference producer's warts: 0.2% verbatim re-sends, 0.1%
-//! readings one hour late, and (with `corrupt=true`) ~0.1% values that do not decode.
-//! Deterministic for a seed, so tests know exactly what they sent.
+//! Synthetic MSK events and record streams: vehicle telemetry with the reference producer's
+//! warts (0.2% verbatim re-sends, 0.1% readings one hour late, and with `corrupt=true` ~0.1%
+//! values that do not decode), or bank-account changes from the CDC simulator. Deterministic
+//! for a seed, so tests know exactly what they sent. `gen-event` packs a stream into one event;
+//! `icestream produce` sends the same stream to Kafka.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -12,52 +14,60 @@ use crate::cdc::simulate::{CdcSimulator, SimulatorOptions};
 use crate::codec::{self, Reading};
 use crate::config::{Allowed, CdcFormat, Knob, Settings, Source};
 use crate::error::Result;
-use crate::event::{KafkaRecordIn, TopicPartition, event_json, record_json};
+use crate::event::{KafkaRecordIn, LOCAL_CLUSTER_ARN, TopicPartition, event_json, record_json};
 
-/// Options of `icestream gen-event` (command options, not function configuration).
-pub const GENERATOR_OPTIONS: &[Knob] = &[
+/// Options of every record stream (`gen-event`, `produce`, `simulate-cdc`).
+pub const RECORD_OPTIONS: &[Knob] = &[
     Knob { key: "domain", default: "telemetry", allowed: Allowed::OneOf(&["telemetry", "cdc"]), help: "What to generate: vehicle telemetry, or bank-account changes (CDC)" },
     Knob { key: "format", default: "auto", allowed: Allowed::OneOf(&["auto", "proto", "avro", "json", "csv", "dms"]), help: "Value encoding: proto|avro|json for telemetry (auto = proto), csv|dms for cdc (auto = csv)" },
+    Knob { key: "vehicles", default: "1000", allowed: Allowed::Integer { min: 1, max: 10_000_000 }, help: "Distinct vehicle ids" },
     Knob { key: "accounts", default: "10000", allowed: Allowed::Integer { min: 1, max: 100_000_000 }, help: "cdc: distinct account ids (80% of changes go to 5% of them)" },
     Knob { key: "first_seq", default: "1", allowed: Allowed::Integer { min: 0, max: i64::MAX / 2 }, help: "cdc: `seq` of the first change" },
-    Knob { key: "keyed", default: "auto", allowed: Allowed::OneOf(&["auto", "true", "false"]), help: "Partition by key (vehicle or account) or round-robin; auto = keyed telemetry, round-robin cdc (order across partitions is lost, as with unkeyed producers)" },
-    Knob { key: "records", default: "1000", allowed: Allowed::Integer { min: 0, max: 10_000_000 }, help: "Records in the event (ignored when max_bytes is set)" },
-    Knob { key: "max_bytes", default: "0", allowed: Allowed::Integer { min: 0, max: 64_000_000 }, help: "If set, generate records until the event JSON reaches this size (6000000 = the MSK payload cap)" },
-    Knob { key: "partitions", default: "4", allowed: Allowed::Integer { min: 1, max: 1024 }, help: "Kafka partitions the records spread over (keyed by vehicle)" },
-    Knob { key: "start_offset", default: "0", allowed: Allowed::Integer { min: 0, max: i64::MAX / 2 }, help: "First offset in every partition" },
-    Knob { key: "vehicles", default: "1000", allowed: Allowed::Integer { min: 1, max: 10_000_000 }, help: "Distinct vehicle ids" },
+    Knob { key: "keyed", default: "auto", allowed: Allowed::OneOf(&["auto", "true", "false"]), help: "Key records by vehicle or account (one partition per key) or send them unkeyed, round-robin; auto = keyed telemetry, round-robin cdc (order across partitions is lost, as with unkeyed producers)" },
     Knob { key: "seed", default: "42", allowed: Allowed::Integer { min: 0, max: i64::MAX }, help: "Random seed" },
     Knob { key: "start_ms", default: "0", allowed: Allowed::Integer { min: 0, max: 4_102_444_800_000 }, help: "Event time of the first reading, epoch ms (0 = two hours ago)" },
-    Knob { key: "corrupt", default: "false", allowed: Allowed::OneOf(&["true", "false"]), help: "Make ~0.1% of values undecodable" },
+    Knob { key: "corrupt", default: "false", allowed: Allowed::OneOf(&["true", "false"]), help: "telemetry: make ~0.1% of values undecodable" },
     Knob { key: "topic", default: "auto", allowed: Allowed::Text, help: "Topic name (auto = vehicle-telemetry, or bank-accounts-cdc for cdc)" },
+];
+
+/// Options only `gen-event` has: the shape of the one event it writes.
+pub const EVENT_OPTIONS: &[Knob] = &[
+    Knob { key: "records", default: "1000", allowed: Allowed::Integer { min: 0, max: 10_000_000 }, help: "Records in the event (ignored when max_bytes is set)" },
+    Knob { key: "max_bytes", default: "0", allowed: Allowed::Integer { min: 0, max: 64_000_000 }, help: "If set, generate records until the event JSON reaches this size (6000000 = the MSK payload cap)" },
+    Knob { key: "partitions", default: "4", allowed: Allowed::Integer { min: 1, max: 1024 }, help: "Kafka partitions the records spread over (by key, or round-robin)" },
+    Knob { key: "start_offset", default: "0", allowed: Allowed::Integer { min: 0, max: i64::MAX / 2 }, help: "First offset in every partition" },
     Knob { key: "out", default: "-", allowed: Allowed::Text, help: "Output file (- = standard output)" },
 ];
 
-/// Parsed generator options.
+/// The option lists of `icestream gen-event`.
+pub const GENERATOR_OPTIONS: &[&[Knob]] = &[RECORD_OPTIONS, EVENT_OPTIONS];
+
+/// What a stream generates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Domain {
+    Telemetry,
+    Cdc,
+}
+
+/// Parsed [`RECORD_OPTIONS`].
 #[derive(Debug, Clone)]
-pub struct GeneratorOptions {
+pub struct RecordOptions {
     pub domain: Domain,
     pub source: Source,
     pub cdc_format: CdcFormat,
+    pub vehicles: i64,
     pub accounts: i64,
     pub first_seq: i64,
     pub keyed: bool,
-    pub records: usize,
-    pub max_bytes: usize,
-    pub partitions: i32,
-    pub start_offset: i64,
-    pub vehicles: i64,
     pub seed: u64,
     pub start_ms: i64,
     pub corrupt: bool,
     pub topic: String,
-    pub out: String,
 }
 
-impl GeneratorOptions {
-    pub fn from_args<I: IntoIterator<Item = S>, S: AsRef<str>>(args: I) -> Result<Self> {
-        let mut s = Settings::over(GENERATOR_OPTIONS);
-        s.apply_args(args)?;
+impl RecordOptions {
+    /// From settings over a list that includes [`RECORD_OPTIONS`].
+    pub fn from_settings(s: &Settings) -> Result<Self> {
         let start_ms: i64 = s.parse("start_ms")?;
         let domain = if s.get("domain") == "cdc" { Domain::Cdc } else { Domain::Telemetry };
         let format = s.get("format");
@@ -72,6 +82,9 @@ impl GeneratorOptions {
                 if domain == Domain::Cdc { "csv|dms" } else { "proto|avro|json" }
             )));
         }
+        if domain == Domain::Cdc && s.get("corrupt") == "true" {
+            return Err(crate::Error::Config("`corrupt=true` applies to domain telemetry only".into()));
+        }
         Ok(Self {
             domain,
             source: match format {
@@ -80,6 +93,7 @@ impl GeneratorOptions {
                 _ => Source::Proto,
             },
             cdc_format: if format == "dms" { CdcFormat::Dms } else { CdcFormat::Csv },
+            vehicles: s.parse("vehicles")?,
             accounts: s.parse("accounts")?,
             first_seq: s.parse("first_seq")?,
             keyed: match s.get("keyed") {
@@ -87,11 +101,6 @@ impl GeneratorOptions {
                 "false" => false,
                 _ => domain == Domain::Telemetry,
             },
-            records: s.parse("records")?,
-            max_bytes: s.parse("max_bytes")?,
-            partitions: s.parse("partitions")?,
-            start_offset: s.parse("start_offset")?,
-            vehicles: s.parse("vehicles")?,
             seed: s.parse("seed")?,
             start_ms: if start_ms == 0 { chrono::Utc::now().timestamp_millis() - 2 * 3_600_000 } else { start_ms },
             corrupt: s.get("corrupt") == "true",
@@ -100,19 +109,37 @@ impl GeneratorOptions {
                 ("auto", Domain::Cdc) => "bank-accounts-cdc".to_string(),
                 (topic, _) => topic.to_string(),
             },
+        })
+    }
+}
+
+/// Parsed generator options.
+#[derive(Debug, Clone)]
+pub struct GeneratorOptions {
+    pub record: RecordOptions,
+    pub records: usize,
+    pub max_bytes: usize,
+    pub partitions: i32,
+    pub start_offset: i64,
+    pub out: String,
+}
+
+impl GeneratorOptions {
+    pub fn from_args<I: IntoIterator<Item = S>, S: AsRef<str>>(args: I) -> Result<Self> {
+        let mut s = Settings::over_lists(GENERATOR_OPTIONS);
+        s.apply_args(args)?;
+        Ok(Self {
+            record: RecordOptions::from_settings(&s)?,
+            records: s.parse("records")?,
+            max_bytes: s.parse("max_bytes")?,
+            partitions: s.parse("partitions")?,
+            start_offset: s.parse("start_offset")?,
             out: s.get("out").to_string(),
         })
     }
 }
 
-/// What `gen-event` generates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Domain {
-    Telemetry,
-    Cdc,
-}
-
-/// What a generated event holds, so tests can check the table against it.
+/// What a generated event (or a produced stream) holds, so tests can check the tables.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Expectation {
     pub records: usize,
@@ -132,13 +159,27 @@ pub struct Expectation {
 }
 
 impl Expectation {
-    fn add(&mut self, d: &Expectation) {
-        self.unique_valid += d.unique_valid;
-        self.valid += d.valid;
-        self.resends += d.resends;
-        self.late += d.late;
-        self.corrupt += d.corrupt;
-        self.speed_sum += d.speed_sum;
+    /// Count one record that was sent.
+    pub fn count(&mut self, record: &GeneratedRecord) {
+        self.records += 1;
+        match record.kind {
+            RecordKind::Reading { late, speed_kmh } => {
+                self.valid += 1;
+                self.unique_valid += 1;
+                self.late += usize::from(late);
+                self.speed_sum += i64::from(speed_kmh);
+            }
+            RecordKind::Resend { speed_kmh } => {
+                self.valid += 1;
+                self.resends += 1;
+                self.speed_sum += i64::from(speed_kmh);
+            }
+            RecordKind::Corrupt => self.corrupt += 1,
+            RecordKind::Change { op } => {
+                self.valid += 1;
+                *self.changes.entry(op).or_default() += 1;
+            }
+        }
     }
 }
 
@@ -150,6 +191,9 @@ pub struct Generated {
 
 const MODELS: &[&str] = &["Model-E", "Volt-X", "Ion-3", "Aero-S", "Pulse-7"];
 
+/// How many recent valid readings a re-send may repeat (bounds memory on endless streams).
+const RESEND_WINDOW: usize = 10_000;
+
 /// Values that no decoder accepts: malformed JSON, or an over-long varint for the binary formats.
 fn corrupt_value(source: Source, rng: &mut SmallRng) -> Vec<u8> {
     match source {
@@ -158,126 +202,126 @@ fn corrupt_value(source: Source, rng: &mut SmallRng) -> Vec<u8> {
     }
 }
 
+/// What a generated record is, for the expectation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordKind {
+    Reading { late: bool, speed_kmh: i32 },
+    /// A verbatim re-send of an earlier reading.
+    Resend { speed_kmh: i32 },
+    Corrupt,
+    /// A CDC change, by operation code.
+    Change { op: &'static str },
+}
+
+/// One generated record: its key's id (vehicle or account) and its value.
+#[derive(Debug, Clone)]
+pub struct GeneratedRecord {
+    pub id: i64,
+    pub value: Vec<u8>,
+    pub kind: RecordKind,
+}
+
+impl GeneratedRecord {
+    /// The Kafka key: the vehicle or account id in decimal.
+    pub fn key(&self) -> Vec<u8> {
+        self.id.to_string().into_bytes()
+    }
+}
+
+/// The endless record stream of one domain.
+pub struct RecordStream {
+    opts: RecordOptions,
+    rng: SmallRng,
+    /// cdc only.
+    simulator: Option<CdcSimulator>,
+    /// Recent readings (vehicle, value, speed), for verbatim re-sends.
+    recent: VecDeque<(i64, Vec<u8>, i32)>,
+    index: i64,
+}
+
+impl RecordStream {
+    pub fn new(opts: &RecordOptions) -> Self {
+        let simulator = (opts.domain == Domain::Cdc).then(|| {
+            CdcSimulator::new(SimulatorOptions {
+                accounts: opts.accounts,
+                seed: opts.seed,
+                first_seq: opts.first_seq,
+                start_us: opts.start_ms * 1000,
+                ..Default::default()
+            })
+        });
+        Self { rng: SmallRng::seed_from_u64(opts.seed), opts: opts.clone(), simulator, recent: VecDeque::new(), index: 0 }
+    }
+
+    fn next_reading(&mut self, i: i64) -> GeneratedRecord {
+        let (opts, rng) = (&self.opts, &mut self.rng);
+        if !self.recent.is_empty() && rng.random_bool(0.002) {
+            let (id, value, speed_kmh) = self.recent[rng.random_range(0..self.recent.len())].clone();
+            return GeneratedRecord { id, value, kind: RecordKind::Resend { speed_kmh } };
+        }
+        if opts.corrupt && rng.random_bool(0.001) {
+            let id = rng.random_range(0..opts.vehicles);
+            return GeneratedRecord { id, value: corrupt_value(opts.source, rng), kind: RecordKind::Corrupt };
+        }
+        let vehicle = rng.random_range(0..opts.vehicles);
+        let late = rng.random_bool(0.001);
+        // Readings advance ~1 ms per record; a late one is an hour behind.
+        let event_ms = opts.start_ms + i - if late { 3_600_000 } else { 0 };
+        let reading = Reading {
+            vehicle_id: vehicle,
+            event_time_us: event_ms * 1000,
+            model: MODELS[(vehicle as usize) % MODELS.len()].to_string(),
+            speed_kmh: rng.random_range(0..180),
+            soc_pct: rng.random_range(0..=100),
+            odometer_km: 10_000 + vehicle * 7 + i / 100,
+            charging: rng.random_bool(0.1),
+        };
+        let value = codec::encode(opts.source, &reading);
+        if self.recent.len() == RESEND_WINDOW {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((vehicle, value.clone(), reading.speed_kmh));
+        GeneratedRecord { id: vehicle, value, kind: RecordKind::Reading { late, speed_kmh: reading.speed_kmh } }
+    }
+}
+
+impl Iterator for RecordStream {
+    type Item = GeneratedRecord;
+
+    fn next(&mut self) -> Option<GeneratedRecord> {
+        let i = self.index;
+        self.index += 1;
+        Some(match &mut self.simulator {
+            Some(simulator) => {
+                let change = simulator.next_change();
+                let value = match self.opts.cdc_format {
+                    CdcFormat::Csv => change.to_csv(),
+                    CdcFormat::Dms => change.to_dms_json("seq"),
+                };
+                GeneratedRecord { id: change.account_id, value: value.into_bytes(), kind: RecordKind::Change { op: change.op.code() } }
+            }
+            None => self.next_reading(i),
+        })
+    }
+}
+
 /// Generate one event.
 pub fn generate(opts: &GeneratorOptions) -> Result<Generated> {
-    match opts.domain {
-        Domain::Telemetry => generate_telemetry(opts),
-        Domain::Cdc => generate_cdc(opts),
-    }
-}
-
-/// Bank-account changes from [`CdcSimulator`], keyed by account or round-robin.
-fn generate_cdc(opts: &GeneratorOptions) -> Result<Generated> {
-    let mut simulator = CdcSimulator::new(SimulatorOptions {
-        accounts: opts.accounts,
-        seed: opts.seed,
-        first_seq: opts.first_seq,
-        start_us: opts.start_ms * 1000,
-        ..Default::default()
-    });
+    let record_opts = &opts.record;
     let mut partitions: BTreeMap<TopicPartition, Vec<KafkaRecordIn>> = BTreeMap::new();
     let mut exp = Expectation::default();
-    let mut approx_bytes = 300usize;
-    let target = if opts.max_bytes > 0 { usize::MAX } else { opts.records };
-    for i in 0..target {
-        let change = simulator.next_change();
-        let partition = if opts.keyed { change.account_id % i64::from(opts.partitions) } else { i as i64 % i64::from(opts.partitions) } as i32;
-        let value = match opts.cdc_format {
-            CdcFormat::Csv => change.to_csv(),
-            CdcFormat::Dms => change.to_dms_json("seq"),
-        };
-        let tp = TopicPartition { topic: opts.topic.clone(), partition };
-        let offset = opts.start_offset + partitions.get(&tp).map_or(0, Vec::len) as i64;
-        let record = KafkaRecordIn {
-            offset,
-            timestamp_ms: opts.start_ms + i as i64,
-            key: opts.keyed.then(|| change.key().into_bytes()),
-            value: Some(value.into_bytes()),
-            value_error: None,
-            headers: vec![],
-        };
-        if opts.max_bytes > 0 {
-            approx_bytes += record_json(&tp, &record).to_string().len() + 1 + if partitions.contains_key(&tp) { 0 } else { tp.to_string().len() + 6 };
-            if approx_bytes > opts.max_bytes {
-                break;
-            }
-        }
-        partitions.entry(tp).or_default().push(record);
-        *exp.changes.entry(change.op.code()).or_default() += 1;
-        exp.records += 1;
-        exp.valid += 1;
-    }
-    let event = local_event(&partitions);
-    exp.bytes = event.to_string().len();
-    Ok(Generated { event, expectation: exp })
-}
-
-/// An MSK event as the local cluster would send it.
-fn local_event(partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>) -> serde_json::Value {
-    event_json(
-        "aws:kafka",
-        "arn:aws:kafka:us-east-1:123456789012:cluster/icestream-local/00000000-0000-0000-0000-000000000000-1",
-        "127.0.0.1:9092",
-        partitions,
-    )
-}
-
-fn generate_telemetry(opts: &GeneratorOptions) -> Result<Generated> {
-    let mut rng = SmallRng::seed_from_u64(opts.seed);
-    let mut partitions: BTreeMap<TopicPartition, Vec<KafkaRecordIn>> = BTreeMap::new();
-    let mut next_offset: BTreeMap<i32, i64> = BTreeMap::new();
-    let mut exp = Expectation::default();
-    // Valid records sent so far (partition, key, value, speed), for verbatim re-sends.
-    let mut sent: Vec<(i32, Vec<u8>, Vec<u8>, i32)> = Vec::new();
     // The event's fixed part (source, ARN, servers, braces).
     let mut approx_bytes = 300usize;
     let target = if opts.max_bytes > 0 { usize::MAX } else { opts.records };
-    let mut i = 0usize;
-    while i < target {
-        // This record's share of the expectation, counted only once it is in the event.
-        let mut d = Expectation::default();
-        let resend = !sent.is_empty() && rng.random_bool(0.002);
-        let (partition, key, value) = if resend {
-            d.resends += 1;
-            d.valid += 1;
-            let (p, k, v, speed) = sent[rng.random_range(0..sent.len())].clone();
-            d.speed_sum += i64::from(speed);
-            (p, k, v)
-        } else if opts.corrupt && rng.random_bool(0.001) {
-            d.corrupt += 1;
-            let vehicle = rng.random_range(0..opts.vehicles);
-            ((vehicle % i64::from(opts.partitions)) as i32, vehicle.to_string().into_bytes(), corrupt_value(opts.source, &mut rng))
-        } else {
-            let vehicle = rng.random_range(0..opts.vehicles);
-            let late = rng.random_bool(0.001);
-            d.late += usize::from(late);
-            // Readings advance ~1 ms per record; a late one is an hour behind.
-            let event_ms = opts.start_ms + i as i64 - if late { 3_600_000 } else { 0 };
-            let reading = Reading {
-                vehicle_id: vehicle,
-                event_time_us: event_ms * 1000,
-                model: MODELS[(vehicle as usize) % MODELS.len()].to_string(),
-                speed_kmh: rng.random_range(0..180),
-                soc_pct: rng.random_range(0..=100),
-                odometer_km: 10_000 + vehicle * 7 + i as i64 / 100,
-                charging: rng.random_bool(0.1),
-            };
-            d.valid += 1;
-            d.unique_valid += 1;
-            d.speed_sum += i64::from(reading.speed_kmh);
-            let value = codec::encode(opts.source, &reading);
-            let p = if opts.keyed { (vehicle % i64::from(opts.partitions)) as i32 } else { (i as i64 % i64::from(opts.partitions)) as i32 };
-            let key = vehicle.to_string().into_bytes();
-            sent.push((p, key.clone(), value.clone(), reading.speed_kmh));
-            (p, key, value)
-        };
-        let offset = next_offset.entry(partition).or_insert(opts.start_offset);
-        let tp = TopicPartition { topic: opts.topic.clone(), partition };
+    for (i, generated) in RecordStream::new(record_opts).take(target).enumerate() {
+        let spread_by = if record_opts.keyed { generated.id } else { i as i64 };
+        let tp = TopicPartition { topic: record_opts.topic.clone(), partition: (spread_by % i64::from(opts.partitions)) as i32 };
+        let offset = opts.start_offset + partitions.get(&tp).map_or(0, Vec::len) as i64;
         let record = KafkaRecordIn {
-            offset: *offset,
-            timestamp_ms: opts.start_ms + i as i64,
-            key: Some(key),
-            value: Some(value),
+            offset,
+            timestamp_ms: record_opts.start_ms + i as i64,
+            key: record_opts.keyed.then(|| generated.key()),
+            value: Some(generated.value.clone()),
             value_error: None,
             headers: vec![("producer".to_string(), b"icestream-gen".to_vec())],
         };
@@ -292,12 +336,9 @@ fn generate_telemetry(opts: &GeneratorOptions) -> Result<Generated> {
             }
         }
         partitions.entry(tp).or_default().push(record);
-        exp.add(&d);
-        *offset += 1;
-        exp.records += 1;
-        i += 1;
+        exp.count(&generated);
     }
-    let event = local_event(&partitions);
+    let event = event_json("aws:kafka", LOCAL_CLUSTER_ARN, "127.0.0.1:9092", &partitions);
     exp.bytes = event.to_string().len();
     Ok(Generated { event, expectation: exp })
 }

@@ -11,6 +11,9 @@ use icestream::catalog::Catalogs;
 use icestream::codec::{Reading, readings};
 use icestream::Config;
 
+pub mod broker;
+pub mod esm;
+
 /// The workspace's `icestream` binary (built by `cargo test --workspace` / `make test`).
 pub fn icestream_bin() -> PathBuf {
     if let Ok(p) = std::env::var("ICESTREAM_BIN") {

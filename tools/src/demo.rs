@@ -15,14 +15,14 @@ const DEMO_DEFAULTS: &[&str] = &["dedup=batch"];
 pub async fn run(args: Vec<String>) -> Result<()> {
     let (gen_args, config_args): (Vec<String>, Vec<String>) = args.into_iter().partition(|a| {
         a.split_once('=')
-            .is_some_and(|(k, _)| icestream::generate::GENERATOR_OPTIONS.iter().any(|o| o.key == k) && k != "topic")
+            .is_some_and(|(k, _)| icestream::generate::GENERATOR_OPTIONS.iter().flat_map(|l| l.iter()).any(|o| o.key == k) && k != "topic")
     });
     let mut all_config: Vec<String> = DEMO_DEFAULTS.iter().map(|s| s.to_string()).collect();
     all_config.extend(config_args);
     let config = Config::from_env_and_args(&all_config)?;
     icestream::logging::init(&config.log_format);
     let mut opts = GeneratorOptions::from_args(["records=20000", "corrupt=true", "format=json"].iter().map(|s| s.to_string()).chain(gen_args))?;
-    opts.source = config.source;
+    opts.record.source = config.source;
     let generated = generate(&opts)?;
     println!("generated {} records ({} bytes): {}", generated.expectation.records, generated.expectation.bytes, serde_json::to_string(&generated.expectation)?);
 

@@ -23,7 +23,10 @@ commands:
   maintain [action=purge-tombstones|compact|rewrite-manifests|expire|remove-orphans|report] [table=NAME] [dry-run=true]
                       run the maintenance function's code; prints the report as JSON
   demo                generate an event, ingest it, report, and read a few aggregates back
-  help [gen-event]    the configuration knobs (or the generator's options)
+  produce             telemetry (or domain=cdc changes) into a Kafka topic (see `icestream help produce`)
+  simulate-cdc        bank-account changes (I/U/D, hot keys) into a Kafka topic: produce with domain=cdc
+  esm                 the local event source mapping: Kafka topic -> batches -> function (see `icestream help esm`)
+  help [gen-event|produce|simulate-cdc|esm]  the configuration knobs (or a command's options)
 
 Configuration comes from ICESTREAM_* environment variables, then key=value arguments.";
 
@@ -101,8 +104,26 @@ async fn run() -> Result<()> {
         }
         "maintain" => maintain::run(args).await?,
         "demo" => demo::run(args).await?,
+        "produce" | "simulate-cdc" => {
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let flag = stop.clone();
+            tokio::spawn(async move {
+                icestream_tools::kafka::stop_signal().await;
+                flag.store(true, std::sync::atomic::Ordering::Relaxed);
+            });
+            let cdc = command == "simulate-cdc";
+            let (stats, expectation) = tokio::task::spawn_blocking(move || {
+                if cdc { icestream_tools::produce::simulate_cdc(&args, &stop) } else { icestream_tools::produce::produce(&args, &stop) }
+            })
+            .await??;
+            println!("{}", stats.throughput_line);
+            println!("{}", serde_json::to_string(&expectation)?);
+        }
+        "esm" => icestream_tools::esm::command::run(&args).await?,
         "help" | "--help" | "-h" => match args.first().map(String::as_str) {
-            Some("gen-event") => print!("{}", knobs_markdown(GENERATOR_OPTIONS)),
+            Some("gen-event") => GENERATOR_OPTIONS.iter().for_each(|list| print!("{}", knobs_markdown(list))),
+            Some("produce" | "simulate-cdc") => icestream_tools::produce::PRODUCE_OPTIONS.iter().for_each(|list| print!("{}", knobs_markdown(list))),
+            Some("esm") => print!("{}\nThe function's own knobs (below) pass through with invoke=inprocess.\n\n{}", knobs_markdown(icestream_tools::esm::ESM_OPTIONS), knobs_markdown(KNOBS)),
             _ => {
                 println!("{USAGE}\n");
                 print!("{}", knobs_markdown(KNOBS));

@@ -1,0 +1,117 @@
+//! Failed invocations against a real broker: the whole batch is retried; once the retries are
+//! spent it goes to the on-failure directory and the partition moves on.
+
+use std::cell::{Cell, RefCell};
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+
+use icestream::event::parse_event;
+use icestream_integration::broker::Broker;
+use icestream_integration::*;
+use icestream_tools::esm::function::InProcessIngest;
+use icestream_integration::esm::{drain, produce};
+use icestream_tools::esm::Function;
+use icestream_tools::produce::{Outgoing, SendOptions, send};
+
+const TOPIC: &str = "vehicle-telemetry";
+
+/// The ingest function behind a switch: fails while `failures_left` > 0, or on any event that
+/// holds a record with `poison` in it; records every event it sees.
+struct Faulty {
+    inner: InProcessIngest,
+    failures_left: Cell<u32>,
+    poison: Option<String>,
+    seen: RefCell<Vec<String>>,
+}
+
+impl Faulty {
+    async fn new(warehouse: &Path, failures: u32, poison: Option<&[u8]>) -> Self {
+        use base64::Engine;
+        let pipeline = icestream::IngestPipeline::new(config(warehouse, &["source=json", "dedup=none"])).await.unwrap();
+        Self {
+            inner: InProcessIngest { pipeline },
+            failures_left: Cell::new(failures),
+            poison: poison.map(|p| base64::engine::general_purpose::STANDARD.encode(p)),
+            seen: RefCell::default(),
+        }
+    }
+}
+
+impl Function for Faulty {
+    async fn invoke(&self, event: &[u8]) -> anyhow::Result<serde_json::Value> {
+        let text = String::from_utf8(event.to_vec())?;
+        self.seen.borrow_mut().push(text.clone());
+        if self.failures_left.get() > 0 {
+            self.failures_left.set(self.failures_left.get() - 1);
+            anyhow::bail!("injected failure");
+        }
+        if self.poison.as_ref().is_some_and(|p| text.contains(&format!("\"{p}\""))) {
+            anyhow::bail!("poison record");
+        }
+        self.inner.invoke(event).await
+    }
+}
+
+#[tokio::test]
+async fn a_function_that_fails_twice_then_succeeds_lands_the_batch_once() {
+    let broker = Broker::start(&[(TOPIC, 2)]);
+    let bootstrap = broker.bootstrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (wh, failures) = (dir.path().join("wh"), dir.path().join("failed"));
+    let sent = produce(&bootstrap, &["format=json", "count=500", "seed=3"]);
+    let function = Faulty::new(&wh, 2, None).await;
+    let args = ["group=flaky".to_string(), "batch_size=10000".into(), "batching_window_ms=300000".into(), "retries=2".into(), format!("on_failure_dir={}", failures.display())];
+    let stats = drain(&bootstrap, TOPIC, &function, &args).await;
+
+    assert_eq!((stats.batches, stats.records, stats.retries, stats.failed_batches), (1, 500, 2, 0), "{stats:?}");
+    let seen = function.seen.borrow();
+    assert_eq!(seen.len(), 3);
+    assert!(seen.iter().all(|e| e == &seen[0]), "every retry sends the whole batch unchanged");
+    assert_eq!(telemetry_rows(&wh).await.len(), sent.valid, "landed exactly once");
+    assert!(!failures.exists(), "nothing discarded");
+    // Committed: the group has nothing left to read.
+    assert_eq!(drain(&bootstrap, TOPIC, &function, &args).await.records, 0);
+}
+
+#[tokio::test]
+async fn a_batch_that_always_fails_goes_to_the_on_failure_directory_and_the_partition_moves_on() {
+    let broker = Broker::start(&[(TOPIC, 1)]);
+    let bootstrap = broker.bootstrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (wh, failures) = (dir.path().join("wh"), dir.path().join("failed"));
+    let poison = b"poison".to_vec();
+    let before = produce(&bootstrap, &["format=json", "count=250", "seed=4"]);
+    let opts = SendOptions { bootstrap: bootstrap.clone(), count: None, rate: 0, keyed: true };
+    send(&opts, TOPIC, std::iter::once(Outgoing { key: b"p".to_vec(), value: poison.clone() }), &AtomicBool::new(false)).unwrap();
+    let after = produce(&bootstrap, &["format=json", "count=250", "seed=5"]);
+
+    let function = Faulty::new(&wh, 0, Some(&poison)).await;
+    let args = ["group=poisoned".to_string(), "batch_size=100".into(), "batching_window_ms=300000".into(), "retries=1".into(), format!("on_failure_dir={}", failures.display())];
+    let stats = drain(&bootstrap, TOPIC, &function, &args).await;
+    assert_eq!((stats.failed_batches, stats.retries), (1, 1), "{stats:?}");
+    assert_eq!(stats.records + stats.failed_records, 501, "{stats:?}");
+
+    // The discarded batch: one file, an invocation record with the payload as sent.
+    let files: Vec<_> = std::fs::read_dir(&failures).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let record: serde_json::Value = serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).unwrap();
+    assert_eq!(record["requestContext"]["condition"], "RetryAttemptsExhausted");
+    assert_eq!(record["requestContext"]["approximateInvokeCount"], 2);
+    assert_eq!(record["KafkaBatchInfo"]["batchSize"], stats.failed_records);
+    let payload = record["payload"].to_string();
+    assert_eq!(record["KafkaBatchInfo"]["payloadSize"].as_u64().unwrap() as usize, payload.len());
+    let failed = parse_event(payload.as_bytes()).unwrap();
+    let failed_offsets: Vec<i64> = failed.partitions.values().flatten().map(|r| r.offset).collect();
+    assert!(failed.partitions.values().flatten().any(|r| r.value.as_deref() == Some(&poison[..])));
+    assert_eq!(function.seen.borrow().iter().filter(|e| e.contains("\"cG9pc29u\"")).count(), 2, "first try plus one retry");
+
+    // The partition moved on: every other offset is in a table, the discarded ones in neither.
+    let rows = telemetry_rows(&wh).await;
+    let landed: Vec<i64> = rows.iter().map(|((_, o), _)| *o).chain(dead_letter_offsets(&wh).await.into_iter().map(|(_, o)| o)).collect();
+    assert_eq!(landed.len() + failed_offsets.len(), 501);
+    assert!(landed.iter().all(|o| !failed_offsets.contains(o)));
+    assert!(landed.iter().any(|&o| o > 250), "records after the poison landed");
+    assert!(rows.len() < before.valid + after.valid);
+    // And the discarded batch was committed: a restart reads nothing.
+    assert_eq!(drain(&bootstrap, TOPIC, &function, &args).await.records, 0);
+}

@@ -1,0 +1,263 @@
+//! Batches exactly as the MSK event source mapping cuts them: up to `batch_size` records,
+//! never more than the payload cap counted on the event JSON as sent, records grouped under
+//! `topic-partition` in offset order.
+
+use std::collections::BTreeMap;
+
+use icestream::event::{KafkaRecordIn, TopicPartition, event_json, record_json};
+
+/// The Lambda synchronous-invocation payload cap the mapping keeps each event under, in bytes.
+/// Lambda rejects requests above 6 MiB (6,291,456 bytes); the mapping's "6 MB" is decimal.
+pub const MAX_PAYLOAD_BYTES: usize = 6_000_000;
+
+/// Largest batch the MSK mapping allows.
+pub const MAX_BATCH_SIZE: usize = 10_000;
+
+/// What identifies the cluster in every event.
+#[derive(Debug, Clone)]
+pub struct EventSource {
+    pub event_source: String,
+    pub event_source_arn: String,
+    pub bootstrap_servers: String,
+}
+
+/// A batch being filled, with the exact size its event JSON will have.
+pub struct BatchBuilder {
+    source: EventSource,
+    batch_size: usize,
+    max_bytes: usize,
+    records: BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
+    count: usize,
+    /// Bytes of the event JSON as it stands (compact serde_json rendering).
+    bytes: usize,
+    empty_bytes: usize,
+}
+
+/// Why a record did not go into the batch.
+#[derive(Debug)]
+pub enum Rejected {
+    /// The batch is full (by count or bytes): send it, then push the record again.
+    Full(KafkaRecordIn),
+    /// The record alone is over the cap: no batch can carry it.
+    TooLarge(KafkaRecordIn, usize),
+}
+
+impl BatchBuilder {
+    pub fn new(source: EventSource, batch_size: usize, max_bytes: usize) -> Self {
+        let empty_bytes = event_json(&source.event_source, &source.event_source_arn, &source.bootstrap_servers, &BTreeMap::new())
+            .to_string()
+            .len();
+        Self { source, batch_size, max_bytes, records: BTreeMap::new(), count: 0, bytes: empty_bytes, empty_bytes }
+    }
+
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Bytes the event JSON of the batch has now.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.count >= self.batch_size
+    }
+
+    /// Add a record (records of one partition must come in offset order).
+    pub fn push(&mut self, tp: &TopicPartition, record: KafkaRecordIn) -> Result<(), Rejected> {
+        let record_bytes = record_json(tp, &record).to_string().len();
+        // `"topic-partition":[` + `]`, and a comma unless it is the first group.
+        let group_bytes = |first_group: bool| serde_json::to_string(&tp.to_string()).expect("string").len() + 3 + usize::from(!first_group);
+        let added = match self.records.get(tp) {
+            Some(_) => record_bytes + 1,
+            None => record_bytes + group_bytes(self.records.is_empty()),
+        };
+        if self.empty_bytes + group_bytes(true) + record_bytes > self.max_bytes {
+            return Err(Rejected::TooLarge(record, self.empty_bytes + group_bytes(true) + record_bytes));
+        }
+        if self.is_full() || self.bytes + added > self.max_bytes {
+            return Err(Rejected::Full(record));
+        }
+        self.records.entry(tp.clone()).or_default().push(record);
+        self.bytes += added;
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Drop the records of partitions this consumer no longer owns.
+    pub fn retain_partitions(&mut self, keep: impl Fn(&TopicPartition) -> bool) {
+        let kept: Vec<_> = std::mem::take(&mut self.records).into_iter().filter(|(tp, _)| keep(tp)).collect();
+        let source = self.source.clone();
+        *self = Self::new(source, self.batch_size, self.max_bytes);
+        for (tp, list) in kept {
+            for r in list {
+                self.push(&tp, r).expect("a subset of a batch fits");
+            }
+        }
+    }
+
+    /// Take the batch, leaving this builder empty.
+    pub fn take(&mut self) -> Batch {
+        let records = std::mem::take(&mut self.records);
+        let bytes = std::mem::replace(&mut self.bytes, self.empty_bytes);
+        let count = std::mem::take(&mut self.count);
+        Batch { event: self.event_of(&records), records, count, predicted_bytes: bytes }
+    }
+
+    fn event_of(&self, records: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>) -> String {
+        let s = &self.source;
+        event_json(&s.event_source, &s.event_source_arn, &s.bootstrap_servers, records).to_string()
+    }
+
+    /// The event for records that no batch can carry (written to the on-failure destination).
+    pub fn event_for(&self, tp: &TopicPartition, record: KafkaRecordIn) -> Batch {
+        let records = BTreeMap::from([(tp.clone(), vec![record])]);
+        let event = self.event_of(&records);
+        Batch { predicted_bytes: event.len(), event, records, count: 1 }
+    }
+}
+
+/// A cut batch: its event JSON as it is sent, and its records for offsets and reports.
+pub struct Batch {
+    pub event: String,
+    pub records: BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
+    pub count: usize,
+    /// The size the builder computed while filling; equals `event.len()`.
+    pub predicted_bytes: usize,
+}
+
+impl Batch {
+    /// The offset to commit per partition: one past the last record.
+    pub fn next_offsets(&self) -> impl Iterator<Item = (&TopicPartition, i64)> {
+        self.records.iter().filter_map(|(tp, list)| list.last().map(|r| (tp, r.offset + 1)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use aws_lambda_events::event::kafka::KafkaEvent;
+
+    use super::*;
+
+    fn source() -> EventSource {
+        EventSource {
+            event_source: "aws:kafka".into(),
+            event_source_arn: "arn:aws:kafka:us-east-1:123456789012:cluster/icestream-local/x".into(),
+            bootstrap_servers: "127.0.0.1:9092".into(),
+        }
+    }
+
+    fn record(offset: i64, value_len: usize) -> KafkaRecordIn {
+        KafkaRecordIn {
+            offset,
+            timestamp_ms: 1_700_000_000_000 + offset,
+            key: Some(format!("key-{offset}").into_bytes()),
+            // Bytes that base64 cannot shorten and that cover every signed-byte value.
+            value: Some((0..value_len).map(|i| (i * 7 + offset as usize) as u8).collect()),
+            value_error: None,
+            headers: vec![("h".into(), vec![0, 127, 128, 255])],
+        }
+    }
+
+    fn tp(partition: i32) -> TopicPartition {
+        TopicPartition { topic: "vehicle-telemetry".into(), partition }
+    }
+
+    /// Fill batches from records of `value_len` bytes over 3 partitions until `total` are cut.
+    fn cut_all(batch_size: usize, value_len: usize, total: i64) -> Vec<Batch> {
+        let mut builder = BatchBuilder::new(source(), batch_size, MAX_PAYLOAD_BYTES);
+        let mut batches = Vec::new();
+        for offset in 0..total {
+            let (p, r) = (tp((offset % 3) as i32), record(offset, value_len));
+            if let Err(Rejected::Full(r)) = builder.push(&p, r) {
+                batches.push(builder.take());
+                builder.push(&p, r).unwrap();
+            }
+        }
+        batches.push(builder.take());
+        batches
+    }
+
+    #[test]
+    fn maximal_records_respect_the_cap_and_parse_as_kafka_events() {
+        // 1 MB values (Kafka's default message.max.bytes): four fit under 6 MB, five do not.
+        let batches = cut_all(MAX_BATCH_SIZE, 1_000_000, 9);
+        assert_eq!(batches.iter().map(|b| b.count).collect::<Vec<_>>(), [4, 4, 1]);
+        for b in &batches {
+            assert_eq!(b.event.len(), b.predicted_bytes);
+            assert!(b.event.len() <= MAX_PAYLOAD_BYTES, "{}", b.event.len());
+            let event: KafkaEvent = serde_json::from_str(&b.event).unwrap();
+            assert_eq!(event.event_source.as_deref(), Some("aws:kafka"));
+            assert_eq!(event.bootstrap_servers.as_deref(), Some("127.0.0.1:9092"));
+            let parsed = icestream::event::from_kafka_event(event).unwrap();
+            assert_eq!(parsed.record_count(), b.count);
+            for (tp, list) in &parsed.partitions {
+                for r in list {
+                    // Timestamps are left out: the parser keeps whole seconds only (see event.rs).
+                    let sent = record(r.offset, 1_000_000);
+                    assert!(r.key == sent.key && r.value == sent.value && r.headers == sent.headers, "{tp} offset {}", r.offset);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_byte_count_is_exact_and_small_records_cut_at_the_cap_not_before() {
+        // ~3 kB records: the count never reaches 10,000 before the bytes do.
+        let batches = cut_all(MAX_BATCH_SIZE, 2_000, 5_000);
+        for b in &batches[..batches.len() - 1] {
+            assert_eq!(b.event.len(), b.predicted_bytes);
+            assert!(b.event.len() <= MAX_PAYLOAD_BYTES);
+            // The next record (~2.8 kB of JSON) would not have fitted.
+            assert!(b.event.len() > MAX_PAYLOAD_BYTES - 3_000, "{}", b.event.len());
+        }
+        assert_eq!(batches.iter().map(|b| b.count).sum::<usize>(), 5_000);
+    }
+
+    #[test]
+    fn batch_size_bounds_the_count_and_partitions_keep_offset_order() {
+        let batches = cut_all(7, 10, 30);
+        assert_eq!(batches.iter().map(|b| b.count).collect::<Vec<_>>(), [7, 7, 7, 7, 2]);
+        let mut seen: BTreeMap<i32, i64> = BTreeMap::new();
+        for b in &batches {
+            let event: KafkaEvent = serde_json::from_str(&b.event).unwrap();
+            for (key, list) in &event.records {
+                for r in list {
+                    assert_eq!(key, &format!("{}-{}", r.topic.as_deref().unwrap(), r.partition));
+                    let last = seen.insert(r.partition as i32, r.offset);
+                    assert!(last.is_none_or(|l| l < r.offset));
+                }
+            }
+            for (tp, next) in b.next_offsets() {
+                assert_eq!(seen[&tp.partition] + 1, next);
+            }
+        }
+    }
+
+    #[test]
+    fn a_record_over_the_cap_is_rejected_as_too_large() {
+        let mut builder = BatchBuilder::new(source(), 100, 1_000);
+        builder.push(&tp(0), record(0, 10)).unwrap();
+        match builder.push(&tp(0), record(1, 2_000)) {
+            Err(Rejected::TooLarge(r, bytes)) => assert!(r.offset == 1 && bytes > 1_000),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(builder.len(), 1);
+    }
+
+    #[test]
+    fn dropping_revoked_partitions_keeps_the_byte_count_exact() {
+        let mut builder = BatchBuilder::new(source(), 100, MAX_PAYLOAD_BYTES);
+        for offset in 0..9 {
+            builder.push(&tp((offset % 3) as i32), record(offset, 50)).unwrap();
+        }
+        builder.retain_partitions(|tp| tp.partition != 1);
+        let b = builder.take();
+        assert_eq!(b.count, 6);
+        assert_eq!(b.event.len(), b.predicted_bytes);
+    }
+}

@@ -1,0 +1,103 @@
+//! What the poller invokes: the library pipelines in-process, or a function behind the Lambda
+//! invoke API (`cargo lambda watch`). Tests bring their own [`Function`]s.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use icestream::IngestPipeline;
+use icestream::cdc::CdcPipeline;
+
+/// One invocation: the event JSON in, the function's JSON result out; `Err` = the function failed.
+pub trait Function {
+    fn invoke(&self, event: &[u8]) -> impl Future<Output = Result<serde_json::Value>>;
+}
+
+/// The ingest pipeline, called directly. The deadline stands in for the Lambda timeout.
+pub struct InProcessIngest {
+    pub pipeline: IngestPipeline,
+}
+
+impl Function for InProcessIngest {
+    async fn invoke(&self, event: &[u8]) -> Result<serde_json::Value> {
+        let deadline = Instant::now() + Duration::from_millis(self.pipeline.config().commit_timeout_ms);
+        let summary = self.pipeline.handle_json(event, deadline).await?;
+        Ok(serde_json::to_value(summary)?)
+    }
+}
+
+/// The CDC pipeline (changelog + guarded mirror), called directly.
+pub struct InProcessCdc {
+    pub pipeline: CdcPipeline,
+}
+
+impl Function for InProcessCdc {
+    async fn invoke(&self, event: &[u8]) -> Result<serde_json::Value> {
+        let deadline = Instant::now() + Duration::from_millis(self.pipeline.config().commit_timeout_ms);
+        let summary = self.pipeline.handle_json(event, deadline).await?;
+        Ok(serde_json::to_value(summary)?)
+    }
+}
+
+/// A function behind the Lambda invoke API, e.g.
+/// `http://127.0.0.1:9000/2015-03-31/functions/ingest/invocations` under `cargo lambda watch`.
+pub struct HttpFunction {
+    pub url: String,
+    client: reqwest::Client,
+}
+
+impl HttpFunction {
+    pub fn new(url: String) -> Self {
+        Self { url, client: reqwest::Client::new() }
+    }
+}
+
+impl Function for HttpFunction {
+    async fn invoke(&self, event: &[u8]) -> Result<serde_json::Value> {
+        let response = self
+            .client
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .body(event.to_vec())
+            .send()
+            .await
+            .with_context(|| format!("invoking {}", self.url))?;
+        let status = response.status();
+        // Lambda reports a function error as 200 with this header; the body is the error.
+        let function_error = response.headers().get("x-amz-function-error").map(|v| v.to_str().unwrap_or("?").to_string());
+        let body = response.bytes().await.with_context(|| format!("reading the reply of {}", self.url))?;
+        let text = String::from_utf8_lossy(&body);
+        if !status.is_success() {
+            bail!("{} answered {status}: {text}", self.url);
+        }
+        let value: serde_json::Value = serde_json::from_slice(&body).map_err(|e| anyhow!("{} answered non-JSON ({e}): {text}", self.url))?;
+        let error_shaped = value.get("errorType").is_some() && value.get("errorMessage").is_some();
+        if function_error.is_some() || error_shaped {
+            bail!("function error ({}): {text}", function_error.unwrap_or_else(|| "Unhandled".into()));
+        }
+        Ok(value)
+    }
+}
+
+/// The invoke API address of `function` for a runtime-API base URL (a bare `http://host:port`
+/// gets the standard path; a full path is used as given).
+pub fn invoke_url(base: &str, function: &str) -> String {
+    let rest = base.trim_start_matches("http://");
+    match rest.split_once('/') {
+        Some((_, path)) if !path.is_empty() => base.to_string(),
+        _ => format!("http://{}/2015-03-31/functions/{function}/invocations", rest.trim_end_matches('/')),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_base_url_gets_the_invoke_path() {
+        let full = "http://127.0.0.1:9000/2015-03-31/functions/ingest/invocations";
+        assert_eq!(invoke_url("http://127.0.0.1:9000", "ingest"), full);
+        assert_eq!(invoke_url("http://127.0.0.1:9000/", "ingest"), full);
+        assert_eq!(invoke_url(full, "cdc"), full);
+    }
+}

@@ -1,0 +1,277 @@
+//! `icestream esm`: the local event source mapping. It consumes one topic with a consumer
+//! group, cuts batches like the MSK mapping ([`batch`]), invokes a [`Function`], commits the
+//! offsets only after success, and after `retries` failed attempts writes the batch to the
+//! on-failure directory and moves on. One batch is in flight at a time, so each partition is
+//! processed in order.
+//!
+//! Caught up (`drain=true`) is judged from what fetches return, never from ListOffsets:
+//! librdkafka reports a partition's end when its fetch position reaches the high watermark
+//! carried in the fetch response. Tansu answers ListOffsets(LATEST) with the base offset of
+//! the last batch + 1, which would stop a drain early (see shared/LOCAL-STACK.md).
+
+pub mod batch;
+pub mod failure;
+pub mod function;
+pub mod command;
+pub mod options;
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use icestream::event::{KafkaRecordIn, LOCAL_CLUSTER_ARN, TopicPartition};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{BorrowedMessage, Headers, Message};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use serde::Serialize;
+
+use crate::kafka::client_config;
+use batch::{Batch, BatchBuilder, EventSource, MAX_PAYLOAD_BYTES, Rejected};
+use failure::{Condition, write_failed_batch};
+pub use function::Function;
+pub use options::{ESM_OPTIONS, EsmOptions, FunctionKind, Invoke};
+
+/// How long one poll waits when no batch is open (also how often `stop` and drain are checked).
+const IDLE_WAIT: Duration = Duration::from_millis(200);
+/// First retry delay; doubles per attempt up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+/// What a run did.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct EsmStats {
+    /// Batches the function accepted.
+    pub batches: u64,
+    /// Records in those batches.
+    pub records: u64,
+    /// Bytes of their event JSON.
+    pub bytes: u64,
+    /// Invocations that failed and were retried.
+    pub retries: u64,
+    /// Batches written to the on-failure directory.
+    pub failed_batches: u64,
+    pub failed_records: u64,
+    /// Largest batch sent, records and bytes.
+    pub largest_batch_records: u64,
+    pub largest_batch_bytes: u64,
+}
+
+/// Remembers revoked partitions so records already buffered for them are dropped (the new
+/// owner re-reads them from the committed offset).
+#[derive(Default)]
+pub struct EsmContext {
+    revoked: Mutex<Vec<i32>>,
+    rebalanced: AtomicBool,
+}
+
+impl ClientContext for EsmContext {
+    fn error(&self, error: KafkaError, reason: &str) {
+        // A partition's end is how drain works, not an error.
+        if !matches!(error, KafkaError::PartitionEOF(_) | KafkaError::Global(RDKafkaErrorCode::PartitionEOF)) {
+            tracing::error!("librdkafka: {error}: {reason}");
+        }
+    }
+}
+
+impl ConsumerContext for EsmContext {
+    fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Revoke(list) = rebalance {
+            self.revoked.lock().expect("not poisoned").extend(list.elements().iter().map(|e| e.partition()));
+            self.rebalanced.store(true, Ordering::Release);
+        }
+    }
+}
+
+/// A connected poller.
+pub struct Poller {
+    opts: EsmOptions,
+    consumer: StreamConsumer<EsmContext>,
+    source: EventSource,
+}
+
+impl Poller {
+    /// Join the group and subscribe (the assignment arrives with the first polls).
+    pub fn connect(opts: EsmOptions) -> Result<Self> {
+        let consumer: StreamConsumer<EsmContext> = client_config(&opts.bootstrap)
+            .set("group.id", &opts.group)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            // TRIM_HORIZON: a new group starts at the beginning (Tansu's LATEST is wrong anyway).
+            .set("auto.offset.reset", "earliest")
+            .set("enable.partition.eof", "true")
+            // Tansu holds a group's first join for half the session timeout.
+            .set("session.timeout.ms", "6000")
+            // Invocations and their retries happen between polls; never leave the group for it.
+            .set("max.poll.interval.ms", "86400000")
+            .create_with_context(EsmContext::default())
+            .with_context(|| format!("Kafka consumer for {}", opts.bootstrap))?;
+        consumer.subscribe(&[&opts.topic]).with_context(|| format!("subscribing to {}", opts.topic))?;
+        let source = EventSource {
+            event_source: "aws:kafka".into(),
+            event_source_arn: LOCAL_CLUSTER_ARN.into(),
+            bootstrap_servers: opts.bootstrap.clone(),
+        };
+        Ok(Self { opts, consumer, source })
+    }
+
+    pub fn options(&self) -> &EsmOptions {
+        &self.opts
+    }
+
+    /// Poll, batch and invoke until `stop` resolves (or, with `drain`, until caught up).
+    /// A batch still open at `stop` is neither invoked nor committed: the next run re-reads it.
+    pub async fn run<F: Function>(&self, function: &F, stop: impl Future<Output = ()>) -> Result<EsmStats> {
+        let mut stats = EsmStats::default();
+        let mut builder = BatchBuilder::new(self.source.clone(), self.opts.batch_size, MAX_PAYLOAD_BYTES);
+        let mut opened: Option<Instant> = None;
+        let mut at_end: BTreeSet<i32> = BTreeSet::new();
+        tokio::pin!(stop);
+        loop {
+            let wait = opened.map_or(IDLE_WAIT, |t| self.opts.batching_window.saturating_sub(t.elapsed()));
+            let polled = tokio::select! {
+                biased;
+                _ = &mut stop => return Ok(stats),
+                polled = tokio::time::timeout(wait, self.consumer.recv()) => polled,
+            };
+            let mut may_be_caught_up = true;
+            match polled {
+                Ok(Ok(message)) => {
+                    may_be_caught_up = false;
+                    let (tp, record) = record_of(&message);
+                    drop(message);
+                    at_end.remove(&tp.partition);
+                    self.add(&mut builder, &mut opened, tp, record, function, &mut stats).await?;
+                }
+                Ok(Err(KafkaError::PartitionEOF(partition))) => {
+                    at_end.insert(partition);
+                }
+                // Broker hiccups: librdkafka reconnects and refetches on its own.
+                Ok(Err(e)) => tracing::warn!("kafka: {e}"),
+                Err(_timeout) => {}
+            }
+            if self.consumer.context().rebalanced.swap(false, Ordering::AcqRel) {
+                let revoked: Vec<i32> = std::mem::take(&mut *self.consumer.context().revoked.lock().expect("not poisoned"));
+                builder.retain_partitions(|tp| !revoked.contains(&tp.partition));
+                at_end.retain(|p| !revoked.contains(p));
+            }
+            let caught_up = self.opts.drain && may_be_caught_up && self.caught_up(&at_end)?;
+            let window_over = opened.is_some_and(|t| t.elapsed() >= self.opts.batching_window);
+            if !builder.is_empty() && (builder.is_full() || window_over || caught_up) {
+                opened = None;
+                self.deliver(builder.take(), function, &mut stats).await?;
+            }
+            if caught_up && builder.is_empty() {
+                return Ok(stats);
+            }
+        }
+    }
+
+    /// Every assigned partition has reported its end since its last record.
+    fn caught_up(&self, at_end: &BTreeSet<i32>) -> Result<bool> {
+        let assignment = self.consumer.assignment()?;
+        let assigned = assignment.elements();
+        Ok(!assigned.is_empty() && assigned.iter().all(|e| at_end.contains(&e.partition())))
+    }
+
+    async fn add<F: Function>(
+        &self,
+        builder: &mut BatchBuilder,
+        opened: &mut Option<Instant>,
+        tp: TopicPartition,
+        record: KafkaRecordIn,
+        function: &F,
+        stats: &mut EsmStats,
+    ) -> Result<()> {
+        match builder.push(&tp, record) {
+            Ok(()) => {
+                opened.get_or_insert_with(Instant::now);
+            }
+            Err(Rejected::Full(record)) => {
+                self.deliver(builder.take(), function, stats).await?;
+                builder.push(&tp, record).expect("a record under the cap fits an empty batch");
+                *opened = Some(Instant::now());
+            }
+            Err(Rejected::TooLarge(record, bytes)) => {
+                // Earlier records of the batch go first: offsets commit in order.
+                if !builder.is_empty() {
+                    self.deliver(builder.take(), function, stats).await?;
+                }
+                *opened = None;
+                let batch = builder.event_for(&tp, record);
+                let error = format!("the record alone makes a {bytes}-byte event, over the {MAX_PAYLOAD_BYTES}-byte payload cap");
+                self.discard(&batch, Condition::PayloadTooLarge, 0, &error, stats)?;
+                self.commit(&batch)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Invoke until success or `retries` retries are spent, then commit the batch's offsets.
+    async fn deliver<F: Function>(&self, batch: Batch, function: &F, stats: &mut EsmStats) -> Result<()> {
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            match function.invoke(batch.event.as_bytes()).await {
+                Ok(reply) => {
+                    tracing::debug!(records = batch.count, bytes = batch.event.len(), %reply, "batch done");
+                    stats.batches += 1;
+                    stats.records += batch.count as u64;
+                    stats.bytes += batch.event.len() as u64;
+                    stats.largest_batch_records = stats.largest_batch_records.max(batch.count as u64);
+                    stats.largest_batch_bytes = stats.largest_batch_bytes.max(batch.event.len() as u64);
+                    break;
+                }
+                Err(e) if attempts <= self.opts.retries => {
+                    stats.retries += 1;
+                    let backoff = FIRST_BACKOFF.saturating_mul(1 << (attempts - 1).min(16)).min(MAX_BACKOFF);
+                    tracing::warn!("batch of {} records failed (attempt {attempts}), retrying in {backoff:?}: {e:#}", batch.count);
+                    tokio::time::sleep(backoff).await;
+                }
+                Err(e) => {
+                    self.discard(&batch, Condition::RetryAttemptsExhausted, attempts, &format!("{e:#}"), stats)?;
+                    break;
+                }
+            }
+        }
+        self.commit(&batch)
+    }
+
+    fn discard(&self, batch: &Batch, condition: Condition, attempts: u32, error: &str, stats: &mut EsmStats) -> Result<()> {
+        let path = write_failed_batch(&self.opts.on_failure_dir, self.opts.function.name(), batch, condition, attempts, error)?;
+        tracing::error!("batch of {} records discarded ({condition:?}) to {}: {error}", batch.count, path.display());
+        stats.failed_batches += 1;
+        stats.failed_records += batch.count as u64;
+        Ok(())
+    }
+
+    fn commit(&self, batch: &Batch) -> Result<()> {
+        let mut list = TopicPartitionList::new();
+        for (tp, next) in batch.next_offsets() {
+            list.add_partition_offset(&tp.topic, tp.partition, Offset::Offset(next))?;
+        }
+        self.consumer
+            .commit(&list, CommitMode::Sync)
+            .with_context(|| format!("committing offsets of group {} (the batch was processed and will be re-read)", self.opts.group))
+    }
+}
+
+/// A fetched message as the event carries it.
+fn record_of(m: &BorrowedMessage<'_>) -> (TopicPartition, KafkaRecordIn) {
+    let headers = m
+        .headers()
+        .map(|hs| hs.iter().map(|h| (h.key.to_string(), h.value.unwrap_or_default().to_vec())).collect())
+        .unwrap_or_default();
+    let record = KafkaRecordIn {
+        offset: m.offset(),
+        timestamp_ms: m.timestamp().to_millis().unwrap_or(0),
+        key: m.key().map(<[u8]>::to_vec),
+        value: m.payload().map(<[u8]>::to_vec),
+        value_error: None,
+        headers,
+    };
+    (TopicPartition { topic: m.topic().to_string(), partition: m.partition() }, record)
+}
