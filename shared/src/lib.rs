@@ -21,6 +21,8 @@ pub mod metrics;
 pub mod report;
 pub mod tables;
 pub mod window;
+pub mod queued;
+pub mod sink;
 pub mod writer;
 
 pub use config::Config;

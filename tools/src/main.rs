@@ -1,6 +1,7 @@
 //! `icestream`: the command line for people. Every command that touches tables runs the same
 //! library code as the Lambda functions.
 
+mod committer;
 mod demo;
 mod maintain;
 
@@ -19,6 +20,9 @@ commands:
   gen-event           write a synthetic MSK event (see `icestream help gen-event`)
   maintain [action=compact|rewrite-manifests|expire|remove-orphans|report] [table=NAME] [dry-run=true]
                       run the maintenance function's code; prints the report as JSON
+  committer EVENT.json|poll [max_messages=N] [visibility_timeout_s=N]
+                      run the committer function's code on an SQS event file, or on one batch
+                      received from commit_queue_url (acknowledging what it committed); prints JSON
   demo                generate an event, ingest it, report, and read a few aggregates back
   help [gen-event]    the configuration knobs (or the generator's options)
 
@@ -78,6 +82,7 @@ async fn run() -> Result<()> {
             }
         }
         "maintain" => maintain::run(args).await?,
+        "committer" => committer::run(args).await?,
         "demo" => demo::run(args).await?,
         "help" | "--help" | "-h" => match args.first().map(String::as_str) {
             Some("gen-event") => print!("{}", knobs_markdown(GENERATOR_OPTIONS)),

@@ -11,6 +11,7 @@
 pub mod append;
 pub mod pointer;
 pub mod snapshot;
+pub mod staged;
 pub mod watermark;
 
 use std::collections::{HashMap, HashSet};

@@ -181,7 +181,7 @@ async fn plan_groups(table: &Table, settings: &MaintenanceSettings, report: &mut
 }
 
 /// Read a data file's rows straight from its Parquet, as rows of the table's arrow schema.
-async fn read_data_file(table: &Table, path: &str, schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
+pub(crate) async fn read_data_file(table: &Table, path: &str, schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
     let bytes = table.file_io().new_input(path)?.read().await?;
     let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()?;
     let mut out = Vec::new();
