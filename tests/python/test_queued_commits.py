@@ -136,13 +136,13 @@ def last_offsets(full: dict) -> dict[int, int]:
     return out
 
 
-def schedule(rng: random.Random, last: int) -> list[tuple[int, int]]:
+def schedule(rng: random.Random, last: int, size: tuple[int, int] = (20, 120)) -> list[tuple[int, int]]:
     """A partition's batches as the mapping delivers them: re-cut overlaps creeping forward,
     and now and then the same batch again (a retried invocation)."""
     batches, nxt = [], 0
     while nxt <= last:
         lo = max(0, nxt - rng.randrange(0, 40))
-        hi = min(last, max(nxt + 5, lo + rng.randrange(20, 120)))
+        hi = min(last, max(nxt + 5, lo + rng.randrange(*size)))
         batches.append((lo, hi))
         if rng.random() < 0.25:
             batches.append((lo, hi))
@@ -167,13 +167,14 @@ def lineage(table: Any) -> list[tuple[int, int]]:
     return list(zip(arrow.column("kafka_partition").to_pylist(), arrow.column("kafka_offset").to_pylist()))
 
 
-def assert_exactly_once(s: Setup, full: dict, exp: dict) -> None:
+def assert_exactly_once(s: Setup, full: dict, exp: dict, queued: bool = True) -> None:
     rows, dead = lineage(s.table(TELEMETRY)), lineage(s.table(DEAD_LETTER))
     assert len(rows) == len(set(rows)) == exp["valid"], "a telemetry record is missing or landed twice"
     assert len(dead) == len(set(dead)) == exp["corrupt"], "a dead letter is missing or landed twice"
     every = {(r["partition"], r["offset"]) for recs in full["records"].values() for r in recs}
     assert set(rows) | set(dead) == every and not set(rows) & set(dead)
-    for name in (TELEMETRY, DEAD_LETTER):
+    # Direct mode moves the dead-letter table's watermarks only with dead letters to commit.
+    for name in (TELEMETRY, DEAD_LETTER) if queued else (TELEMETRY,):
         report = json.loads(run(s.endpoint, "report", name, *s.knobs).stdout)
         want = {f"vehicle-telemetry-{p}": last for p, last in last_offsets(full).items()}
         assert report["watermarks"] == want, f"{name} watermarks"
@@ -262,3 +263,52 @@ def test_partial_batch_failure_reports_bad_and_out_of_order_requests_and_commits
     else:
         pytest.fail("the deferred request never committed")
     assert_exactly_once(s, full, exp)
+
+
+BATCH = (150, 350)  # records per writer invocation in the figures' workload
+
+
+def workload_figures(s: Setup, queued: bool) -> dict:
+    """The same 16-writer workload (re-cuts and replays included), direct or queued; in queued
+    mode the committer takes one batch after every round of writer invocations, as a batching
+    window would."""
+    full, exp = generate(s.tmp, f"records={WRITERS * 1000}", f"partitions={WRITERS}", "seed=94")
+    schedules = {p: schedule(random.Random(p), last, BATCH) for p, last in sorted(last_offsets(full).items())}
+    started = time.monotonic()
+    invocations = attempts = 0
+    for round_ in range(max(map(len, schedules.values()))):
+        summaries = run_writers(s, full, schedules, round_, queued=queued)
+        invocations += len(summaries)
+        attempts += sum(r["commit_attempts"] for r in summaries)
+        if queued:
+            attempts += sum(t["attempts"] for r in s.drain("max_messages=1000") for t in r["tables"])
+    wall = time.monotonic() - started
+    assert_exactly_once(s, full, exp, queued)
+    table = s.table(TELEMETRY)
+    snapshots = table.snapshots()
+    manifests = sum(len([m for m in snap.manifests(table.io) if m.added_snapshot_id == snap.snapshot_id]) for snap in snapshots)
+    files = len(table.inspect.files())
+    per_million = 1e6 / exp["valid"]
+    return {
+        "mode": "queued" if queued else "direct", "records": exp["valid"], "invocations": invocations,
+        "snapshots": len(snapshots), "commit_attempts": attempts, "wall_s": round(wall, 1),
+        "snapshots_per_M": round(len(snapshots) * per_million), "manifests_per_M": round(manifests * per_million),
+        "files_per_M": round(files * per_million), "commits_per_s": round(len(snapshots) / wall, 2),
+    }
+
+
+def test_direct_and_queued_figures_for_the_same_sixteen_writer_workload(moto_endpoint: str, aws_client: Any, tmp_path: Path) -> None:
+    """Prints the figures (run with -s); asserts only what is not timing: queued mode makes at
+    most one snapshot per committer batch, direct mode about one per invocation. (Data files
+    are the writers' in both modes: queueing does not make them larger; compaction does.)"""
+    figures = []
+    for queued in (False, True):
+        s = Setup(moto_endpoint, aws_client, tmp_path / ("queued" if queued else "direct"), "local")
+        s.tmp.mkdir()
+        figures.append(workload_figures(s, queued))
+    direct, queued = figures
+    for f in figures:
+        print("FIGURES " + json.dumps(f))
+    rounds = max(len(schedule(random.Random(p), 999, BATCH)) for p in range(WRITERS))
+    assert queued["snapshots"] <= rounds < direct["snapshots"], figures
+    assert queued["manifests_per_M"] < direct["manifests_per_M"], figures
