@@ -165,6 +165,12 @@ pub const KNOBS: &[Knob] = &[
         help: "Committer: deliveries a request that starts past the table's watermark+1 waits for an earlier request of that partition (SQS does not keep order) before the gap is taken as a real Kafka offset gap; 1 = never wait",
     },
     Knob {
+        key: "commit_gap_retry_s",
+        default: "30",
+        allowed: Allowed::Integer { min: 0, max: 43_200 },
+        help: "Committer: a request deferred for an offset gap comes again after this many seconds, not after the queue's visibility timeout (needs `commit_queue_url`)",
+    },
+    Knob {
         key: "fail_point",
         default: "none",
         allowed: Allowed::OneOf(&["none", "after-write", "after-commit"]),
@@ -367,6 +373,8 @@ pub struct Config {
     pub commit_mode: CommitMode,
     /// Committer: deliveries a request with an offset gap waits for an earlier request.
     pub commit_gap_patience: u32,
+    /// Committer: seconds until a deferred request is delivered again.
+    pub commit_gap_retry_s: i32,
     /// `commit_queue_url` as given (also when `commit_mode=direct`).
     commit_queue_url_raw: Option<String>,
     pub fail_point: FailPoint,
@@ -437,6 +445,7 @@ impl Config {
             commit_timeout_ms: s.parse("commit_timeout_ms")?,
             commit_mode: commit_mode(s)?,
             commit_gap_patience: s.parse("commit_gap_patience")?,
+            commit_gap_retry_s: s.parse("commit_gap_retry_s")?,
             commit_queue_url_raw: Some(s.get("commit_queue_url").to_string()).filter(|u| !u.is_empty()),
             fail_point: match s.get("fail_point") {
                 "after-write" => FailPoint::AfterWrite,

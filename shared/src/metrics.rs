@@ -91,6 +91,7 @@ mod tests {
         let report = BatchReport {
             messages: 5,
             batch_item_failures: vec!["m".into()],
+            deferred: vec![],
             tables: vec![t(3, Some(1)), t(1, None)],
             max_record_age_ms: 4200,
             duration_ms: 1,

@@ -1,14 +1,15 @@
 //! `icestream committer EVENT.json | poll [max_messages=N] [visibility_timeout_s=N] [key=value ...]`:
 //! the committer function's code, in-process, on an SQS event file or on one batch received
 //! from `commit_queue_url` the way the Lambda SQS mapping does (receive, commit, then delete
-//! every message not reported as a batch item failure). Prints the batch report as JSON.
+//! every message not reported as a batch item failure; deferred ones come again after
+//! `commit_gap_retry_s`). Prints the batch report as JSON.
 
 use anyhow::{Context, Result, bail};
 use icestream::Config;
 use icestream::catalog::Catalogs;
 use icestream::config::{Allowed, Knob, Settings};
 use icestream::queued::sqs::CommitQueue;
-use icestream::queued::{Message, batch, from_sqs_event};
+use icestream::queued::{Message, batch, from_sqs_event, retry_deferred_soon};
 
 /// Command options (not configuration knobs).
 const COMMITTER_OPTIONS: &[Knob] = &[
@@ -54,6 +55,7 @@ pub async fn run(args: Vec<String>) -> Result<()> {
     if let Some(queue) = queue {
         let done: Vec<&Message> = messages.iter().filter(|m| !report.batch_item_failures.contains(&m.id)).collect();
         queue.delete(&done).await?;
+        retry_deferred_soon(&queue, &config, &messages, &report).await;
     }
     eprintln!("{}", icestream::metrics::committer_emf_line(&report));
     println!("{}", serde_json::to_string(&report)?);

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use icestream::Config;
 use icestream::catalog::Catalogs;
-use icestream::queued::{batch, batch_response, from_sqs_event};
+use icestream::queued::sqs::CommitQueue;
+use icestream::queued::{batch, batch_response, from_sqs_event, retry_deferred_soon};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 
 /// Time kept back from the invocation deadline to report the outcome.
@@ -19,20 +20,34 @@ const REPLY_MARGIN_MS: u64 = 1_500;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    let config = Arc::new(Config::from_env()?);
+    let config = Config::from_env()?;
     icestream::logging::init(&config.log_format);
     let catalogs = Arc::new(Catalogs::connect(&config).await?);
+    // With the queue's URL, deferred requests come again after `commit_gap_retry_s`.
+    let queue = match config.commit_queue_url() {
+        Some(url) => Some(CommitQueue::connect(url).await),
+        None => None,
+    };
+    let shared = Arc::new((config, catalogs, queue));
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
-        let (config, catalogs) = (config.clone(), catalogs.clone());
-        async move { handle(&config, &catalogs, event).await }
+        let shared = shared.clone();
+        async move { handle(&shared.0, &shared.1, shared.2.as_ref(), event).await }
     }))
     .await
 }
 
-async fn handle(config: &Config, catalogs: &Catalogs, event: LambdaEvent<SqsEvent>) -> Result<SqsBatchResponse, Error> {
+async fn handle(
+    config: &Config,
+    catalogs: &Catalogs,
+    queue: Option<&CommitQueue>,
+    event: LambdaEvent<SqsEvent>,
+) -> Result<SqsBatchResponse, Error> {
     let deadline = icestream::logging::deadline_from_epoch_ms(event.context.deadline, REPLY_MARGIN_MS);
     let messages = from_sqs_event(event.payload);
     let report = batch::commit_batch(catalogs, config, &messages, deadline).await;
+    if let Some(queue) = queue {
+        retry_deferred_soon(queue, config, &messages, &report).await;
+    }
     println!("{}", icestream::metrics::committer_emf_line(&report));
     Ok(batch_response(&report))
 }

@@ -102,7 +102,7 @@ pub struct Message {
     pub body: String,
     /// SQS `ApproximateReceiveCount`: 1 on the first delivery.
     pub receive_count: u32,
-    /// Receipt handle, to delete the message after a receive call (not used under Lambda).
+    /// Receipt handle: to delete a received message, or to make a deferred one visible sooner.
     pub receipt: Option<String>,
 }
 
@@ -115,9 +115,18 @@ pub fn from_sqs_event(event: aws_lambda_events::event::sqs::SqsEvent) -> Vec<Mes
             id: m.message_id.unwrap_or_default(),
             body: m.body.unwrap_or_default(),
             receive_count: m.attributes.get("ApproximateReceiveCount").and_then(|v| v.parse().ok()).unwrap_or(1),
-            receipt: None,
+            receipt: m.receipt_handle,
         })
         .collect()
+}
+
+/// After a batch: make the deferred requests visible again after `commit_gap_retry_s` instead
+/// of the queue's visibility timeout (a failure to do so only delays them).
+pub async fn retry_deferred_soon(queue: &sqs::CommitQueue, config: &crate::Config, messages: &[Message], report: &batch::BatchReport) {
+    let deferred: Vec<&Message> = messages.iter().filter(|m| report.deferred.contains(&m.id)).collect();
+    if let Err(e) = queue.change_visibility(&deferred, config.commit_gap_retry_s).await {
+        tracing::warn!(error = %e, "deferred requests come again after the visibility timeout");
+    }
 }
 
 /// The SQS partial batch response for a committer batch.
@@ -175,12 +184,13 @@ mod tests {
     #[test]
     fn sqs_event_messages_carry_the_receive_count() {
         let event: aws_lambda_events::event::sqs::SqsEvent = serde_json::from_value(serde_json::json!({"Records": [
-            {"messageId": "m1", "body": "{}", "attributes": {"ApproximateReceiveCount": "3"}},
+            {"messageId": "m1", "body": "{}", "receiptHandle": "r1", "attributes": {"ApproximateReceiveCount": "3"}},
             {"messageId": "m2", "body": "x"}
         ]}))
         .unwrap();
         let messages = from_sqs_event(event);
         assert_eq!((messages[0].id.as_str(), messages[0].receive_count), ("m1", 3));
+        assert_eq!(messages[0].receipt.as_deref(), Some("r1"));
         assert_eq!((messages[1].body.as_str(), messages[1].receive_count), ("x", 1));
     }
 }

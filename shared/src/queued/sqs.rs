@@ -1,7 +1,7 @@
 //! The commit request queue through `aws-sdk-sqs`: writers send; the CLI's `committer poll`
 //! receives and deletes the way the Lambda SQS mapping does (under Lambda, the mapping does it).
 
-use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
+use aws_sdk_sqs::types::{ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
 
 use super::{CommitRequest, Message};
 use crate::error::{Error, Result};
@@ -102,6 +102,43 @@ impl CommitQueue {
             if let Some(failed) = out.failed.first() {
                 return Err(Error::Aws {
                     message: format!("sqs:DeleteMessageBatch on {}: {} failed ({})", self.url, out.failed.len(), failed.code),
+                    retryable: true,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Make received messages visible again after `seconds`.
+    pub async fn change_visibility(&self, messages: &[&Message], seconds: i32) -> Result<()> {
+        for chunk in messages.chunks(RECEIVE_MAX) {
+            let entries = chunk
+                .iter()
+                .enumerate()
+                .filter_map(|(i, m)| {
+                    let receipt = m.receipt.clone()?;
+                    ChangeMessageVisibilityBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .receipt_handle(receipt)
+                        .visibility_timeout(seconds)
+                        .build()
+                        .ok()
+                })
+                .collect::<Vec<_>>();
+            if entries.is_empty() {
+                continue;
+            }
+            let out = self
+                .client
+                .change_message_visibility_batch()
+                .queue_url(&self.url)
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .map_err(|e| crate::aws::error("sqs:ChangeMessageVisibilityBatch", &self.url, e))?;
+            if let Some(failed) = out.failed.first() {
+                return Err(Error::Aws {
+                    message: format!("sqs:ChangeMessageVisibilityBatch on {}: {} failed ({})", self.url, out.failed.len(), failed.code),
                     retryable: true,
                 });
             }
