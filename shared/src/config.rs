@@ -524,10 +524,10 @@ pub fn knobs_markdown(knobs: &[Knob]) -> String {
     let mut out = String::from("| key | environment | default | allowed | what |\n|---|---|---|---|---|\n");
     for k in knobs {
         out.push_str(&format!(
-            "| `{}` | `{}` | `{}` | {} | {} |\n",
+            "| `{}` | `{}` | {} | {} | {} |\n",
             k.key,
             k.env_name(),
-            k.default,
+            if k.default.is_empty() { "(not set)".to_string() } else { format!("`{}`", k.default) },
             // A bare `|` would end the Markdown cell.
             k.allowed.to_string().replace('|', "\\|"),
             k.help.replace('|', "\\|")

@@ -1,7 +1,9 @@
 //! The commit request queue through `aws-sdk-sqs`: writers send; the CLI's `committer poll`
 //! receives and deletes the way the Lambda SQS mapping does (under Lambda, the mapping does it).
 
-use aws_sdk_sqs::types::{ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
+use aws_sdk_sqs::types::{
+    BatchResultErrorEntry, ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry, MessageSystemAttributeName,
+};
 
 use super::{CommitRequest, Message};
 use crate::error::{Error, Result};
@@ -79,70 +81,54 @@ impl CommitQueue {
 
     /// Delete (acknowledge) messages received by [`Self::receive`].
     pub async fn delete(&self, messages: &[&Message]) -> Result<()> {
-        for chunk in messages.chunks(RECEIVE_MAX) {
+        for chunk in receipt_chunks(messages) {
             let entries = chunk
-                .iter()
-                .enumerate()
-                .filter_map(|(i, m)| {
-                    let receipt = m.receipt.clone()?;
-                    DeleteMessageBatchRequestEntry::builder().id(i.to_string()).receipt_handle(receipt).build().ok()
-                })
-                .collect::<Vec<_>>();
-            if entries.is_empty() {
-                continue;
-            }
-            let out = self
-                .client
-                .delete_message_batch()
-                .queue_url(&self.url)
-                .set_entries(Some(entries))
-                .send()
-                .await
-                .map_err(|e| crate::aws::error("sqs:DeleteMessageBatch", &self.url, e))?;
-            if let Some(failed) = out.failed.first() {
-                return Err(Error::Aws {
-                    message: format!("sqs:DeleteMessageBatch on {}: {} failed ({})", self.url, out.failed.len(), failed.code),
-                    retryable: true,
-                });
-            }
+                .into_iter()
+                .filter_map(|(id, receipt)| DeleteMessageBatchRequestEntry::builder().id(id).receipt_handle(receipt).build().ok())
+                .collect();
+            let action = "sqs:DeleteMessageBatch";
+            let request = self.client.delete_message_batch().queue_url(&self.url).set_entries(Some(entries));
+            let out = request.send().await.map_err(|e| crate::aws::error(action, &self.url, e))?;
+            all_done(action, &self.url, &out.failed)?;
         }
         Ok(())
     }
 
     /// Make received messages visible again after `seconds`.
     pub async fn change_visibility(&self, messages: &[&Message], seconds: i32) -> Result<()> {
-        for chunk in messages.chunks(RECEIVE_MAX) {
+        for chunk in receipt_chunks(messages) {
             let entries = chunk
-                .iter()
-                .enumerate()
-                .filter_map(|(i, m)| {
-                    let receipt = m.receipt.clone()?;
-                    ChangeMessageVisibilityBatchRequestEntry::builder()
-                        .id(i.to_string())
-                        .receipt_handle(receipt)
-                        .visibility_timeout(seconds)
-                        .build()
-                        .ok()
+                .into_iter()
+                .filter_map(|(id, receipt)| {
+                    let entry = ChangeMessageVisibilityBatchRequestEntry::builder().id(id).receipt_handle(receipt);
+                    entry.visibility_timeout(seconds).build().ok()
                 })
-                .collect::<Vec<_>>();
-            if entries.is_empty() {
-                continue;
-            }
-            let out = self
-                .client
-                .change_message_visibility_batch()
-                .queue_url(&self.url)
-                .set_entries(Some(entries))
-                .send()
-                .await
-                .map_err(|e| crate::aws::error("sqs:ChangeMessageVisibilityBatch", &self.url, e))?;
-            if let Some(failed) = out.failed.first() {
-                return Err(Error::Aws {
-                    message: format!("sqs:ChangeMessageVisibilityBatch on {}: {} failed ({})", self.url, out.failed.len(), failed.code),
-                    retryable: true,
-                });
-            }
+                .collect();
+            let action = "sqs:ChangeMessageVisibilityBatch";
+            let request = self.client.change_message_visibility_batch().queue_url(&self.url).set_entries(Some(entries));
+            let out = request.send().await.map_err(|e| crate::aws::error(action, &self.url, e))?;
+            all_done(action, &self.url, &out.failed)?;
         }
         Ok(())
+    }
+}
+
+/// `(batch entry id, receipt handle)` of received messages, at most 10 per batch call.
+fn receipt_chunks(messages: &[&Message]) -> Vec<Vec<(String, String)>> {
+    messages
+        .chunks(RECEIVE_MAX)
+        .map(|chunk| chunk.iter().enumerate().filter_map(|(i, m)| Some((i.to_string(), m.receipt.clone()?))).collect::<Vec<_>>())
+        .filter(|chunk| !chunk.is_empty())
+        .collect()
+}
+
+/// A batch call's per-entry failures as an error.
+fn all_done(action: &str, url: &str, failed: &[BatchResultErrorEntry]) -> Result<()> {
+    match failed.first() {
+        None => Ok(()),
+        Some(first) => Err(Error::Aws {
+            message: format!("{action} on {url}: {} entries failed ({}: {})", failed.len(), first.code, first.message.as_deref().unwrap_or("")),
+            retryable: true,
+        }),
     }
 }
