@@ -55,8 +55,15 @@ locals {
       local.glue ? {} : { ICESTREAM_S3TABLES_MAINTENANCE = var.s3tables_maintenance }
     )
 
-    # The committer rewrites trimmed requests' files, so it needs the file knobs.
-    committer = merge(local.env_common, local.env_files)
+    # The committer rewrites trimmed requests' files, so it needs the file knobs; with the
+    # queue's URL it makes requests deferred for an offset gap visible again sooner.
+    committer = merge(local.env_common, local.env_files,
+      local.queued ? {
+        ICESTREAM_COMMIT_QUEUE_URL    = aws_sqs_queue.commit[0].url
+        ICESTREAM_COMMIT_GAP_PATIENCE = tostring(var.commit_gap_patience)
+        ICESTREAM_COMMIT_GAP_RETRY_S  = tostring(var.commit_gap_retry_s)
+      } : {}
+    )
   }
 
   function_settings = {

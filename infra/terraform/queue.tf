@@ -10,13 +10,16 @@
 locals {
   # AWS recommends a visibility timeout of at least six times the function timeout.
   commit_visibility_timeout = min(43200, 6 * var.function_settings.committer.timeout)
+  # A request's staged files are unreferenced until committed, and orphan removal deletes
+  # unreferenced files older than orphan_margin_hours: a request must not outlive its files.
+  commit_retention = max(60, min(1209600, (var.orphan_margin_hours - 1) * 3600))
 }
 
 resource "aws_sqs_queue" "commit_dlq" {
   count = local.queued ? 1 : 0
 
   name                              = "${var.name}-commit-dlq"
-  message_retention_seconds         = 1209600
+  message_retention_seconds         = local.commit_retention
   kms_master_key_id                 = aws_kms_key.this.arn
   kms_data_key_reuse_period_seconds = 300
   tags                              = local.tags
@@ -27,7 +30,7 @@ resource "aws_sqs_queue" "commit" {
 
   name                              = "${var.name}-commit"
   visibility_timeout_seconds        = local.commit_visibility_timeout
-  message_retention_seconds         = 345600
+  message_retention_seconds         = local.commit_retention
   kms_master_key_id                 = aws_kms_key.this.arn
   kms_data_key_reuse_period_seconds = 300
 
@@ -37,6 +40,13 @@ resource "aws_sqs_queue" "commit" {
   })
 
   tags = local.tags
+
+  lifecycle {
+    precondition {
+      condition     = var.commit_gap_patience < var.commit_queue_max_receive_count
+      error_message = "commit_gap_patience must be below commit_queue_max_receive_count: a request waiting for an offset gap to fill would reach the DLQ first."
+    }
+  }
 }
 
 resource "aws_sqs_queue_redrive_allow_policy" "commit_dlq" {

@@ -128,6 +128,28 @@ variable "committer_maximum_batching_window_in_seconds" {
   }
 }
 
+variable "commit_gap_patience" {
+  description = "Deliveries a commit request that starts past its table's watermark+1 waits for the earlier request (SQS standard queues do not keep order) before the committer takes the gap as a real Kafka offset gap (knob `commit_gap_patience`). Must stay below `commit_queue_max_receive_count`."
+  type        = number
+  default     = 3
+
+  validation {
+    condition     = var.commit_gap_patience >= 1 && var.commit_gap_patience <= 100 && floor(var.commit_gap_patience) == var.commit_gap_patience
+    error_message = "commit_gap_patience must be a whole number from 1 to 100."
+  }
+}
+
+variable "commit_gap_retry_s" {
+  description = "Seconds until a commit request deferred for an offset gap is delivered again (knob `commit_gap_retry_s`), instead of the queue's visibility timeout."
+  type        = number
+  default     = 30
+
+  validation {
+    condition     = var.commit_gap_retry_s >= 0 && var.commit_gap_retry_s <= 43200 && floor(var.commit_gap_retry_s) == var.commit_gap_retry_s
+    error_message = "commit_gap_retry_s must be a whole number from 0 to 43200."
+  }
+}
+
 variable "commit_queue_max_receive_count" {
   description = "Deliveries of a commit request before it moves to the commit dead-letter queue."
   type        = number

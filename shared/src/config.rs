@@ -24,6 +24,8 @@ pub enum Allowed {
     Integer { min: i64, max: i64 },
     /// Any non-empty text (names, paths, URIs).
     Text,
+    /// An `http://` or `https://` URL, or empty for "not set".
+    Url,
 }
 
 impl fmt::Display for Allowed {
@@ -32,6 +34,7 @@ impl fmt::Display for Allowed {
             Allowed::OneOf(words) => write!(f, "one of {}", words.join("|")),
             Allowed::Integer { min, max } => write!(f, "a whole number from {min} to {max}"),
             Allowed::Text => write!(f, "non-empty text"),
+            Allowed::Url => write!(f, "an http:// or https:// URL (empty: not set)"),
         }
     }
 }
@@ -58,6 +61,7 @@ impl Knob {
                 value.parse::<i64>().is_ok_and(|n| (min..=max).contains(&n))
             }
             Allowed::Text => !value.trim().is_empty(),
+            Allowed::Url => value.is_empty() || value.starts_with("https://") || value.starts_with("http://"),
         };
         if ok {
             Ok(())
@@ -143,10 +147,34 @@ pub const KNOBS: &[Knob] = &[
         help: "Longest time spent retrying one commit when no invocation deadline is known",
     },
     Knob {
+        key: "commit_mode",
+        default: "direct",
+        allowed: Allowed::OneOf(&["direct", "queued"]),
+        help: "`direct`: each invocation commits its files; `queued`: writers stage files and a manifest and send a commit request to `commit_queue_url`, and the committer function commits many requests per snapshot",
+    },
+    Knob {
+        key: "commit_queue_url",
+        default: "",
+        allowed: Allowed::Url,
+        help: "URL of the SQS queue that takes commit requests (required with `commit_mode=queued`)",
+    },
+    Knob {
+        key: "commit_gap_patience",
+        default: "3",
+        allowed: Allowed::Integer { min: 1, max: 100 },
+        help: "Committer: deliveries a request that starts past the table's watermark+1 waits for an earlier request of that partition (SQS does not keep order) before the gap is taken as a real Kafka offset gap; 1 = never wait",
+    },
+    Knob {
+        key: "commit_gap_retry_s",
+        default: "30",
+        allowed: Allowed::Integer { min: 0, max: 43_200 },
+        help: "Committer: a request deferred for an offset gap comes again after this many seconds, not after the queue's visibility timeout (needs `commit_queue_url`)",
+    },
+    Knob {
         key: "fail_point",
         default: "none",
         allowed: Allowed::OneOf(&["none", "after-write", "after-commit"]),
-        help: "Crash injection for tests: abort the process after the data files are written, or right after the commit",
+        help: "Crash injection for tests: abort the process after the data files are written, or right after the commit (the committer: before the staged manifests are removed and the requests acknowledged)",
     },
     Knob {
         key: "hot_partition_hours",
@@ -298,6 +326,18 @@ impl Settings {
         Ok(())
     }
 
+    /// Split command arguments into these options (validated) and the rest (`key=value`
+    /// configuration words, left for [`Config`]).
+    pub fn split_options<S: AsRef<str>>(knobs: &'static [Knob], args: &[S]) -> Result<(Self, Vec<String>)> {
+        let (options, rest): (Vec<&str>, Vec<&str>) = args
+            .iter()
+            .map(AsRef::as_ref)
+            .partition(|a| knobs.iter().any(|o| a.split_once('=').is_some_and(|(k, _)| k.trim() == o.key)));
+        let mut settings = Self::over(knobs);
+        settings.apply_args(options)?;
+        Ok((settings, rest.into_iter().map(str::to_string).collect()))
+    }
+
     /// The value of `key`, or its default.
     pub fn get(&self, key: &'static str) -> &str {
         match self.values.get(key) {
@@ -345,6 +385,15 @@ pub enum CdcFormat {
     Dms,
 }
 
+/// How appends reach the table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommitMode {
+    /// Each invocation commits its own files.
+    Direct,
+    /// Stage files and send a commit request to this SQS queue URL.
+    Queued { queue_url: String },
+}
+
 /// Which Iceberg catalog holds the tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CatalogKind {
@@ -367,6 +416,13 @@ pub struct Config {
     pub target_file_size_bytes: usize,
     pub compression: String,
     pub commit_timeout_ms: u64,
+    pub commit_mode: CommitMode,
+    /// Committer: deliveries a request with an offset gap waits for an earlier request.
+    pub commit_gap_patience: u32,
+    /// Committer: seconds until a deferred request is delivered again.
+    pub commit_gap_retry_s: i32,
+    /// `commit_queue_url` as given (also when `commit_mode=direct`).
+    commit_queue_url_raw: Option<String>,
     pub fail_point: FailPoint,
     pub hot_partition_hours: i64,
     pub snapshot_max_age_hours: i64,
@@ -438,6 +494,10 @@ impl Config {
             target_file_size_bytes: s.parse("target_file_size_bytes")?,
             compression: s.get("compression").to_string(),
             commit_timeout_ms: s.parse("commit_timeout_ms")?,
+            commit_mode: commit_mode(s)?,
+            commit_gap_patience: s.parse("commit_gap_patience")?,
+            commit_gap_retry_s: s.parse("commit_gap_retry_s")?,
+            commit_queue_url_raw: Some(s.get("commit_queue_url").to_string()).filter(|u| !u.is_empty()),
             fail_point: match s.get("fail_point") {
                 "after-write" => FailPoint::AfterWrite,
                 "after-commit" => FailPoint::AfterCommit,
@@ -490,6 +550,14 @@ impl Config {
             .map_err(|e| Error::Config(format!("warehouse directory {}: {e}", path.display())))
     }
 
+    /// The commit queue's URL, if set (the committer's `poll` reads it in either mode).
+    pub fn commit_queue_url(&self) -> Option<&str> {
+        match &self.commit_mode {
+            CommitMode::Queued { queue_url } => Some(queue_url),
+            CommitMode::Direct => self.commit_queue_url_raw.as_deref(),
+        }
+    }
+
     /// Name of the dead-letter table that goes with the telemetry table.
     pub fn dead_letter_table(&self) -> String {
         format!("{}_dead_letter", self.table)
@@ -501,15 +569,29 @@ impl Config {
     }
 }
 
+/// `commit_mode` with its queue: queued mode without a queue URL stops start-up.
+fn commit_mode(s: &Settings) -> Result<CommitMode> {
+    let url = s.get("commit_queue_url");
+    match s.get("commit_mode") {
+        "queued" if url.is_empty() => Err(Error::Config(
+            "`commit_queue_url` (ICESTREAM_COMMIT_QUEUE_URL) is required with commit_mode=queued: \
+             set it to the URL of the commit request queue (https://sqs.<region>.amazonaws.com/<account>/<name>)"
+                .to_string(),
+        )),
+        "queued" => Ok(CommitMode::Queued { queue_url: url.to_string() }),
+        _ => Ok(CommitMode::Direct),
+    }
+}
+
 /// A Markdown table of knobs, for `icestream help` and the README.
 pub fn knobs_markdown(knobs: &[Knob]) -> String {
     let mut out = String::from("| key | environment | default | allowed | what |\n|---|---|---|---|---|\n");
     for k in knobs {
         out.push_str(&format!(
-            "| `{}` | `{}` | `{}` | {} | {} |\n",
+            "| `{}` | `{}` | {} | {} | {} |\n",
             k.key,
             k.env_name(),
-            k.default,
+            if k.default.is_empty() { "(not set)".to_string() } else { format!("`{}`", k.default) },
             // A bare `|` would end the Markdown cell.
             k.allowed.to_string().replace('|', "\\|"),
             k.help.replace('|', "\\|")
@@ -584,6 +666,18 @@ mod tests {
         let err = Config::from_args(["orphan_margin_hours=0"]).unwrap_err().to_string();
         assert!(err.contains("orphan_margin_hours") && err.contains("from 1"), "{err}");
         assert_eq!(Config::from_args(["orphan_margin_hours=1"]).unwrap().orphan_margin_hours, 1);
+    }
+
+    #[test]
+    fn queued_mode_needs_a_queue_url() {
+        assert_eq!(Config::from_args(Vec::<String>::new()).unwrap().commit_mode, CommitMode::Direct);
+        let err = Config::from_args(["commit_mode=queued"]).unwrap_err().to_string();
+        assert!(err.contains("`commit_queue_url`") && err.contains("commit_mode=queued"), "{err}");
+        let err = Config::from_args(["commit_queue_url=sqs/q"]).unwrap_err().to_string();
+        assert!(err.contains("`commit_queue_url`") && err.contains("http"), "{err}");
+        let url = "http://127.0.0.1:5000/123456789012/commits";
+        let c = Config::from_args(["commit_mode=queued", &format!("commit_queue_url={url}")]).unwrap();
+        assert_eq!(c.commit_mode, CommitMode::Queued { queue_url: url.to_string() });
     }
 
     #[test]

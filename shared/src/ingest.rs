@@ -4,18 +4,17 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use serde::Serialize;
 
 use crate::catalog::Catalogs;
 use crate::codec::{self, TelemetryBuilder};
-use crate::commit::append::OffsetAppend;
-use crate::commit::{CommitOutcome, Watermarks};
+use crate::commit::Watermarks;
 use crate::config::{Config, Dedup, FailPoint, Source};
 use crate::dead_letter::DeadLetterBuilder;
 use crate::error::Result;
 use crate::event::{ParsedEvent, TopicPartition, parse_event};
+use crate::sink::{Append, AppendSink};
 use crate::tables::{self, TableDef};
 
 /// What one invocation did; printed as the CLI's last line and logged as metrics.
@@ -41,8 +40,11 @@ pub struct Summary {
     pub commit_attempts: u32,
     /// Wall time spent committing (planning, staging, swapping, retries), both tables.
     pub commit_ms: u64,
-    /// Age of the oldest record at commit time (Kafka timestamp to now), milliseconds.
+    /// Age of the oldest record at commit time (Kafka timestamp to now), milliseconds; in
+    /// queued mode at the time the commit requests were sent (the committer reports the rest).
     pub max_record_age_ms: i64,
+    /// Commit requests sent to the commit queue (`commit_mode=queued`).
+    pub commit_requests: usize,
     pub duration_ms: u64,
 }
 
@@ -50,6 +52,7 @@ pub struct Summary {
 pub struct IngestPipeline {
     config: Config,
     catalogs: Catalogs,
+    sink: AppendSink,
     telemetry: TableDef,
     telemetry_schema: SchemaRef,
     dead_letter: TableDef,
@@ -64,7 +67,9 @@ impl IngestPipeline {
         let dead_letter = tables::dead_letter_table(&config.dead_letter_table(), &config.compression)?;
         catalogs.ensure_table(&telemetry).await?;
         catalogs.ensure_table(&dead_letter).await?;
+        let sink = AppendSink::from_config(&config).await;
         Ok(Self {
+            sink,
             telemetry_schema: telemetry.arrow_schema()?,
             dead_letter_schema: dead_letter.arrow_schema()?,
             config,
@@ -119,24 +124,24 @@ impl IngestPipeline {
 
         // Dead letters first: if we crash between the two commits, the replay re-derives the
         // telemetry rows, and the dead-letter watermark keeps its rows single.
+        // Queued mode sends a request even with no row left, so the watermarks stay contiguous.
         for (ident, batch, is_telemetry) in [(&dead_letter_ident, rejects, false), (&telemetry_ident, rows, true)] {
-            if batch.num_rows() == 0 {
-                continue;
-            }
             let commit_started = Instant::now();
-            let outcome = self.append(ident, batch, &decoded.ranges, deadline).await?;
+            let append = Append { ident, rows: batch, ranges: &decoded.ranges, oldest_record_ms: decoded.oldest_timestamp_ms };
+            let appended = self.sink.append(&self.catalogs, &self.config, append, deadline).await?;
             summary.commit_ms += commit_started.elapsed().as_millis() as u64;
-            summary.commit_attempts += outcome.1.attempts;
-            summary.files += outcome.0.files_planned;
-            summary.bytes += outcome.0.bytes_planned;
-            summary.skipped_replay += outcome.0.skipped_replay;
+            summary.commit_attempts += appended.commit_attempts;
+            summary.files += appended.files;
+            summary.bytes += appended.bytes;
+            summary.skipped_replay += appended.skipped_replay;
+            summary.commit_requests += appended.requests_sent;
             if is_telemetry {
-                summary.written = outcome.0.rows_planned;
+                summary.written = appended.rows;
             } else {
-                summary.dead_letter = outcome.0.rows_planned;
+                summary.dead_letter = appended.rows;
             }
-            if outcome.1.snapshot_id.is_some() {
-                summary.snapshot_id = outcome.1.snapshot_id;
+            if appended.snapshot_id.is_some() {
+                summary.snapshot_id = appended.snapshot_id;
             }
         }
         if self.config.fail_point == FailPoint::AfterCommit {
@@ -148,39 +153,9 @@ impl IngestPipeline {
         Ok(summary)
     }
 
-    async fn append(
-        &self,
-        ident: &iceberg::TableIdent,
-        rows: RecordBatch,
-        ranges: &BTreeMap<TopicPartition, (i64, i64)>,
-        deadline: Instant,
-    ) -> Result<(OffsetAppend, CommitOutcome)> {
-        append_with_offsets(&self.catalogs, &self.config, ident, rows, ranges, deadline).await
-    }
-
     fn now_us(&self) -> i64 {
         chrono::Utc::now().timestamp_micros()
     }
-}
-
-/// Append rows with lineage exactly once (see [`OffsetAppend`]); the planner's numbers are
-/// zeroed when nothing of ours was committed.
-pub async fn append_with_offsets(
-    catalogs: &Catalogs,
-    config: &Config,
-    ident: &iceberg::TableIdent,
-    rows: RecordBatch,
-    ranges: &BTreeMap<TopicPartition, (i64, i64)>,
-    deadline: Instant,
-) -> Result<(OffsetAppend, CommitOutcome)> {
-    let mut planner = OffsetAppend::new(rows, ranges.clone(), &config.compression, config.target_file_size_bytes, config.fail_point);
-    let outcome = catalogs.committer.commit(ident, deadline, &mut planner).await?;
-    if !outcome.committed {
-        planner.rows_planned = 0;
-        planner.files_planned = 0;
-        planner.bytes_planned = 0;
-    }
-    Ok((planner, outcome))
 }
 
 /// An event decoded against the watermarks of the two tables.

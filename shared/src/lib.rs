@@ -22,6 +22,8 @@ pub mod metrics;
 pub mod report;
 pub mod tables;
 pub mod window;
+pub mod queued;
+pub mod sink;
 pub mod writer;
 
 pub use config::Config;

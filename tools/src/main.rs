@@ -1,6 +1,7 @@
 //! `icestream`: the command line for people. Every command that touches tables runs the same
 //! library code as the Lambda functions.
 
+mod committer;
 mod demo;
 mod maintain;
 
@@ -22,6 +23,9 @@ commands:
   gen-event           write a synthetic MSK event (see `icestream help gen-event`)
   maintain [action=purge-tombstones|compact|rewrite-manifests|expire|remove-orphans|report] [table=NAME] [dry-run=true]
                       run the maintenance function's code; prints the report as JSON
+  committer EVENT.json|poll [max_messages=N] [visibility_timeout_s=N]
+                      run the committer function's code on an SQS event file, or on one batch
+                      received from commit_queue_url (acknowledging what it committed); prints JSON
   demo                generate an event, ingest it, report, and read a few aggregates back
   produce             telemetry (or domain=cdc changes) into a Kafka topic (see `icestream help produce`)
   simulate-cdc        bank-account changes (I/U/D, hot keys) into a Kafka topic: produce with domain=cdc
@@ -103,6 +107,7 @@ async fn run() -> Result<()> {
             }
         }
         "maintain" => maintain::run(args).await?,
+        "committer" => committer::run(args).await?,
         "demo" => demo::run(args).await?,
         "produce" | "simulate-cdc" => {
             let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -24,11 +24,7 @@ fn list(value: &str) -> Vec<String> {
 }
 
 pub async fn run(args: Vec<String>) -> Result<()> {
-    let (options, knobs): (Vec<String>, Vec<String>) = args
-        .into_iter()
-        .partition(|a| MAINTAIN_OPTIONS.iter().any(|o| a.split_once('=').is_some_and(|(k, _)| k.trim() == o.key)));
-    let mut settings = Settings::over(MAINTAIN_OPTIONS);
-    settings.apply_args(&options)?;
+    let (settings, knobs) = Settings::split_options(MAINTAIN_OPTIONS, &args)?;
     let config = Config::from_env_and_args(&knobs)?;
     icestream::logging::init(&config.log_format);
     let request = MaintenanceRequest::new(

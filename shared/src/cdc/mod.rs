@@ -23,7 +23,7 @@ use crate::config::{CdcFormat, Config, FailPoint};
 use crate::dead_letter::DeadLetterBuilder;
 use crate::error::Result;
 use crate::event::{ParsedEvent, TopicPartition, parse_event};
-use crate::ingest::append_with_offsets;
+use crate::sink::{Append, AppendSink};
 use crate::tables::{self, TableDef};
 use change::{ChangelogBuilder, Decoded};
 use changelog::ChangelogAppend;
@@ -78,6 +78,9 @@ impl CdcSummary {
 pub struct CdcPipeline {
     config: Config,
     catalogs: Catalogs,
+    /// Dead letters follow `commit_mode`. The changelog (its duplicate check reads the table)
+    /// and the mirror (guarded apply reads the rows) always commit directly.
+    sink: AppendSink,
     changelog: TableDef,
     changelog_schema: SchemaRef,
     mirror: TableDef,
@@ -97,6 +100,7 @@ impl CdcPipeline {
             catalogs.ensure_table(def).await?;
         }
         Ok(Self {
+            sink: AppendSink::from_config(&config).await,
             changelog_schema: changelog.arrow_schema()?,
             mirror_schema: mirror.arrow_schema()?,
             dead_letter_schema: dead_letter.arrow_schema()?,
@@ -148,11 +152,12 @@ impl CdcPipeline {
         let rejects = decoded.rejects.finish(self.dead_letter_schema.clone())?;
         if rejects.num_rows() > 0 {
             let t = Instant::now();
-            let (append, outcome) = append_with_offsets(&self.catalogs, &self.config, &dead_letter_ident, rejects, &decoded.ranges, deadline).await?;
+            let append = Append { ident: &dead_letter_ident, rows: rejects, ranges: &decoded.ranges, oldest_record_ms: decoded.oldest_timestamp_ms };
+            let appended = self.sink.append(&self.catalogs, &self.config, append, deadline).await?;
             summary.commit_ms += t.elapsed().as_millis() as u64;
-            summary.commit_attempts += outcome.attempts;
-            summary.dead_letter = append.rows_planned;
-            summary.files += append.files_planned;
+            summary.commit_attempts += appended.commit_attempts;
+            summary.dead_letter = appended.rows;
+            summary.files += appended.files;
         }
 
         let rows = decoded.rows.finish(self.changelog_schema.clone())?;

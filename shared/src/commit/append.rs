@@ -71,36 +71,40 @@ impl OffsetAppend {
             bytes_planned: 0,
         }
     }
+}
 
-    /// Rows whose offset is above the table's watermark for their partition.
-    fn unseen_rows(&self, table_marks: &Watermarks) -> Result<RecordBatch> {
-        // Only partitions whose watermark reaches into our range need a per-row look.
-        let relevant: BTreeMap<&TopicPartition, i64> = self
-            .ranges
-            .iter()
-            .filter_map(|(tp, (first, _))| table_marks.get(tp).filter(|w| w >= first).map(|w| (tp, w)))
-            .collect();
-        if relevant.is_empty() {
-            return Ok(self.rows.clone());
-        }
-        let schema = self.rows.schema();
-        let column = |name: &str| -> Result<usize> {
-            schema.index_of(name).map_err(|_| Error::Config(format!("rows have no lineage column {name}")))
-        };
-        let topics = self.rows.column(column(lineage::TOPIC)?).as_string::<i32>();
-        let partitions = self.rows.column(column(lineage::PARTITION)?).as_primitive::<Int32Type>();
-        let offsets = self.rows.column(column(lineage::OFFSET)?).as_primitive::<Int64Type>();
-        let keep: BooleanArray = (0..self.rows.num_rows())
-            .map(|i| {
-                let mark = relevant
-                    .iter()
-                    .find(|(tp, _)| tp.partition == partitions.value(i) && tp.topic == topics.value(i))
-                    .map(|(_, w)| *w);
-                Some(mark.is_none_or(|w| offsets.value(i) > w))
-            })
-            .collect();
-        Ok(filter_record_batch(&self.rows, &keep)?)
+/// The rows of `rows` whose offset is above `marks` for their topic-partition. `ranges` (first
+/// and last offset per topic-partition of the rows) lets partitions whose watermark does not
+/// reach into the range skip the per-row look.
+pub fn unseen_rows(
+    rows: &RecordBatch,
+    ranges: &BTreeMap<TopicPartition, (i64, i64)>,
+    marks: &Watermarks,
+) -> Result<RecordBatch> {
+    let relevant: BTreeMap<&TopicPartition, i64> = ranges
+        .iter()
+        .filter_map(|(tp, (first, _))| marks.get(tp).filter(|w| w >= first).map(|w| (tp, w)))
+        .collect();
+    if relevant.is_empty() || rows.num_rows() == 0 {
+        return Ok(rows.clone());
     }
+    let schema = rows.schema();
+    let column = |name: &str| -> Result<usize> {
+        schema.index_of(name).map_err(|_| Error::Config(format!("rows have no lineage column {name}")))
+    };
+    let topics = rows.column(column(lineage::TOPIC)?).as_string::<i32>();
+    let partitions = rows.column(column(lineage::PARTITION)?).as_primitive::<Int32Type>();
+    let offsets = rows.column(column(lineage::OFFSET)?).as_primitive::<Int64Type>();
+    let keep: BooleanArray = (0..rows.num_rows())
+        .map(|i| {
+            let mark = relevant
+                .iter()
+                .find(|(tp, _)| tp.partition == partitions.value(i) && tp.topic == topics.value(i))
+                .map(|(_, w)| *w);
+            Some(mark.is_none_or(|w| offsets.value(i) > w))
+        })
+        .collect();
+    Ok(filter_record_batch(rows, &keep)?)
 }
 
 impl Planner for OffsetAppend {
@@ -116,7 +120,7 @@ impl Planner for OffsetAppend {
         let (files, kept) = match &self.cached {
             Some((cached_key, files, kept)) if *cached_key == key => (files.clone(), *kept),
             _ => {
-                let unseen = self.unseen_rows(&marks)?;
+                let unseen = unseen_rows(&self.rows, &self.ranges, &marks)?;
                 let kept = unseen.num_rows();
                 let files = if kept == 0 {
                     vec![]

@@ -12,6 +12,7 @@ pub mod append;
 pub mod pointer;
 pub mod row_delta;
 pub mod snapshot;
+pub mod staged;
 pub mod watermark;
 
 use std::collections::{HashMap, HashSet};

@@ -50,16 +50,18 @@ fn new_snapshot_id(metadata: &TableMetadata) -> i64 {
     }
 }
 
-fn manifest_writer(
+/// A manifest writer for `table`'s current schema and spec (`snapshot_id` None: staged, owned
+/// by no snapshot yet).
+pub(super) fn manifest_writer(
     table: &Table,
     path: String,
-    snapshot_id: i64,
+    snapshot_id: Option<i64>,
     content: ManifestContentType,
 ) -> Result<ManifestWriter> {
     let metadata = table.metadata();
     let builder = ManifestWriterBuilder::new(
         table.file_io().new_output(path)?,
-        Some(snapshot_id),
+        snapshot_id,
         metadata.current_schema().clone(),
         metadata.default_partition_spec().as_ref().clone(),
     );
@@ -150,7 +152,7 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
             }
             let path = next_manifest_path();
             written.push(path.clone());
-            let mut writer = manifest_writer(table, path, snapshot_id, manifest_file.content)?;
+            let mut writer = manifest_writer(table, path, Some(snapshot_id), manifest_file.content)?;
             for entry in manifest.entries() {
                 if !entry.is_alive() {
                     continue;
@@ -174,7 +176,7 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
     for chunk in to_rewrite.chunks(ENTRIES_PER_REWRITTEN_MANIFEST) {
         let path = next_manifest_path();
         written.push(path.clone());
-        let mut writer = manifest_writer(table, path, snapshot_id, ManifestContentType::Data)?;
+        let mut writer = manifest_writer(table, path, Some(snapshot_id), ManifestContentType::Data)?;
         for e in chunk {
             if e.removed {
                 collector.remove_file(&e.data_file, schema.clone(), spec.clone());
@@ -203,7 +205,7 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
         }
         let path = next_manifest_path();
         written.push(path.clone());
-        let mut writer = manifest_writer(table, path, snapshot_id, content)?;
+        let mut writer = manifest_writer(table, path, Some(snapshot_id), content)?;
         for file in files {
             let expected = match content {
                 ManifestContentType::Data => DataContentType::Data,

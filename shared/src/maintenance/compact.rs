@@ -186,11 +186,10 @@ async fn plan_groups(table: &Table, settings: &MaintenanceSettings, report: &mut
     Ok(groups)
 }
 
-/// Read a data file's live rows (its position deletes applied) straight from its Parquet, as
-/// rows of the table's arrow schema.
-async fn read_data_file(table: &Table, file: &Candidate, schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
-    let path = &file.path;
-    let deleted = deleted_positions(table, path, &file.deletes.iter().collect::<Vec<_>>()).await?;
+/// Read a data file's live rows (`deletes` applied) straight from its Parquet, as rows of the
+/// table's arrow schema.
+pub(crate) async fn read_data_file(table: &Table, path: &str, deletes: &[&DataFile], schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
+    let deleted = deleted_positions(table, path, deletes).await?;
     let (batches, _) = read_live_rows(table, path, &[], &deleted).await?;
     let mut out = Vec::new();
     for batch in batches {
@@ -281,7 +280,7 @@ pub async fn compact(
         for group in pending.by_ref().take(GROUPS_PER_COMMIT) {
             let mut batches = Vec::new();
             for file in &group.files {
-                batches.extend(read_data_file(&table, file, &schema).await?);
+                batches.extend(read_data_file(&table, &file.path, &file.deletes.iter().collect::<Vec<_>>(), &schema).await?);
             }
             let outputs = write_data_files(&table, &batches, &settings.compression, settings.target_file_size_bytes).await?;
             let rows_in = batches.iter().map(|b| b.num_rows() as u64).sum::<u64>();

@@ -1,0 +1,196 @@
+//! Queued commits (`commit_mode=queued`, issue "scale-out commits"): writers stage data files
+//! and a manifest ([`crate::commit::staged`]) and send a [`CommitRequest`] to an SQS queue; one
+//! committer per queue ([`batch`]) commits a whole batch of requests per table in one snapshot.
+//!
+//! The request is small JSON: the table, the staged manifest, the offset range per
+//! topic-partition it covers (rows or not: dead letters and dropped duplicates are covered
+//! too), counts and the oldest record's Kafka timestamp (for the record age at commit).
+
+pub mod batch;
+pub mod sqs;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::event::TopicPartition;
+
+/// Format version of [`CommitRequest`]; a committer refuses versions it does not know.
+pub const REQUEST_VERSION: u32 = 1;
+
+/// Offsets `first..=last` of one topic-partition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OffsetRange {
+    pub topic: String,
+    pub partition: i32,
+    pub first: i64,
+    pub last: i64,
+}
+
+/// What a writer asks the committer to commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitRequest {
+    pub version: u32,
+    pub namespace: String,
+    pub table: String,
+    /// The staged manifest listing the data files; `None` when no row is left to add (the
+    /// request then only moves the watermarks, which keeps them contiguous).
+    pub manifest: Option<String>,
+    pub ranges: Vec<OffsetRange>,
+    /// Rows in the staged files.
+    pub records: u64,
+    pub files: u64,
+    pub bytes: u64,
+    /// Kafka timestamp of the oldest record covered, epoch milliseconds.
+    pub oldest_record_ms: Option<i64>,
+}
+
+impl CommitRequest {
+    /// Parse and check a message body; the error says what is wrong with it.
+    pub fn parse(body: &str) -> Result<Self> {
+        let request: CommitRequest =
+            serde_json::from_str(body).map_err(|e| Error::Event(format!("commit request is not valid JSON of the expected shape: {e}")))?;
+        request.check()?;
+        Ok(request)
+    }
+
+    fn check(&self) -> Result<()> {
+        let bad = |what: String| Err(Error::Event(format!("commit request for {}.{}: {what}", self.namespace, self.table)));
+        if self.version != REQUEST_VERSION {
+            return bad(format!("version {} is not {REQUEST_VERSION}", self.version));
+        }
+        if self.namespace.is_empty() || self.table.is_empty() {
+            return bad("namespace and table must be set".into());
+        }
+        if self.ranges.is_empty() {
+            return bad("no offset range".into());
+        }
+        if let Some(r) = self.ranges.iter().find(|r| r.first < 0 || r.first > r.last) {
+            return bad(format!("range {}-{} {}..={} is not 0 <= first <= last", r.topic, r.partition, r.first, r.last));
+        }
+        if self.ranges_by_partition().len() != self.ranges.len() {
+            return bad("a topic-partition appears twice".into());
+        }
+        match (&self.manifest, self.records) {
+            (None, 0) => Ok(()),
+            (Some(m), n) if n > 0 && !m.is_empty() => Ok(()),
+            _ => bad(format!("manifest {:?} does not fit {} records", self.manifest, self.records)),
+        }
+    }
+
+    /// First and last offset per topic-partition.
+    pub fn ranges_by_partition(&self) -> BTreeMap<TopicPartition, (i64, i64)> {
+        self.ranges
+            .iter()
+            .map(|r| (TopicPartition { topic: r.topic.clone(), partition: r.partition }, (r.first, r.last)))
+            .collect()
+    }
+
+    /// Ranges from the first and last offset per topic-partition.
+    pub fn ranges_from(map: &BTreeMap<TopicPartition, (i64, i64)>) -> Vec<OffsetRange> {
+        map.iter()
+            .map(|(tp, (first, last))| OffsetRange { topic: tp.topic.clone(), partition: tp.partition, first: *first, last: *last })
+            .collect()
+    }
+}
+
+/// One delivered queue message, from a Lambda SQS event or a receive call.
+#[derive(Debug, Clone)]
+pub struct Message {
+    pub id: String,
+    pub body: String,
+    /// SQS `ApproximateReceiveCount`: 1 on the first delivery.
+    pub receive_count: u32,
+    /// Receipt handle: to delete a received message, or to make a deferred one visible sooner.
+    pub receipt: Option<String>,
+}
+
+/// The messages of a Lambda SQS event.
+pub fn from_sqs_event(event: aws_lambda_events::event::sqs::SqsEvent) -> Vec<Message> {
+    event
+        .records
+        .into_iter()
+        .map(|m| Message {
+            id: m.message_id.unwrap_or_default(),
+            body: m.body.unwrap_or_default(),
+            receive_count: m.attributes.get("ApproximateReceiveCount").and_then(|v| v.parse().ok()).unwrap_or(1),
+            receipt: m.receipt_handle,
+        })
+        .collect()
+}
+
+/// After a batch: make the deferred requests visible again after `commit_gap_retry_s` instead
+/// of the queue's visibility timeout (a failure to do so only delays them).
+pub async fn retry_deferred_soon(queue: &sqs::CommitQueue, config: &crate::Config, messages: &[Message], report: &batch::BatchReport) {
+    let deferred: Vec<&Message> = messages.iter().filter(|m| report.deferred.contains(&m.id)).collect();
+    if let Err(e) = queue.change_visibility(&deferred, config.commit_gap_retry_s).await {
+        tracing::warn!(error = %e, "deferred requests come again after the visibility timeout");
+    }
+}
+
+/// The SQS partial batch response for a committer batch.
+pub fn batch_response(report: &batch::BatchReport) -> aws_lambda_events::event::sqs::SqsBatchResponse {
+    use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse};
+    let mut response = SqsBatchResponse::default();
+    response.batch_item_failures = report
+        .batch_item_failures
+        .iter()
+        .map(|id| {
+            let mut failure = BatchItemFailure::default();
+            failure.item_identifier = id.clone();
+            failure
+        })
+        .collect();
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request() -> CommitRequest {
+        CommitRequest {
+            version: REQUEST_VERSION,
+            namespace: "bigdata".into(),
+            table: "t".into(),
+            manifest: Some("file:///w/t/staged/x.avro".into()),
+            ranges: vec![OffsetRange { topic: "a.b".into(), partition: 3, first: 10, last: 20 }],
+            records: 5,
+            files: 1,
+            bytes: 100,
+            oldest_record_ms: Some(1),
+        }
+    }
+
+    #[test]
+    fn round_trips_and_rejects_what_it_cannot_commit() {
+        let r = request();
+        assert_eq!(CommitRequest::parse(&serde_json::to_string(&r).unwrap()).unwrap(), r);
+        let err = CommitRequest::parse("{\"version\":1}").unwrap_err().to_string();
+        assert!(err.contains("not valid JSON"), "{err}");
+        for (broken, says) in [
+            (CommitRequest { version: 2, ..request() }, "version 2"),
+            (CommitRequest { ranges: vec![], ..request() }, "no offset range"),
+            (CommitRequest { manifest: None, ..request() }, "does not fit 5 records"),
+            (CommitRequest { ranges: vec![OffsetRange { topic: "a".into(), partition: 0, first: 5, last: 4 }], ..request() }, "first <= last"),
+            (CommitRequest { ranges: [request().ranges, request().ranges].concat(), ..request() }, "appears twice"),
+        ] {
+            let err = CommitRequest::parse(&serde_json::to_string(&broken).unwrap()).unwrap_err().to_string();
+            assert!(err.contains(says) && err.contains("bigdata.t"), "{err}");
+        }
+    }
+
+    #[test]
+    fn sqs_event_messages_carry_the_receive_count() {
+        let event: aws_lambda_events::event::sqs::SqsEvent = serde_json::from_value(serde_json::json!({"Records": [
+            {"messageId": "m1", "body": "{}", "receiptHandle": "r1", "attributes": {"ApproximateReceiveCount": "3"}},
+            {"messageId": "m2", "body": "x"}
+        ]}))
+        .unwrap();
+        let messages = from_sqs_event(event);
+        assert_eq!((messages[0].id.as_str(), messages[0].receive_count), ("m1", 3));
+        assert_eq!(messages[0].receipt.as_deref(), Some("r1"));
+        assert_eq!((messages[1].body.as_str(), messages[1].receive_count), ("x", 1));
+    }
+}

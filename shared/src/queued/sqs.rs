@@ -1,0 +1,134 @@
+//! The commit request queue through `aws-sdk-sqs`: writers send; the CLI's `committer poll`
+//! receives and deletes the way the Lambda SQS mapping does (under Lambda, the mapping does it).
+
+use aws_sdk_sqs::types::{
+    BatchResultErrorEntry, ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry, MessageSystemAttributeName,
+};
+
+use super::{CommitRequest, Message};
+use crate::error::{Error, Result};
+
+/// SQS returns at most this many messages per receive call.
+const RECEIVE_MAX: usize = 10;
+
+/// A client for one commit request queue, built once per process.
+#[derive(Clone, Debug)]
+pub struct CommitQueue {
+    client: aws_sdk_sqs::Client,
+    url: String,
+}
+
+impl CommitQueue {
+    pub async fn connect(url: &str) -> Self {
+        let sdk = crate::aws::sdk_config().await;
+        Self { client: aws_sdk_sqs::Client::new(&sdk), url: url.to_string() }
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Send one request; returns once SQS has acknowledged it (its message id).
+    pub async fn send(&self, request: &CommitRequest) -> Result<String> {
+        let out = self
+            .client
+            .send_message()
+            .queue_url(&self.url)
+            .message_body(serde_json::to_string(request)?)
+            .send()
+            .await
+            .map_err(|e| crate::aws::error("sqs:SendMessage", &self.url, e))?;
+        out.message_id.ok_or_else(|| Error::Aws {
+            message: format!("sqs:SendMessage on {}: no message id in the acknowledgement", self.url),
+            retryable: true,
+        })
+    }
+
+    /// Receive up to `max` messages (several calls of at most 10), hiding them for
+    /// `visibility_timeout_s`; stops early when the queue has nothing more to give.
+    pub async fn receive(&self, max: usize, visibility_timeout_s: i32) -> Result<Vec<Message>> {
+        let mut out = Vec::new();
+        while out.len() < max {
+            let asked = RECEIVE_MAX.min(max - out.len());
+            let got = self
+                .client
+                .receive_message()
+                .queue_url(&self.url)
+                .max_number_of_messages(asked as i32)
+                .visibility_timeout(visibility_timeout_s)
+                .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+                .send()
+                .await
+                .map_err(|e| crate::aws::error("sqs:ReceiveMessage", &self.url, e))?;
+            let messages = got.messages.unwrap_or_default();
+            if messages.is_empty() {
+                break;
+            }
+            out.extend(messages.into_iter().map(|m| Message {
+                receive_count: m
+                    .attributes
+                    .as_ref()
+                    .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(1),
+                id: m.message_id.unwrap_or_default(),
+                body: m.body.unwrap_or_default(),
+                receipt: m.receipt_handle,
+            }));
+        }
+        Ok(out)
+    }
+
+    /// Delete (acknowledge) messages received by [`Self::receive`].
+    pub async fn delete(&self, messages: &[&Message]) -> Result<()> {
+        for chunk in receipt_chunks(messages) {
+            let entries = chunk
+                .into_iter()
+                .filter_map(|(id, receipt)| DeleteMessageBatchRequestEntry::builder().id(id).receipt_handle(receipt).build().ok())
+                .collect();
+            let action = "sqs:DeleteMessageBatch";
+            let request = self.client.delete_message_batch().queue_url(&self.url).set_entries(Some(entries));
+            let out = request.send().await.map_err(|e| crate::aws::error(action, &self.url, e))?;
+            all_done(action, &self.url, &out.failed)?;
+        }
+        Ok(())
+    }
+
+    /// Make received messages visible again after `seconds`.
+    pub async fn change_visibility(&self, messages: &[&Message], seconds: i32) -> Result<()> {
+        for chunk in receipt_chunks(messages) {
+            let entries = chunk
+                .into_iter()
+                .filter_map(|(id, receipt)| {
+                    let entry = ChangeMessageVisibilityBatchRequestEntry::builder().id(id).receipt_handle(receipt);
+                    entry.visibility_timeout(seconds).build().ok()
+                })
+                .collect();
+            let action = "sqs:ChangeMessageVisibilityBatch";
+            let request = self.client.change_message_visibility_batch().queue_url(&self.url).set_entries(Some(entries));
+            let out = request.send().await.map_err(|e| crate::aws::error(action, &self.url, e))?;
+            all_done(action, &self.url, &out.failed)?;
+        }
+        Ok(())
+    }
+}
+
+/// `(batch entry id, receipt handle)` of received messages, at most 10 per batch call.
+fn receipt_chunks(messages: &[&Message]) -> Vec<Vec<(String, String)>> {
+    messages
+        .chunks(RECEIVE_MAX)
+        .map(|chunk| chunk.iter().enumerate().filter_map(|(i, m)| Some((i.to_string(), m.receipt.clone()?))).collect::<Vec<_>>())
+        .filter(|chunk| !chunk.is_empty())
+        .collect()
+}
+
+/// A batch call's per-entry failures as an error.
+fn all_done(action: &str, url: &str, failed: &[BatchResultErrorEntry]) -> Result<()> {
+    match failed.first() {
+        None => Ok(()),
+        Some(first) => Err(Error::Aws {
+            message: format!("{action} on {url}: {} entries failed ({}: {})", failed.len(), first.code, first.message.as_deref().unwrap_or("")),
+            retryable: true,
+        }),
+    }
+}

@@ -1,0 +1,136 @@
+//! Where an exactly-once append goes (`commit_mode`): [`AppendSink::Direct`] commits it now
+//! (the [`OffsetAppend`] planner through the committer); [`AppendSink::Queued`] writes the data
+//! files and a staged manifest under the table location and sends a commit request to the
+//! commit queue, succeeding once SQS acknowledges it ([`crate::queued`]).
+//!
+//! Anything that appends rows with Kafka lineage (telemetry, dead letters, the CDC changelog)
+//! goes through here; only appends that must read the current state first (the CDC mirror's
+//! guarded apply) commit directly.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use arrow_array::RecordBatch;
+use iceberg::TableIdent;
+
+use crate::catalog::Catalogs;
+use crate::commit::append::{OffsetAppend, unseen_rows};
+use crate::commit::staged::write_staged_manifest;
+use crate::commit::Watermarks;
+use crate::config::{CommitMode, Config, FailPoint};
+use crate::error::Result;
+use crate::event::TopicPartition;
+use crate::queued::sqs::CommitQueue;
+use crate::queued::{CommitRequest, REQUEST_VERSION};
+use crate::writer::write_data_files;
+
+/// What one append did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Appended {
+    /// Rows committed (direct) or staged for the committer (queued).
+    pub rows: usize,
+    pub files: usize,
+    pub bytes: u64,
+    /// Rows the table already held.
+    pub skipped_replay: usize,
+    pub commit_attempts: u32,
+    pub snapshot_id: Option<i64>,
+    /// Commit requests sent (queued).
+    pub requests_sent: usize,
+}
+
+/// One append: rows (with lineage columns) for a table, covering `ranges` (first and last
+/// offset per topic-partition, whether or not a row is left for them) exactly once.
+pub struct Append<'a> {
+    pub ident: &'a TableIdent,
+    pub rows: RecordBatch,
+    pub ranges: &'a BTreeMap<TopicPartition, (i64, i64)>,
+    /// Kafka timestamp of the oldest record covered, epoch milliseconds.
+    pub oldest_record_ms: Option<i64>,
+}
+
+/// The configured way appends reach their table, built once per process.
+#[derive(Clone, Debug)]
+pub enum AppendSink {
+    Direct,
+    Queued(CommitQueue),
+}
+
+impl AppendSink {
+    pub async fn from_config(config: &Config) -> Self {
+        match &config.commit_mode {
+            CommitMode::Direct => Self::Direct,
+            CommitMode::Queued { queue_url } => Self::Queued(CommitQueue::connect(queue_url).await),
+        }
+    }
+
+    /// Commit `append` now, or stage it and send its commit request.
+    pub async fn append(&self, catalogs: &Catalogs, config: &Config, append: Append<'_>, deadline: Instant) -> Result<Appended> {
+        match self {
+            Self::Direct => direct(catalogs, config, append, deadline).await,
+            Self::Queued(queue) => queued(queue, catalogs, config, append).await,
+        }
+    }
+}
+
+async fn direct(catalogs: &Catalogs, config: &Config, append: Append<'_>, deadline: Instant) -> Result<Appended> {
+    let Append { ident, rows, ranges, .. } = append;
+    if rows.num_rows() == 0 {
+        return Ok(Appended::default());
+    }
+    let mut planner = OffsetAppend::new(rows, ranges.clone(), &config.compression, config.target_file_size_bytes, config.fail_point);
+    let outcome = catalogs.committer.commit(ident, deadline, &mut planner).await?;
+    // Nothing committed by us: whatever we planned is not ours to report.
+    let ours = outcome.committed;
+    Ok(Appended {
+        rows: if ours { planner.rows_planned } else { 0 },
+        files: if ours { planner.files_planned } else { 0 },
+        bytes: if ours { planner.bytes_planned } else { 0 },
+        skipped_replay: planner.skipped_replay,
+        commit_attempts: outcome.attempts,
+        snapshot_id: outcome.snapshot_id,
+        requests_sent: 0,
+    })
+}
+
+async fn queued(queue: &CommitQueue, catalogs: &Catalogs, config: &Config, append: Append<'_>) -> Result<Appended> {
+    let Append { ident, rows, ranges, oldest_record_ms } = append;
+    let table = catalogs.catalog().load_table(ident).await?;
+    // Committed watermarks: what the table holds for sure. The committer checks again.
+    let marks = Watermarks::from_properties(table.metadata().properties());
+    if ranges.iter().all(|(tp, (_, last))| marks.covers(tp, *last)) {
+        return Ok(Appended { skipped_replay: rows.num_rows(), ..Default::default() });
+    }
+    let unseen = unseen_rows(&rows, ranges, &marks)?;
+    let files = if unseen.num_rows() == 0 {
+        vec![]
+    } else {
+        write_data_files(&table, &[unseen.clone()], &config.compression, config.target_file_size_bytes).await?
+    };
+    let manifest = if files.is_empty() { None } else { Some(write_staged_manifest(&table, &files).await?) };
+    if config.fail_point == FailPoint::AfterWrite {
+        crate::failpoint::abort("after-write");
+    }
+    let appended = Appended {
+        rows: unseen.num_rows(),
+        files: files.len(),
+        bytes: files.iter().map(|f| f.file_size_in_bytes()).sum(),
+        skipped_replay: rows.num_rows() - unseen.num_rows(),
+        requests_sent: 1,
+        ..Default::default()
+    };
+    let request = CommitRequest {
+        version: REQUEST_VERSION,
+        namespace: ident.namespace().join("."),
+        table: ident.name().to_string(),
+        manifest,
+        ranges: CommitRequest::ranges_from(ranges),
+        records: appended.rows as u64,
+        files: appended.files as u64,
+        bytes: appended.bytes,
+        oldest_record_ms,
+    };
+    let message_id = queue.send(&request).await?;
+    tracing::debug!(table = %ident, %message_id, rows = appended.rows, "commit request sent");
+    Ok(appended)
+}
