@@ -15,7 +15,7 @@ WAREHOUSE ?= ./warehouse
 
 help:
 	@echo "make demo     generate telemetry, ingest it into Iceberg on the embedded catalog, read it back"
-	@echo "make test     every test: Rust units and integration, independent readers (PyIceberg, DuckDB)"
+	@echo "make test     every test: Rust units and integration, local Kafka + cargo lambda watch, independent readers (PyIceberg, DuckDB), moto (Glue, S3 Tables, SQS), Terraform checks"
 	@echo "make bench    throughput against the bare arrow-rs Parquet floor, and peak RSS on a 6 MB event"
 	@echo "make build    Lambda zips (cargo lambda build --release --arm64 --output-format zip)"
 	@echo "make infra-check  terraform fmt, checkov and the Terraform/config cross-checks"
@@ -46,6 +46,7 @@ test: venv system-deps
 	cargo build --workspace --bins
 	$(TEST_TOOLS) cargo test --workspace --no-fail-fast
 	ICESTREAM_BIN=$(BIN) $(VENV)/bin/pytest -q tests/python
+	scripts/infra-check.sh
 
 test-rust: venv system-deps
 	$(TEST_TOOLS) cargo test --workspace

@@ -136,3 +136,33 @@ def test_missing_resources_are_named(moto_endpoint: str, tmp_path: Path) -> None
               "s3_path_style=true", check=False)
     assert out.returncode != 0
     assert "no-such-bucket-x" in out.stderr and "does not exist" in out.stderr, out.stderr
+
+
+def test_glue_cdc_mirror_on_s3_matches_the_oracle_and_orphans_are_listed_on_s3(
+    moto_endpoint: str, glue_warehouse, tmp_path: Path
+) -> None:
+    from test_cdc_readers import changes_of, oracle
+
+    warehouse, ns = glue_warehouse
+    knobs = ["catalog=glue", f"warehouse={warehouse}", f"namespace={ns}", "s3_path_style=true"]
+    events = [gen(tmp_path, f"cdc{i}", "domain=cdc", "records=1500", "accounts=150", f"seed={i}",
+                  f"first_seq={1 + i * 1500}", f"topic=accounts-{i}")[0] for i in range(2)]
+    stale = 0
+    for event in reversed(events):  # newest first: position deletes, tombstones and stale changes on S3
+        stale += summary(run(moto_endpoint, "cdc", str(event), *knobs))["mirror"]["stale"]
+    assert stale > 0
+    mirror = pyiceberg_glue_table(moto_endpoint, ns, "accounts_mirror").scan().to_arrow()
+    ids = mirror.column("account_id").to_pylist()
+    assert len(ids) == len(set(ids))
+    got = dict(zip(ids, zip(mirror.column("balance").to_pylist(), mirror.column("seq").to_pylist())))
+    assert got == oracle([c for e in events for c in changes_of(e)])
+
+    # An ingest that dies after writing its files leaves them unreferenced on S3: orphan
+    # removal lists them (too young to delete within the margin).
+    event, _ = gen(tmp_path, "t", "records=500", "seed=3")
+    crashed = run(moto_endpoint, "ingest", str(event), *knobs, "fail_point=after-write", check=False)
+    assert crashed.returncode != 0
+    report = summary(run(moto_endpoint, "maintain", "action=remove-orphans", "table=vehicle_telemetry", *knobs))
+    orphans = report["tables"][0]["remove_orphans"]
+    assert orphans["files_listed"] > 0 and orphans["orphans_found"] > 0, orphans
+    assert orphans["orphans_too_young"] == orphans["orphans_found"] and orphans["deleted"] == 0, orphans

@@ -1,7 +1,8 @@
 """The CDC mirror, read by independent Iceberg readers, equals a pure Python oracle.
 
-Three generated CDC events (unkeyed round-robin, so order across partitions is lost) are
-applied newest-first, so many changes arrive after newer ones of the same account. The oracle
+Three generated CDC events (unkeyed round-robin; each on its own topic, so its offsets are not
+replays of another's) are applied oldest, newest, middle: the newest replaces rows through position deletes, and much of
+the middle one arrives after newer changes of the same account. The oracle
 applies every change in `seq` order per account, keeping deleted accounts' seq (tombstones).
 PyIceberg and DuckDB must see exactly the oracle's live rows (position deletes applied),
 before and after compaction folds the deletes into new files.
@@ -64,14 +65,16 @@ def mirrored(tmp_path_factory: pytest.TempPathFactory) -> dict:
     events = []
     for i in range(3):
         path = tmp / f"cdc{i}.json"
-        icestream("gen-event", "domain=cdc", "records=3000", "accounts=300", f"seed={i}",
-                  f"first_seq={1 + i * 3000}", f"start_offset={i * 750}", f"out={path}")
+        icestream("gen-event", "domain=cdc", "records=3000", "accounts=1000", f"seed={i}",
+                  f"first_seq={1 + i * 3000}", f"topic=accounts-{i}", f"out={path}")
         events.append(path)
     stale = 0
-    for path in reversed(events):
+    for path in [events[0], events[2], events[1]]:
         summary = json.loads(icestream("cdc", str(path), f"warehouse={warehouse}").splitlines()[-1])
         stale += summary["mirror"]["stale"]
-    assert stale > 0, "applying newest-first must make older changes stale"
+    assert stale > 0, "the middle feed, applied last, must be partly stale"
+    report = json.loads(icestream("report", "accounts_mirror", f"warehouse={warehouse}"))
+    assert report["delete_files"] > 0, "the readers must have position deletes to apply"
     return {"warehouse": warehouse, "expected": oracle([c for e in events for c in changes_of(e)])}
 
 
