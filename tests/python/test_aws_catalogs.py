@@ -124,6 +124,16 @@ def test_s3tables_end_to_end_replay_and_concurrent_writers(moto_endpoint: str, t
     assert managed["icebergCompaction"]["status"] == "enabled", managed
     assert managed["icebergSnapshotManagement"]["status"] == "enabled", managed
     assert managed["icebergUnreferencedFileRemoval"]["status"] == "enabled", managed
+    # s3tables_maintenance=set writes the table's AWS-run maintenance from our knobs instead.
+    tuned = [*knobs, "s3tables_maintenance=set", "target_file_size_bytes=268435456",
+             "min_snapshots_to_keep=3", "snapshot_max_age_hours=48"]
+    maintained = json.loads(run(moto_endpoint, "maintain", "table=vehicle_telemetry", *tuned).stdout.splitlines()[-1])
+    assert not maintained["tables"][0].get("error"), maintained
+    managed = json.loads(run(moto_endpoint, "report", "vehicle_telemetry", *knobs).stdout)["managed_maintenance"]
+    compaction, snapshots = managed["icebergCompaction"], managed["icebergSnapshotManagement"]
+    assert compaction["status"] == "enabled" and "target_file_size_mb: Some(256)" in compaction["settings"], managed
+    assert "min_snapshots_to_keep: Some(3)" in snapshots["settings"], managed
+    assert "max_snapshot_age_hours: Some(48)" in snapshots["settings"], managed
 
 
 def test_missing_resources_are_named(moto_endpoint: str, tmp_path: Path) -> None:
