@@ -425,6 +425,21 @@ async fn maintenance_purges_tombstones_past_their_retention_and_keeps_newer_ones
     let out = summary_of(&icestream(&["maintain", "action=remove-orphans", "table=accounts_mirror", "orphan_margin_hours=1", &wh_arg], &[]));
     assert!(out["tables"][0]["error"].is_null(), "{out}");
     assert_eq!(tombstones(wh).await, BTreeMap::from([(2, 4)]));
+
+    // Tombstones live in a table property, which expiry keeps: after every older snapshot is
+    // expired, account 2's tombstone still stops a stale insert.
+    for (offset, op, seq) in [(4, Op::Insert, 10), (5, Op::Update, 11)] {
+        p.handle(event(&[(0, &[(offset, c(op, 3, seq))])]), deadline()).await.unwrap();
+    }
+    let out = summary_of(&icestream(
+        &["maintain", "action=expire", "table=accounts_mirror", "snapshot_max_age_hours=0", "min_snapshots_to_keep=1", &wh_arg],
+        &[],
+    ));
+    assert!(out["tables"][0]["expire"]["snapshots_expired"].as_u64().unwrap() >= 1, "{out}");
+    assert_eq!(tombstones(wh).await, BTreeMap::from([(2, 4)]));
+    p.handle(event(&[(0, &[(6, c(Op::Insert, 2, 1))])]), deadline()).await.unwrap();
+    let live: Vec<i64> = mirror_state(wh).await.into_keys().collect();
+    assert_eq!(live, vec![3], "account 2 came back after expiry");
 }
 
 fn chrono_now_us() -> i64 {
