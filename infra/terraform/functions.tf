@@ -98,7 +98,7 @@ resource "aws_lambda_function" "this" {
   source_code_hash = filebase64sha256("${local.artifacts_dir}/${each.value.binary}/bootstrap.zip")
   handler          = "bootstrap"
   runtime          = "provided.al2023"
-  architectures    = ["arm64"]
+  architectures    = [var.architecture]
 
   memory_size                    = local.function_settings[each.key].memory_size
   timeout                        = local.function_settings[each.key].timeout

@@ -25,6 +25,17 @@ variable "artifacts_dir" {
   default     = null
 }
 
+variable "architecture" {
+  description = "Instruction set of the zips in `artifacts_dir`: `arm64` (what `make build` produces; Graviton is the cheaper Lambda) or `x86_64` (`ARCH=x86_64 make build`)."
+  type        = string
+  default     = "arm64"
+
+  validation {
+    condition     = contains(["arm64", "x86_64"], var.architecture)
+    error_message = "architecture must be \"arm64\" or \"x86_64\" (the zips must be built for it: ARCH=x86_64 make build)."
+  }
+}
+
 ################################################################################
 # MSK
 ################################################################################

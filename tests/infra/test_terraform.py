@@ -348,9 +348,14 @@ def test_functions_deploy_workspace_zips():
         assert body["for_each"] == "${local.functions}"
         assert body["handler"] == "bootstrap"
         assert body["runtime"] == "provided.al2023"
-        assert body["architectures"] == ["arm64"]
+        assert body["architectures"] == ["${var.architecture}"]
         assert body["logging_config"][0]["log_format"] == "JSON"
     assert locals_of(MODULE)["artifacts_dir"] == '${coalesce(var.artifacts_dir, "${path.module}/../../target/lambda")}'
+    # `make build` builds arm64 unless ARCH=x86_64: the module's default must be what it builds.
+    assert variables_of(MODULE)["architecture"]["default"] == "arm64"
+    assert one_of_validation(variables_of(MODULE)["architecture"], "architecture") == ["arm64", "x86_64"]
+    build = (ROOT / "scripts" / "build-lambdas.sh").read_text()
+    assert 'arch="${ARCH:-arm64}"' in build and "--arm64" in build and "--x86-64" in build
 
 
 def test_function_catalog_lists_every_function():
