@@ -15,7 +15,7 @@ WAREHOUSE ?= ./warehouse
 
 help:
 	@echo "make demo     generate telemetry, ingest it into Iceberg on the embedded catalog, read it back"
-	@echo "make test     every test: Rust units and integration, local Kafka + cargo lambda watch, independent readers (PyIceberg, DuckDB), moto (Glue, S3 Tables, SQS), Terraform checks"
+	@echo "make test     every test: Rust units and integration, local Kafka + cargo lambda watch, the Lambda zips (make build) under qemu, independent readers (PyIceberg, DuckDB), moto (Glue, S3 Tables, SQS), Terraform checks"
 	@echo "make bench    throughput against the bare arrow-rs Parquet floor, and peak RSS on a 6 MB event"
 	@echo "make build    Lambda zips (cargo lambda build --release --arm64 --output-format zip)"
 	@echo "make infra-check  terraform fmt, checkov and the Terraform/config cross-checks"
@@ -45,14 +45,16 @@ demo: build-cli
 test: venv system-deps
 	cargo build --workspace --bins
 	$(TEST_TOOLS) cargo test --workspace --no-fail-fast
-	ICESTREAM_BIN=$(BIN) $(VENV)/bin/pytest -q tests/python
+	$(MAKE) build
+	ICESTREAM_BIN=$(BIN) $(TEST_TOOLS) $(VENV)/bin/pytest -q tests/python
 	scripts/infra-check.sh
 
 test-rust: venv system-deps
 	$(TEST_TOOLS) cargo test --workspace
 
-test-python: venv build-cli
-	ICESTREAM_BIN=$(BIN) $(VENV)/bin/pytest -q tests/python
+# tests/python/test_lambda_zips.py runs the zips of `make build`.
+test-python: venv build-cli build
+	ICESTREAM_BIN=$(BIN) $(TEST_TOOLS) $(VENV)/bin/pytest -q tests/python
 
 bench: system-deps
 	cargo build --release --bin icestream
@@ -60,7 +62,7 @@ bench: system-deps
 	cargo bench -p icestream --bench commit
 	cargo bench -p icestream --bench cdc
 
-build: venv
+build: venv system-deps
 	PATH=$(VENV)/bin:$$PATH scripts/build-lambdas.sh
 
 # Static checks of infra/terraform: fmt, checkov, and the parse test against the Rust config.
