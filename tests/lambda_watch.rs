@@ -18,6 +18,17 @@ fn cargo_lambda_bin() -> PathBuf {
     path
 }
 
+/// `cmd` without the variables cargo sets for a test process. Build scripts track some of them
+/// (ring's reruns on `CARGO_MANIFEST_DIR`, here `<checkout>/tests`): inherited by the nested
+/// cargo, every checkout at a new path rebuilt the whole dependency chain of the `ingest`
+/// variant (~15 min). `CARGO_HOME` and `CARGO_TARGET_DIR` are the user's and stay.
+fn without_test_env(mut cmd: Command) -> Command {
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("CARGO_") && k != "CARGO_HOME" && k != "CARGO_TARGET_DIR") {
+        cmd.env_remove(k);
+    }
+    cmd
+}
+
 /// `cargo lambda watch`, stopped with SIGTERM so it takes the function process down with it.
 struct Watch(Child);
 
@@ -41,7 +52,7 @@ async fn one_batch_invoked_through_cargo_lambda_watch_lands_in_the_table() {
     // resolves features for that package alone, so its artifacts differ from the workspace
     // build): the invocation then finds it built instead of waiting on a cold compile.
     let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let built = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    let built = without_test_env(Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())))
         .args(["build", "--manifest-path", "Cargo.toml", "--bin", "ingest"])
         .current_dir(&workspace)
         .status()
@@ -51,7 +62,7 @@ async fn one_batch_invoked_through_cargo_lambda_watch_lands_in_the_table() {
     let port = free_port();
     let log = std::fs::File::create(dir.path().join("watch.log")).unwrap();
     let path = format!("{}:{}", cargo_lambda.parent().unwrap().display(), std::env::var("PATH").unwrap_or_default());
-    let mut cmd = Command::new(&cargo_lambda);
+    let mut cmd = without_test_env(Command::new(&cargo_lambda));
     // The first invocation waits for `cargo run` (and its build lock, which other cargo
     // processes may hold): give it far more than the default invoke timeout.
     cmd.args(["lambda", "watch", "-A", "127.0.0.1", "-P", &port.to_string(), "--timeout", "1200", "--env-var"])
