@@ -88,7 +88,8 @@ def test_every_workspace_function_has_a_zip_with_one_executable_bootstrap() -> N
 def test_bootstraps_are_arm64_unless_the_build_said_otherwise() -> None:
     want = "x86_64" if os.environ.get("ARCH") == "x86_64" else "aarch64"
     for function in FUNCTIONS:
-        assert machine(bootstrap_bytes(function)) == want, f"{function}: built for {machine(bootstrap_bytes(function))}, Terraform deploys {want}"
+        built = machine(bootstrap_bytes(function))
+        assert built == want, f"{function}: built for {built}, Terraform deploys {want}"
 
 
 def test_bootstraps_need_no_newer_glibc_than_amazon_linux_2023(unpacked: dict[str, Path]) -> None:
