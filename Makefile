@@ -40,10 +40,12 @@ build-cli: system-deps
 	cargo build --bin icestream
 
 demo: build-cli
-	$(BIN) demo warehouse=$(WAREHOUSE)
+	$(BIN) demo warehouse=$(WAREHOUSE) pipelines=shared/pipelines/reference.toml
 
+# One feature set for the whole workspace: `--all-targets` resolves features as `cargo test`
+# does, so the dependencies compile once for both.
 test: venv system-deps
-	cargo build --workspace --bins
+	cargo build --workspace --all-targets
 	$(TEST_TOOLS) cargo test --workspace --no-fail-fast
 	$(MAKE) build
 	ICESTREAM_BIN=$(BIN) $(TEST_TOOLS) $(VENV)/bin/pytest -q tests/python

@@ -197,3 +197,51 @@ async fn simulated_cdc_through_the_poller_fills_the_changelog_and_the_guarded_mi
     let mirror: usize = scan(&wh, "accounts_mirror").await.iter().map(|b| b.num_rows()).sum();
     assert_eq!(mirror, alive.len());
 }
+
+/// Two pipelines on two topics (Protobuf and Avro telemetry) behind one poller: each record is
+/// routed by its topic, and each table holds exactly its topic's valid records.
+#[tokio::test]
+async fn two_pipelines_on_two_topics_through_one_poller() {
+    let broker = Broker::start(&[("fleet.proto", 2), ("fleet.avro", 2)]);
+    let bootstrap = broker.bootstrap();
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
+    let file = dir.path().join("pipelines.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"[[pipeline]]
+table = "fleet_proto"
+topics = ["fleet.proto"]
+format = "protobuf"
+schema = "{proto}"
+message = "icestream.telemetry.v1.VehicleTelemetry"
+partition_by = ["hour(event_time)"]
+
+[[pipeline]]
+table = "fleet_avro"
+topics = ["fleet.avro"]
+format = "avro"
+schema = "{avro}"
+partition_by = ["bucket(4, vehicle_id)"]
+"#,
+            proto = shared.join("proto/vehicle_telemetry.proto").display(),
+            avro = shared.join("avro/VehicleTelemetry.avsc").display()
+        ),
+    )
+    .unwrap();
+    let proto = produce(&bootstrap, &["topic=fleet.proto", "format=proto", "count=3000", "corrupt=true", "seed=5"]);
+    let avro = produce(&bootstrap, &["topic=fleet.avro", "format=avro", "count=2000", "corrupt=true", "seed=6"]);
+    let config = config(&wh, &[&format!("pipelines={}", file.display())]);
+    let function = InProcessIngest { pipeline: icestream::IngestPipeline::new(config).await.expect("pipeline") };
+    let stats = drain(&bootstrap, "fleet.proto,fleet.avro", &function, &words(&["group=two", "batch_size=10000", "batching_window_ms=1000"])).await;
+    assert_eq!(stats.records, 5000, "{stats:?}");
+    assert!(stats.batches < 5000, "batches carry many records: {stats:?}");
+    for (table, sent) in [("fleet_proto", &proto), ("fleet_avro", &avro)] {
+        let rows: usize = scan(&wh, table).await.iter().map(|b| b.num_rows()).sum();
+        let rejects: usize = scan(&wh, &format!("{table}_dead_letter")).await.iter().map(|b| b.num_rows()).sum();
+        assert_eq!((rows, rejects), (sent.valid, sent.corrupt), "{table}");
+        assert!(sent.corrupt > 0, "{table}: the producer sent corrupt records");
+    }
+}

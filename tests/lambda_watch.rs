@@ -1,5 +1,6 @@
-//! The poller invoking the ingest function over the Lambda invoke API that `cargo lambda watch`
-//! serves on 127.0.0.1 (cargo-lambda comes from the project's venv; `.ci/run` installs it).
+//! The poller invoking the ingest function over the Lambda invoke API that `cargo lambda watch
+//! --only-lambda-apis` serves on 127.0.0.1, the function process polling its runtime API as on
+//! Lambda (cargo-lambda comes from the project's venv; `.ci/run` installs it).
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -18,25 +19,23 @@ fn cargo_lambda_bin() -> PathBuf {
     path
 }
 
-/// `cmd` without the variables cargo sets for a test process. Build scripts track some of them
-/// (ring's reruns on `CARGO_MANIFEST_DIR`, here `<checkout>/tests`): inherited by the nested
-/// cargo, every checkout at a new path rebuilt the whole dependency chain of the `ingest`
-/// variant (~15 min). `CARGO_HOME` and `CARGO_TARGET_DIR` are the user's and stay.
-fn without_test_env(mut cmd: Command) -> Command {
-    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("CARGO_") && k != "CARGO_HOME" && k != "CARGO_TARGET_DIR") {
-        cmd.env_remove(k);
-    }
-    cmd
-}
+/// `cargo lambda watch` and the function process, stopped with SIGTERM when the test ends.
+struct Killed(Child);
 
-/// `cargo lambda watch`, stopped with SIGTERM so it takes the function process down with it.
-struct Watch(Child);
-
-impl Drop for Watch {
+impl Drop for Killed {
     fn drop(&mut self) {
         let _ = Command::new("kill").arg(self.0.id().to_string()).status();
         let _ = self.0.wait();
     }
+}
+
+/// The workspace's debug `ingest` binary, next to the `icestream` one (`make test` builds both
+/// with one feature set: a nested `cargo run --bin ingest` would resolve features for that
+/// package alone and rebuild the whole dependency chain).
+fn ingest_bin() -> PathBuf {
+    let bin = icestream_bin().with_file_name("ingest");
+    assert!(bin.exists(), "{} missing: run `cargo build --workspace --all-targets` first", bin.display());
+    bin
 }
 
 #[tokio::test]
@@ -48,37 +47,37 @@ async fn one_batch_invoked_through_cargo_lambda_watch_lands_in_the_table() {
     let wh = dir.path().join("wh");
     let sent = produce(&bootstrap, &["count=1000", "format=proto", "seed=9"]);
 
-    // Build the function exactly as `cargo lambda watch` will run it (`cargo run --bin ingest`
-    // resolves features for that package alone, so its artifacts differ from the workspace
-    // build): the invocation then finds it built instead of waiting on a cold compile.
-    let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let built = without_test_env(Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())))
-        .args(["build", "--manifest-path", "Cargo.toml", "--bin", "ingest"])
-        .current_dir(&workspace)
-        .status()
-        .expect("cargo build --bin ingest");
-    assert!(built.success(), "building the ingest function failed");
-
+    // `cargo lambda watch --only-lambda-apis` serves the runtime and invoke APIs; the function
+    // process is the workspace's own build, polling the runtime API as Lambda runs it.
     let port = free_port();
     let log = std::fs::File::create(dir.path().join("watch.log")).unwrap();
     let path = format!("{}:{}", cargo_lambda.parent().unwrap().display(), std::env::var("PATH").unwrap_or_default());
-    let mut cmd = without_test_env(Command::new(&cargo_lambda));
-    // The first invocation waits for `cargo run` (and its build lock, which other cargo
-    // processes may hold): give it far more than the default invoke timeout.
-    cmd.args(["lambda", "watch", "-A", "127.0.0.1", "-P", &port.to_string(), "--timeout", "1200", "--env-var"])
-        .arg(format!("ICESTREAM_WAREHOUSE={}", wh.display()))
+    let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut watch = Command::new(&cargo_lambda);
+    watch
+        .args(["lambda", "watch", "--only-lambda-apis", "-A", "127.0.0.1", "-P", &port.to_string(), "--timeout", "600"])
         .current_dir(&workspace)
         .env("PATH", path)
         .stdout(Stdio::from(log.try_clone().unwrap()))
-        .stderr(Stdio::from(log));
-    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("ICESTREAM_")) {
-        cmd.env_remove(k);
-    }
-    let mut watch = Watch(cmd.spawn().expect("start cargo lambda watch"));
+        .stderr(Stdio::from(log.try_clone().unwrap()));
+    let mut watch = Killed(watch.spawn().expect("start cargo lambda watch"));
     wait_for_port(port, "cargo lambda watch", &mut watch.0);
+    let mut function = Command::new(ingest_bin());
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("ICESTREAM_") || k.starts_with("AWS_")) {
+        function.env_remove(k);
+    }
+    function
+        .env("AWS_LAMBDA_RUNTIME_API", format!("http://127.0.0.1:{port}/.rt"))
+        .env("AWS_LAMBDA_FUNCTION_NAME", "_")
+        .env("AWS_LAMBDA_FUNCTION_VERSION", "1")
+        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "1024")
+        .env("ICESTREAM_WAREHOUSE", &wh)
+        .stdout(Stdio::from(log.try_clone().unwrap()))
+        .stderr(Stdio::from(log));
+    let _function = Killed(function.spawn().expect("start the ingest function"));
 
-    let url = invoke_url(&format!("http://127.0.0.1:{port}"), "ingest");
-    // The first invocation waits while `cargo run` builds the function (already built by `make test`).
+    // With --only-lambda-apis, the runtime serves the function named `_`.
+    let url = invoke_url(&format!("http://127.0.0.1:{port}"), "_");
     let failed = dir.path().join("failed");
     let args = ["group=watch", "batch_size=10000", "batching_window_ms=300000", "retries=2"];
     let mut args = words(&args);

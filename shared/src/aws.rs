@@ -11,6 +11,27 @@ pub async fn sdk_config() -> aws_config::SdkConfig {
     aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await
 }
 
+/// S3 client settings from the shared configuration: the `AWS_ENDPOINT_URL_S3` override, and
+/// path-style addressing when asked or when the endpoint is a local server (an IP address or
+/// `localhost`, where virtual-host buckets cannot resolve).
+pub fn s3_config(sdk: &aws_config::SdkConfig, path_style: bool) -> aws_sdk_s3::Config {
+    let endpoint = std::env::var("AWS_ENDPOINT_URL_S3").ok().filter(|v| !v.is_empty()).or_else(|| sdk.endpoint_url().map(str::to_string));
+    let mut s3 = aws_sdk_s3::config::Builder::from(sdk);
+    let local = endpoint.as_deref().is_some_and(is_local_endpoint);
+    if let Some(endpoint) = endpoint {
+        s3 = s3.endpoint_url(endpoint);
+    }
+    s3.force_path_style(path_style || local).build()
+}
+
+/// Whether an endpoint URL names a host that virtual-host addressing cannot work with.
+pub fn is_local_endpoint(url: &str) -> bool {
+    let host = url.split("://").nth(1).unwrap_or(url).split(['/', '?']).next().unwrap_or_default();
+    let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+    let name = if host.starts_with('[') { host.split(']').next().unwrap_or(host).trim_start_matches('[') } else { host.split(':').next().unwrap_or(host) };
+    name == "localhost" || name.parse::<std::net::IpAddr>().is_ok()
+}
+
 /// Error codes that mean "try again later" on any AWS API.
 const THROTTLING: &[&str] = &[
     "ThrottlingException",
@@ -52,6 +73,16 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn local_endpoints_are_ip_addresses_and_localhost() {
+        for url in ["http://127.0.0.1:5000", "http://localhost:9000/", "http://[::1]:80", "http://u:p@10.0.0.1"] {
+            assert!(is_local_endpoint(url), "{url}");
+        }
+        for url in ["https://s3.us-east-1.amazonaws.com", "https://minio.internal:9000"] {
+            assert!(!is_local_endpoint(url), "{url}");
+        }
+    }
 
     #[test]
     fn throttling_is_retryable_and_access_denied_names_action_and_resource() {

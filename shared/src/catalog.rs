@@ -255,7 +255,13 @@ fn glue_column_type(t: &iceberg::spec::Type) -> String {
         Type::Primitive(P::String | P::Uuid) => "string".into(),
         Type::Primitive(P::Binary | P::Fixed(_)) => "binary".into(),
         Type::Primitive(P::Decimal { precision, scale }) => format!("decimal({precision},{scale})"),
-        other => other.to_string(),
+        Type::Primitive(P::Time) => "string".into(),
+        Type::Struct(s) => {
+            let fields: Vec<String> = s.fields().iter().map(|f| format!("{}:{}", f.name, glue_column_type(&f.field_type))).collect();
+            format!("struct<{}>", fields.join(","))
+        }
+        Type::List(l) => format!("array<{}>", glue_column_type(&l.element_field.field_type)),
+        Type::Map(m) => format!("map<{},{}>", glue_column_type(&m.key_field.field_type), glue_column_type(&m.value_field.field_type)),
     }
 }
 

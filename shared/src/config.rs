@@ -26,6 +26,8 @@ pub enum Allowed {
     Text,
     /// An `http://` or `https://` URL, or empty for "not set".
     Url,
+    /// Any text, or empty for "not set".
+    OptionalText,
 }
 
 impl fmt::Display for Allowed {
@@ -35,6 +37,7 @@ impl fmt::Display for Allowed {
             Allowed::Integer { min, max } => write!(f, "a whole number from {min} to {max}"),
             Allowed::Text => write!(f, "non-empty text"),
             Allowed::Url => write!(f, "an http:// or https:// URL (empty: not set)"),
+            Allowed::OptionalText => write!(f, "any text (empty: not set)"),
         }
     }
 }
@@ -62,6 +65,7 @@ impl Knob {
             }
             Allowed::Text => !value.trim().is_empty(),
             Allowed::Url => value.is_empty() || value.starts_with("https://") || value.starts_with("http://"),
+            Allowed::OptionalText => true,
         };
         if ok {
             Ok(())
@@ -99,34 +103,40 @@ pub const KNOBS: &[Knob] = &[
         help: "Path-style S3 addressing for data files (local S3-compatible servers); AWS uses virtual-host style",
     },
     Knob {
+        key: "pipelines",
+        default: "",
+        allowed: Allowed::OptionalText,
+        help: "Pipeline file (TOML): a path, or s3://bucket/key (fetched once per cold start, schema paths relative to it). Empty: one telemetry pipeline from `table`, `source` and `dedup` that claims every topic",
+    },
+    Knob {
         key: "namespace",
         default: "bigdata",
         allowed: Allowed::Text,
-        help: "Iceberg namespace of every table",
+        help: "Iceberg namespace of every table (a pipeline file's `namespace` takes precedence)",
     },
     Knob {
         key: "table",
         default: "vehicle_telemetry",
         allowed: Allowed::Text,
-        help: "Telemetry table; its dead-letter table is <table>_dead_letter",
+        help: "Without `pipelines`: the telemetry table; its dead-letter table is <table>_dead_letter",
     },
     Knob {
         key: "source",
         default: "proto",
         allowed: Allowed::OneOf(&["proto", "avro", "json"]),
-        help: "Encoding of the Kafka record values",
+        help: "Without `pipelines`: encoding of the telemetry record values (the shipped reference schema of that format)",
     },
     Knob {
         key: "dedup",
         default: "none",
         allowed: Allowed::OneOf(&["none", "batch", "window"]),
-        help: "Drop repeats of (vehicle_id, event_time): within the batch, or also against the table's recent partitions",
+        help: "Without `pipelines`: drop repeats of the key (vehicle_id, event_time) within the batch, or also against the table's recent partitions",
     },
     Knob {
         key: "dedup_window_minutes",
         default: "120",
         allowed: Allowed::Integer { min: 1, max: 10080 },
-        help: "How far back (by event_time) `dedup=window` looks for earlier copies",
+        help: "How far back (by the pipeline's event_time) `dedup=window` looks for earlier copies (a pipeline may set its own)",
     },
     Knob {
         key: "target_file_size_bytes",
@@ -362,12 +372,22 @@ pub enum Source {
     Json,
 }
 
-/// Duplicate suppression on the identity `(vehicle_id, event_time)`.
+/// Duplicate suppression on a pipeline's `key` columns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dedup {
     None,
     Batch,
     Window,
+}
+
+impl fmt::Display for Dedup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Dedup::None => "none",
+            Dedup::Batch => "batch",
+            Dedup::Window => "window",
+        })
+    }
 }
 
 /// Where a test may crash the process on purpose.
@@ -409,6 +429,8 @@ pub struct Config {
     pub warehouse: String,
     pub s3_path_style: bool,
     pub namespace: String,
+    /// The pipeline file (`pipelines`), if any.
+    pub pipelines: Option<String>,
     pub table: String,
     pub source: Source,
     pub dedup: Dedup,
@@ -479,6 +501,7 @@ impl Config {
             warehouse: s.get("warehouse").to_string(),
             s3_path_style: s.get("s3_path_style") == "true",
             namespace: s.get("namespace").to_string(),
+            pipelines: Some(s.get("pipelines").trim().to_string()).filter(|p| !p.is_empty()),
             table: s.get("table").to_string(),
             source: match s.get("source") {
                 "avro" => Source::Avro,

@@ -1,64 +1,76 @@
-//! Duplicate suppression on the telemetry identity `(vehicle_id, event_time)`.
+//! Duplicate suppression on a pipeline's `key` columns.
 //!
-//! `batch`: within one invocation, keep the copy with the highest offset (the producer's
-//! verbatim re-sends carry the same identity at a later offset). `window` (see `window.rs`)
-//! also drops identities the table already holds in its recent partitions.
+//! `batch`: within one invocation, keep the copy with the highest offset (a producer's verbatim
+//! re-sends carry the same key at a later offset). `window` (see `window.rs`) also drops keys
+//! the table already holds in its recent partitions.
+//!
+//! Keys of any primitive types are compared as Arrow row-format bytes (`arrow-row`), so one
+//! code path serves every schema.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Int32Type, Int64Type, TimestampMicrosecondType};
-use arrow_array::{BooleanArray, RecordBatch};
+use arrow_array::types::{Int32Type, Int64Type};
+use arrow_array::{ArrayRef, BooleanArray, RecordBatch};
+use arrow_row::{RowConverter, Rows, SortField};
 use arrow_select::filter::filter_record_batch;
 
-use crate::error::Result;
-use crate::tables::{lineage, telemetry};
+use crate::error::{Error, Result};
+use crate::tables::lineage;
 
-/// Identity of a reading.
-pub type Identity = (i64, i64);
-
-/// Column accessors for a telemetry batch.
-pub struct TelemetryColumns<'a> {
-    pub vehicle_id: &'a arrow_array::Int64Array,
-    pub event_time: &'a arrow_array::TimestampMicrosecondArray,
-    pub partition: &'a arrow_array::Int32Array,
-    pub offset: &'a arrow_array::Int64Array,
+/// The key columns of a batch, as comparable rows.
+pub struct KeyRows {
+    converter: RowConverter,
+    rows: Rows,
 }
 
-impl<'a> TelemetryColumns<'a> {
-    pub fn of(batch: &'a RecordBatch) -> Result<Self> {
-        let col = |name: &str| batch.column_by_name(name).ok_or_else(|| crate::error::Error::Config(format!("no column {name}")));
-        Ok(Self {
-            vehicle_id: col(telemetry::VEHICLE_ID)?.as_primitive::<Int64Type>(),
-            event_time: col(telemetry::EVENT_TIME)?.as_primitive::<TimestampMicrosecondType>(),
-            partition: col(lineage::PARTITION)?.as_primitive::<Int32Type>(),
-            offset: col(lineage::OFFSET)?.as_primitive::<Int64Type>(),
-        })
+impl KeyRows {
+    /// The `key` columns of `batch`, by name.
+    pub fn of(batch: &RecordBatch, key: &[String]) -> Result<Self> {
+        let columns = key_columns(batch, key)?;
+        let converter = RowConverter::new(columns.iter().map(|c| SortField::new(c.data_type().clone())).collect())?;
+        let rows = converter.convert_columns(&columns)?;
+        Ok(Self { converter, rows })
     }
 
-    pub fn identity(&self, row: usize) -> Identity {
-        (self.vehicle_id.value(row), self.event_time.value(row))
+    /// The key of row `i`, as bytes comparable with other rows of the same key types.
+    pub fn key(&self, i: usize) -> &[u8] {
+        self.rows.row(i).data()
     }
 
-    /// Order of two copies: the later delivery wins (offset, then partition for determinism).
-    fn delivery(&self, row: usize) -> (i64, i32) {
-        (self.offset.value(row), self.partition.value(row))
+    /// Convert other columns of the same types (e.g. read back from the table) the same way.
+    pub fn convert(&self, columns: &[ArrayRef]) -> Result<Rows> {
+        Ok(self.converter.convert_columns(columns)?)
     }
 }
 
-/// Keep one row per identity: the one with the highest offset. Returns the batch and how many
-/// rows were dropped.
-pub fn dedup_batch(batch: &RecordBatch) -> Result<(RecordBatch, usize)> {
-    let cols = TelemetryColumns::of(batch)?;
-    let mut best: HashMap<Identity, usize> = HashMap::with_capacity(batch.num_rows());
+/// The `key` columns of `batch`, in key order.
+pub fn key_columns(batch: &RecordBatch, key: &[String]) -> Result<Vec<ArrayRef>> {
+    key.iter()
+        .map(|name| batch.column_by_name(name).cloned().ok_or_else(|| Error::Config(format!("dedup: the batch has no key column {name:?}"))))
+        .collect()
+}
+
+/// Keep one row per key: the one delivered last (highest offset, then partition for a stable
+/// choice). Returns the batch and how many rows were dropped.
+pub fn dedup_batch(batch: &RecordBatch, key: &[String]) -> Result<(RecordBatch, usize)> {
+    if batch.num_rows() < 2 {
+        return Ok((batch.clone(), 0));
+    }
+    let keys = KeyRows::of(batch, key)?;
+    let lineage_column = |name: &str| batch.column_by_name(name).ok_or_else(|| Error::Config(format!("dedup: the batch has no lineage column {name}")));
+    let offsets = lineage_column(lineage::OFFSET)?.as_primitive::<Int64Type>();
+    let partitions = lineage_column(lineage::PARTITION)?.as_primitive::<Int32Type>();
+    let delivery = |row: usize| (offsets.value(row), partitions.value(row));
+    let mut best: HashMap<&[u8], usize> = HashMap::with_capacity(batch.num_rows());
     for row in 0..batch.num_rows() {
-        match best.entry(cols.identity(row)) {
+        match best.entry(keys.key(row)) {
             Entry::Vacant(v) => {
                 v.insert(row);
             }
             Entry::Occupied(mut o) => {
-                if cols.delivery(row) > cols.delivery(*o.get()) {
+                if delivery(row) > delivery(*o.get()) {
                     o.insert(row);
                 }
             }
@@ -77,26 +89,45 @@ pub fn dedup_batch(batch: &RecordBatch) -> Result<(RecordBatch, usize)> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::codec::{Reading, TelemetryBuilder};
+    use std::sync::Arc;
 
-    fn batch(rows: &[(i64, i64, i64)]) -> RecordBatch {
-        let def = crate::tables::vehicle_telemetry("t", "zstd", 1 << 20).unwrap();
-        let mut b = TelemetryBuilder::with_capacity(rows.len());
-        for &(vehicle, time, offset) in rows {
-            b.append_reading(&Reading { vehicle_id: vehicle, event_time_us: time, model: format!("o{offset}"), speed_kmh: 0, soc_pct: 0, odometer_km: 0, charging: false });
-            b.append_lineage("t", 0, offset);
-        }
-        b.finish(def.arrow_schema().unwrap()).unwrap()
+    use arrow_array::{Int32Array, Int64Array, StringArray};
+    use arrow_schema::{DataType, Field, Schema};
+
+    use super::*;
+
+    /// Rows of (customer, order, offset): a composite string + long key.
+    fn batch(rows: &[(&str, i64, i64)]) -> RecordBatch {
+        let schema = Schema::new(vec![
+            Field::new("customer", DataType::Utf8, false),
+            Field::new("order_id", DataType::Int64, false),
+            Field::new(lineage::PARTITION, DataType::Int32, false),
+            Field::new(lineage::OFFSET, DataType::Int64, false),
+        ]);
+        RecordBatch::try_new(
+            Arc::new(schema),
+            vec![
+                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
+                Arc::new(Int32Array::from(vec![0; rows.len()])),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
+            ],
+        )
+        .unwrap()
     }
 
     #[test]
-    fn keeps_highest_offset_per_identity_and_distinct_readings() {
-        let (out, dropped) = dedup_batch(&batch(&[(1, 10, 5), (1, 10, 9), (1, 11, 6), (2, 10, 7), (1, 10, 8)])).unwrap();
+    fn keeps_the_last_delivery_per_composite_key() {
+        let key = ["customer".to_string(), "order_id".to_string()];
+        let (out, dropped) = dedup_batch(&batch(&[("a", 1, 5), ("a", 1, 9), ("a", 2, 6), ("b", 1, 7), ("a", 1, 8)]), &key).unwrap();
         assert_eq!(dropped, 2);
-        let cols = TelemetryColumns::of(&out).unwrap();
-        let mut kept: Vec<_> = (0..out.num_rows()).map(|i| (cols.identity(i), cols.offset.value(i))).collect();
-        kept.sort();
-        assert_eq!(kept, [((1, 10), 9), ((1, 11), 6), ((2, 10), 7)]);
+        let offsets: Vec<i64> = out.column(3).as_primitive::<Int64Type>().values().to_vec();
+        assert_eq!(offsets, [6, 7, 9]);
+    }
+
+    #[test]
+    fn a_missing_key_column_is_named() {
+        let e = dedup_batch(&batch(&[("a", 1, 1), ("a", 1, 2)]), &["nope".to_string()]).unwrap_err().to_string();
+        assert!(e.contains("\"nope\""), "{e}");
     }
 }

@@ -7,6 +7,10 @@ pub enum Error {
     /// A configuration key or value is wrong; the message names the key and allowed values.
     #[error("configuration: {0}")]
     Config(String),
+    /// A record's topic is claimed by no pipeline (or by two): fails the invocation so the
+    /// mapping retries and alarms; nothing is dropped.
+    #[error("routing: {0}")]
+    Routing(String),
     /// The Lambda event itself is malformed (not records with per-record errors).
     #[error("malformed event: {0}")]
     Event(String),

@@ -1,82 +1,95 @@
 //! The ingest entry point shared by the Lambda function and `icestream ingest`: one MSK event
-//! in, rows in `vehicle_telemetry`, rejects in its dead-letter table, one commit per table.
+//! in; each record routed by its topic to the pipeline that claims it; rows in the pipeline's
+//! table, rejects in its dead-letter table, one commit per table.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 use std::time::Instant;
 
-use arrow_schema::SchemaRef;
+use arrow_array::builder::{Int32Builder, Int64Builder, StringBuilder};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{Schema as ArrowSchema, SchemaRef};
+use iceberg::TableIdent;
 use serde::Serialize;
 
 use crate::catalog::Catalogs;
-use crate::codec::{self, TelemetryBuilder};
 use crate::commit::Watermarks;
-use crate::config::{Config, Dedup, FailPoint, Source};
-use crate::dead_letter::DeadLetterBuilder;
-use crate::error::Result;
-use crate::event::{ParsedEvent, TopicPartition, parse_event};
+use crate::config::{Config, Dedup, FailPoint};
+use crate::dead_letter::{DeadLetterBuilder, Reject};
+use crate::decode::RecordDecoder;
+use crate::error::{Error, Result};
+use crate::event::{KafkaRecordIn, ParsedEvent, TopicPartition, parse_event};
+use crate::pipeline::{Pipeline, PipelineSet, format_name};
+use crate::recovery::dead_lettered_offsets;
 use crate::sink::{Append, AppendSink};
-use crate::tables::{self, TableDef};
+use crate::tables::lineage;
 
 /// What one invocation did; printed as the CLI's last line and logged as metrics.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
 pub struct Summary {
     /// Records in the event.
     pub records: usize,
-    /// Rows committed to the telemetry table.
+    /// Rows committed to the pipelines' tables.
     pub written: usize,
-    /// Rows committed to the dead-letter table.
+    /// Rows committed to the dead-letter tables.
     pub dead_letter: usize,
     /// Records the tables already held (replays, overlapping re-cuts).
     pub skipped_replay: usize,
     /// Rows dropped as duplicates by `dedup`.
     pub duplicates: usize,
-    /// Data files committed, both tables.
+    /// Data files committed, all tables.
     pub files: usize,
     /// Bytes of those files.
     pub bytes: u64,
-    /// The telemetry table's new snapshot (or the dead-letter table's, if only it changed).
+    /// The last new snapshot of a pipeline table (or of a dead-letter table, if only it changed).
     pub snapshot_id: Option<i64>,
-    /// Commit attempts, both tables.
+    /// Commit attempts, all tables.
     pub commit_attempts: u32,
-    /// Wall time spent committing (planning, staging, swapping, retries), both tables.
+    /// Wall time spent committing (planning, staging, swapping, retries), all tables.
     pub commit_ms: u64,
     /// Age of the oldest record at commit time (Kafka timestamp to now), milliseconds; in
     /// queued mode at the time the commit requests were sent (the committer reports the rest).
     pub max_record_age_ms: i64,
     /// Commit requests sent to the commit queue (`commit_mode=queued`).
     pub commit_requests: usize,
+    /// Pipeline tables this event fed.
+    pub tables: usize,
     pub duration_ms: u64,
 }
 
-/// Config, catalog and table definitions: built once per process, reused per invocation.
+/// One pipeline's tables as loaded at start: where rows go and in which Arrow layout.
+struct PipelineTables {
+    data: TableIdent,
+    dead_letter: TableIdent,
+    /// The table's columns in its own order (lineage included).
+    data_schema: SchemaRef,
+    /// The columns the decoder fills: the table's, lineage left out, in table order.
+    decoded_schema: SchemaRef,
+    dead_letter_schema: SchemaRef,
+}
+
+/// Config, catalog and pipelines: built once per process, reused per invocation.
 pub struct IngestPipeline {
     config: Config,
     catalogs: Catalogs,
     sink: AppendSink,
-    telemetry: TableDef,
-    telemetry_schema: SchemaRef,
-    dead_letter: TableDef,
-    dead_letter_schema: SchemaRef,
+    set: PipelineSet,
+    tables: Vec<PipelineTables>,
 }
 
 impl IngestPipeline {
-    /// Connect to the catalog and create the two tables if they do not exist.
-    pub async fn new(config: Config) -> Result<Self> {
+    /// Load the pipelines, connect to the catalog, create missing tables and check that every
+    /// existing one can take its pipeline's records (refused at start, nothing written).
+    pub async fn new(mut config: Config) -> Result<Self> {
+        let set = PipelineSet::from_config(&config).await?;
+        config.namespace = set.namespace.clone();
         let catalogs = Catalogs::connect(&config).await?;
-        let telemetry = tables::vehicle_telemetry(&config.table, &config.compression, config.target_file_size_bytes)?;
-        let dead_letter = tables::dead_letter_table(&config.dead_letter_table(), &config.compression)?;
-        catalogs.ensure_table(&telemetry).await?;
-        catalogs.ensure_table(&dead_letter).await?;
+        let mut tables = Vec::with_capacity(set.pipelines.len());
+        for pipeline in &set.pipelines {
+            tables.push(open_tables(&catalogs, pipeline).await?);
+        }
         let sink = AppendSink::from_config(&config).await;
-        Ok(Self {
-            sink,
-            telemetry_schema: telemetry.arrow_schema()?,
-            dead_letter_schema: dead_letter.arrow_schema()?,
-            config,
-            catalogs,
-            telemetry,
-            dead_letter,
-        })
+        Ok(Self { config, catalogs, sink, set, tables })
     }
 
     pub fn config(&self) -> &Config {
@@ -87,45 +100,83 @@ impl IngestPipeline {
         &self.catalogs
     }
 
+    pub fn pipelines(&self) -> &PipelineSet {
+        &self.set
+    }
+
     /// Handle a raw event (JSON bytes).
     pub async fn handle_json(&self, json: &[u8], deadline: Instant) -> Result<Summary> {
         self.handle(parse_event(json)?, deadline).await
     }
 
-    /// Handle a parsed event.
+    /// Handle a parsed event: route every topic first (an unclaimed topic fails the invocation
+    /// before anything is written), then each pipeline's records in turn.
     pub async fn handle(&self, event: ParsedEvent, deadline: Instant) -> Result<Summary> {
         let started = Instant::now();
-        let catalog = self.catalogs.catalog();
-        let telemetry_ident = self.catalogs.ident(&self.telemetry.name);
-        let dead_letter_ident = self.catalogs.ident(&self.dead_letter.name);
-        // Watermarks as of now; the commit re-checks them, this only saves decoding replays.
-        let telemetry_marks = Watermarks::from_properties(catalog.load_table(&telemetry_ident).await?.metadata().properties());
-        let dead_letter_marks = Watermarks::from_properties(catalog.load_table(&dead_letter_ident).await?.metadata().properties());
-
         let mut summary = Summary { records: event.record_count(), ..Default::default() };
-        let decoded = decode_event(&event, self.config.source, &telemetry_marks, &dead_letter_marks, self.now_us());
-        summary.skipped_replay = decoded.skipped_replay;
-        let mut rows = decoded.rows.finish(self.telemetry_schema.clone())?;
-        let rejects = decoded.rejects.finish(self.dead_letter_schema.clone())?;
-        match self.config.dedup {
-            Dedup::None => {}
-            Dedup::Batch | Dedup::Window => {
-                let (kept, dropped) = crate::dedup::dedup_batch(&rows)?;
-                rows = kept;
-                summary.duplicates += dropped;
-            }
+        let mut routed: BTreeMap<usize, BTreeMap<TopicPartition, Vec<KafkaRecordIn>>> = BTreeMap::new();
+        for (tp, records) in event.partitions {
+            let index = self.set.route(&tp.topic)?;
+            routed.entry(index).or_default().insert(tp, records);
         }
-        if self.config.dedup == Dedup::Window {
-            let table = catalog.load_table(&telemetry_ident).await?;
-            let (kept, dropped) = crate::window::drop_seen(&table, &rows, self.config.dedup_window_minutes).await?;
+        let mut oldest: Option<i64> = None;
+        for (index, partitions) in routed {
+            let pipeline_oldest = self.ingest_pipeline(index, &partitions, deadline, &mut summary).await?;
+            oldest = match (oldest, pipeline_oldest) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            summary.tables += 1;
+        }
+        if self.config.fail_point == FailPoint::AfterCommit {
+            crate::failpoint::abort("after-commit");
+        }
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        summary.max_record_age_ms = oldest.map(|t| (now_ms - t).max(0)).unwrap_or(0);
+        summary.duration_ms = started.elapsed().as_millis() as u64;
+        Ok(summary)
+    }
+
+    /// One pipeline's share of the event: decode what its tables do not hold yet, dedup, then
+    /// dead letters and rows, one commit each. Returns the oldest record's timestamp.
+    async fn ingest_pipeline(
+        &self,
+        index: usize,
+        partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
+        deadline: Instant,
+        summary: &mut Summary,
+    ) -> Result<Option<i64>> {
+        let pipeline = &self.set.pipelines[index];
+        let tables = &self.tables[index];
+        let catalog = self.catalogs.catalog();
+        // Watermarks as of now; the commit re-checks them, this only saves decoding replays.
+        let data_table = catalog.load_table(&tables.data).await?;
+        let data_marks = Watermarks::from_properties(data_table.metadata().properties());
+        let dead_letter_table = catalog.load_table(&tables.dead_letter).await?;
+        let dead_letter_marks = Watermarks::from_properties(dead_letter_table.metadata().properties());
+        let dead_lettered = dead_lettered_offsets(&dead_letter_table, partitions, &data_marks, &dead_letter_marks).await?;
+
+        let decoder = RecordDecoder::new(&pipeline.source, tables.decoded_schema.clone())?;
+        let marks = Marks { data: &data_marks, dead_lettered: &dead_lettered };
+        let decoded = decode_partitions(pipeline, decoder, partitions, &marks, self.now_us())?;
+        summary.skipped_replay += decoded.skipped_replay;
+        let mut rows = decoded.rows(tables.data_schema.clone())?;
+        let rejects = decoded.rejects.finish(tables.dead_letter_schema.clone())?;
+        if pipeline.dedup != Dedup::None {
+            let (kept, dropped) = crate::dedup::dedup_batch(&rows, &pipeline.key)?;
+            rows = kept;
+            summary.duplicates += dropped;
+        }
+        if let (Dedup::Window, Some(event_time)) = (pipeline.dedup, &pipeline.event_time) {
+            let (kept, dropped) = crate::window::drop_seen(&data_table, &rows, &pipeline.key, event_time, pipeline.dedup_window_minutes).await?;
             rows = kept;
             summary.duplicates += dropped;
         }
 
-        // Dead letters first: if we crash between the two commits, the replay re-derives the
-        // telemetry rows, and the dead-letter watermark keeps its rows single.
+        // Dead letters first: if we crash between the two commits, the replay finds them by
+        // the dead-letter watermark and keeps every offset in exactly one table.
         // Queued mode sends a request even with no row left, so the watermarks stay contiguous.
-        for (ident, batch, is_telemetry) in [(&dead_letter_ident, rejects, false), (&telemetry_ident, rows, true)] {
+        for (ident, batch, is_data) in [(&tables.dead_letter, rejects, false), (&tables.data, rows, true)] {
             let commit_started = Instant::now();
             let append = Append { ident, rows: batch, ranges: &decoded.ranges, oldest_record_ms: decoded.oldest_timestamp_ms };
             let appended = self.sink.append(&self.catalogs, &self.config, append, deadline).await?;
@@ -135,22 +186,16 @@ impl IngestPipeline {
             summary.bytes += appended.bytes;
             summary.skipped_replay += appended.skipped_replay;
             summary.commit_requests += appended.requests_sent;
-            if is_telemetry {
-                summary.written = appended.rows;
+            if is_data {
+                summary.written += appended.rows;
             } else {
-                summary.dead_letter = appended.rows;
+                summary.dead_letter += appended.rows;
             }
             if appended.snapshot_id.is_some() {
                 summary.snapshot_id = appended.snapshot_id;
             }
         }
-        if self.config.fail_point == FailPoint::AfterCommit {
-            crate::failpoint::abort("after-commit");
-        }
-        let now_ms = chrono::Utc::now().timestamp_millis();
-        summary.max_record_age_ms = decoded.oldest_timestamp_ms.map(|t| (now_ms - t).max(0)).unwrap_or(0);
-        summary.duration_ms = started.elapsed().as_millis() as u64;
-        Ok(summary)
+        Ok(decoded.oldest_timestamp_ms)
     }
 
     fn now_us(&self) -> i64 {
@@ -158,9 +203,45 @@ impl IngestPipeline {
     }
 }
 
-/// An event decoded against the watermarks of the two tables.
-pub struct DecodedEvent {
-    pub rows: TelemetryBuilder,
+/// Create the pipeline's tables if missing, and check an existing table can take its rows:
+/// the lineage columns are there and every column fits the pipeline's schema (by name).
+async fn open_tables(catalogs: &Catalogs, pipeline: &Pipeline) -> Result<PipelineTables> {
+    let data = catalogs.ensure_table(&pipeline.def).await?;
+    let ident = data.identifier().clone();
+    let refuse = |what: String| Error::Config(format!("pipeline `{}` cannot write table {ident}: {what}; nothing was written", pipeline.table));
+    let data_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(data.metadata().current_schema())?);
+    for name in [lineage::TOPIC, lineage::PARTITION, lineage::OFFSET] {
+        if data_schema.field_with_name(name).is_err() {
+            return Err(refuse(format!("it has no column {name:?} (icestream keeps Kafka lineage on every row for exactly-once)")));
+        }
+    }
+    let decoded_fields: Vec<_> = data_schema.fields().iter().filter(|f| !is_lineage(f.name())).cloned().collect();
+    let decoded_schema = Arc::new(ArrowSchema::new(decoded_fields));
+    RecordDecoder::new(&pipeline.source, decoded_schema.clone()).map_err(|e| refuse(e.to_string()))?;
+    let dead_letter = catalogs.ensure_table(&pipeline.dead_letter).await?;
+    let dead_letter_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(dead_letter.metadata().current_schema())?);
+    Ok(PipelineTables { data: ident, dead_letter: dead_letter.identifier().clone(), data_schema, decoded_schema, dead_letter_schema })
+}
+
+fn is_lineage(name: &str) -> bool {
+    [lineage::TOPIC, lineage::PARTITION, lineage::OFFSET].contains(&name)
+}
+
+/// What the tables already hold, as far as decoding needs to know.
+pub struct Marks<'a> {
+    /// Offsets at or below these are in the pipeline table (or were deliberately dropped).
+    pub data: &'a Watermarks,
+    /// Offsets past the data watermark that the dead-letter table holds (after a crash between
+    /// the two commits).
+    pub dead_lettered: &'a HashSet<(TopicPartition, i64)>,
+}
+
+/// One pipeline's records decoded: rows (without lineage yet), rejects, and what was skipped.
+pub struct DecodedPartitions {
+    decoder: RecordDecoder,
+    topic: StringBuilder,
+    partition: Int32Builder,
+    offset: Int64Builder,
     pub rejects: DeadLetterBuilder,
     pub skipped_replay: usize,
     /// First and last offset per topic-partition in the event.
@@ -168,55 +249,81 @@ pub struct DecodedEvent {
     pub oldest_timestamp_ms: Option<i64>,
 }
 
-/// Decode every record not already held by its destination table. A record both tables'
-/// watermarks cover is skipped undecoded; one only the telemetry table covers is still decoded,
-/// because it may be a reject the dead-letter table has not received yet (a crash between the
-/// two commits).
-pub fn decode_event(
-    event: &ParsedEvent,
-    source: Source,
-    telemetry_marks: &Watermarks,
-    dead_letter_marks: &Watermarks,
+impl DecodedPartitions {
+    /// The decoded rows with their lineage, in the table's column order.
+    pub fn rows(&mut self, schema: SchemaRef) -> Result<RecordBatch> {
+        let mut decoded = self.decoder.finish()?.into_iter();
+        let (topic, partition, offset): (ArrayRef, ArrayRef, ArrayRef) =
+            (Arc::new(self.topic.finish()), Arc::new(self.partition.finish()), Arc::new(self.offset.finish()));
+        let mut columns = Vec::with_capacity(schema.fields().len());
+        for field in schema.fields() {
+            let column = match field.name().as_str() {
+                lineage::TOPIC => topic.clone(),
+                lineage::PARTITION => partition.clone(),
+                lineage::OFFSET => offset.clone(),
+                _ => decoded.next().ok_or_else(|| Error::Config(format!("decoder returned no column for {:?}", field.name())))?,
+            };
+            let column = if column.data_type() == field.data_type() { column } else { arrow_cast::cast(&column, field.data_type())? };
+            columns.push(column);
+        }
+        Ok(RecordBatch::try_new(schema, columns)?)
+    }
+}
+
+/// Decode every record the tables do not hold yet: a record at or below the data watermark,
+/// or already dead-lettered, is skipped undecoded (replays cost nothing), so every offset
+/// lands in exactly one of the two tables.
+pub fn decode_partitions(
+    pipeline: &Pipeline,
+    decoder: RecordDecoder,
+    partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
+    marks: &Marks<'_>,
     rejected_at_us: i64,
-) -> DecodedEvent {
-    let source_name = match source {
-        Source::Proto => "proto",
-        Source::Avro => "avro",
-        Source::Json => "json",
+) -> Result<DecodedPartitions> {
+    let records: usize = partitions.values().map(Vec::len).sum();
+    let mut out = DecodedPartitions {
+        decoder,
+        topic: StringBuilder::with_capacity(records, records * 16),
+        partition: Int32Builder::with_capacity(records),
+        offset: Int64Builder::with_capacity(records),
+        rejects: DeadLetterBuilder::new(rejected_at_us, format_name(pipeline.format)),
+        skipped_replay: 0,
+        ranges: BTreeMap::new(),
+        oldest_timestamp_ms: None,
     };
-    let mut rows = TelemetryBuilder::with_capacity(event.record_count());
-    let mut rejects = DeadLetterBuilder::new(rejected_at_us);
-    let mut scratch = TelemetryBuilder::with_capacity(0);
-    let mut skipped_replay = 0;
-    let mut ranges = BTreeMap::new();
-    let mut oldest: Option<i64> = None;
-    for (tp, records) in &event.partitions {
+    for (tp, records) in partitions {
         if let (Some(first), Some(last)) = (records.first(), records.last()) {
-            ranges.insert(tp.clone(), (first.offset, last.offset));
+            out.ranges.insert(tp.clone(), (first.offset, last.offset));
         }
         for record in records {
-            oldest = Some(oldest.map_or(record.timestamp_ms, |o| o.min(record.timestamp_ms)));
-            let in_telemetry = telemetry_marks.covers(tp, record.offset);
-            let in_dead_letter = dead_letter_marks.covers(tp, record.offset);
-            if in_telemetry && in_dead_letter {
-                skipped_replay += 1;
+            out.oldest_timestamp_ms = Some(out.oldest_timestamp_ms.map_or(record.timestamp_ms, |o| o.min(record.timestamp_ms)));
+            if marks.data.covers(tp, record.offset) || marks.dead_lettered.contains(&(tp.clone(), record.offset)) {
+                out.skipped_replay += 1;
                 continue;
             }
             let value = match (&record.value, &record.value_error) {
                 (_, Some(e)) => Err(e.clone()),
+                (Some(v), None) if v.is_empty() => Err("value is empty".to_string()),
                 (Some(v), None) => Ok(v.as_slice()),
                 (None, None) => Err("value is absent (null)".to_string()),
             };
-            let target = if in_telemetry { &mut scratch } else { &mut rows };
-            match value.and_then(|v| codec::decode_into(source, v, target)) {
-                Ok(()) if in_telemetry => skipped_replay += 1,
-                Ok(()) => rows.append_lineage(&tp.topic, tp.partition, record.offset),
-                Err(_) if in_dead_letter => skipped_replay += 1,
-                Err(error) => {
-                    rejects.append(&tp.topic, tp.partition, record.offset, record.key.as_deref(), record.value.as_deref(), &error, source_name);
+            match value.and_then(|v| out.decoder.append(v)) {
+                Ok(()) => {
+                    out.topic.append_value(&tp.topic);
+                    out.partition.append_value(tp.partition);
+                    out.offset.append_value(record.offset);
                 }
+                Err(error) => out.rejects.append(Reject {
+                    topic: &tp.topic,
+                    partition: tp.partition,
+                    offset: record.offset,
+                    key: record.key.as_deref(),
+                    value: record.value.as_deref(),
+                    headers: &record.headers,
+                    error: &error,
+                }),
             }
         }
     }
-    DecodedEvent { rows, rejects, skipped_replay, ranges, oldest_timestamp_ms: oldest }
+    Ok(out)
 }

@@ -5,9 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_schema::SchemaRef as ArrowSchemaRef;
-use iceberg::spec::{
-    NestedField, PrimitiveType, Schema, Transform, Type, UnboundPartitionSpec,
-};
+use iceberg::spec::{MapType, NestedField, PrimitiveType, Schema, Transform, Type, UnboundPartitionSpec};
 
 use crate::error::Result;
 
@@ -46,7 +44,7 @@ pub mod lineage {
 }
 
 /// Table properties of the reference recipe, plus the ones iceberg-rust needs set explicitly.
-fn reference_properties(compression: &str, target_file_size: usize) -> HashMap<String, String> {
+pub fn reference_properties(compression: &str, target_file_size: usize) -> HashMap<String, String> {
     [
         ("write.format.default", "parquet".to_string()),
         ("write.parquet.compression-codec", compression.to_string()),
@@ -103,9 +101,11 @@ pub mod dead_letter {
     pub const ERROR: &str = "error";
     pub const SOURCE: &str = "source";
     pub const REJECTED_AT: &str = "rejected_at";
+    pub const HEADERS: &str = "headers";
 }
 
-/// `<table>_dead_letter`: records that did not decode, with their raw bytes, partitioned by day.
+/// `<table>_dead_letter`: records that did not decode, with their raw bytes and headers (a
+/// header name repeated keeps its last value), partitioned by day.
 pub fn dead_letter_table(name: &str, compression: &str) -> Result<TableDef> {
     use dead_letter::*;
     use lineage::*;
@@ -120,6 +120,15 @@ pub fn dead_letter_table(name: &str, compression: &str) -> Result<TableDef> {
             NestedField::required(6, ERROR, Type::Primitive(PrimitiveType::String)).into(),
             NestedField::required(7, SOURCE, Type::Primitive(PrimitiveType::String)).into(),
             NestedField::required(8, REJECTED_AT, Type::Primitive(PrimitiveType::Timestamptz)).into(),
+            NestedField::optional(
+                9,
+                HEADERS,
+                Type::Map(MapType::new(
+                    NestedField::map_key_element(10, Type::Primitive(PrimitiveType::String)).into(),
+                    NestedField::map_value_element(11, Type::Primitive(PrimitiveType::Binary), false).into(),
+                )),
+            )
+            .into(),
         ])
         .build()?;
     let partition_spec = UnboundPartitionSpec::builder()

@@ -33,15 +33,16 @@ pub async fn run(args: Vec<String>) -> Result<()> {
     println!("ingested in {:?}: {}", started.elapsed(), serde_json::to_string(&summary)?);
 
     let catalogs = pipeline.catalogs();
-    for name in [config.table.clone(), config.dead_letter_table()] {
+    for name in pipeline.pipelines().tables() {
         let table = catalogs.catalog().load_table(&catalogs.ident(&name)).await?;
         let report = icestream::report::report(&table).await?;
         println!("\n{name}: {} rows in {} files, {} partitions, {} snapshots; watermarks {:?}",
             report.records, report.data_files, report.partitions, report.snapshots, report.watermarks);
     }
 
-    // A few aggregates read back through an Iceberg scan.
-    let table = catalogs.catalog().load_table(&catalogs.ident(&config.table)).await?;
+    // A few aggregates of the telemetry table read back through an Iceberg scan.
+    let telemetry = &pipeline.pipelines().pipelines[0].table;
+    let table = catalogs.catalog().load_table(&catalogs.ident(telemetry)).await?;
     let batches: Vec<_> = table.scan().select(["model", "speed_kmh"]).build()?.to_arrow().await?.try_collect().await?;
     let mut by_model: std::collections::BTreeMap<String, (u64, i64)> = Default::default();
     for b in &batches {
@@ -58,6 +59,6 @@ pub async fn run(args: Vec<String>) -> Result<()> {
         println!("{model:<12} {n:>8}  {:>14.1}", sum as f64 / n as f64);
     }
     let warehouse = config.local_warehouse_dir()?;
-    println!("\nwarehouse: {} (catalog {}/catalog.db, catalog name `icestream`, namespace `{}`)", warehouse.display(), warehouse.display(), config.namespace);
+    println!("\nwarehouse: {} (catalog {}/catalog.db, catalog name `icestream`, namespace `{}`)", warehouse.display(), warehouse.display(), pipeline.pipelines().namespace);
     Ok(())
 }

@@ -4,6 +4,7 @@
 mod committer;
 mod demo;
 mod maintain;
+mod pipelines;
 
 use std::time::Duration;
 
@@ -19,6 +20,9 @@ commands:
   ingest EVENT.json   run the ingest function's code on one MSK event file; prints a one-line JSON summary
   cdc EVENT.json      run the cdc function's code on one MSK event file (changelog + guarded mirror); prints a JSON summary
   cdc-rebuild         recompute the mirror from the changelog in one commit; prints a JSON report
+  pipelines check FILE [output=text|json]
+                      validate a pipeline file; print each pipeline's Iceberg schema (field ids),
+                      partition spec and topics
   report TABLE        snapshots, files, rows and offset watermarks of a table
   gen-event           write a synthetic MSK event (see `icestream help gen-event`)
   maintain [action=purge-tombstones|compact|rewrite-manifests|expire|remove-orphans|report] [table=NAME] [dry-run=true]
@@ -81,8 +85,11 @@ async fn run() -> Result<()> {
         }
         "report" => {
             let (table, rest) = split_first(args, "report needs a table name")?;
-            let config = Config::from_env_and_args(&rest)?;
+            let mut config = Config::from_env_and_args(&rest)?;
             icestream::logging::init(&config.log_format);
+            if config.pipelines.is_some() {
+                config.namespace = icestream::pipeline::PipelineSet::from_config(&config).await?.namespace;
+            }
             let catalogs = icestream::catalog::Catalogs::connect(&config).await?;
             let table = catalogs
                 .catalog()
@@ -107,6 +114,7 @@ async fn run() -> Result<()> {
             }
         }
         "maintain" => maintain::run(args).await?,
+        "pipelines" => pipelines::run(args).await?,
         "committer" => committer::run(args).await?,
         "demo" => demo::run(args).await?,
         "produce" | "simulate-cdc" => {

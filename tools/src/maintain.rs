@@ -4,7 +4,7 @@
 use anyhow::Result;
 use icestream::catalog::Catalogs;
 use icestream::config::{Allowed, Knob, Settings};
-use icestream::maintenance::{MaintenanceRequest, maintain};
+use icestream::maintenance::{MaintenanceRequest, maintain, pipeline_tables};
 use icestream::Config;
 
 /// Command options (not configuration knobs).
@@ -15,7 +15,7 @@ const MAINTAIN_OPTIONS: &[Knob] = &[
         allowed: Allowed::Text,
         help: "compact, rewrite-manifests, expire, remove-orphans or report; comma-separated; none = all in a safe order",
     },
-    Knob { key: "table", default: "", allowed: Allowed::Text, help: "Table name(s), comma-separated; none = every table of the namespace" },
+    Knob { key: "table", default: "", allowed: Allowed::Text, help: "Table name(s), comma-separated; none = every table of the pipeline file (or of the namespace without one)" },
     Knob { key: "dry-run", default: "false", allowed: Allowed::OneOf(&["true", "false"]), help: "Only report what each action would do" },
 ];
 
@@ -25,14 +25,16 @@ fn list(value: &str) -> Vec<String> {
 
 pub async fn run(args: Vec<String>) -> Result<()> {
     let (settings, knobs) = Settings::split_options(MAINTAIN_OPTIONS, &args)?;
-    let config = Config::from_env_and_args(&knobs)?;
+    let mut config = Config::from_env_and_args(&knobs)?;
     icestream::logging::init(&config.log_format);
+    let tables = pipeline_tables(&mut config).await?;
     let request = MaintenanceRequest::new(
         &list(settings.get("action")),
         &list(settings.get("table")),
         settings.get("dry-run") == "true",
         &config,
-    )?;
+    )?
+    .or_tables(tables.as_ref());
     let catalogs = Catalogs::connect(&config).await?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(config.commit_timeout_ms);
     let report = maintain(&catalogs, &request, deadline).await?;

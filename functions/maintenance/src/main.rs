@@ -1,6 +1,7 @@
 //! AWS Lambda: EventBridge Scheduler → table maintenance. The schedule's input is the plain
 //! object `{"action": "compact", "table": "vehicle_telemetry", "dry_run": false}` (every field
-//! optional: no action = all in a safe order, no table = every table of the namespace).
+//! optional: no action = all in a safe order, no table = every table of the pipeline file, or
+//! of the namespace without one).
 //! Config and catalog are set up once per execution environment, outside the handler.
 
 #![recursion_limit = "256"]
@@ -9,7 +10,7 @@ use std::sync::Arc;
 
 use icestream::Config;
 use icestream::catalog::Catalogs;
-use icestream::maintenance::{MaintenanceReport, MaintenanceRequest, maintain};
+use icestream::maintenance::{MaintenanceReport, MaintenanceRequest, maintain, pipeline_tables};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 
 /// Time kept back from the invocation deadline to log and return the report.
@@ -17,20 +18,21 @@ const REPLY_MARGIN_MS: u64 = 5_000;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    let config = Config::from_env()?;
+    let mut config = Config::from_env()?;
     icestream::logging::init(&config.log_format);
+    let tables = pipeline_tables(&mut config).await?;
     let catalogs = Catalogs::connect(&config).await?;
-    let shared = Arc::new((config, catalogs));
+    let shared = Arc::new((config, catalogs, tables));
     lambda_runtime::run(service_fn(move |event: LambdaEvent<serde_json::Value>| {
         let shared = shared.clone();
-        async move { handle(&shared.0, &shared.1, event).await }
+        async move { handle(&shared.0, &shared.1, shared.2.as_ref(), event).await }
     }))
     .await
 }
 
-async fn handle(config: &Config, catalogs: &Catalogs, event: LambdaEvent<serde_json::Value>) -> Result<MaintenanceReport, Error> {
+async fn handle(config: &Config, catalogs: &Catalogs, tables: Option<&Vec<String>>, event: LambdaEvent<serde_json::Value>) -> Result<MaintenanceReport, Error> {
     let deadline = icestream::logging::deadline_from_epoch_ms(event.context.deadline, REPLY_MARGIN_MS);
-    let request = MaintenanceRequest::from_event(event.payload, config)?;
+    let request = MaintenanceRequest::from_event(event.payload, config)?.or_tables(tables);
     let report = maintain(catalogs, &request, deadline).await?;
     println!("{}", serde_json::to_string(&report)?);
     // A failed table fails the invocation, so the schedule's retry policy and alarms see it;

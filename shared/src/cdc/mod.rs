@@ -20,7 +20,7 @@ use serde::Serialize;
 use crate::catalog::Catalogs;
 use crate::commit::Watermarks;
 use crate::config::{CdcFormat, Config, FailPoint};
-use crate::dead_letter::DeadLetterBuilder;
+use crate::dead_letter::{DeadLetterBuilder, Reject};
 use crate::error::Result;
 use crate::event::{ParsedEvent, TopicPartition, parse_event};
 use crate::sink::{Append, AppendSink};
@@ -224,7 +224,7 @@ pub fn decode_changes(event: &ParsedEvent, format: CdcFormat, order_column: &str
     let mut out = DecodedChanges {
         changes: Vec::new(),
         rows: ChangelogBuilder::default(),
-        rejects: DeadLetterBuilder::new(rejected_at_us),
+        rejects: DeadLetterBuilder::new(rejected_at_us, source_name),
         control: 0,
         skipped_replay: 0,
         ranges: BTreeMap::new(),
@@ -254,7 +254,15 @@ pub fn decode_changes(event: &ParsedEvent, format: CdcFormat, order_column: &str
                 }
                 Err(_) if marks[0].covers(tp, record.offset) => out.skipped_replay += 1,
                 Err(error) => {
-                    out.rejects.append(&tp.topic, tp.partition, record.offset, record.key.as_deref(), record.value.as_deref(), &error, source_name);
+                    out.rejects.append(Reject {
+                        topic: &tp.topic,
+                        partition: tp.partition,
+                        offset: record.offset,
+                        key: record.key.as_deref(),
+                        value: record.value.as_deref(),
+                        headers: &record.headers,
+                        error: &error,
+                    });
                 }
             }
         }

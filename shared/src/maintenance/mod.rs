@@ -99,10 +99,34 @@ impl From<&Config> for MaintenanceSettings {
 pub struct MaintenanceRequest {
     /// In run order; `Report` alone means every action as a dry run.
     pub actions: Vec<Action>,
-    /// Empty = every table of the namespace.
+    /// Empty = every table of the namespace (see [`MaintenanceRequest::or_tables`]).
     pub tables: Vec<String>,
     pub dry_run: bool,
     pub settings: MaintenanceSettings,
+}
+
+/// The tables maintenance looks after when a request names none, from the pipeline file
+/// (each pipeline table and its dead-letter table; the file's namespace replaces the knob's),
+/// or `None` without a file: then every table of the namespace.
+pub async fn pipeline_tables(config: &mut Config) -> Result<Option<Vec<String>>> {
+    if config.pipelines.is_none() {
+        return Ok(None);
+    }
+    let set = crate::pipeline::PipelineSet::from_config(config).await?;
+    config.namespace = set.namespace.clone();
+    Ok(Some(set.tables()))
+}
+
+impl MaintenanceRequest {
+    /// Fill an empty table list with `tables` (see [`pipeline_tables`]).
+    pub fn or_tables(mut self, tables: Option<&Vec<String>>) -> Self {
+        if self.tables.is_empty()
+            && let Some(tables) = tables
+        {
+            self.tables = tables.clone();
+        }
+        self
+    }
 }
 
 /// One name or several, as the schedule's JSON input may give them.

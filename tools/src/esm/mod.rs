@@ -1,4 +1,4 @@
-//! `icestream esm`: the local event source mapping. It consumes one topic with a consumer
+//! `icestream esm`: the local event source mapping. It consumes a topic (or several) with a consumer
 //! group, cuts batches like the MSK mapping ([`batch`]), invokes a [`Function`], commits the
 //! offsets only after success, and after `retries` failed attempts writes the batch to the
 //! on-failure directory and moves on. One batch is in flight at a time, so each partition is
@@ -109,7 +109,10 @@ impl Poller {
             .set("max.poll.interval.ms", "86400000")
             .create_with_context(EsmContext::default())
             .with_context(|| format!("Kafka consumer for {}", opts.bootstrap))?;
-        consumer.subscribe(&[&opts.topic]).with_context(|| format!("subscribing to {}", opts.topic))?;
+        // Several topics (comma-separated) make one poller feed events that carry them all,
+        // each record routed by the function to the pipeline that claims its topic.
+        let topics: Vec<&str> = opts.topic.split(',').map(str::trim).filter(|t| !t.is_empty()).collect();
+        consumer.subscribe(&topics).with_context(|| format!("subscribing to {}", opts.topic))?;
         let source = EventSource {
             event_source: "aws:kafka".into(),
             event_source_arn: LOCAL_CLUSTER_ARN.into(),

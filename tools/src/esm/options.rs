@@ -14,7 +14,7 @@ use crate::kafka::BOOTSTRAP;
 /// Options of the local event source mapping.
 pub const ESM_OPTIONS: &[Knob] = &[
     BOOTSTRAP,
-    Knob { key: "topic", default: "auto", allowed: Allowed::Text, help: "Topic to consume (auto = vehicle-telemetry for ingest, bank-accounts-cdc for cdc: the producers' defaults)" },
+    Knob { key: "topic", default: "auto", allowed: Allowed::Text, help: "Topic to consume, or several comma-separated (one event then carries them all) (auto = vehicle-telemetry for ingest, bank-accounts-cdc for cdc: the producers' defaults)" },
     Knob { key: "group", default: "icestream-esm", allowed: Allowed::Text, help: "Consumer group (the mapping's UUID plays this role on AWS)" },
     Knob { key: "function", default: "ingest", allowed: Allowed::OneOf(&["ingest", "cdc"]), help: "Which function the mapping invokes" },
     Knob { key: "batch_size", default: "100", allowed: Allowed::Integer { min: 1, max: MAX_BATCH_SIZE as i64 }, help: "Most records per invocation (MSK default 100)" },

@@ -1,0 +1,119 @@
+//! The pipeline file (TOML, the `pipelines` knob): its keys are a documented contract (README,
+//! "Pipelines"). Parsing checks every key; each error names the file, the pipeline, the key
+//! and what is allowed.
+
+use serde::Deserialize;
+
+/// The file's top level.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSpec {
+    namespace: Option<String>,
+    #[serde(default)]
+    pipeline: Vec<toml::Value>,
+}
+
+/// One `[[pipeline]]` as written.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineSpec {
+    /// Iceberg table in the file's namespace.
+    pub table: String,
+    /// Exact topic names (one of `topics` and `topic_pattern`).
+    #[serde(default)]
+    pub topics: Vec<String>,
+    /// A regular expression matched against whole topic names.
+    pub topic_pattern: Option<String>,
+    /// `avro` | `protobuf` | `json`.
+    pub format: String,
+    /// Schema file, relative to the pipeline file.
+    pub schema: Option<String>,
+    /// Protobuf message type.
+    pub message: Option<String>,
+    #[serde(default)]
+    pub partition_by: Vec<String>,
+    /// Identifier columns: what `dedup` compares.
+    #[serde(default)]
+    pub key: Vec<String>,
+    /// `none` | `batch` | `window`.
+    pub dedup: Option<String>,
+    /// The timestamp column `dedup = "window"` looks back from.
+    pub event_time: Option<String>,
+    /// How far back `dedup = "window"` looks (default: the `dedup_window_minutes` knob).
+    pub dedup_window_minutes: Option<i64>,
+}
+
+/// The keys a `[[pipeline]]` may have, for messages.
+pub const PIPELINE_KEYS: &str =
+    "table, topics, topic_pattern, format, schema, message, partition_by, key, dedup, event_time, dedup_window_minutes";
+
+/// The parsed file: namespace and pipelines, in file order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedFile {
+    pub namespace: Option<String>,
+    pub pipelines: Vec<PipelineSpec>,
+}
+
+/// Parse the text of a pipeline file named `file` (for messages).
+pub fn parse(file: &str, text: &str) -> Result<ParsedFile, String> {
+    let top: FileSpec = toml::from_str(text).map_err(|e| format!("{file}: {}", e.message().trim()).replace("unknown field", "unknown key"))?;
+    if top.pipeline.is_empty() {
+        return Err(format!("{file}: no [[pipeline]]: declare at least one (keys: {PIPELINE_KEYS})"));
+    }
+    let mut pipelines = Vec::with_capacity(top.pipeline.len());
+    for (i, value) in top.pipeline.into_iter().enumerate() {
+        let label = match value.get("table").and_then(toml::Value::as_str) {
+            Some(t) => format!("{file}: pipeline `{t}` (#{})", i + 1),
+            None => format!("{file}: pipeline #{}", i + 1),
+        };
+        let spec: PipelineSpec = value.try_into().map_err(|e: toml::de::Error| {
+            format!("{label}: {}", e.message().trim().replace("unknown field", "unknown key").replace("missing field", "missing key"))
+        })?;
+        pipelines.push(spec);
+    }
+    Ok(ParsedFile { namespace: top.namespace, pipelines })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_documented_keys() {
+        let f = parse(
+            "p.toml",
+            r#"
+            namespace = "shop"
+            [[pipeline]]
+            table = "orders"
+            topics = ["shop.orders"]
+            format = "avro"
+            schema = "schemas/order.avsc"
+            partition_by = ["day(created_at)", "bucket(16, customer_id)"]
+            key = ["order_id"]
+            dedup = "none"
+            event_time = "created_at"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(f.namespace.as_deref(), Some("shop"));
+        assert_eq!(f.pipelines[0].table, "orders");
+        assert_eq!(f.pipelines[0].partition_by.len(), 2);
+    }
+
+    #[test]
+    fn unknown_and_missing_keys_name_the_pipeline_and_the_key() {
+        let e = parse("p.toml", "[[pipeline]]\ntable = \"orders\"\ntopic = [\"x\"]\nformat = \"avro\"\n").unwrap_err();
+        assert!(e.contains("pipeline `orders` (#1)") && e.contains("unknown key `topic`") && e.contains("topics"), "{e}");
+        let e = parse("p.toml", "[[pipeline]]\ntopics = [\"x\"]\nformat = \"avro\"\n").unwrap_err();
+        assert!(e.contains("pipeline #1") && e.contains("missing key `table`"), "{e}");
+        let e = parse("p.toml", "namespce = \"x\"\n").unwrap_err();
+        assert!(e.contains("unknown key `namespce`"), "{e}");
+        let e = parse("p.toml", "namespace = \"x\"\n").unwrap_err();
+        assert!(e.contains("no [[pipeline]]"), "{e}");
+        let e = parse("p.toml", "[[pipeline]]\ntable = 3\n").unwrap_err();
+        assert!(e.contains("pipeline #1") && e.contains("invalid type"), "{e}");
+        let e = parse("p.toml", "[[pipeline\n").unwrap_err();
+        assert!(e.starts_with("p.toml:"), "{e}");
+    }
+}

@@ -1,0 +1,140 @@
+//! `icestream pipelines check FILE [output=text|json]`: validate a pipeline file and show, per
+//! pipeline, the Iceberg schema (names, types, field ids), the partition spec and the topics
+//! it claims. Any error names the file, the pipeline, the key and what is allowed.
+
+use anyhow::{Result, bail};
+use iceberg::spec::{NestedFieldRef, StructType, Type};
+use icestream::config::{Allowed, Knob, Settings};
+use icestream::pipeline::{Pipeline, PipelineSet, Topics, format_name};
+use icestream::Config;
+use serde_json::{Value, json};
+
+const CHECK_OPTIONS: &[Knob] = &[Knob {
+    key: "output",
+    default: "text",
+    allowed: Allowed::OneOf(&["text", "json"]),
+    help: "`text` for people; `json` for scripts (the Terraform cross-check reads it)",
+}];
+
+pub async fn run(mut args: Vec<String>) -> Result<()> {
+    if args.first().map(String::as_str) != Some("check") {
+        bail!("usage: icestream pipelines check FILE [output=text|json] [key=value ...]");
+    }
+    args.remove(0);
+    if args.is_empty() || args[0].contains('=') {
+        bail!("pipelines check needs a pipeline file");
+    }
+    let file = args.remove(0);
+    let (options, knobs) = Settings::split_options(CHECK_OPTIONS, &args)?;
+    let mut config = Config::from_env_and_args(&knobs)?;
+    config.pipelines = Some(file);
+    let set = PipelineSet::from_config(&config).await?;
+    if options.get("output") == "json" {
+        println!("{}", serde_json::to_string_pretty(&describe(&set))?);
+    } else {
+        print!("{}", text(&set));
+    }
+    Ok(())
+}
+
+/// The set as JSON: what scripts and the Terraform cross-check read.
+pub fn describe(set: &PipelineSet) -> Value {
+    json!({
+        "file": set.file,
+        "namespace": set.namespace,
+        "pipelines": set.pipelines.iter().map(pipeline_json).collect::<Vec<_>>(),
+    })
+}
+
+fn pipeline_json(p: &Pipeline) -> Value {
+    let spec = &p.def.partition_spec;
+    let schema = p.def.schema.as_struct();
+    let (topics, pattern) = match &p.topics {
+        Topics::Exact(names) => (json!(names), Value::Null),
+        Topics::Pattern(re) => (json!([]), json!(re.as_str())),
+        Topics::Any => (json!([]), json!(".*")),
+    };
+    json!({
+        "table": p.table,
+        "dead_letter_table": p.dead_letter.name,
+        "topics": topics,
+        "topic_pattern": pattern,
+        "format": format_name(p.format),
+        "schema": fields_json(schema),
+        "identifier_field_ids": p.def.schema.identifier_field_ids().collect::<Vec<_>>(),
+        "partition_spec": spec.fields().iter().map(|f| {
+            let source = p.def.schema.field_by_id(f.source_id).map(|c| c.name.clone()).unwrap_or_default();
+            json!({"name": f.name, "transform": f.transform.to_string(), "source": source, "source_id": f.source_id})
+        }).collect::<Vec<_>>(),
+        "key": p.key,
+        "dedup": p.dedup.to_string(),
+        "event_time": p.event_time,
+    })
+}
+
+fn fields_json(s: &StructType) -> Vec<Value> {
+    s.fields().iter().map(field_json).collect()
+}
+
+fn field_json(f: &NestedFieldRef) -> Value {
+    let mut v = json!({"id": f.id, "name": f.name, "type": type_name(&f.field_type), "required": f.required});
+    match &*f.field_type {
+        Type::Struct(s) => v["fields"] = json!(fields_json(s)),
+        Type::List(l) => v["element"] = field_json(&l.element_field),
+        Type::Map(m) => {
+            v["key"] = field_json(&m.key_field);
+            v["value"] = field_json(&m.value_field);
+        }
+        Type::Primitive(_) => {}
+    }
+    v
+}
+
+fn type_name(t: &Type) -> String {
+    match t {
+        Type::Primitive(p) => p.to_string(),
+        Type::Struct(_) => "struct".into(),
+        Type::List(_) => "list".into(),
+        Type::Map(_) => "map".into(),
+    }
+}
+
+/// The set for people: one block per pipeline.
+pub fn text(set: &PipelineSet) -> String {
+    let mut out = format!("{}: {} pipeline(s), namespace {}\n", set.file.as_deref().unwrap_or("knobs"), set.pipelines.len(), set.namespace);
+    for p in &set.pipelines {
+        out += &format!("\npipeline `{}` ({}): {} -> {}.{} (dead letters: {}.{})\n", p.table, format_name(p.format), p.topics, set.namespace, p.table, set.namespace, p.dead_letter.name);
+        out += "  schema (field id, name, type):\n";
+        for f in p.def.schema.as_struct().fields() {
+            field_text(f, 2, &mut out);
+        }
+        let spec = &p.def.partition_spec;
+        if spec.fields().is_empty() {
+            out += "  partition spec: unpartitioned\n";
+        } else {
+            let parts: Vec<String> = spec
+                .fields()
+                .iter()
+                .map(|f| format!("{} = {}({})", f.name, f.transform, p.def.schema.field_by_id(f.source_id).map(|c| c.name.as_str()).unwrap_or("?")))
+                .collect();
+            out += &format!("  partition spec: {}\n", parts.join(", "));
+        }
+        out += &format!("  key: [{}]  dedup: {}\n", p.key.join(", "), p.dedup);
+    }
+    out
+}
+
+fn field_text(f: &NestedFieldRef, depth: usize, out: &mut String) {
+    let pad = "  ".repeat(depth);
+    let required = if f.required { "required" } else { "optional" };
+    *out += &format!("{pad}{:>3}  {}  {} {}\n", f.id, f.name, required, type_name(&f.field_type));
+    match &*f.field_type {
+        Type::Struct(s) => s.fields().iter().for_each(|c| field_text(c, depth + 1, out)),
+        Type::List(l) => field_text(&l.element_field, depth + 1, out),
+        Type::Map(m) => {
+            field_text(&m.key_field, depth + 1, out);
+            field_text(&m.value_field, depth + 1, out);
+        }
+        Type::Primitive(_) => {}
+    }
+}
