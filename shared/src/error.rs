@@ -7,6 +7,10 @@ pub enum Error {
     /// A configuration key or value is wrong; the message names the key and allowed values.
     #[error("configuration: {0}")]
     Config(String),
+    /// A source schema (Avro, Protobuf, JSON Schema) cannot be used, or does not fit the table;
+    /// the message names the file or field and what is allowed.
+    #[error("schema: {0}")]
+    Schema(String),
     /// The Lambda event itself is malformed (not records with per-record errors).
     #[error("malformed event: {0}")]
     Event(String),
