@@ -11,6 +11,10 @@ pub enum Error {
     /// mapping retries and alarms; nothing is dropped.
     #[error("routing: {0}")]
     Routing(String),
+    /// A source schema (Avro, Protobuf, JSON Schema) cannot be used, or does not fit the table;
+    /// the message names the file or field and what is allowed.
+    #[error("schema: {0}")]
+    Schema(String),
     /// The Lambda event itself is malformed (not records with per-record errors).
     #[error("malformed event: {0}")]
     Event(String),

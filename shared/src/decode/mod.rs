@@ -1,0 +1,216 @@
+//! Record values of a [`SourceSchema`] decoded straight into the columns of a table's Arrow
+//! schema. Columns match source fields by name at every level; a record that does not decode
+//! appends nothing and comes back as an error naming the field (it becomes a dead letter).
+//!
+//! One reader per format, all writing into [`column::Col`]s:
+//! - Avro: a direct datum reader walking the writer schema (arrow-avro 58 only reads framed
+//!   data: container files, single-object or registry prefixes; Kafka values are raw datums).
+//! - Protobuf: prost-reflect `DynamicMessage`, walked by descriptor.
+//! - JSON: serde_json per record. arrow-json reports errors only per batch and reads integer
+//!   timestamps as the column's unit, where JSON telemetry sends epoch milliseconds.
+
+mod avro;
+mod column;
+mod json;
+mod protobuf;
+
+use arrow_array::ArrayRef;
+use arrow_schema::{DataType, Field as ArrowField, Fields, SchemaRef, TimeUnit};
+
+use crate::error::{Error, Result};
+use crate::schema::{Field, Prim, SourceSchema, Ty, join};
+use column::Col;
+
+/// Decodes one topic's record values into rows of one table.
+pub struct RecordDecoder {
+    reader: Reader,
+    /// A struct column holding the target's columns, so one truncate undoes a record.
+    row: Col,
+}
+
+enum Reader {
+    Avro(avro::AvroReader),
+    Protobuf(protobuf::ProtoReader),
+    Json(json::JsonReader),
+}
+
+impl RecordDecoder {
+    /// Checks every target column against its source field (same type or a lossless widening:
+    /// int→long, float→double, wider decimal precision; a required column may take an optional
+    /// field, checked per record) and refuses misfits naming the column and both types.
+    pub fn new(source: &SourceSchema, target: SchemaRef) -> Result<Self> {
+        check_struct(source.fields(), target.fields(), "")?;
+        let root = std::sync::Arc::new(ArrowField::new("", DataType::Struct(target.fields().clone()), false));
+        let row = Col::new(&root).ok_or_else(|| Error::Schema("the target schema has a column type no Iceberg table has".into()))?;
+        let reader = match source {
+            SourceSchema::Avro(s) => Reader::Avro(avro::AvroReader::new(s, target.fields())),
+            SourceSchema::Protobuf(s) => Reader::Protobuf(protobuf::ProtoReader::new(s, target.fields())),
+            SourceSchema::Json(s) => Reader::Json(json::JsonReader::new(s, target.fields())),
+        };
+        Ok(RecordDecoder { reader, row })
+    }
+
+    /// Decodes one value and appends one row; on error appends nothing.
+    pub fn append(&mut self, value: &[u8]) -> std::result::Result<(), String> {
+        if value.is_empty() {
+            return Err("empty value".into());
+        }
+        let before = self.row.len();
+        let decoded = match &self.reader {
+            Reader::Avro(r) => r.append(value, &mut self.row),
+            Reader::Protobuf(r) => r.append(value, &mut self.row),
+            Reader::Json(r) => r.append(value, &mut self.row),
+        };
+        decoded.map_err(|e| {
+            self.row.truncate(before);
+            e.to_string()
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.row.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The rows so far as arrays in target column order; the decoder starts over empty.
+    pub fn finish(&mut self) -> Result<Vec<ArrayRef>> {
+        Ok(self.row.finish_children()?)
+    }
+}
+
+/// Why a record did not decode, and where: `path` is innermost first.
+#[derive(Debug)]
+pub(crate) struct DecodeError {
+    path: Vec<String>,
+    message: String,
+}
+
+impl DecodeError {
+    pub fn new(message: impl Into<String>) -> Self {
+        DecodeError { path: Vec::new(), message: message.into() }
+    }
+
+    /// The same error one level up, inside field (or `[index]`) `segment`.
+    pub fn at(mut self, segment: impl Into<String>) -> Self {
+        self.path.push(segment.into());
+        self
+    }
+}
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.path.is_empty() {
+            return f.write_str(&self.message);
+        }
+        let mut path = String::new();
+        for segment in self.path.iter().rev() {
+            if !path.is_empty() && !segment.starts_with('[') {
+                path.push('.');
+            }
+            path.push_str(segment);
+        }
+        write!(f, "field `{path}`: {}", self.message)
+    }
+}
+
+/// What a source field of `ty` turns into for each target column: the plans the format readers
+/// build, one per target column, `None` where the source has no such field.
+pub(crate) fn source_field<'a>(fields: &'a [Field], target: &ArrowField) -> Option<&'a Field> {
+    fields.iter().find(|f| f.name == target.name().as_str())
+}
+
+fn check_struct(source: &[Field], target: &Fields, path: &str) -> Result<()> {
+    for column in target {
+        let column_path = join(path, column.name());
+        match source_field(source, column) {
+            None if !column.is_nullable() => {
+                return Err(Error::Schema(format!(
+                    "column `{column_path}` is required in the table but the source schema has no such field"
+                )));
+            }
+            None => {}
+            Some(field) => check_type(&field.ty, column.data_type(), &column_path)?,
+        }
+    }
+    Ok(())
+}
+
+fn check_type(ty: &Ty, target: &DataType, path: &str) -> Result<()> {
+    let fits = match (ty, target) {
+        (Ty::Prim(p), t) => prim_fits(*p, t),
+        (Ty::Struct(fields), DataType::Struct(columns)) => return check_struct(fields, columns, path),
+        (Ty::List(element), DataType::List(column)) => {
+            return check_element(element, column, &join(path, "element"));
+        }
+        (Ty::Map(key, value), DataType::Map(entries, _)) => match entries.data_type() {
+            DataType::Struct(kv) if kv.len() == 2 => {
+                check_element(key, &kv[0], &join(path, "key"))?;
+                return check_element(value, &kv[1], &join(path, "value"));
+            }
+            _ => false,
+        },
+        _ => false,
+    };
+    if fits {
+        Ok(())
+    } else {
+        Err(Error::Schema(format!(
+            "column `{path}`: the source's {ty} does not fit the table's {target} \
+             (allowed: the same type, int→long, float→double, a decimal of wider precision)"
+        )))
+    }
+}
+
+/// A list element or map key/value: the target must be nullable where the source is.
+fn check_element(source: &Field, target: &ArrowField, path: &str) -> Result<()> {
+    if source.optional && !target.is_nullable() {
+        return Err(Error::Schema(format!("column `{path}`: the source allows nulls here but the table does not")));
+    }
+    check_type(&source.ty, target.data_type(), path)
+}
+
+fn prim_fits(p: Prim, t: &DataType) -> bool {
+    use DataType as D;
+    match (p, t) {
+        (Prim::Boolean, D::Boolean)
+        | (Prim::Int, D::Int32 | D::Int64)
+        | (Prim::Long, D::Int64)
+        | (Prim::Float, D::Float32 | D::Float64)
+        | (Prim::Double, D::Float64)
+        | (Prim::String, D::Utf8)
+        | (Prim::Binary, D::Binary | D::LargeBinary)
+        | (Prim::Uuid, D::FixedSizeBinary(16))
+        | (Prim::Date, D::Date32)
+        | (Prim::Time, D::Time64(TimeUnit::Microsecond))
+        | (Prim::Timestamp, D::Timestamp(TimeUnit::Microsecond, None))
+        | (Prim::Timestamptz, D::Timestamp(TimeUnit::Microsecond, Some(_))) => true,
+        (Prim::Fixed(n), D::FixedSizeBinary(w)) => usize::try_from(*w) == Ok(n),
+        (Prim::Decimal { precision, scale }, D::Decimal128(p2, s2)) => {
+            i64::from(scale) == i64::from(*s2) && precision <= u32::from(*p2)
+        }
+        _ => false,
+    }
+}
+
+/// A string value as UTF-8, or an error saying so.
+pub(crate) fn utf8(bytes: &[u8]) -> std::result::Result<&str, DecodeError> {
+    std::str::from_utf8(bytes).map_err(|e| DecodeError::new(format!("invalid UTF-8 in a string: {e}")))
+}
+
+/// A UUID's 16 bytes from its text form.
+pub(crate) fn uuid_bytes(text: &str) -> std::result::Result<[u8; 16], DecodeError> {
+    uuid::Uuid::parse_str(text)
+        .map(|u| *u.as_bytes())
+        .map_err(|e| DecodeError::new(format!("expected a UUID, got `{}`: {e}", text.chars().take(40).collect::<String>())))
+}
+
+/// Epoch milliseconds as microseconds, refusing overflow.
+pub(crate) fn millis_to_micros(ms: i64) -> std::result::Result<i64, DecodeError> {
+    ms.checked_mul(1000).ok_or_else(|| DecodeError::new(format!("timestamp {ms} ms is out of range")))
+}
+
+#[cfg(test)]
+mod tests;

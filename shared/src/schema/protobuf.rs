@@ -1,0 +1,165 @@
+//! Protobuf schemas: a `.proto` compiled in-process by protox, or a compiled descriptor set,
+//! reduced to one message's descriptor (prost-reflect), which the decoder walks per record.
+
+use std::path::Path;
+
+use prost_reflect::{DescriptorPool, FieldDescriptor, Kind, MessageDescriptor};
+
+use super::{Field, Prim, Ty, join, unsupported};
+use crate::error::{Error, Result};
+
+/// One message type of a compiled `.proto`.
+#[derive(Debug, Clone)]
+pub struct ProtoSchema {
+    pub(crate) message: MessageDescriptor,
+    pub(crate) fields: Vec<Field>,
+}
+
+/// A well-known message that maps to a column value rather than a struct.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WellKnown {
+    Timestamp,
+    /// `google.protobuf.*Value`: the wrapped scalar is its field 1.
+    Wrapper(Prim),
+}
+
+pub(crate) fn well_known(m: &MessageDescriptor) -> Option<WellKnown> {
+    Some(match m.full_name() {
+        "google.protobuf.Timestamp" => WellKnown::Timestamp,
+        "google.protobuf.DoubleValue" => WellKnown::Wrapper(Prim::Double),
+        "google.protobuf.FloatValue" => WellKnown::Wrapper(Prim::Float),
+        "google.protobuf.Int64Value" | "google.protobuf.UInt64Value" | "google.protobuf.UInt32Value" => {
+            WellKnown::Wrapper(Prim::Long)
+        }
+        "google.protobuf.Int32Value" => WellKnown::Wrapper(Prim::Int),
+        "google.protobuf.BoolValue" => WellKnown::Wrapper(Prim::Boolean),
+        "google.protobuf.StringValue" => WellKnown::Wrapper(Prim::String),
+        "google.protobuf.BytesValue" => WellKnown::Wrapper(Prim::Binary),
+        _ => return None,
+    })
+}
+
+impl ProtoSchema {
+    /// A `.proto` (imports from its directory; `message` required) or a descriptor set.
+    pub fn load(path: &Path, message: Option<&str>) -> Result<Self> {
+        let pool = match path.extension().and_then(|e| e.to_str()) {
+            Some("proto") => {
+                let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+                let file = path.file_name().ok_or_else(|| Error::Schema("no file name".into()))?;
+                let mut compiler = protox::Compiler::new([dir]).map_err(compile_error)?;
+                compiler.include_imports(true).open_file(file).map_err(compile_error)?;
+                if message.is_none() {
+                    return Err(Error::Schema("a .proto schema needs `message` (the full name of the value's message type)".into()));
+                }
+                compiler.descriptor_pool()
+            }
+            _ => {
+                let bytes = std::fs::read(path)?;
+                DescriptorPool::decode(bytes.as_slice())
+                    .map_err(|e| Error::Schema(format!("not a protobuf descriptor set (.pb/.desc): {e}")))?
+            }
+        };
+        Self::from_pool(&pool, message)
+    }
+
+    /// `.proto` source importing nothing beyond the well-known types.
+    pub fn from_source(source: &str, message: Option<&str>) -> Result<Self> {
+        let file = protox::file::File::from_source("schema.proto", source).map_err(compile_error)?;
+        let mut resolver = protox::file::ChainFileResolver::new();
+        resolver.add(OneFile(file));
+        resolver.add(protox::file::GoogleFileResolver::new());
+        let mut compiler = protox::Compiler::with_file_resolver(resolver);
+        compiler.include_imports(true).open_file("schema.proto").map_err(compile_error)?;
+        if message.is_none() {
+            return Err(Error::Schema("a .proto schema needs `message` (the full name of the value's message type)".into()));
+        }
+        Self::from_pool(&compiler.descriptor_pool(), message)
+    }
+
+    fn from_pool(pool: &DescriptorPool, message: Option<&str>) -> Result<Self> {
+        let message = match message {
+            Some(name) => pool.get_message_by_name(name).ok_or_else(|| {
+                let known: Vec<String> = user_messages(pool).map(|m| m.full_name().to_string()).collect();
+                Error::Schema(format!("no message `{name}` (messages: {})", known.join(", ")))
+            })?,
+            None => {
+                let mut all = user_messages(pool).filter(|m| !m.is_map_entry());
+                match (all.next(), all.next()) {
+                    (Some(m), None) => m,
+                    _ => return Err(Error::Schema("the descriptor set holds several messages: set `message`".into())),
+                }
+            }
+        };
+        let mut expanding = Vec::new();
+        let fields = message_fields(&message, "", &mut expanding)?;
+        Ok(ProtoSchema { message, fields })
+    }
+}
+
+fn user_messages(pool: &DescriptorPool) -> impl Iterator<Item = MessageDescriptor> {
+    pool.all_messages().filter(|m| !m.full_name().starts_with("google.protobuf."))
+}
+
+fn compile_error(e: protox::Error) -> Error {
+    Error::Schema(format!("cannot compile the .proto: {e}"))
+}
+
+struct OneFile(protox::file::File);
+
+impl protox::file::FileResolver for OneFile {
+    fn open_file(&self, name: &str) -> Result<protox::file::File, protox::Error> {
+        if name == self.0.name() {
+            Ok(protox::file::File::from_file_descriptor_proto(self.0.file_descriptor_proto().clone()))
+        } else {
+            Err(protox::Error::file_not_found(name))
+        }
+    }
+}
+
+fn message_fields(m: &MessageDescriptor, path: &str, expanding: &mut Vec<String>) -> Result<Vec<Field>> {
+    if expanding.iter().any(|n| n == m.full_name()) {
+        return Err(unsupported(
+            path,
+            format!("recursive message `{}` ({} -> {}): Iceberg tables need a finite schema", m.full_name(), expanding.join(" -> "), m.full_name()),
+        ));
+    }
+    expanding.push(m.full_name().to_string());
+    let fields = m.fields().map(|fd| field(&fd, &join(path, fd.name()), expanding)).collect();
+    expanding.pop();
+    fields
+}
+
+/// A field's column: repeated and map fields are required (absent = empty); messages, proto3
+/// `optional` and oneof members are optional (they have presence); plain scalars are required.
+fn field(fd: &FieldDescriptor, path: &str, expanding: &mut Vec<String>) -> Result<Field> {
+    if fd.is_map() {
+        let Kind::Message(entry) = fd.kind() else { unreachable!("a map field's kind is its entry message") };
+        let key = value_ty(&entry.map_entry_key_field().kind(), &join(path, "key"), expanding)?;
+        let value_fd = entry.map_entry_value_field();
+        let value = value_ty(&value_fd.kind(), &join(path, "value"), expanding)?;
+        let value_optional = matches!(value_fd.kind(), Kind::Message(_));
+        return Ok(Field::new(fd.name(), false, Field::map(key, Field::new("value", value_optional, value))));
+    }
+    let ty = value_ty(&fd.kind(), path, expanding)?;
+    if fd.is_list() {
+        return Ok(Field::new(fd.name(), false, Ty::List(Box::new(Field::element(false, ty)))));
+    }
+    Ok(Field::new(fd.name(), fd.supports_presence(), ty))
+}
+
+fn value_ty(kind: &Kind, path: &str, expanding: &mut Vec<String>) -> Result<Ty> {
+    Ok(Ty::Prim(match kind {
+        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => Prim::Int,
+        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 | Kind::Uint32 | Kind::Fixed32 | Kind::Uint64 | Kind::Fixed64 => Prim::Long,
+        Kind::Float => Prim::Float,
+        Kind::Double => Prim::Double,
+        Kind::Bool => Prim::Boolean,
+        Kind::String | Kind::Enum(_) => Prim::String,
+        Kind::Bytes => Prim::Binary,
+        Kind::Message(m) => match well_known(m) {
+            Some(WellKnown::Timestamp) => Prim::Timestamptz,
+            Some(WellKnown::Wrapper(p)) => p,
+            None => return Ok(Ty::Struct(message_fields(m, path, expanding)?)),
+        },
+    }))
+}
