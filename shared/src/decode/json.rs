@@ -83,11 +83,13 @@ fn put_object(v: &Value, plans: &[Option<(String, Plan)>], col: &mut Col) -> Res
     for (child, plan) in col.children()?.iter_mut().zip(plans) {
         match plan {
             None => child.push_missing()?,
-            Some((name, plan)) => match object.get(name) {
-                Some(value) => put(value, plan, child),
-                None => child.push_missing(),
+            Some((name, plan)) => {
+                let put = match object.get(name) {
+                    Some(value) => put(value, plan, child),
+                    None => child.push_missing(),
+                };
+                put.map_err(|e| e.at(name.as_str()))?
             }
-            .map_err(|e| e.at(name.as_str()))?,
         }
     }
     col.close_row();
@@ -127,6 +129,9 @@ fn put_prim(v: &Value, p: Prim, col: &mut Col) -> Result<(), DecodeError> {
     match (p, v) {
         (Prim::Boolean, Value::Bool(b)) => col.push_bool(*b),
         (Prim::Long, Value::Number(n)) => col.push_i64(n.as_i64().ok_or_else(|| DecodeError::new(format!("expected an integer in the long range, got {n}")))?),
+        (Prim::Int, Value::Number(n)) => {
+            col.push_i32(n.as_i64().and_then(|v| i32::try_from(v).ok()).ok_or_else(|| DecodeError::new(format!("expected an integer in the int range, got {n}")))?)
+        }
         (Prim::Double, Value::Number(n)) => col.push_f64(n.as_f64().unwrap_or(f64::NAN)),
         (Prim::String, Value::String(s)) => col.push_bytes(s.as_bytes()),
         (Prim::Uuid, Value::String(s)) => col.push_fixed(&uuid_bytes(s)?),
@@ -138,7 +143,7 @@ fn put_prim(v: &Value, p: Prim, col: &mut Col) -> Result<(), DecodeError> {
         }
         (Prim::Timestamptz, _) => Err(expected("an RFC 3339 string or epoch milliseconds", v)),
         (Prim::Boolean, _) => Err(expected("boolean", v)),
-        (Prim::Long, _) => Err(expected("integer", v)),
+        (Prim::Long | Prim::Int, _) => Err(expected("integer", v)),
         (Prim::Double, _) => Err(expected("number", v)),
         (Prim::Date, _) => Err(expected("a date string (YYYY-MM-DD)", v)),
         (Prim::Uuid, _) => Err(expected("a UUID string", v)),

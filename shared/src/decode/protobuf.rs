@@ -80,12 +80,8 @@ fn put_message(m: &DynamicMessage, plans: &[Option<(FieldDescriptor, Plan)>], co
         };
         // Fields with presence (messages, proto3 `optional`, oneof members) are null when
         // unset; plain proto3 scalars, lists and maps read as their default.
-        if fd.supports_presence() && !m.has_field(fd) {
-            child.push_missing()
-        } else {
-            put(&m.get_field(fd), plan, child)
-        }
-        .map_err(|e| e.at(fd.name()))?;
+        let put = if fd.supports_presence() && !m.has_field(fd) { child.push_missing() } else { put(&m.get_field(fd), plan, child) };
+        put.map_err(|e| e.at(fd.name()))?;
     }
     col.close_row();
     Ok(())
