@@ -65,6 +65,10 @@ impl Col {
         Some(Col { field: field.clone(), valid: Vec::new(), data })
     }
 
+    pub fn name(&self) -> &str {
+        self.field.name()
+    }
+
     pub fn len(&self) -> usize {
         self.valid.len()
     }

@@ -94,7 +94,10 @@ fn telemetry_json_takes_rfc3339_strings_too() {
 #[test]
 fn bad_telemetry_records_name_the_field_and_append_nothing() {
     let target = telemetry_target();
-    let cases: [(Format, Vec<u8>, &str); 6] = [
+    let cases: [(Format, Vec<u8>, &str); 8] = [
+        // A repeated key would give its column two values in one row.
+        (Format::Json, br#"{"vehicle_id":1,"vehicle_id":2}"#.to_vec(), "field `vehicle_id`: the key appears twice"),
+        (Format::Json, br#"{"vehicle_id":1.5}"#.to_vec(), "field `vehicle_id`: expected an integer, got 1.5"),
         (Format::Json, br#"{"vehicle_id":"one","event_time":5}"#.to_vec(), "field `vehicle_id`: expected integer, got string"),
         (
             Format::Json,
