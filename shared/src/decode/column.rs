@@ -194,6 +194,14 @@ impl Col {
         }
     }
 
+    /// How many elements the open (not yet closed) row of a list column has so far.
+    pub fn open_items(&self) -> usize {
+        match &self.data {
+            Data::List { ends, child } => child.len() - ends.last().copied().unwrap_or(0),
+            _ => 0,
+        }
+    }
+
     /// A list column's element column, to push this row's elements into.
     pub fn element(&mut self) -> Result<&mut Col, DecodeError> {
         match &mut self.data {

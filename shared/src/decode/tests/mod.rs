@@ -94,7 +94,7 @@ fn telemetry_json_takes_rfc3339_strings_too() {
 #[test]
 fn bad_telemetry_records_name_the_field_and_append_nothing() {
     let target = telemetry_target();
-    let cases: [(Format, Vec<u8>, &str); 8] = [
+    let cases: [(Format, Vec<u8>, &str); 9] = [
         // A repeated key would give its column two values in one row.
         (Format::Json, br#"{"vehicle_id":1,"vehicle_id":2}"#.to_vec(), "field `vehicle_id`: the key appears twice"),
         (Format::Json, br#"{"vehicle_id":1.5}"#.to_vec(), "field `vehicle_id`: expected an integer, got 1.5"),
@@ -110,7 +110,8 @@ fn bad_telemetry_records_name_the_field_and_append_nothing() {
             prost::Message::encode_to_vec(&crate::codec::proto::VehicleTelemetry { vehicle_id: 1, ..Default::default() }),
             "field `event_time`: required but missing",
         ),
-        (Format::Protobuf, vec![0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f], "invalid protobuf"),
+        (Format::Protobuf, vec![0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f], "truncated: 4294967295 bytes declared, 0 left"),
+        (Format::Protobuf, vec![0x0a, 0x00], "field `vehicle_id`: a length-delimited value where the schema has int64"),
         (Format::Avro, vec![0x02, 0x04, 0xfe, 0xff, 0xff, 0xff, 0x0f], "field `model`: truncated"),
     ];
     for (format, value, message) in cases {

@@ -174,7 +174,11 @@ pub(crate) fn proto_order(complete: bool) -> Vec<u8> {
 
 #[test]
 fn rich_protobuf_round_trips_every_value() {
-    let got = decode_rows(&rich_schema(Format::Protobuf), &[proto_order(true), proto_order(false)]);
+    let mut got = decode_rows(&rich_schema(Format::Protobuf), &[proto_order(true), proto_order(false)]);
+    // Map entries keep wire order, which the encoder takes from a HashMap.
+    for row in &mut got {
+        row[5] = row[5].replace("{b: 2, a: -1}", "{a: -1, b: 2}");
+    }
     let row = |complete: bool| {
         let or_null = |v: &str| if complete { v.to_string() } else { "null".to_string() };
         vec![
