@@ -243,6 +243,8 @@ enum Slot<'a> {
     Empty,
     Raw(Raw<'a>),
     Merged(Vec<u8>),
+    /// A map's `(key, value)` entries in wire order; a repeated key keeps its last value.
+    Entries(Vec<(Raw<'a>, Raw<'a>)>),
 }
 
 fn decode_message(mut input: &[u8], plan: &MessagePlan, col: &mut Col) -> R {
@@ -266,7 +268,10 @@ fn decode_message(mut input: &[u8], plan: &MessagePlan, col: &mut Col) -> R {
                 Ok(())
             }
             Shape::List(element) => push_items(raw, element, &mut columns[i]),
-            Shape::Map { key, value } => push_entry(raw, key, value, &mut columns[i]),
+            Shape::Map { key, value } => read_entry(raw, key, value).map(|entry| match &mut slots[i] {
+                Slot::Entries(entries) => entries.push(entry),
+                other => *other = Slot::Entries(vec![entry]),
+            }),
         };
         read.map_err(|e| e.at(field.name.as_str()))?;
     }
@@ -280,6 +285,8 @@ fn decode_message(mut input: &[u8], plan: &MessagePlan, col: &mut Col) -> R {
             (Shape::Single { value, .. }, Slot::Empty) => push_value(zero(value), value, column),
             (Shape::Single { value, .. }, Slot::Raw(raw)) => push_value(*raw, value, column),
             (Shape::Single { value, .. }, Slot::Merged(bytes)) => push_value(Raw::Len(bytes), value, column),
+            (Shape::Single { .. }, Slot::Entries(_)) => Err(DecodeError::new("internal: map entries for a singular field")),
+            (Shape::Map { key, value }, Slot::Entries(entries)) => push_map(entries, key, value, column),
             (Shape::List(_) | Shape::Map { .. }, _) => {
                 column.close_row();
                 Ok(())
@@ -320,25 +327,56 @@ fn push_items(raw: Raw, element: &ValuePlan, list: &mut Col) -> R {
 }
 
 /// One map entry (a message: key 1, value 2; absent parts are their zero values).
-fn push_entry(raw: Raw, key_plan: &ValuePlan, value_plan: &ValuePlan, map: &mut Col) -> R {
+fn read_entry<'a>(raw: Raw<'a>, key_plan: &ValuePlan, value_plan: &ValuePlan) -> Result<(Raw<'a>, Raw<'a>), DecodeError> {
     let Raw::Len(mut entry) = raw else { return Err(wire_mismatch(raw, "a map entry")) };
-    let (mut key, mut value) = (zero(key_plan), None);
+    let (mut key, mut value) = (zero(key_plan), zero(value_plan));
     while let Some((number, raw)) = next_field(&mut entry)? {
         match number {
             1 => key = raw,
-            2 => value = Some(raw),
+            2 => value = raw,
             _ => {}
         }
     }
+    Ok((key, value))
+}
+
+/// A map row: each key once, with its last value, in first-seen order.
+fn push_map<'a>(entries: &[(Raw<'a>, Raw<'a>)], key_plan: &ValuePlan, value_plan: &ValuePlan, map: &mut Col) -> R {
+    #[derive(PartialEq, Eq, Hash)]
+    enum Key<'a> {
+        Number(u64),
+        Bytes(&'a [u8]),
+    }
+    fn key_of<'a>(raw: &Raw<'a>) -> Key<'a> {
+        match *raw {
+        Raw::Varint(v) | Raw::Fixed64(v) => Key::Number(v),
+        Raw::Fixed32(v) => Key::Number(u64::from(v)),
+        Raw::Len(b) => Key::Bytes(b),
+        }
+    }
+    let mut first: std::collections::HashMap<Key, usize> = std::collections::HashMap::with_capacity(entries.len());
+    let mut kept: Vec<(Raw<'a>, Raw<'a>)> = Vec::with_capacity(entries.len());
+    for (k, v) in entries {
+        match first.entry(key_of(k)) {
+            std::collections::hash_map::Entry::Occupied(at) => kept[*at.get()].1 = *v,
+            std::collections::hash_map::Entry::Vacant(at) => {
+                at.insert(kept.len());
+                kept.push((*k, *v));
+            }
+        }
+    }
     let (keys, values) = map.entries()?;
-    push_value(key, key_plan, keys)?;
-    let value = value.unwrap_or_else(|| zero(value_plan));
-    let text = match key {
-        Raw::Len(k) => String::from_utf8_lossy(k).into_owned(),
-        Raw::Varint(v) | Raw::Fixed64(v) => v.to_string(),
-        Raw::Fixed32(v) => v.to_string(),
-    };
-    push_value(value, value_plan, values).map_err(|e| e.at(text))
+    for (key, value) in kept {
+        push_value(key, key_plan, keys)?;
+        let text = match key {
+            Raw::Len(k) => String::from_utf8_lossy(k).into_owned(),
+            Raw::Varint(v) | Raw::Fixed64(v) => v.to_string(),
+            Raw::Fixed32(v) => v.to_string(),
+        };
+        push_value(value, value_plan, values).map_err(|e| e.at(text))?;
+    }
+    map.close_row();
+    Ok(())
 }
 
 /// The zero value on the wire of a value of `plan` (an empty message for messages).

@@ -300,3 +300,60 @@ fn bad_rich_records_name_the_nested_field() {
     assert!(decoder.append(&bad_uuid).unwrap_err().starts_with("field `id`: expected a UUID"));
     assert_eq!(decoder.len(), 0);
 }
+
+/// Map entries of both decodes in one order (the re-encoder takes them from a HashMap).
+fn same_map_order(mut rows: Vec<Vec<String>>) -> Vec<Vec<String>> {
+    for row in &mut rows {
+        row[5] = row[5].replace("{b: 2, a: -1}", "{a: -1, b: 2}");
+    }
+    rows
+}
+
+#[test]
+fn protobuf_wire_semantics_match_prost_reflect() {
+    use prost::Message;
+    // Concatenated encodings merge: the last scalar wins, lists append, messages merge, a
+    // repeated map key keeps its last value. prost-reflect's decode + re-encode is the oracle.
+    let schema = rich_schema(Format::Protobuf);
+    let SourceSchema::Protobuf(p) = &schema else { unreachable!() };
+    for bytes in [
+        [proto_order(false), proto_order(true)].concat(),
+        [proto_order(true), proto_order(false)].concat(),
+        [proto_order(true), proto_order(true), proto_order(false)].concat(),
+    ] {
+        let normalised = DynamicMessage::decode(p.message.clone(), bytes.as_slice()).unwrap().encode_to_vec();
+        let (ours, oracle) = (decode_rows(&schema, &[bytes]), decode_rows(&schema, &[normalised]));
+        assert_eq!(same_map_order(ours), same_map_order(oracle));
+    }
+}
+
+#[test]
+fn protobuf_packed_and_unpacked_repeated_scalars_decode_alike() {
+    use prost::Message;
+    let source = r#"syntax = "proto3"; package t; enum E { A = 0; B = 1; }
+        message P { repeated int32 xs = 1; repeated sint64 ys = 2; repeated double zs = 3; repeated E es = 4;
+                    repeated fixed32 fs = 5; map<int32, string> m = 6; }
+        message U { repeated int32 xs = 1 [packed = false]; repeated sint64 ys = 2 [packed = false];
+                    repeated double zs = 3 [packed = false]; repeated E es = 4 [packed = false];
+                    repeated fixed32 fs = 5 [packed = false]; map<int32, string> m = 6; }"#;
+    let packed = SourceSchema::from_text(Format::Protobuf, source, Some("t.P")).unwrap();
+    for name in ["t.P", "t.U"] {
+        let mut m = message(&packed, name);
+        set(
+            &mut m,
+            vec![
+                ("xs", Proto::List(vec![Proto::I32(-1), Proto::I32(2)])),
+                ("ys", Proto::List(vec![Proto::I64(-5), Proto::I64(6)])),
+                ("zs", Proto::List(vec![Proto::F64(0.5)])),
+                ("es", Proto::List(vec![Proto::EnumNumber(1), Proto::EnumNumber(0)])),
+                ("fs", Proto::List(vec![Proto::U32(u32::MAX)])),
+                ("m", Proto::Map(HashMap::from([(MapKey::I32(7), Proto::String("seven".into()))]))),
+            ],
+        );
+        assert_eq!(
+            decode_rows(&packed, &[m.encode_to_vec()]),
+            [["xs=[-1, 2]", "ys=[-5, 6]", "zs=[0.5]", "es=[B, A]", "fs=[4294967295]", "m={7: seven}"]],
+            "{name}"
+        );
+    }
+}
