@@ -5,8 +5,7 @@
 use arrow_schema::{DataType, Fields};
 
 use super::column::Col;
-use super::json::element_type;
-use super::{DecodeError, millis_to_micros, utf8, uuid_bytes};
+use super::{DecodeError, element_type, millis_to_micros, utf8, uuid_bytes};
 use crate::schema::avro::{AvroSchema, AvroType};
 
 pub(crate) struct AvroReader {

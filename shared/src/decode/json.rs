@@ -5,7 +5,7 @@ use arrow_schema::{DataType, Fields};
 use serde::de::{DeserializeSeed, Deserializer, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use super::column::Col;
-use super::{DecodeError, millis_to_micros, source_field, uuid_bytes};
+use super::{DecodeError, element_type, millis_to_micros, source_field, uuid_bytes};
 use crate::schema::json_schema::JsonSchema;
 use crate::schema::{Prim, Ty};
 
@@ -58,17 +58,6 @@ fn plan(ty: &Ty, target: &DataType) -> Plan {
     }
 }
 
-/// A list's element type (`_`), or a map's key (0) or value (1) type.
-pub(crate) fn element_type(t: &DataType, index: usize) -> DataType {
-    match t {
-        DataType::List(e) => e.data_type().clone(),
-        DataType::Map(entries, _) => match entries.data_type() {
-            DataType::Struct(kv) if kv.len() == 2 => kv[index].data_type().clone(),
-            _ => DataType::Null,
-        },
-        _ => DataType::Null,
-    }
-}
 
 /// One value into one column, streamed: serde_json hands each token to the plan's visitor, so
 /// no `serde_json::Value` tree is built per record. The first [`DecodeError`] is parked in

@@ -8,8 +8,7 @@ use arrow_schema::{DataType, Fields};
 use prost_reflect::{EnumDescriptor, FieldDescriptor, Kind, MessageDescriptor};
 
 use super::column::Col;
-use super::json::element_type;
-use super::{DecodeError, utf8};
+use super::{DecodeError, element_type, utf8};
 use crate::schema::protobuf::{ProtoSchema, WellKnown, well_known};
 
 type R = Result<(), DecodeError>;
