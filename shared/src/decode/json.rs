@@ -211,7 +211,14 @@ impl<'de> Visitor<'de> for Put<'_, '_> {
                     Ok(columns) => columns,
                     Err(e) => return self.fail(e),
                 };
-                let mut seen = vec![false; children.len()];
+                // Small objects track seen keys on the stack, no allocation per record.
+                let (mut on_stack, mut on_heap) = ([false; 32], Vec::new());
+                let seen: &mut [bool] = if children.len() <= on_stack.len() {
+                    &mut on_stack[..children.len()]
+                } else {
+                    on_heap.resize(children.len(), false);
+                    &mut on_heap
+                };
                 while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
                     let Some(i) = children.iter().position(|c| c.as_ref().is_some_and(|(name, _)| *name == key)) else {
                         map.next_value::<IgnoredAny>()?;

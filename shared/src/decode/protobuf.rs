@@ -248,7 +248,15 @@ enum Slot<'a> {
 
 fn decode_message(mut input: &[u8], plan: &MessagePlan, col: &mut Col) -> R {
     let columns = col.children()?;
-    let mut slots: Vec<Slot> = plan.columns.iter().map(|_| Slot::Empty).collect();
+    // Most messages are small: their slots live on the stack, no allocation per record.
+    let mut on_stack = [const { Slot::Empty }; 16];
+    let mut on_heap: Vec<Slot> = Vec::new();
+    let slots: &mut [Slot] = if plan.columns.len() <= on_stack.len() {
+        &mut on_stack[..plan.columns.len()]
+    } else {
+        on_heap.resize_with(plan.columns.len(), || Slot::Empty);
+        &mut on_heap
+    };
     while let Some((number, raw)) = next_field(&mut input)? {
         let Some(i) = plan.column_of(number) else { continue };
         let Some(field) = &plan.columns[i] else { continue };
@@ -274,7 +282,7 @@ fn decode_message(mut input: &[u8], plan: &MessagePlan, col: &mut Col) -> R {
         };
         read.map_err(|e| e.at(field.name.as_str()))?;
     }
-    for ((column, field), slot) in columns.iter_mut().zip(&plan.columns).zip(&slots) {
+    for ((column, field), slot) in columns.iter_mut().zip(&plan.columns).zip(slots.iter()) {
         let Some(field) = field else {
             column.push_missing()?;
             continue;
