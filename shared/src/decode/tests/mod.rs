@@ -182,6 +182,13 @@ fn widening_missing_nullable_columns_and_optional_into_required_fit() {
     );
 }
 
+#[test]
+fn decoders_and_schemas_can_move_between_threads() {
+    fn send_and_sync<T: Send + Sync>() {}
+    send_and_sync::<RecordDecoder>();
+    send_and_sync::<SourceSchema>();
+}
+
 fn arbitrary_bytes_never_panic_for(schema: &SourceSchema, bytes: &[u8]) {
     let mut decoder = RecordDecoder::new(schema, own_target(schema)).unwrap();
     match decoder.append(bytes) {
