@@ -5,8 +5,7 @@
 use arrow_schema::{DataType, Fields};
 
 use super::column::Col;
-use super::json::element_type;
-use super::{DecodeError, millis_to_micros, utf8, uuid_bytes};
+use super::{DecodeError, element_type, millis_to_micros, utf8, uuid_bytes};
 use crate::schema::avro::{AvroSchema, AvroType};
 
 pub(crate) struct AvroReader {
@@ -66,11 +65,12 @@ struct Input<'a>(&'a [u8]);
 
 impl<'a> Input<'a> {
     fn long(&mut self) -> Result<i64, DecodeError> {
+        let bytes = self.0;
         let mut value: u64 = 0;
-        for (i, byte) in self.0.iter().enumerate().take(10) {
+        for (i, byte) in bytes.iter().enumerate().take(10) {
             value |= u64::from(byte & 0x7f) << (7 * i);
             if byte & 0x80 == 0 {
-                self.0 = &self.0[i + 1..];
+                self.0 = &bytes[i + 1..];
                 return Ok((value >> 1) as i64 ^ -((value & 1) as i64));
             }
         }
@@ -86,7 +86,8 @@ impl<'a> Input<'a> {
         if n > self.0.len() {
             return Err(DecodeError::new(format!("truncated: {n} bytes declared, {} left", self.0.len())));
         }
-        let (head, rest) = self.0.split_at(n);
+        let all: &'a [u8] = self.0;
+        let (head, rest) = all.split_at(n);
         self.0 = rest;
         Ok(head)
     }
@@ -131,11 +132,11 @@ fn read(plan: &Plan, input: &mut Input, col: &mut Col) -> Result<(), DecodeError
         Plan::Record { fields, absent } => {
             let children = col.children()?;
             for (name, target, field) in fields {
-                match target {
+                let read = match target {
                     Some(i) => read(field, input, &mut children[*i]),
                     None => skip_plan(field, input),
-                }
-                .map_err(|e| e.at(name.as_str()))?;
+                };
+                read.map_err(|e| e.at(name.as_str()))?;
             }
             for i in absent {
                 children[*i].push_missing()?;

@@ -2,11 +2,12 @@
 //! through (a bad nested value, a missing required field) leaves no trace. Arrow's own builders
 //! cannot un-append; these are plain vectors turned into Arrow arrays at [`Col::finish`].
 
+use std::mem::take;
 use std::sync::Arc;
 
 use arrow_array::types::Decimal128Type;
 use arrow_array::*;
-use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, OffsetSizeTrait, ScalarBuffer};
+use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType, FieldRef, TimeUnit};
 
 use super::DecodeError;
@@ -54,12 +55,18 @@ impl Col {
             DataType::List(element) => Data::List { ends: Vec::new(), child: Box::new(Col::new(element)?) },
             DataType::Map(entries, _) => {
                 let DataType::Struct(kv) = entries.data_type() else { return None };
-                let [k, v] = kv.iter().collect::<Vec<_>>()[..] else { return None };
-                Data::Map { ends: Vec::new(), keys: Box::new(Col::new(k)?), values: Box::new(Col::new(v)?) }
+                if kv.len() != 2 {
+                    return None;
+                }
+                Data::Map { ends: Vec::new(), keys: Box::new(Col::new(&kv[0])?), values: Box::new(Col::new(&kv[1])?) }
             }
             _ => return None,
         };
         Some(Col { field: field.clone(), valid: Vec::new(), data })
+    }
+
+    pub fn name(&self) -> &str {
+        self.field.name()
     }
 
     pub fn len(&self) -> usize {
@@ -67,7 +74,7 @@ impl Col {
     }
 
     fn mismatch(&self, what: &str) -> DecodeError {
-        DecodeError::new(format!("a {what} value cannot go into a {} column", self.field.data_type()))
+        mismatch(&self.field, what)
     }
 
     pub fn push_bool(&mut self, v: bool) -> R {
@@ -183,7 +190,15 @@ impl Col {
     pub fn children(&mut self) -> Result<&mut [Col], DecodeError> {
         match &mut self.data {
             Data::Struct(children) => Ok(children),
-            _ => Err(self.mismatch("struct")),
+            _ => Err(mismatch(&self.field, "struct")),
+        }
+    }
+
+    /// How many elements the open (not yet closed) row of a list column has so far.
+    pub fn open_items(&self) -> usize {
+        match &self.data {
+            Data::List { ends, child } => child.len() - ends.last().copied().unwrap_or(0),
+            _ => 0,
         }
     }
 
@@ -191,7 +206,7 @@ impl Col {
     pub fn element(&mut self) -> Result<&mut Col, DecodeError> {
         match &mut self.data {
             Data::List { child, .. } => Ok(child),
-            _ => Err(self.mismatch("list")),
+            _ => Err(mismatch(&self.field, "list")),
         }
     }
 
@@ -199,7 +214,7 @@ impl Col {
     pub fn entries(&mut self) -> Result<(&mut Col, &mut Col), DecodeError> {
         match &mut self.data {
             Data::Map { keys, values, .. } => Ok((keys, values)),
-            _ => Err(self.mismatch("map")),
+            _ => Err(mismatch(&self.field, "map")),
         }
     }
 
@@ -213,11 +228,9 @@ impl Col {
         self.valid.push(true);
     }
 
-    /// Drops rows from `rows` on, nested parts included.
+    /// Drops rows from `rows` on, nested parts included: also the parts of a row that failed
+    /// before it was closed (children pushed, the row itself not yet).
     pub fn truncate(&mut self, rows: usize) {
-        if rows >= self.len() {
-            return;
-        }
         self.valid.truncate(rows);
         let end = |ends: &Vec<usize>| if rows == 0 { 0 } else { ends[rows - 1] };
         match &mut self.data {
@@ -260,7 +273,6 @@ impl Col {
         let valid = std::mem::take(&mut self.valid);
         let nulls = (!valid.iter().all(|v| *v)).then(|| NullBuffer::from(valid));
         let dt = self.field.data_type().clone();
-        let take = std::mem::take;
         Ok(match &mut self.data {
             Data::Bool(x) => Arc::new(BooleanArray::new(BooleanBuffer::from(take(x)), nulls)),
             Data::I32(x) => {
@@ -312,6 +324,11 @@ impl Col {
             }
         })
     }
+}
+
+/// Only a bug can get here: plans are built from the same target as the columns.
+fn mismatch(field: &FieldRef, what: &str) -> DecodeError {
+    DecodeError::new(format!("a {what} value cannot go into a {} column", field.data_type()))
 }
 
 fn offsets<O: OffsetSizeTrait>(ends: &[usize]) -> Result<OffsetBuffer<O>, ArrowError> {

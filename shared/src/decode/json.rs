@@ -2,15 +2,16 @@
 //! types: a `date-time` column takes an RFC 3339 string or integer epoch milliseconds.
 
 use arrow_schema::{DataType, Fields};
-use serde_json::Value;
+use serde::de::{DeserializeSeed, Deserializer, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use super::column::Col;
-use super::{DecodeError, millis_to_micros, source_field, uuid_bytes};
+use super::{DecodeError, element_type, millis_to_micros, source_field, uuid_bytes};
 use crate::schema::json_schema::JsonSchema;
 use crate::schema::{Prim, Ty};
 
 pub(crate) struct JsonReader {
-    row: Vec<Option<(String, Plan)>>,
+    /// A `Plan::Object` of the target's columns.
+    row: Plan,
 }
 
 /// How one JSON value lands in its column.
@@ -24,12 +25,18 @@ enum Plan {
 
 impl JsonReader {
     pub fn new(schema: &JsonSchema, target: &Fields) -> Self {
-        JsonReader { row: object_plan(&schema.fields, target) }
+        JsonReader { row: Plan::Object(object_plan(&schema.fields, target)) }
     }
 
     pub fn append(&self, value: &[u8], row: &mut Col) -> Result<(), DecodeError> {
-        let value: Value = serde_json::from_slice(value).map_err(|e| DecodeError::new(format!("invalid JSON: {e}")))?;
-        put_object(&value, &self.row, row)
+        let mut error = None;
+        let mut json = serde_json::Deserializer::from_slice(value);
+        let parsed = Put { plan: &self.row, col: row, error: &mut error }.deserialize(&mut json).and_then(|()| json.end());
+        match (parsed, error) {
+            (_, Some(e)) => Err(e),
+            (Err(e), None) => Err(DecodeError::new(format!("invalid JSON: {e}"))),
+            (Ok(()), None) => Ok(()),
+        }
     }
 }
 
@@ -51,98 +58,211 @@ fn plan(ty: &Ty, target: &DataType) -> Plan {
     }
 }
 
-/// A list's element type (`_`), or a map's key (0) or value (1) type.
-pub(crate) fn element_type(t: &DataType, index: usize) -> DataType {
-    match t {
-        DataType::List(e) => e.data_type().clone(),
-        DataType::Map(entries, _) => match entries.data_type() {
-            DataType::Struct(kv) if kv.len() == 2 => kv[index].data_type().clone(),
-            _ => DataType::Null,
-        },
-        _ => DataType::Null,
+
+/// One value into one column, streamed: serde_json hands each token to the plan's visitor, so
+/// no `serde_json::Value` tree is built per record. The first [`DecodeError`] is parked in
+/// `error` (serde's error type cannot carry it) and gains its path on the way up.
+struct Put<'p, 'c> {
+    plan: &'p Plan,
+    col: &'c mut Col,
+    error: &'c mut Option<DecodeError>,
+}
+
+impl<'p, 'c> Put<'p, 'c> {
+    fn fail<E: serde::de::Error>(self, e: DecodeError) -> Result<(), E> {
+        *self.error = Some(e);
+        Err(E::custom("invalid value"))
+    }
+
+    fn done<E: serde::de::Error>(self, pushed: Result<(), DecodeError>) -> Result<(), E> {
+        match pushed {
+            Ok(()) => Ok(()),
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn expected<E: serde::de::Error>(self, got: &str) -> Result<(), E> {
+        let what = match self.plan {
+            Plan::Object(_) | Plan::Map(_) => "object",
+            Plan::List(_) => "array",
+            Plan::Prim(Prim::Boolean) => "boolean",
+            Plan::Prim(Prim::Long | Prim::Int) => "integer",
+            Plan::Prim(Prim::Double) => "number",
+            Plan::Prim(Prim::Timestamptz) => "an RFC 3339 string or epoch milliseconds",
+            Plan::Prim(Prim::Date) => "a date string (YYYY-MM-DD)",
+            Plan::Prim(Prim::Uuid) => "a UUID string",
+            Plan::Prim(_) => "string",
+        };
+        self.fail(DecodeError::new(format!("expected {what}, got {got}")))
     }
 }
 
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
+/// Adds `segment` to the parked error's path (a child failed under it).
+fn under(error: &mut Option<DecodeError>, segment: impl Into<String>) {
+    if let Some(e) = error.take() {
+        *error = Some(e.at(segment));
     }
 }
 
-fn expected(what: &str, got: &Value) -> DecodeError {
-    DecodeError::new(format!("expected {what}, got {}", kind(got)))
+impl<'de> DeserializeSeed<'de> for Put<'_, '_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
 }
 
-fn put_object(v: &Value, plans: &[Option<(String, Plan)>], col: &mut Col) -> Result<(), DecodeError> {
-    let Value::Object(object) = v else { return Err(expected("object", v)) };
-    for (child, plan) in col.children()?.iter_mut().zip(plans) {
-        match plan {
-            None => child.push_missing()?,
-            Some((name, plan)) => match object.get(name) {
-                Some(value) => put(value, plan, child),
-                None => child.push_missing(),
+impl<'de> Visitor<'de> for Put<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a value of the schema's type")
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
+        let pushed = self.col.push_missing();
+        self.done(pushed)
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, b: bool) -> Result<(), E> {
+        match self.plan {
+            Plan::Prim(Prim::Boolean) => {
+                let pushed = self.col.push_bool(b);
+                self.done(pushed)
             }
-            .map_err(|e| e.at(name.as_str()))?,
+            _ => self.expected("boolean"),
         }
     }
-    col.close_row();
-    Ok(())
-}
 
-fn put(v: &Value, plan: &Plan, col: &mut Col) -> Result<(), DecodeError> {
-    if v.is_null() {
-        return col.push_missing();
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<(), E> {
+        let pushed = match self.plan {
+            Plan::Prim(Prim::Long) => self.col.push_i64(v),
+            Plan::Prim(Prim::Int) => match i32::try_from(v) {
+                Ok(v) => self.col.push_i32(v),
+                Err(_) => Err(DecodeError::new(format!("expected an integer in the int range, got {v}"))),
+            },
+            Plan::Prim(Prim::Double) => self.col.push_f64(v as f64),
+            Plan::Prim(Prim::Timestamptz) => millis_to_micros(v).and_then(|us| self.col.push_i64(us)),
+            _ => return self.expected("number"),
+        };
+        self.done(pushed)
     }
-    match plan {
-        Plan::Object(children) => put_object(v, children, col),
-        Plan::List(element) => {
-            let Value::Array(items) = v else { return Err(expected("array", v)) };
-            let child = col.element()?;
-            for (i, item) in items.iter().enumerate() {
-                put(item, element, child).map_err(|e| e.at(format!("[{i}]")))?;
-            }
-            col.close_row();
-            Ok(())
-        }
-        Plan::Map(value_plan) => {
-            let Value::Object(entries) = v else { return Err(expected("object", v)) };
-            let (keys, values) = col.entries()?;
-            for (key, value) in entries {
-                keys.push_bytes(key.as_bytes())?;
-                put(value, value_plan, values).map_err(|e| e.at(key.as_str()))?;
-            }
-            col.close_row();
-            Ok(())
-        }
-        Plan::Prim(p) => put_prim(v, *p, col),
-    }
-}
 
-fn put_prim(v: &Value, p: Prim, col: &mut Col) -> Result<(), DecodeError> {
-    match (p, v) {
-        (Prim::Boolean, Value::Bool(b)) => col.push_bool(*b),
-        (Prim::Long, Value::Number(n)) => col.push_i64(n.as_i64().ok_or_else(|| DecodeError::new(format!("expected an integer in the long range, got {n}")))?),
-        (Prim::Double, Value::Number(n)) => col.push_f64(n.as_f64().unwrap_or(f64::NAN)),
-        (Prim::String, Value::String(s)) => col.push_bytes(s.as_bytes()),
-        (Prim::Uuid, Value::String(s)) => col.push_fixed(&uuid_bytes(s)?),
-        (Prim::Date, Value::String(s)) => col.push_i32(parse_date(s)?),
-        (Prim::Timestamptz, Value::String(s)) => col.push_i64(parse_timestamp(s)?),
-        (Prim::Timestamptz, Value::Number(n)) => {
-            let ms = n.as_i64().ok_or_else(|| DecodeError::new(format!("expected epoch milliseconds (an integer), got {n}")))?;
-            col.push_i64(millis_to_micros(ms)?)
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<(), E> {
+        match i64::try_from(v) {
+            Ok(v) => self.visit_i64(v),
+            Err(_) if matches!(self.plan, Plan::Prim(Prim::Double)) => {
+                let pushed = self.col.push_f64(v as f64);
+                self.done(pushed)
+            }
+            Err(_) => self.fail(DecodeError::new(format!("{v} exceeds the long range"))),
         }
-        (Prim::Timestamptz, _) => Err(expected("an RFC 3339 string or epoch milliseconds", v)),
-        (Prim::Boolean, _) => Err(expected("boolean", v)),
-        (Prim::Long, _) => Err(expected("integer", v)),
-        (Prim::Double, _) => Err(expected("number", v)),
-        (Prim::Date, _) => Err(expected("a date string (YYYY-MM-DD)", v)),
-        (Prim::Uuid, _) => Err(expected("a UUID string", v)),
-        _ => Err(expected("string", v)),
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<(), E> {
+        match self.plan {
+            Plan::Prim(Prim::Double) => {
+                let pushed = self.col.push_f64(v);
+                self.done(pushed)
+            }
+            Plan::Prim(Prim::Long | Prim::Int | Prim::Timestamptz) => {
+                self.fail(DecodeError::new(format!("expected an integer, got {v}")))
+            }
+            _ => self.expected("number"),
+        }
+    }
+
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<(), E> {
+        let pushed = match self.plan {
+            Plan::Prim(Prim::String) => self.col.push_bytes(s.as_bytes()),
+            Plan::Prim(Prim::Uuid) => uuid_bytes(s).and_then(|u| self.col.push_fixed(&u)),
+            Plan::Prim(Prim::Date) => parse_date(s).and_then(|d| self.col.push_i32(d)),
+            Plan::Prim(Prim::Timestamptz) => parse_timestamp(s).and_then(|t| self.col.push_i64(t)),
+            _ => return self.expected("string"),
+        };
+        self.done(pushed)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let Plan::List(element) = self.plan else { return self.expected("array") };
+        let child = match self.col.element() {
+            Ok(child) => child,
+            Err(e) => return self.fail(e),
+        };
+        let mut i = 0;
+        loop {
+            let item = Put { plan: element, col: &mut *child, error: &mut *self.error };
+            match seq.next_element_seed(item) {
+                Ok(Some(())) => i += 1,
+                Ok(None) => break,
+                Err(e) => {
+                    under(self.error, format!("[{i}]"));
+                    return Err(e);
+                }
+            }
+        }
+        self.col.close_row();
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        match self.plan {
+            Plan::Object(children) => {
+                let columns = match self.col.children() {
+                    Ok(columns) => columns,
+                    Err(e) => return self.fail(e),
+                };
+                // Small objects track seen keys on the stack, no allocation per record.
+                let (mut on_stack, mut on_heap) = ([false; 32], Vec::new());
+                let seen: &mut [bool] = if children.len() <= on_stack.len() {
+                    &mut on_stack[..children.len()]
+                } else {
+                    on_heap.resize(children.len(), false);
+                    &mut on_heap
+                };
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    let Some(i) = children.iter().position(|c| c.as_ref().is_some_and(|(name, _)| *name == key)) else {
+                        map.next_value::<IgnoredAny>()?;
+                        continue;
+                    };
+                    if std::mem::replace(&mut seen[i], true) {
+                        *self.error = Some(DecodeError::new("the key appears twice").at(key.as_ref()));
+                        return Err(A::Error::custom("duplicate key"));
+                    }
+                    let plan = &children[i].as_ref().expect("position found a planned child").1;
+                    if let Err(e) = map.next_value_seed(Put { plan, col: &mut columns[i], error: &mut *self.error }) {
+                        under(self.error, key.as_ref());
+                        return Err(e);
+                    }
+                }
+                for (i, column) in columns.iter_mut().enumerate() {
+                    if !seen[i] {
+                        if let Err(e) = column.push_missing() {
+                            *self.error = Some(e.at(column.name()));
+                            return Err(A::Error::custom("missing"));
+                        }
+                    }
+                }
+            }
+            Plan::Map(value_plan) => {
+                let (keys, values) = match self.col.entries() {
+                    Ok(parts) => parts,
+                    Err(e) => return self.fail(e),
+                };
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    if let Err(e) = keys.push_bytes(key.as_bytes()) {
+                        *self.error = Some(e);
+                        return Err(A::Error::custom("key"));
+                    }
+                    if let Err(e) = map.next_value_seed(Put { plan: value_plan, col: &mut *values, error: &mut *self.error }) {
+                        under(self.error, key.as_ref());
+                        return Err(e);
+                    }
+                }
+            }
+            _ => return self.expected("object"),
+        }
+        self.col.close_row();
+        Ok(())
     }
 }
 

@@ -5,9 +5,13 @@
 //! One reader per format, all writing into [`column::Col`]s:
 //! - Avro: a direct datum reader walking the writer schema (arrow-avro 58 only reads framed
 //!   data: container files, single-object or registry prefixes; Kafka values are raw datums).
-//! - Protobuf: prost-reflect `DynamicMessage`, walked by descriptor.
-//! - JSON: serde_json per record. arrow-json reports errors only per batch and reads integer
-//!   timestamps as the column's unit, where JSON telemetry sends epoch milliseconds.
+//! - Protobuf: a direct wire reader guided by the prost-reflect descriptors (2x faster than a
+//!   `DynamicMessage` per record), with protobuf's merge semantics (tested against prost-reflect).
+//! - JSON: serde_json streaming each record's tokens through a visitor into the columns.
+//!   arrow-json reports errors only per batch (no per-record attribution without re-decoding)
+//!   and reads integer timestamps in the column's unit, where JSON telemetry sends epoch ms.
+//!
+//! Errors mid-record are undone by truncating every column back to the previous row count.
 
 mod avro;
 mod column;
@@ -116,8 +120,7 @@ impl std::fmt::Display for DecodeError {
     }
 }
 
-/// What a source field of `ty` turns into for each target column: the plans the format readers
-/// build, one per target column, `None` where the source has no such field.
+/// The source field a target column takes its values from (same name), if any.
 pub(crate) fn source_field<'a>(fields: &'a [Field], target: &ArrowField) -> Option<&'a Field> {
     fields.iter().find(|f| f.name == target.name().as_str())
 }
@@ -192,6 +195,18 @@ fn prim_fits(p: Prim, t: &DataType) -> bool {
             i64::from(scale) == i64::from(*s2) && precision <= u32::from(*p2)
         }
         _ => false,
+    }
+}
+
+/// A list's element type (`index` ignored), or a map's key (0) or value (1) type.
+pub(crate) fn element_type(t: &DataType, index: usize) -> DataType {
+    match t {
+        DataType::List(e) => e.data_type().clone(),
+        DataType::Map(entries, _) => match entries.data_type() {
+            DataType::Struct(kv) if kv.len() == 2 => kv[index].data_type().clone(),
+            _ => DataType::Null,
+        },
+        _ => DataType::Null,
     }
 }
 

@@ -1,166 +1,474 @@
-//! Protobuf values decoded by prost-reflect into a `DynamicMessage`, then walked by the plan
-//! built from the message descriptor. prost checks every length prefix against the bytes left.
+//! Protobuf values read straight from the wire into columns, guided by a plan built from the
+//! message descriptor (prost-reflect): no `DynamicMessage` per record. Wire semantics kept:
+//! fields in any order, the last value of a singular field wins, a repeated singular message
+//! merges, repeated scalars packed or not, unknown fields skipped. Every length prefix is
+//! checked against the bytes left.
 
 use arrow_schema::{DataType, Fields};
-use prost_reflect::{DynamicMessage, EnumDescriptor, FieldDescriptor, Kind, MapKey, MessageDescriptor, Value};
+use prost_reflect::{EnumDescriptor, FieldDescriptor, Kind, MessageDescriptor};
 
 use super::column::Col;
-use super::json::element_type;
-use super::DecodeError;
+use super::{DecodeError, element_type, utf8};
 use crate::schema::protobuf::{ProtoSchema, WellKnown, well_known};
 
-pub(crate) struct ProtoReader {
-    message: MessageDescriptor,
-    row: Vec<Option<(FieldDescriptor, Plan)>>,
-}
+type R = Result<(), DecodeError>;
 
-/// How one field's value lands in its column.
-enum Plan {
-    Scalar,
-    Enum(EnumDescriptor),
-    /// Per target child: the field it comes from.
-    Message(Vec<Option<(FieldDescriptor, Plan)>>),
-    Timestamp,
-    /// The wrapped scalar (field 1) of a `google.protobuf.*Value`.
-    Wrapper,
-    List(Box<Plan>),
-    Map { key: Box<Plan>, value: Box<Plan> },
+pub(crate) struct ProtoReader {
+    row: MessagePlan,
 }
 
 impl ProtoReader {
     pub fn new(schema: &ProtoSchema, target: &Fields) -> Self {
-        ProtoReader { message: schema.message.clone(), row: message_plan(&schema.message, target) }
+        ProtoReader { row: MessagePlan::new(&schema.message, target) }
     }
 
-    pub fn append(&self, value: &[u8], row: &mut Col) -> Result<(), DecodeError> {
-        let message = DynamicMessage::decode(self.message.clone(), value).map_err(|e| DecodeError::new(format!("invalid protobuf: {e}")))?;
-        put_message(&message, &self.row, row)
+    pub fn append(&self, value: &[u8], row: &mut Col) -> R {
+        decode_message(value, &self.row, row)
     }
 }
 
-fn message_plan(m: &MessageDescriptor, target: &Fields) -> Vec<Option<(FieldDescriptor, Plan)>> {
-    target
-        .iter()
-        .map(|column| {
-            let fd = m.get_field_by_name(column.name())?;
-            let plan = if fd.is_list() {
-                Plan::List(Box::new(kind_plan(&fd.kind(), &element_type(column.data_type(), 0))))
-            } else if fd.is_map() {
-                let Kind::Message(entry) = fd.kind() else { unreachable!("a map field's kind is its entry message") };
-                Plan::Map {
-                    key: Box::new(kind_plan(&entry.map_entry_key_field().kind(), &element_type(column.data_type(), 0))),
-                    value: Box::new(kind_plan(&entry.map_entry_value_field().kind(), &element_type(column.data_type(), 1))),
+/// A message into a struct column.
+struct MessagePlan {
+    /// Per target child: the field that fills it, if the message has one.
+    columns: Vec<Option<FieldPlan>>,
+    /// `(field number, column index)`, sorted by number.
+    by_number: Vec<(u32, usize)>,
+}
+
+struct FieldPlan {
+    name: String,
+    shape: Shape,
+}
+
+enum Shape {
+    /// Absent: null with `presence`, else the type's zero value (proto3 default).
+    Single { value: ValuePlan, presence: bool },
+    List(ValuePlan),
+    Map { key: ValuePlan, value: ValuePlan },
+}
+
+enum ValuePlan {
+    Scalar(Scalar),
+    Enum(EnumDescriptor),
+    Message(Box<MessagePlan>),
+    Timestamp,
+    /// A `google.protobuf.*Value`: the wrapped scalar is field 1.
+    Wrapper(Scalar),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Scalar {
+    Int32,
+    Int64,
+    Uint32,
+    Uint64,
+    Sint32,
+    Sint64,
+    Fixed32,
+    Fixed64,
+    Sfixed32,
+    Sfixed64,
+    Float,
+    Double,
+    Bool,
+    String,
+    Bytes,
+}
+
+impl MessagePlan {
+    fn new(m: &MessageDescriptor, target: &Fields) -> Self {
+        let columns: Vec<Option<FieldPlan>> = target
+            .iter()
+            .map(|column| {
+                let fd = m.get_field_by_name(column.name())?;
+                Some(FieldPlan { name: fd.name().to_string(), shape: shape(&fd, column.data_type()) })
+            })
+            .collect();
+        let mut by_number: Vec<(u32, usize)> = target
+            .iter()
+            .enumerate()
+            .filter_map(|(i, column)| Some((m.get_field_by_name(column.name())?.number(), i)))
+            .collect();
+        by_number.sort_unstable();
+        MessagePlan { columns, by_number }
+    }
+
+    fn column_of(&self, number: u32) -> Option<usize> {
+        self.by_number.binary_search_by_key(&number, |(n, _)| *n).ok().map(|i| self.by_number[i].1)
+    }
+}
+
+fn shape(fd: &FieldDescriptor, target: &DataType) -> Shape {
+    if fd.is_map() {
+        let Kind::Message(entry) = fd.kind() else { unreachable!("a map field's kind is its entry message") };
+        return Shape::Map {
+            key: value_plan(&entry.map_entry_key_field().kind(), &element_type(target, 0)),
+            value: value_plan(&entry.map_entry_value_field().kind(), &element_type(target, 1)),
+        };
+    }
+    if fd.is_list() {
+        return Shape::List(value_plan(&fd.kind(), &element_type(target, 0)));
+    }
+    Shape::Single { value: value_plan(&fd.kind(), target), presence: fd.supports_presence() }
+}
+
+fn value_plan(kind: &Kind, target: &DataType) -> ValuePlan {
+    let scalar = match kind {
+        Kind::Int32 => Scalar::Int32,
+        Kind::Int64 => Scalar::Int64,
+        Kind::Uint32 => Scalar::Uint32,
+        Kind::Uint64 => Scalar::Uint64,
+        Kind::Sint32 => Scalar::Sint32,
+        Kind::Sint64 => Scalar::Sint64,
+        Kind::Fixed32 => Scalar::Fixed32,
+        Kind::Fixed64 => Scalar::Fixed64,
+        Kind::Sfixed32 => Scalar::Sfixed32,
+        Kind::Sfixed64 => Scalar::Sfixed64,
+        Kind::Float => Scalar::Float,
+        Kind::Double => Scalar::Double,
+        Kind::Bool => Scalar::Bool,
+        Kind::String => Scalar::String,
+        Kind::Bytes => Scalar::Bytes,
+        Kind::Enum(e) => return ValuePlan::Enum(e.clone()),
+        Kind::Message(m) => {
+            return match (well_known(m), target) {
+                (Some(WellKnown::Timestamp), _) => ValuePlan::Timestamp,
+                (Some(WellKnown::Wrapper(_)), _) => {
+                    let inner = m.get_field(1).map(|f| value_plan(&f.kind(), target));
+                    match inner {
+                        Some(ValuePlan::Scalar(s)) => ValuePlan::Wrapper(s),
+                        _ => ValuePlan::Message(Box::new(MessagePlan { columns: Vec::new(), by_number: Vec::new() })),
+                    }
                 }
-            } else {
-                kind_plan(&fd.kind(), column.data_type())
+                (None, DataType::Struct(columns)) => ValuePlan::Message(Box::new(MessagePlan::new(m, columns))),
+                (None, _) => ValuePlan::Message(Box::new(MessagePlan { columns: Vec::new(), by_number: Vec::new() })),
             };
-            Some((fd, plan))
-        })
-        .collect()
+        }
+    };
+    ValuePlan::Scalar(scalar)
 }
 
-fn kind_plan(kind: &Kind, target: &DataType) -> Plan {
-    match kind {
-        Kind::Enum(e) => Plan::Enum(e.clone()),
-        Kind::Message(m) => match (well_known(m), target) {
-            (Some(WellKnown::Timestamp), _) => Plan::Timestamp,
-            (Some(WellKnown::Wrapper(_)), _) => Plan::Wrapper,
-            (None, DataType::Struct(columns)) => Plan::Message(message_plan(m, columns)),
-            (None, _) => Plan::Message(Vec::new()),
-        },
-        _ => Plan::Scalar,
+/// One field's value as it is on the wire.
+#[derive(Clone, Copy)]
+enum Raw<'a> {
+    Varint(u64),
+    Fixed32(u32),
+    Fixed64(u64),
+    Len(&'a [u8]),
+}
+
+impl Raw<'_> {
+    fn wire_name(&self) -> &'static str {
+        match self {
+            Raw::Varint(_) => "varint",
+            Raw::Fixed32(_) => "fixed32",
+            Raw::Fixed64(_) => "fixed64",
+            Raw::Len(_) => "length-delimited",
+        }
     }
 }
 
-fn put_message(m: &DynamicMessage, plans: &[Option<(FieldDescriptor, Plan)>], col: &mut Col) -> Result<(), DecodeError> {
-    for (child, plan) in col.children()?.iter_mut().zip(plans) {
-        let Some((fd, plan)) = plan else {
-            child.push_missing()?;
+fn varint(input: &mut &[u8]) -> Result<u64, DecodeError> {
+    let mut value = 0u64;
+    for (i, byte) in input.iter().enumerate().take(10) {
+        value |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            *input = &input[i + 1..];
+            return Ok(value);
+        }
+    }
+    Err(DecodeError::new(if input.len() < 10 { "truncated varint" } else { "a varint longer than 10 bytes" }))
+}
+
+fn take<'a>(input: &mut &'a [u8], n: usize) -> Result<&'a [u8], DecodeError> {
+    if n > input.len() {
+        return Err(DecodeError::new(format!("truncated: {n} bytes declared, {} left", input.len())));
+    }
+    let (head, rest) = input.split_at(n);
+    *input = rest;
+    Ok(head)
+}
+
+/// The next field of a message, groups (deprecated, never in our schemas) skipped.
+fn next_field<'a>(input: &mut &'a [u8]) -> Result<Option<(u32, Raw<'a>)>, DecodeError> {
+    loop {
+        if input.is_empty() {
+            return Ok(None);
+        }
+        let tag = varint(input)?;
+        let number = u32::try_from(tag >> 3).ok().filter(|n| *n != 0).ok_or_else(|| DecodeError::new(format!("invalid field tag {tag}")))?;
+        let raw = match tag & 7 {
+            0 => Raw::Varint(varint(input)?),
+            1 => Raw::Fixed64(u64::from_le_bytes(take(input, 8)?.try_into().expect("took 8 bytes"))),
+            2 => {
+                let n = usize::try_from(varint(input)?).map_err(|_| DecodeError::new("length out of range"))?;
+                Raw::Len(take(input, n)?)
+            }
+            3 => {
+                skip_group(input, number, 0)?;
+                continue;
+            }
+            5 => Raw::Fixed32(u32::from_le_bytes(take(input, 4)?.try_into().expect("took 4 bytes"))),
+            w => return Err(DecodeError::new(format!("invalid wire type {w} (field {number})"))),
+        };
+        return Ok(Some((number, raw)));
+    }
+}
+
+fn skip_group(input: &mut &[u8], number: u32, depth: usize) -> R {
+    if depth > 64 {
+        return Err(DecodeError::new("groups nested too deep"));
+    }
+    loop {
+        let tag = varint(input)?;
+        match tag & 7 {
+            0 => drop(varint(input)?),
+            1 => drop(take(input, 8)?),
+            2 => {
+                let n = usize::try_from(varint(input)?).map_err(|_| DecodeError::new("length out of range"))?;
+                take(input, n)?;
+            }
+            3 => skip_group(input, (tag >> 3) as u32, depth + 1)?,
+            4 if tag >> 3 == u64::from(number) => return Ok(()),
+            5 => drop(take(input, 4)?),
+            _ => return Err(DecodeError::new(format!("invalid wire type in group {number}"))),
+        }
+    }
+}
+
+/// A singular field's value so far: the last one wins; a message seen twice merges (the
+/// concatenation of two encodings is their merge).
+enum Slot<'a> {
+    Empty,
+    Raw(Raw<'a>),
+    Merged(Vec<u8>),
+    /// A map's `(key, value)` entries in wire order; a repeated key keeps its last value.
+    Entries(Vec<(Raw<'a>, Raw<'a>)>),
+}
+
+fn decode_message(mut input: &[u8], plan: &MessagePlan, col: &mut Col) -> R {
+    let columns = col.children()?;
+    // Most messages are small: their slots live on the stack, no allocation per record.
+    let mut on_stack = [const { Slot::Empty }; 16];
+    let mut on_heap: Vec<Slot> = Vec::new();
+    let slots: &mut [Slot] = if plan.columns.len() <= on_stack.len() {
+        &mut on_stack[..plan.columns.len()]
+    } else {
+        on_heap.resize_with(plan.columns.len(), || Slot::Empty);
+        &mut on_heap
+    };
+    while let Some((number, raw)) = next_field(&mut input)? {
+        let Some(i) = plan.column_of(number) else { continue };
+        let Some(field) = &plan.columns[i] else { continue };
+        let read = match &field.shape {
+            Shape::Single { value, .. } => {
+                slots[i] = match (std::mem::replace(&mut slots[i], Slot::Empty), raw, value) {
+                    (Slot::Raw(Raw::Len(a)), Raw::Len(b), ValuePlan::Message(_) | ValuePlan::Timestamp | ValuePlan::Wrapper(_)) => {
+                        Slot::Merged([a, b].concat())
+                    }
+                    (Slot::Merged(mut a), Raw::Len(b), ValuePlan::Message(_) | ValuePlan::Timestamp | ValuePlan::Wrapper(_)) => {
+                        a.extend_from_slice(b);
+                        Slot::Merged(a)
+                    }
+                    (_, raw, _) => Slot::Raw(raw),
+                };
+                Ok(())
+            }
+            Shape::List(element) => push_items(raw, element, &mut columns[i]),
+            Shape::Map { key, value } => read_entry(raw, key, value).map(|entry| match &mut slots[i] {
+                Slot::Entries(entries) => entries.push(entry),
+                other => *other = Slot::Entries(vec![entry]),
+            }),
+        };
+        read.map_err(|e| e.at(field.name.as_str()))?;
+    }
+    for ((column, field), slot) in columns.iter_mut().zip(&plan.columns).zip(slots.iter()) {
+        let Some(field) = field else {
+            column.push_missing()?;
             continue;
         };
-        // Fields with presence (messages, proto3 `optional`, oneof members) are null when
-        // unset; plain proto3 scalars, lists and maps read as their default.
-        if fd.supports_presence() && !m.has_field(fd) {
-            child.push_missing()
-        } else {
-            put(&m.get_field(fd), plan, child)
-        }
-        .map_err(|e| e.at(fd.name()))?;
+        let pushed = match (&field.shape, slot) {
+            (Shape::Single { presence: true, .. }, Slot::Empty) => column.push_missing(),
+            (Shape::Single { value, .. }, Slot::Empty) => push_value(zero(value), value, column),
+            (Shape::Single { value, .. }, Slot::Raw(raw)) => push_value(*raw, value, column),
+            (Shape::Single { value, .. }, Slot::Merged(bytes)) => push_value(Raw::Len(bytes), value, column),
+            (Shape::Single { .. }, Slot::Entries(_)) => Err(DecodeError::new("internal: map entries for a singular field")),
+            (Shape::Map { key, value }, Slot::Entries(entries)) => push_map(entries, key, value, column),
+            (Shape::List(_) | Shape::Map { .. }, _) => {
+                column.close_row();
+                Ok(())
+            }
+        };
+        pushed.map_err(|e| e.at(field.name.as_str()))?;
     }
     col.close_row();
     Ok(())
 }
 
-fn put(v: &Value, plan: &Plan, col: &mut Col) -> Result<(), DecodeError> {
-    match (v, plan) {
-        (Value::List(items), Plan::List(element)) => {
-            let child = col.element()?;
-            for (i, item) in items.iter().enumerate() {
-                put(item, element, child).map_err(|e| e.at(format!("[{i}]")))?;
+/// A repeated field's occurrence: one element, or a packed run of scalars.
+fn push_items(raw: Raw, element: &ValuePlan, list: &mut Col) -> R {
+    let first = list.open_items();
+    let items = list.element()?;
+    let at = |e: DecodeError, items: &Col| e.at(format!("[{}]", items.len() - first));
+    match (raw, element) {
+        (Raw::Len(mut packed), ValuePlan::Scalar(s)) if !matches!(s, Scalar::String | Scalar::Bytes) => {
+            while !packed.is_empty() {
+                let raw = match s {
+                    Scalar::Fixed32 | Scalar::Sfixed32 | Scalar::Float => Raw::Fixed32(u32::from_le_bytes(take(&mut packed, 4)?.try_into().expect("took 4 bytes"))),
+                    Scalar::Fixed64 | Scalar::Sfixed64 | Scalar::Double => Raw::Fixed64(u64::from_le_bytes(take(&mut packed, 8)?.try_into().expect("took 8 bytes"))),
+                    _ => Raw::Varint(varint(&mut packed)?),
+                };
+                push_value(raw, element, items).map_err(|e| at(e, items))?;
             }
-            col.close_row();
             Ok(())
         }
-        (Value::Map(entries), Plan::Map { key, value }) => {
-            let (keys, values) = col.entries()?;
-            // Wire order is lost in the decoded map; sorted keys keep rows deterministic.
-            let mut sorted: Vec<_> = entries.iter().collect();
-            sorted.sort_by(|a, b| a.0.cmp(b.0));
-            for (k, v) in sorted {
-                let k = key_value(k);
-                put(&k, key, keys)?;
-                put(v, value, values).map_err(|e| e.at(map_key_text(&k)))?;
+        (Raw::Len(mut packed), ValuePlan::Enum(_)) => {
+            while !packed.is_empty() {
+                let raw = Raw::Varint(varint(&mut packed)?);
+                push_value(raw, element, items).map_err(|e| at(e, items))?;
             }
-            col.close_row();
             Ok(())
         }
-        (Value::Message(m), Plan::Message(children)) => put_message(m, children, col),
-        (Value::Message(m), Plan::Timestamp) => col.push_i64(timestamp_micros(m)?),
-        (Value::Message(m), Plan::Wrapper) => match m.get_field_by_number(1) {
-            Some(inner) => put(&inner, &Plan::Scalar, col),
-            None => Err(DecodeError::new("a wrapper message without its `value` field")),
-        },
-        (Value::EnumNumber(n), Plan::Enum(e)) => match e.get_value(*n) {
-            Some(known) => col.push_bytes(known.name().as_bytes()),
-            None => col.push_bytes(n.to_string().as_bytes()),
-        },
-        (Value::Bool(b), _) => col.push_bool(*b),
-        (Value::I32(x), _) => col.push_i32(*x),
-        (Value::I64(x), _) => col.push_i64(*x),
-        (Value::U32(x), _) => col.push_i64(i64::from(*x)),
-        (Value::U64(x), _) => {
-            col.push_i64(i64::try_from(*x).map_err(|_| DecodeError::new(format!("{x} exceeds the long range (uint64 above 2^63-1)")))?)
-        }
-        (Value::F32(x), _) => col.push_f32(*x),
-        (Value::F64(x), _) => col.push_f64(*x),
-        (Value::String(s), _) => col.push_bytes(s.as_bytes()),
-        (Value::Bytes(b), _) => col.push_bytes(b),
-        (other, _) => Err(DecodeError::new(format!("internal: value {other:?} does not match its descriptor"))),
+        _ => push_value(raw, element, items).map_err(|e| at(e, items)),
     }
 }
 
-fn key_value(k: &MapKey) -> Value {
-    match k {
-        MapKey::Bool(b) => Value::Bool(*b),
-        MapKey::I32(x) => Value::I32(*x),
-        MapKey::I64(x) => Value::I64(*x),
-        MapKey::U32(x) => Value::U32(*x),
-        MapKey::U64(x) => Value::U64(*x),
-        MapKey::String(s) => Value::String(s.clone()),
+/// One map entry (a message: key 1, value 2; absent parts are their zero values).
+fn read_entry<'a>(raw: Raw<'a>, key_plan: &ValuePlan, value_plan: &ValuePlan) -> Result<(Raw<'a>, Raw<'a>), DecodeError> {
+    let Raw::Len(mut entry) = raw else { return Err(wire_mismatch(raw, "a map entry")) };
+    let (mut key, mut value) = (zero(key_plan), zero(value_plan));
+    while let Some((number, raw)) = next_field(&mut entry)? {
+        match number {
+            1 => key = raw,
+            2 => value = raw,
+            _ => {}
+        }
+    }
+    Ok((key, value))
+}
+
+/// A map row: each key once, with its last value, in first-seen order.
+fn push_map<'a>(entries: &[(Raw<'a>, Raw<'a>)], key_plan: &ValuePlan, value_plan: &ValuePlan, map: &mut Col) -> R {
+    #[derive(PartialEq, Eq, Hash)]
+    enum Key<'a> {
+        Number(u64),
+        Bytes(&'a [u8]),
+    }
+    fn key_of<'a>(raw: &Raw<'a>) -> Key<'a> {
+        match *raw {
+        Raw::Varint(v) | Raw::Fixed64(v) => Key::Number(v),
+        Raw::Fixed32(v) => Key::Number(u64::from(v)),
+        Raw::Len(b) => Key::Bytes(b),
+        }
+    }
+    let mut first: std::collections::HashMap<Key, usize> = std::collections::HashMap::with_capacity(entries.len());
+    let mut kept: Vec<(Raw<'a>, Raw<'a>)> = Vec::with_capacity(entries.len());
+    for (k, v) in entries {
+        match first.entry(key_of(k)) {
+            std::collections::hash_map::Entry::Occupied(at) => kept[*at.get()].1 = *v,
+            std::collections::hash_map::Entry::Vacant(at) => {
+                at.insert(kept.len());
+                kept.push((*k, *v));
+            }
+        }
+    }
+    let (keys, values) = map.entries()?;
+    for (key, value) in kept {
+        push_value(key, key_plan, keys)?;
+        let text = match key {
+            Raw::Len(k) => String::from_utf8_lossy(k).into_owned(),
+            Raw::Varint(v) | Raw::Fixed64(v) => v.to_string(),
+            Raw::Fixed32(v) => v.to_string(),
+        };
+        push_value(value, value_plan, values).map_err(|e| e.at(text))?;
+    }
+    map.close_row();
+    Ok(())
+}
+
+/// The zero value on the wire of a value of `plan` (an empty message for messages).
+fn zero(plan: &ValuePlan) -> Raw<'static> {
+    match plan {
+        ValuePlan::Scalar(s) => zero_scalar(*s),
+        ValuePlan::Message(_) | ValuePlan::Timestamp | ValuePlan::Wrapper(_) => Raw::Len(&[]),
+        ValuePlan::Enum(_) => Raw::Varint(0),
     }
 }
 
-fn map_key_text(k: &Value) -> String {
-    match k {
-        Value::String(s) => s.clone(),
-        other => format!("{other:?}"),
+fn zero_scalar(s: Scalar) -> Raw<'static> {
+    match s {
+        Scalar::Fixed32 | Scalar::Sfixed32 | Scalar::Float => Raw::Fixed32(0),
+        Scalar::Fixed64 | Scalar::Sfixed64 | Scalar::Double => Raw::Fixed64(0),
+        Scalar::String | Scalar::Bytes => Raw::Len(&[]),
+        _ => Raw::Varint(0),
+    }
+}
+
+fn wire_mismatch(raw: Raw, what: &str) -> DecodeError {
+    DecodeError::new(format!("a {} value where the schema has {what}", raw.wire_name()))
+}
+
+fn push_value(raw: Raw, plan: &ValuePlan, col: &mut Col) -> R {
+    match (plan, raw) {
+        (ValuePlan::Scalar(s), raw) => push_scalar(raw, *s, col),
+        (ValuePlan::Enum(e), Raw::Varint(v)) => {
+            let n = v as i32;
+            match e.get_value(n) {
+                Some(known) => col.push_bytes(known.name().as_bytes()),
+                None => col.push_bytes(n.to_string().as_bytes()),
+            }
+        }
+        (ValuePlan::Message(m), Raw::Len(bytes)) => decode_message(bytes, m, col),
+        (ValuePlan::Timestamp, Raw::Len(mut bytes)) => {
+            let (mut seconds, mut nanos) = (0i64, 0i32);
+            while let Some((number, raw)) = next_field(&mut bytes)? {
+                match (number, raw) {
+                    (1, Raw::Varint(v)) => seconds = v as i64,
+                    (2, Raw::Varint(v)) => nanos = v as i32,
+                    _ => {}
+                }
+            }
+            col.push_i64(timestamp_micros(seconds, nanos)?)
+        }
+        (ValuePlan::Wrapper(s), Raw::Len(mut bytes)) => {
+            let mut inner = zero_scalar(*s);
+            while let Some((number, raw)) = next_field(&mut bytes)? {
+                if number == 1 {
+                    inner = raw;
+                }
+            }
+            push_scalar(inner, *s, col)
+        }
+        (ValuePlan::Enum(_), raw) => Err(wire_mismatch(raw, "an enum")),
+        (_, raw) => Err(wire_mismatch(raw, "a message")),
+    }
+}
+
+fn push_scalar(raw: Raw, s: Scalar, col: &mut Col) -> R {
+    let zigzag = |v: u64| (v >> 1) as i64 ^ -((v & 1) as i64);
+    match (s, raw) {
+        (Scalar::Int32, Raw::Varint(v)) => col.push_i32(v as i32),
+        (Scalar::Int64, Raw::Varint(v)) => col.push_i64(v as i64),
+        (Scalar::Uint32, Raw::Varint(v)) => col.push_i64(i64::from(v as u32)),
+        (Scalar::Uint64, Raw::Varint(v)) | (Scalar::Fixed64, Raw::Fixed64(v)) => col.push_i64(
+            i64::try_from(v).map_err(|_| DecodeError::new(format!("{v} exceeds the long range (uint64 above 2^63-1)")))?,
+        ),
+        (Scalar::Sint32, Raw::Varint(v)) => col.push_i32(zigzag(u64::from(v as u32)) as i32),
+        (Scalar::Sint64, Raw::Varint(v)) => col.push_i64(zigzag(v)),
+        (Scalar::Bool, Raw::Varint(v)) => col.push_bool(v != 0),
+        (Scalar::Fixed32, Raw::Fixed32(v)) => col.push_i64(i64::from(v)),
+        (Scalar::Sfixed32, Raw::Fixed32(v)) => col.push_i32(v as i32),
+        (Scalar::Sfixed64, Raw::Fixed64(v)) => col.push_i64(v as i64),
+        (Scalar::Float, Raw::Fixed32(v)) => col.push_f32(f32::from_bits(v)),
+        (Scalar::Double, Raw::Fixed64(v)) => col.push_f64(f64::from_bits(v)),
+        (Scalar::String, Raw::Len(b)) => col.push_bytes(utf8(b)?.as_bytes()),
+        (Scalar::Bytes, Raw::Len(b)) => col.push_bytes(b),
+        (s, raw) => Err(wire_mismatch(raw, &format!("{s:?}").to_lowercase())),
     }
 }
 
 /// `google.protobuf.Timestamp` as UTC microseconds.
-fn timestamp_micros(m: &DynamicMessage) -> Result<i64, DecodeError> {
-    let seconds = m.get_field_by_number(1).and_then(|v| v.as_i64()).unwrap_or(0);
-    let nanos = m.get_field_by_number(2).and_then(|v| v.as_i32()).unwrap_or(0);
+fn timestamp_micros(seconds: i64, nanos: i32) -> Result<i64, DecodeError> {
     if !(0..1_000_000_000).contains(&nanos) {
         return Err(DecodeError::new(format!("timestamp nanos {nanos} out of range 0..1e9")));
     }

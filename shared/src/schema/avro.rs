@@ -124,8 +124,8 @@ impl Compiler<'_> {
                 AvroType::Record(fields)
             }
             Schema::Ref { name } => {
-                let target = self
-                    .names
+                let names = self.names;
+                let target = names
                     .get(name)
                     .ok_or_else(|| unsupported(path, format!("unknown named type `{}`", name.fullname(None))))?;
                 let fullname = name.fullname(None);

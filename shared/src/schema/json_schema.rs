@@ -29,7 +29,7 @@ struct Parser<'a> {
 }
 
 const ALLOWED: &str = "allowed: type string/integer/number/boolean/object/array (or [T, \"null\"]), \
-                       format date-time/date/uuid, properties, required, items, additionalProperties, \
+                       format date-time/date/uuid (on strings), date-time/int32 (on integers), properties, required, items, additionalProperties, \
                        $ref to #/definitions or #/$defs";
 
 impl<'a> Parser<'a> {
@@ -54,7 +54,12 @@ impl<'a> Parser<'a> {
                 Some("uuid") => Prim::Uuid,
                 _ => Prim::String,
             }),
-            "integer" => Ty::Prim(Prim::Long),
+            "integer" => Ty::Prim(match obj.get("format").and_then(Value::as_str) {
+                // Epoch milliseconds: what JSON telemetry sends.
+                Some("date-time") => Prim::Timestamptz,
+                Some("int32") => Prim::Int,
+                _ => Prim::Long,
+            }),
             "number" => Ty::Prim(Prim::Double),
             "boolean" => Ty::Prim(Prim::Boolean),
             "array" => {
@@ -119,10 +124,10 @@ impl<'a> Parser<'a> {
 /// `type` as `"T"` or `["T", "null"]` (either order); an object with properties may omit it.
 fn type_name<'v>(obj: &'v Value, path: &str) -> Result<(bool, &'v str)> {
     match obj.get("type") {
-        Some(Value::String(t)) => Ok((false, t)),
+        Some(Value::String(t)) => Ok((false, t.as_str())),
         Some(Value::Array(types)) => match types.as_slice() {
             [Value::String(t), Value::String(n)] | [Value::String(n), Value::String(t)] if n == "null" && t != "null" => {
-                Ok((true, t))
+                Ok((true, t.as_str()))
             }
             _ => Err(unsupported(path, format!("type {types:?}: only \"T\" or [\"T\", \"null\"] is supported"))),
         },

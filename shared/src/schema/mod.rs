@@ -88,7 +88,7 @@ impl SourceSchema {
     /// (a struct's, list's or map's own ids follow its field's id).
     pub fn to_iceberg(&self) -> Result<Schema> {
         let mut next_id = 0;
-        let fields = self.fields().iter().map(|f| iceberg_field(f, &mut next_id)).collect();
+        let fields: Vec<_> = self.fields().iter().map(|f| iceberg_field(f, &mut next_id)).collect();
         Ok(Schema::builder().with_fields(fields).build()?)
     }
 }
@@ -152,7 +152,7 @@ impl Field {
 impl std::fmt::Display for Prim {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Prim::Fixed(n) => write!(f, "fixed[{n}]"),
+            Prim::Fixed(n) => write!(f, "fixed({n})"),
             Prim::Decimal { precision, scale } => write!(f, "decimal({precision},{scale})"),
             other => write!(f, "{}", format!("{other:?}").to_lowercase()),
         }
@@ -218,4 +218,4 @@ pub(crate) fn join(parent: &str, name: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -45,9 +45,8 @@ impl ProtoSchema {
         let pool = match path.extension().and_then(|e| e.to_str()) {
             Some("proto") => {
                 let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-                let file = path.file_name().ok_or_else(|| Error::Schema("no file name".into()))?;
                 let mut compiler = protox::Compiler::new([dir]).map_err(compile_error)?;
-                compiler.include_imports(true).open_file(file).map_err(compile_error)?;
+                compiler.include_imports(true).open_file(path).map_err(compile_error)?;
                 if message.is_none() {
                     return Err(Error::Schema("a .proto schema needs `message` (the full name of the value's message type)".into()));
                 }

@@ -97,17 +97,17 @@ fn rich_avro_maps_every_type_with_depth_first_ids() {
         "16 element struct required",
         "17 sku string required",
         "18 quantity int required",
-        "19 unit_price decimal(10,2) required",
+        "19 unit_price decimal(10, 2) required",
         "20 attributes map required",
         "21 key string required",
         "22 value long required",
-        "23 total decimal(18,2) required",
+        "23 total decimal(18, 2) required",
         "24 note string optional",
         "25 weight float required",
         "26 discount double required",
         "27 gift boolean required",
         "28 payload binary required",
-        "29 checksum fixed[4] required",
+        "29 checksum fixed(4) required",
         "30 tags list required",
         "31 element string optional",
     ];
@@ -241,11 +241,11 @@ fn protobuf_descriptor_sets_load_with_or_without_a_message_name() {
 fn json_schema_refuses_unsupported_constructs_with_the_path() {
     let e = error(Format::Json, r#"{"type":"object","properties":{"a":{"type":"object","properties":{"b":{"anyOf":[{"type":"string"}]}}}}}"#, None);
     assert!(e.contains("field `a.b`") && e.contains("`anyOf`"), "{e}");
-    let e = error(Format::Json, r#"{"type":"object","properties":{"a":{"$ref":"#/$defs/A"}},"$defs":{"A":{"type":"object","properties":{"a":{"$ref":"#/$defs/A"}}}}}"#, None);
+    let e = error(Format::Json, r##"{"type":"object","properties":{"a":{"$ref":"#/$defs/A"}},"$defs":{"A":{"type":"object","properties":{"a":{"$ref":"#/$defs/A"}}}}}"##, None);
     assert!(e.contains("field `a.a`") && e.contains("recursive $ref"), "{e}");
     let e = error(Format::Json, r#"{"type":"object","properties":{"a":{"type":["string","integer"]}}}"#, None);
     assert!(e.contains("field `a`"), "{e}");
-    let e = error(Format::Json, r#"{"type":"object","properties":{"a":{"$ref":"other.json#/x"}}}"#, None);
+    let e = error(Format::Json, r##"{"type":"object","properties":{"a":{"$ref":"other.json#/x"}}}"##, None);
     assert!(e.contains("field `a`") && e.contains("#/definitions"), "{e}");
     let e = error(Format::Json, r#"{"type":"array","items":{"type":"string"}}"#, None);
     assert!(e.contains("top-level"), "{e}");
