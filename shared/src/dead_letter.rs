@@ -94,7 +94,7 @@ impl DeadLetterBuilder {
                 col::SOURCE => Arc::new(self.source.finish()),
                 col::REJECTED_AT => Arc::new(self.rejected_at.finish()),
                 col::HEADERS => headers_array(&self.headers, field.data_type())?,
-                other if field.is_nullable() => arrow_array::new_null_array(field.data_type(), self.headers.len()),
+                _ if field.is_nullable() => arrow_array::new_null_array(field.data_type(), self.headers.len()),
                 other => return Err(Error::Config(format!("dead-letter table has a required column {other:?} icestream does not fill"))),
             };
             // Other engines' tables may use other physical types (Binary for LargeBinary, …).

@@ -158,7 +158,7 @@ impl IngestPipeline {
 
         let decoder = RecordDecoder::new(&pipeline.source, tables.decoded_schema.clone())?;
         let marks = Marks { data: &data_marks, dead_lettered: &dead_lettered };
-        let decoded = decode_partitions(pipeline, decoder, partitions, &marks, self.now_us())?;
+        let mut decoded = decode_partitions(pipeline, decoder, partitions, &marks, self.now_us())?;
         summary.skipped_replay += decoded.skipped_replay;
         let mut rows = decoded.rows(tables.data_schema.clone())?;
         let rejects = decoded.rejects.finish(tables.dead_letter_schema.clone())?;

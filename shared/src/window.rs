@@ -12,7 +12,7 @@ use std::collections::HashSet;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::TimestampMicrosecondType;
-use arrow_array::{ArrayRef, BooleanArray, RecordBatch};
+use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch};
 use arrow_schema::DataType;
 use arrow_select::filter::filter_record_batch;
 use futures::TryStreamExt;
@@ -92,7 +92,7 @@ async fn keys_between(
         let rows = keys.convert(&columns)?;
         for i in 0..found.num_rows() {
             // The scan filters at file and row-group level; check rows exactly here.
-            if times.is_valid(i) && (lower..=upper).contains(&times.value(i)) {
+            if !times.is_null(i) && (lower..=upper).contains(&times.value(i)) {
                 seen.insert(rows.row(i).data().to_vec());
             }
         }

@@ -244,7 +244,7 @@ fn build(spec: &PipelineSpec, format: Format, source: SourceSchema, config: &Con
     let columns = source_schema.as_struct();
     for name in &spec.key {
         let field = columns.field_by_name(name).ok_or_else(|| format!("key `key`: no top-level column {name:?} in the schema"))?;
-        if !field.field_type.is_primitive() || matches!(field.field_type, Type::Primitive(PrimitiveType::Float | PrimitiveType::Double)) {
+        if !field.field_type.is_primitive() || matches!(*field.field_type, Type::Primitive(PrimitiveType::Float | PrimitiveType::Double)) {
             return Err(format!("key `key`: column {name:?} is {}: a key column must be a primitive other than float/double", field.field_type));
         }
     }
@@ -253,7 +253,7 @@ fn build(spec: &PipelineSpec, format: Format, source: SourceSchema, config: &Con
     }
     if let Some(t) = &spec.event_time {
         let field = columns.field_by_name(t).ok_or_else(|| format!("key `event_time`: no top-level column {t:?} in the schema"))?;
-        if !matches!(field.field_type, Type::Primitive(PrimitiveType::Timestamp | PrimitiveType::Timestamptz)) {
+        if !matches!(*field.field_type, Type::Primitive(PrimitiveType::Timestamp | PrimitiveType::Timestamptz)) {
             return Err(format!("key `event_time`: column {t:?} is {}, not a timestamp", field.field_type));
         }
     }
