@@ -12,6 +12,7 @@ use iceberg::writer::file_writer::location_generator::{DefaultFileNameGenerator,
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::partitioning::PartitioningWriter;
 use iceberg::writer::partitioning::fanout_writer::FanoutWriter;
+use iceberg::writer::partitioning::unpartitioned_writer::UnpartitionedWriter;
 use parquet::basic::{Compression, GzipLevel, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
@@ -45,28 +46,41 @@ pub async fn write_data_files(
     let metadata = table.metadata();
     let schema = metadata.current_schema().clone();
     let spec = metadata.default_partition_spec().clone();
-    let splitter = RecordBatchPartitionSplitter::try_new_with_computed_values(schema.clone(), spec)?;
     let rolling = RollingFileWriterBuilder::new(
-        ParquetWriterBuilder::new(writer_properties(compression)?, schema),
+        ParquetWriterBuilder::new(writer_properties(compression)?, schema.clone()),
         target_file_size,
         table.file_io().clone(),
         DefaultLocationGenerator::new(metadata)?,
         DefaultFileNameGenerator::new(uuid::Uuid::new_v4().to_string(), None, DataFileFormat::Parquet),
     );
+    let batches = batches.iter().filter(|b| b.num_rows() > 0);
+    // An unpartitioned table (one created by another engine, or `partition_by = []`) has no
+    // partition key to split by: one rolling writer takes every row.
+    if spec.is_unpartitioned() {
+        let mut writer = UnpartitionedWriter::new(DataFileWriterBuilder::new(rolling));
+        for batch in batches {
+            for slice in roll_slices(batch) {
+                writer.write(slice).await?;
+            }
+        }
+        return Ok(writer.close().await?);
+    }
+    let splitter = RecordBatchPartitionSplitter::try_new_with_computed_values(schema, spec)?;
     let mut fanout = FanoutWriter::new(DataFileWriterBuilder::new(rolling));
-    for batch in batches.iter().filter(|b| b.num_rows() > 0) {
+    for batch in batches {
         for (key, part) in splitter.split(batch)? {
-            // The rolling writer checks the size between writes: hand it slices so a large
-            // partition rolls near the target instead of landing in one oversized file.
-            let mut start = 0;
-            while start < part.num_rows() {
-                let len = ROLL_CHECK_ROWS.min(part.num_rows() - start);
-                fanout.write(key.clone(), part.slice(start, len)).await?;
-                start += len;
+            for slice in roll_slices(&part) {
+                fanout.write(key.clone(), slice).await?;
             }
         }
     }
     let files: Vec<DataFile> = fanout.close().await?;
     debug_assert!(files.iter().all(|f| f.content_type() == DataContentType::Data));
     Ok(files)
+}
+
+/// The rolling writer checks the size between writes: hand it slices so a large partition
+/// rolls near the target instead of landing in one oversized file.
+fn roll_slices(batch: &RecordBatch) -> impl Iterator<Item = RecordBatch> + '_ {
+    (0..batch.num_rows()).step_by(ROLL_CHECK_ROWS).map(|start| batch.slice(start, ROLL_CHECK_ROWS.min(batch.num_rows() - start)))
 }

@@ -161,9 +161,34 @@ fn check_type(ty: &Ty, target: &DataType, path: &str) -> Result<()> {
         Ok(())
     } else {
         Err(Error::Schema(format!(
-            "column `{path}`: the source's {ty} does not fit the table's {target} \
-             (allowed: the same type, int→long, float→double, a decimal of wider precision)"
+            "column `{path}`: the source's {ty} does not fit the table's {} \
+             (allowed: the same type, int→long, float→double, a decimal of wider precision)",
+            iceberg_name(target)
         )))
+    }
+}
+
+/// An Arrow column type by the Iceberg name people know it by (what the table says).
+fn iceberg_name(t: &DataType) -> String {
+    match t {
+        DataType::Boolean => "boolean".into(),
+        DataType::Int32 => "int".into(),
+        DataType::Int64 => "long".into(),
+        DataType::Float32 => "float".into(),
+        DataType::Float64 => "double".into(),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "string".into(),
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => "binary".into(),
+        DataType::FixedSizeBinary(16) => "uuid or fixed[16]".into(),
+        DataType::FixedSizeBinary(n) => format!("fixed[{n}]"),
+        DataType::Date32 => "date".into(),
+        DataType::Time64(_) => "time".into(),
+        DataType::Timestamp(_, Some(_)) => "timestamptz".into(),
+        DataType::Timestamp(_, None) => "timestamp".into(),
+        DataType::Decimal128(p, s) => format!("decimal({p},{s})"),
+        DataType::Struct(_) => "struct".into(),
+        DataType::List(_) | DataType::LargeList(_) => "list".into(),
+        DataType::Map(_, _) => "map".into(),
+        other => other.to_string(),
     }
 }
 

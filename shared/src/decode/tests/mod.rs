@@ -141,16 +141,16 @@ fn target_of(fields: Vec<ArrowField>) -> SchemaRef {
 fn incompatible_targets_are_refused_naming_the_column_and_both_types() {
     let source = telemetry_schema(Format::Avro);
     let e = RecordDecoder::new(&source, target_of(vec![ArrowField::new("model", DataType::Int64, false)])).err().unwrap();
-    assert!(e.to_string().contains("column `model`: the source's string does not fit the table's Int64"), "{e}");
+    assert!(e.to_string().contains("column `model`: the source's string does not fit the table's long"), "{e}");
     let e = RecordDecoder::new(&source, target_of(vec![ArrowField::new("vehicle_id", DataType::Int32, false)])).err().unwrap();
-    assert!(e.to_string().contains("column `vehicle_id`: the source's long does not fit the table's Int32"), "{e}");
+    assert!(e.to_string().contains("column `vehicle_id`: the source's long does not fit the table's int"), "{e}");
     let e = RecordDecoder::new(&source, target_of(vec![ArrowField::new("colour", DataType::Utf8, false)])).err().unwrap();
     assert!(e.to_string().contains("column `colour` is required in the table but the source schema has no such field"), "{e}");
     let rich = rich_schema(Format::Avro);
     let address = DataType::Struct(vec![ArrowField::new("zip", DataType::Int32, false)].into());
     let customer = DataType::Struct(vec![ArrowField::new("address", address, true)].into());
     let e = RecordDecoder::new(&rich, target_of(vec![ArrowField::new("customer", customer, false)])).err().unwrap();
-    assert!(e.to_string().contains("column `customer.address.zip`: the source's string does not fit the table's Int32"), "{e}");
+    assert!(e.to_string().contains("column `customer.address.zip`: the source's string does not fit the table's int"), "{e}");
     let narrow = DataType::Decimal128(9, 2);
     let items = DataType::List(Arc::new(ArrowField::new("element", DataType::Struct(vec![ArrowField::new("unit_price", narrow, false)].into()), false)));
     let e = RecordDecoder::new(&rich, target_of(vec![ArrowField::new("items", items, false)])).err().unwrap();
