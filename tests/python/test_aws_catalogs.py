@@ -176,3 +176,29 @@ def test_glue_cdc_mirror_on_s3_matches_the_oracle_and_orphans_are_listed_on_s3(
     orphans = report["tables"][0]["remove_orphans"]
     assert orphans["files_listed"] > 0 and orphans["orphans_found"] > 0, orphans
     assert orphans["orphans_too_young"] == orphans["orphans_found"] and orphans["deleted"] == 0, orphans
+
+
+def test_a_pipeline_file_on_s3_is_fetched_with_its_schemas_and_feeds_glue(moto_endpoint: str, aws_client: Any, glue_warehouse, tmp_path: Path) -> None:
+    """What the Terraform module deploys: the pipeline file and the schemas beside it under one
+    S3 prefix, `pipelines=s3://...` on the function; the relative schema path resolves there."""
+    warehouse, namespace = glue_warehouse
+    bucket = f"cfg-{uuid.uuid4().hex[:10]}"
+    s3 = aws_client("s3")
+    s3.create_bucket(Bucket=bucket)
+    root = Path(__file__).resolve().parents[2]
+    s3.put_object(Bucket=bucket, Key="icestream/schemas/vehicle_telemetry.proto", Body=(root / "shared/proto/vehicle_telemetry.proto").read_bytes())
+    s3.put_object(Bucket=bucket, Key="icestream/pipelines.toml", Body=(
+        f'namespace = "{namespace}"\n[[pipeline]]\ntable = "fleet"\ntopics = ["vehicle-telemetry"]\nformat = "protobuf"\n'
+        'schema = "schemas/vehicle_telemetry.proto"\nmessage = "icestream.telemetry.v1.VehicleTelemetry"\n'
+        'partition_by = ["hour(event_time)"]\n').encode())
+    s3.put_object(Bucket=bucket, Key="elsewhere/ignored.txt", Body=b"not under the prefix")
+    uri = f"s3://{bucket}/icestream/pipelines.toml"
+    checked = json.loads(run(moto_endpoint, "pipelines", "check", uri, "output=json").stdout)
+    assert checked["namespace"] == namespace and [p["table"] for p in checked["pipelines"]] == ["fleet"]
+    event, exp = gen(tmp_path, "fleet", "format=proto", "records=300", "corrupt=true")
+    out = summary(run(moto_endpoint, "ingest", str(event), "catalog=glue", f"warehouse={warehouse}", "s3_path_style=true", f"pipelines={uri}"))
+    assert (out["written"], out["dead_letter"]) == (exp["valid"], exp["corrupt"])
+    table = pyiceberg_glue_table(moto_endpoint, namespace, "fleet")
+    assert table.scan().to_arrow().num_rows == exp["valid"]
+    missing = run(moto_endpoint, "pipelines", "check", f"s3://{bucket}/nope/pipelines.toml", check=False)
+    assert missing.returncode != 0 and "does not exist" in missing.stderr

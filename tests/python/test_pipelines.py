@@ -463,3 +463,16 @@ def test_a_pipeline_that_cannot_write_an_existing_table_is_refused(tmp_path: Pat
     for needle in needles:
         assert needle in out.stderr, (needle, out.stderr)
     assert readers.metadata_location_sql(wh, NAMESPACE, "existing") == before, "nothing written"
+
+
+def test_check_refuses_a_broken_file_naming_pipeline_key_and_what_is_allowed(tmp_path: Path) -> None:
+    (tmp_path / "r.avsc").write_text(EXISTING_AVSC)
+    broken = tmp_path / "broken.toml"
+    broken.write_text('[[pipeline]]\ntable = "orders"\ntopics = ["t"]\nformat = "avro"\nschema = "r.avsc"\ndedup = "always"\n')
+    out = icestream("pipelines", "check", str(broken), check=False)
+    assert out.returncode != 0
+    assert "pipeline `orders` (#1): key `dedup`" in out.stderr and "none | batch | window" in out.stderr, out.stderr
+    good = tmp_path / "good.toml"
+    good.write_text('[[pipeline]]\ntable = "orders"\ntopics = ["t"]\nformat = "avro"\nschema = "r.avsc"\n')
+    text = icestream("pipelines", "check", str(good)).stdout
+    assert "pipeline `orders` (avro): t -> bigdata.orders" in text and "kafka_offset" in text, text
