@@ -60,14 +60,15 @@ impl RecordDecoder {
             return Err("empty value".into());
         }
         let before = self.row.len();
-        let decoded = match &self.reader {
-            Reader::Avro(r) => r.append(value, &mut self.row),
-            Reader::Protobuf(r) => r.append(value, &mut self.row),
-            Reader::Json(r) => r.append(value, &mut self.row),
+        // The reason starts with the format, as a dead letter's reader wants to see it.
+        let (format, decoded) = match &self.reader {
+            Reader::Avro(r) => ("avro", r.append(value, &mut self.row)),
+            Reader::Protobuf(r) => ("protobuf", r.append(value, &mut self.row)),
+            Reader::Json(r) => ("json", r.append(value, &mut self.row)),
         };
         decoded.map_err(|e| {
             self.row.truncate(before);
-            e.to_string()
+            format!("{format}: {e}")
         })
     }
 

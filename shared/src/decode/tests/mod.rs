@@ -174,7 +174,7 @@ fn widening_missing_nullable_columns_and_optional_into_required_fit() {
     let mut decoder = RecordDecoder::new(&rich, target.clone()).unwrap();
     decoder.append(&rich::avro_order(true)).unwrap();
     let e = decoder.append(&rich::avro_order(false)).unwrap_err();
-    assert_eq!(e, "field `note`: required but missing");
+    assert_eq!(e, "avro: field `note`: required but missing");
     let columns = decoder.finish().unwrap();
     assert_eq!(
         rows(&target, &columns),
