@@ -11,6 +11,7 @@ use arrow_buffer::{NullBuffer, OffsetBuffer};
 use arrow_schema::{DataType, SchemaRef};
 
 use crate::error::{Error, Result};
+use crate::event::{KafkaRecordIn, TopicPartition};
 use crate::tables::{dead_letter as col, lineage};
 
 /// One rejected record.
@@ -22,6 +23,21 @@ pub struct Reject<'a> {
     pub value: Option<&'a [u8]>,
     pub headers: &'a [(String, Vec<u8>)],
     pub error: &'a str,
+}
+
+impl<'a> Reject<'a> {
+    /// The rejected Kafka record of `tp`, with the reason.
+    pub fn of(tp: &'a TopicPartition, record: &'a KafkaRecordIn, error: &'a str) -> Self {
+        Self {
+            topic: &tp.topic,
+            partition: tp.partition,
+            offset: record.offset,
+            key: record.key.as_deref(),
+            value: record.value.as_deref(),
+            headers: &record.headers,
+            error,
+        }
+    }
 }
 
 /// Column builders for the dead-letter schema (`tables::dead_letter_table`).

@@ -313,15 +313,7 @@ pub fn decode_partitions(
                     out.partition.append_value(tp.partition);
                     out.offset.append_value(record.offset);
                 }
-                Err(error) => out.rejects.append(Reject {
-                    topic: &tp.topic,
-                    partition: tp.partition,
-                    offset: record.offset,
-                    key: record.key.as_deref(),
-                    value: record.value.as_deref(),
-                    headers: &record.headers,
-                    error: &error,
-                }),
+                Err(error) => out.rejects.append(Reject::of(tp, record, &error)),
             }
         }
     }

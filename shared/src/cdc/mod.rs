@@ -254,15 +254,7 @@ pub fn decode_changes(event: &ParsedEvent, format: CdcFormat, order_column: &str
                 }
                 Err(_) if marks[0].covers(tp, record.offset) => out.skipped_replay += 1,
                 Err(error) => {
-                    out.rejects.append(Reject {
-                        topic: &tp.topic,
-                        partition: tp.partition,
-                        offset: record.offset,
-                        key: record.key.as_deref(),
-                        value: record.value.as_deref(),
-                        headers: &record.headers,
-                        error: &error,
-                    });
+                    out.rejects.append(Reject::of(tp, record, &error));
                 }
             }
         }
