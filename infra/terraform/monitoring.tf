@@ -3,7 +3,9 @@
 # dead-letter growth from the functions' Embedded Metric Format lines, commit
 # DLQ depth) to an optional SNS topic, and a dashboard.
 # EMF: namespace `icestream`, metric `DeadLettered`, dimension `Function` =
-# the deployed function name (AWS_LAMBDA_FUNCTION_NAME).
+# the deployed function name (AWS_LAMBDA_FUNCTION_NAME; shared/src/metrics.rs).
+# tests/infra/test_contract.py checks every icestream alarm and widget against
+# what `icestream contract` says the code emits.
 ################################################################################
 
 locals {
@@ -19,7 +21,7 @@ resource "aws_sns_topic" "alarms" {
   count = var.create_sns_topic && var.alarm_sns_topic_arn == null ? 1 : 0
 
   name              = "${var.name}-alarms"
-  kms_master_key_id = aws_kms_key.this.arn
+  kms_master_key_id = local.kms_key_arn
   tags              = local.tags
 }
 
@@ -126,6 +128,47 @@ resource "aws_cloudwatch_metric_alarm" "commit_dlq" {
   namespace           = "AWS/SQS"
   metric_name         = "ApproximateNumberOfMessagesVisible"
   dimensions          = { QueueName = aws_sqs_queue.commit_dlq[0].name }
+  statistic           = "Maximum"
+  period              = 300
+  evaluation_periods  = 1
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = 0
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  ok_actions          = local.alarm_actions
+  tags                = local.tags
+}
+
+# Requests wait in the queue while their table's group is blocked (a request deferred for an
+# offset gap, a failing commit): the oldest one's age says a table has stopped committing.
+resource "aws_cloudwatch_metric_alarm" "commit_queue_age" {
+  count = local.commit_dlq_alarmed ? 1 : 0
+
+  alarm_name          = "${var.name}-commit-queue-age"
+  alarm_description   = "icestream: the oldest commit request has waited over ${var.alarm_commit_queue_age_seconds} s (a table stopped committing)."
+  namespace           = "AWS/SQS"
+  metric_name         = "ApproximateAgeOfOldestMessage"
+  dimensions          = { QueueName = aws_sqs_queue.commit[0].name }
+  statistic           = "Maximum"
+  period              = 300
+  evaluation_periods  = 1
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = var.alarm_commit_queue_age_seconds
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  ok_actions          = local.alarm_actions
+  tags                = local.tags
+}
+
+# Maintenance invocations EventBridge Scheduler could not make.
+resource "aws_cloudwatch_metric_alarm" "schedule_dlq" {
+  count = var.create_alarms ? 1 : 0
+
+  alarm_name          = "${var.name}-maintenance-schedule-dlq"
+  alarm_description   = "icestream: EventBridge Scheduler could not invoke the maintenance function (see the schedule dead-letter queue)."
+  namespace           = "AWS/SQS"
+  metric_name         = "ApproximateNumberOfMessagesVisible"
+  dimensions          = { QueueName = aws_sqs_queue.schedule_dlq.name }
   statistic           = "Maximum"
   period              = 300
   evaluation_periods  = 1
