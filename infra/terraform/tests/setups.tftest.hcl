@@ -104,6 +104,14 @@ run "queued" {
     }
   }
 
+  override_resource {
+    target = aws_sqs_queue.commit_dlq
+    values = {
+      arn = "arn:aws:sqs:eu-west-1:123456789012:icestream-commit-dlq.fifo"
+      url = "https://sqs.eu-west-1.amazonaws.com/123456789012/icestream-commit-dlq.fifo"
+    }
+  }
+
   assert {
     condition     = aws_sqs_queue.commit[0].fifo_queue && endswith(aws_sqs_queue.commit[0].name, ".fifo") && aws_sqs_queue.commit_dlq[0].fifo_queue
     error_message = "Commit requests go through a FIFO queue (table = message group) and a FIFO DLQ."
