@@ -19,6 +19,13 @@ locals {
   s3tables_integration = var.s3tables_analytics_integration && !local.glue
   # Lake Formation registers every table bucket of the account and region at once.
   s3tables_all_buckets_arn = "arn:${local.partition}:s3tables:${local.region}:${local.account}:bucket/*"
+  s3tables_catalog_input = jsonencode({
+    FederatedCatalog                 = { Identifier = local.s3tables_all_buckets_arn, ConnectionName = "aws:s3tables" }
+    CreateDatabaseDefaultPermissions = []
+    CreateTableDefaultPermissions    = []
+    AllowFullTableExternalDataAccess = "True"
+  })
+  s3tables_catalog_command = "aws glue create-catalog --region ${local.region} --name s3tablescatalog --catalog-input '${local.s3tables_catalog_input}'"
 }
 
 resource "aws_lakeformation_permissions" "function_database" {

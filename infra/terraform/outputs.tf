@@ -161,10 +161,7 @@ output "athena_results_bucket" {
 
 output "s3tables_analytics_catalog_command" {
   description = "catalog = s3tables: the one-time CLI call that creates the `s3tablescatalog` Glue catalog over the registered table buckets (no Terraform resource in hashicorp/aws 5.x); null when it does not apply."
-  value = local.s3tables_integration ? join(" ", [
-    "aws glue create-catalog --region ${local.region} --name s3tablescatalog --catalog-input",
-    "'${jsonencode({ FederatedCatalog = { Identifier = local.s3tables_all_buckets_arn, ConnectionName = "aws:s3tables" }, CreateDatabaseDefaultPermissions = [], CreateTableDefaultPermissions = [], AllowFullTableExternalDataAccess = "True" })}'",
-  ]) : null
+  value       = local.s3tables_integration ? local.s3tables_catalog_command : null
 }
 
 output "pipelines_uri" {
