@@ -85,7 +85,8 @@ locals {
       Action   = concat(["glue:GetDatabase", "glue:CreateDatabase", "glue:GetTable", "glue:CreateTable", "glue:UpdateTable"], f == "maintenance" ? ["glue:GetTables"] : []),
       Resource = concat([local.glue_catalog_arn, local.glue_database_arn], [for t in local.function_tables[f] : "${local.glue_table_arn}/${t}"])
     },
-    # The start-up check (HeadBucket, catalog.rs): it reads no key.
+    # The start-up check (HeadBucket, catalog.rs) needs ListBucket without a prefix; the same
+    # grant covers maintenance's orphan listing of its tables' prefixes.
     { when = local.glue, Sid = "WarehouseBucketExists", Action = ["s3:ListBucket"], Resource = [local.warehouse_bucket] },
     {
       when     = local.glue, Sid = "WarehouseReadWriteOwnTables",
@@ -98,11 +99,6 @@ locals {
       when = local.glue && local.is_writer[f], Sid = "WarehouseRemoveOwnUnreferencedMetadata", Action = ["s3:DeleteObject"],
       Resource = concat([for t in local.function_tables[f] : "${local.s3_warehouse_arn}/${t}/metadata/*"],
       f == "committer" ? [for t in local.function_tables[f] : "${local.s3_warehouse_arn}/${t}/staged/*"] : [])
-    },
-    {
-      when      = local.glue && f == "maintenance", Sid = "WarehouseListOwnTablesForOrphans", Action = ["s3:ListBucket"],
-      Resource  = [local.warehouse_bucket],
-      Condition = { StringLike = { "s3:prefix" = [for p in local.table_prefixes[f] : "${p}/*"] } }
     },
     # --- S3 Tables: table ARNs carry ids, so tables are scoped by name (s3tables:tableName)
     {

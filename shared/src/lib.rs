@@ -11,6 +11,7 @@ pub mod commit;
 pub mod config;
 pub mod dead_letter;
 pub mod dedup;
+pub mod deployment;
 pub mod error;
 pub mod event;
 pub mod failpoint;

@@ -149,6 +149,12 @@ def _requests(run: Run, role: str, resource_kind: str, condition: dict | None, p
     if resource_kind == "deployment-key":
         yield run.outputs["kms_key_arn"], {}
         return
+    if resource_kind == "pipeline-files":
+        bucket, _, key = env["ICESTREAM_PIPELINES"].removeprefix("s3://").partition("/")
+        directory = key.rpartition("/")[0]
+        yield f"arn:aws:s3:::{bucket}/{key}", {}
+        yield f"arn:aws:s3:::{bucket}/{directory}/schemas/x.proto", {}
+        return
     raise AssertionError(f"contract names a resource kind the check does not know: {resource_kind}")
 
 
@@ -157,8 +163,9 @@ def iam_problems(run: Run, contract: dict, pipeline_file: Path | None = None) ->
     problems = []
     glue = run.outputs["catalog"] == "glue"
     queued = run.outputs.get("commit_queue_url") is not None
-    applies = {"always": True, "glue": glue, "s3tables": not glue, "queued": queued}
-    for role in functions_of(run):
+    for role, fn in functions_of(run).items():
+        applies = {"always": True, "glue": glue, "s3tables": not glue, "queued": queued,
+                   "pipeline-file": env_of(fn).get("ICESTREAM_PIPELINES", "").startswith("s3://")}
         policy = policy_of(run, role)
         for call in contract["functions"][role]["calls"]:
             if not applies[call["when"]]:

@@ -106,15 +106,19 @@ def test_iam_check_catches_the_missing_headbucket_grant(runs, contract):
     assert any(p.startswith("ingest: s3:ListBucket on arn:aws:s3:::") for p in problems), problems
 
 
-def test_iam_check_catches_a_listing_condition_the_call_cannot_meet(runs, contract):
-    def orphans_prefix_wrong(values):
+def test_iam_check_catches_a_listing_condition_headbucket_cannot_meet(runs, contract):
+    """The original defect: ListBucket only under an s3:prefix condition, which HeadBucket
+    never supplies (the orphan listing, which does supply one, stays granted)."""
+    def prefix_only(values):
         policy = json.loads(values["policy"])
         for s in policy["Statement"]:
-            if s["Sid"] == "WarehouseListOwnTablesForOrphans":
-                s["Condition"]["StringLike"]["s3:prefix"] = ["elsewhere/*"]
+            if s["Sid"] == "WarehouseBucketExists":
+                s["Condition"] = {"StringLike": {"s3:prefix": ["warehouse/bigdata.db/*"]}}
         values["policy"] = json.dumps(policy)
-    broken = mutated(runs["defaults"], 'aws_iam_role_policy.function["maintenance"]', orphans_prefix_wrong)
-    assert any("maintenance: s3:ListBucket" in p and "s3:prefix" in p for p in checks.iam_problems(broken, contract))
+    broken = mutated(runs["defaults"], 'aws_iam_role_policy.function["maintenance"]', prefix_only)
+    problems = checks.iam_problems(broken, contract)
+    assert any(p.startswith("maintenance: s3:ListBucket on arn:aws:s3:::") for p in problems), problems
+    assert not any("s3:prefix" in p for p in problems), problems
 
 
 def test_iam_check_catches_tables_outside_the_pipeline_scope(runs, contract):

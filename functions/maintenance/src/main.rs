@@ -19,6 +19,8 @@ const REPLY_MARGIN_MS: u64 = 5_000;
 async fn main() -> Result<(), Error> {
     let config = Config::from_env()?;
     icestream::logging::init(&config.log_format);
+    // The knobs this function reads: icestream::deployment::MAINTENANCE (checked against Terraform).
+    icestream::deployment::MAINTENANCE.warn_unread_knobs();
     let catalogs = Catalogs::connect(&config).await?;
     let shared = Arc::new((config, catalogs));
     lambda_runtime::run(service_fn(move |event: LambdaEvent<serde_json::Value>| {
