@@ -101,84 +101,68 @@ resource "aws_cloudwatch_metric_alarm" "dead_lettered" {
   tags                = local.tags
 }
 
-resource "aws_cloudwatch_metric_alarm" "failed_batches" {
-  count = local.failure_queue_alarmed ? 1 : 0
+# Queue alarms: dead-letter queues that should stay empty, and the age of the oldest commit
+# request (requests wait while their table's FIFO group is blocked: a table stopped committing).
+locals {
+  queue_alarms = merge(
+    local.failure_queue_alarmed ? { "failed-batches" = {
+      queue       = one(aws_sqs_queue.failures[*].name)
+      description = "Kafka batches exhausted their retries and were sent to the on-failure queue."
+      metric      = "ApproximateNumberOfMessagesVisible"
+      threshold   = 0
+    } } : {},
+    local.commit_dlq_alarmed ? {
+      "commit-dlq" = {
+        queue       = one(aws_sqs_queue.commit_dlq[*].name)
+        description = "commit requests failed repeatedly and moved to the commit dead-letter queue."
+        metric      = "ApproximateNumberOfMessagesVisible"
+        threshold   = 0
+      }
+      "commit-queue-age" = {
+        queue       = one(aws_sqs_queue.commit[*].name)
+        description = "the oldest commit request has waited over ${var.alarm_commit_queue_age_seconds} s (a table stopped committing)."
+        metric      = "ApproximateAgeOfOldestMessage"
+        threshold   = var.alarm_commit_queue_age_seconds
+      }
+    } : {},
+    var.create_alarms ? { "maintenance-schedule-dlq" = {
+      queue       = aws_sqs_queue.schedule_dlq.name
+      description = "EventBridge Scheduler could not invoke the maintenance function (see the schedule dead-letter queue)."
+      metric      = "ApproximateNumberOfMessagesVisible"
+      threshold   = 0
+    } } : {}
+  )
+}
 
-  alarm_name          = "${var.name}-failed-batches"
-  alarm_description   = "icestream: Kafka batches exhausted their retries and were sent to the on-failure queue."
+resource "aws_cloudwatch_metric_alarm" "queue" {
+  for_each = local.queue_alarms
+
+  alarm_name          = "${var.name}-${each.key}"
+  alarm_description   = "icestream: ${each.value.description}"
   namespace           = "AWS/SQS"
-  metric_name         = "ApproximateNumberOfMessagesVisible"
-  dimensions          = { QueueName = aws_sqs_queue.failures[0].name }
+  metric_name         = each.value.metric
+  dimensions          = { QueueName = each.value.queue }
   statistic           = "Maximum"
   period              = 300
   evaluation_periods  = 1
   comparison_operator = "GreaterThanThreshold"
-  threshold           = 0
+  threshold           = each.value.threshold
   treat_missing_data  = "notBreaching"
   alarm_actions       = local.alarm_actions
   ok_actions          = local.alarm_actions
   tags                = local.tags
 }
 
-resource "aws_cloudwatch_metric_alarm" "commit_dlq" {
-  count = local.commit_dlq_alarmed ? 1 : 0
-
-  alarm_name          = "${var.name}-commit-dlq"
-  alarm_description   = "icestream: commit requests failed repeatedly and moved to the commit dead-letter queue."
-  namespace           = "AWS/SQS"
-  metric_name         = "ApproximateNumberOfMessagesVisible"
-  dimensions          = { QueueName = aws_sqs_queue.commit_dlq[0].name }
-  statistic           = "Maximum"
-  period              = 300
-  evaluation_periods  = 1
-  comparison_operator = "GreaterThanThreshold"
-  threshold           = 0
-  treat_missing_data  = "notBreaching"
-  alarm_actions       = local.alarm_actions
-  ok_actions          = local.alarm_actions
-  tags                = local.tags
+moved {
+  from = aws_cloudwatch_metric_alarm.failed_batches[0]
+  to   = aws_cloudwatch_metric_alarm.queue["failed-batches"]
 }
 
-# Requests wait in the queue while their table's group is blocked (a request deferred for an
-# offset gap, a failing commit): the oldest one's age says a table has stopped committing.
-resource "aws_cloudwatch_metric_alarm" "commit_queue_age" {
-  count = local.commit_dlq_alarmed ? 1 : 0
-
-  alarm_name          = "${var.name}-commit-queue-age"
-  alarm_description   = "icestream: the oldest commit request has waited over ${var.alarm_commit_queue_age_seconds} s (a table stopped committing)."
-  namespace           = "AWS/SQS"
-  metric_name         = "ApproximateAgeOfOldestMessage"
-  dimensions          = { QueueName = aws_sqs_queue.commit[0].name }
-  statistic           = "Maximum"
-  period              = 300
-  evaluation_periods  = 1
-  comparison_operator = "GreaterThanThreshold"
-  threshold           = var.alarm_commit_queue_age_seconds
-  treat_missing_data  = "notBreaching"
-  alarm_actions       = local.alarm_actions
-  ok_actions          = local.alarm_actions
-  tags                = local.tags
+moved {
+  from = aws_cloudwatch_metric_alarm.commit_dlq[0]
+  to   = aws_cloudwatch_metric_alarm.queue["commit-dlq"]
 }
 
-# Maintenance invocations EventBridge Scheduler could not make.
-resource "aws_cloudwatch_metric_alarm" "schedule_dlq" {
-  count = var.create_alarms ? 1 : 0
-
-  alarm_name          = "${var.name}-maintenance-schedule-dlq"
-  alarm_description   = "icestream: EventBridge Scheduler could not invoke the maintenance function (see the schedule dead-letter queue)."
-  namespace           = "AWS/SQS"
-  metric_name         = "ApproximateNumberOfMessagesVisible"
-  dimensions          = { QueueName = aws_sqs_queue.schedule_dlq.name }
-  statistic           = "Maximum"
-  period              = 300
-  evaluation_periods  = 1
-  comparison_operator = "GreaterThanThreshold"
-  threshold           = 0
-  treat_missing_data  = "notBreaching"
-  alarm_actions       = local.alarm_actions
-  ok_actions          = local.alarm_actions
-  tags                = local.tags
-}
 
 resource "aws_cloudwatch_dashboard" "this" {
   count = var.create_dashboard ? 1 : 0

@@ -128,7 +128,7 @@ run "queued" {
   }
 
   assert {
-    condition     = length(aws_cloudwatch_metric_alarm.commit_queue_age) == 1
+    condition     = contains(keys(aws_cloudwatch_metric_alarm.queue), "commit-queue-age")
     error_message = "The commit queue's age is alarmed."
   }
 }
