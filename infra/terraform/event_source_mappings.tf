@@ -38,9 +38,8 @@ resource "aws_lambda_event_source_mapping" "kafka" {
     for_each = var.provisioned_pollers.enabled ? [var.provisioned_pollers] : []
 
     content {
-      minimum_pollers   = provisioned_poller_config.value.minimum_pollers
-      maximum_pollers   = provisioned_poller_config.value.maximum_pollers
-      poller_group_name = provisioned_poller_config.value.poller_group_name
+      minimum_pollers = provisioned_poller_config.value.minimum_pollers
+      maximum_pollers = provisioned_poller_config.value.maximum_pollers
     }
   }
 

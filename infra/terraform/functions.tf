@@ -26,22 +26,24 @@ locals {
   } : {}
 
   function_environment = {
+    # With a pipeline file, the file names tables, formats and dedup; without, the knobs do.
     ingest = merge(local.env_common, local.env_files, local.env_commit_mode,
-      {
-        ICESTREAM_TABLE  = var.table
-        ICESTREAM_SOURCE = var.source_format
-        ICESTREAM_DEDUP  = var.dedup
-      },
-      var.dedup == "window" ? { ICESTREAM_DEDUP_WINDOW_MINUTES = tostring(var.dedup_window_minutes) } : {}
+      local.pipeline_file != null ? { ICESTREAM_PIPELINES = local.pipelines_uri } : merge(
+        {
+          ICESTREAM_TABLE  = var.table
+          ICESTREAM_SOURCE = var.source_format
+          ICESTREAM_DEDUP  = var.dedup
+        },
+        var.dedup == "window" ? { ICESTREAM_DEDUP_WINDOW_MINUTES = tostring(var.dedup_window_minutes) } : {}
+      )
     )
 
     cdc = merge(local.env_common, local.env_files, local.env_commit_mode,
       {
-        ICESTREAM_CDC_FORMAT               = var.cdc_format
-        ICESTREAM_CDC_ORDER_COLUMN         = var.cdc_order_column
-        ICESTREAM_CHANGELOG_TABLE          = var.changelog_table
-        ICESTREAM_MIRROR_TABLE             = var.mirror_table
-        ICESTREAM_TOMBSTONE_RETENTION_DAYS = tostring(var.tombstone_retention_days)
+        ICESTREAM_CDC_FORMAT       = var.cdc_format
+        ICESTREAM_CDC_ORDER_COLUMN = var.cdc_order_column
+        ICESTREAM_CHANGELOG_TABLE  = var.changelog_table
+        ICESTREAM_MIRROR_TABLE     = var.mirror_table
       }
     )
 
@@ -51,8 +53,12 @@ locals {
         ICESTREAM_SNAPSHOT_MAX_AGE_HOURS = tostring(var.snapshot_max_age_hours)
         ICESTREAM_MIN_SNAPSHOTS_TO_KEEP  = tostring(var.min_snapshots_to_keep)
         ICESTREAM_ORPHAN_MARGIN_HOURS    = tostring(var.orphan_margin_hours)
+        # purge-tombstones (maintenance/tombstones.rs) reads it; cdc does not.
+        ICESTREAM_TOMBSTONE_RETENTION_DAYS = tostring(var.tombstone_retention_days)
       },
-      local.glue ? {} : { ICESTREAM_S3TABLES_MAINTENANCE = var.s3tables_maintenance }
+      local.glue ? {} : { ICESTREAM_S3TABLES_MAINTENANCE = var.s3tables_maintenance },
+      # A schedule without tables maintains the pipeline file's tables (and dead-letter tables).
+      local.pipeline_file != null ? { ICESTREAM_PIPELINES = local.pipelines_uri } : {}
     )
 
     # The committer rewrites trimmed requests' files, so it needs the file knobs; with the
@@ -66,13 +72,19 @@ locals {
     )
   }
 
+  # No reserved concurrency unless asked for: reserving fails in accounts whose unreserved
+  # pool would drop below 100. The committer needs none to be serial per table: its FIFO
+  # queue's message group is the table (queue.tf).
   function_settings = {
     ingest      = var.function_settings.ingest
     cdc         = var.function_settings.cdc
     maintenance = var.function_settings.maintenance
-    # Commits to a table are serial: exactly one committer at a time.
-    committer = merge(var.function_settings.committer, { reserved_concurrent_executions = 1 })
+    committer   = var.function_settings.committer
   }
+
+  # The functions filter their own logs (RUST_LOG); Lambda's filter stays at TRACE because it
+  # would count the EMF metric lines (no `level` field) as INFO and drop them above INFO.
+  rust_log = { TRACE = "trace", DEBUG = "debug", INFO = "info", WARN = "warn", ERROR = "error", FATAL = "error" }[var.application_log_level]
 }
 
 resource "aws_cloudwatch_log_group" "function" {
@@ -80,7 +92,7 @@ resource "aws_cloudwatch_log_group" "function" {
 
   name              = "/aws/lambda/${local.function_names[each.key]}"
   retention_in_days = var.log_retention_in_days
-  kms_key_id        = aws_kms_key.this.arn
+  kms_key_id        = local.kms_key_arn
   tags              = local.tags
 }
 
@@ -104,16 +116,16 @@ resource "aws_lambda_function" "this" {
   timeout                        = local.function_settings[each.key].timeout
   reserved_concurrent_executions = local.function_settings[each.key].reserved_concurrent_executions
 
-  kms_key_arn = aws_kms_key.this.arn
+  kms_key_arn = local.kms_key_arn
 
   environment {
-    variables = local.function_environment[each.key]
+    variables = merge(local.function_environment[each.key], { RUST_LOG = local.rust_log })
   }
 
   logging_config {
     log_format            = "JSON"
     log_group             = aws_cloudwatch_log_group.function[each.key].name
-    application_log_level = var.application_log_level
+    application_log_level = "TRACE"
     system_log_level      = var.system_log_level
   }
 

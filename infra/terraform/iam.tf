@@ -8,12 +8,13 @@
 ################################################################################
 
 locals {
-  s3_warehouse_arn    = local.glue ? "${aws_s3_bucket.this["warehouse"].arn}/${var.warehouse_prefix}/${var.namespace}.db" : null
+  # "none" outside Glue: statements of both catalogs are evaluated before one set is kept.
+  s3_warehouse_arn    = "${local.warehouse_bucket}/${var.warehouse_prefix}/${var.namespace}.db"
+  warehouse_bucket    = coalesce(local.warehouse_bucket_arn, "none")
   glue_catalog_arn    = "arn:${local.partition}:glue:${local.region}:${local.account}:catalog"
   glue_database_arn   = "arn:${local.partition}:glue:${local.region}:${local.account}:database/${var.namespace}"
   glue_table_arn      = "arn:${local.partition}:glue:${local.region}:${local.account}:table/${var.namespace}"
   vpc_functions       = var.function_vpc_config == null ? local.kafka_functions : keys(local.functions)
-  deleting_functions  = ["committer", "maintenance"]
   kafka_failure_to_s3 = var.on_failure_destination == "s3"
 }
 
@@ -32,207 +33,113 @@ data "aws_iam_policy_document" "lambda_assume" {
 resource "aws_iam_role" "function" {
   for_each = local.functions
 
-  name_prefix        = "${var.name}-${each.key}-"
-  description        = "icestream ${each.key} function"
-  assume_role_policy = data.aws_iam_policy_document.lambda_assume.json
-  tags               = local.tags
+  name_prefix          = "${var.name}-${each.key}-"
+  description          = "icestream ${each.key} function"
+  assume_role_policy   = data.aws_iam_policy_document.lambda_assume.json
+  permissions_boundary = local.permissions_boundary
+  tags                 = local.tags
 }
 
-data "aws_iam_policy_document" "function" {
-  for_each = local.functions
+# The function policies are plain JSON built here (not aws_iam_policy_document) so that a plan
+# shows them in full: tests/infra/test_contract.py checks each against the AWS calls the code
+# declares (`icestream contract`).
+locals {
+  is_kafka  = { for f in keys(local.functions) : f => contains(local.kafka_functions, f) }
+  is_writer = { for f in keys(local.functions) : f => contains(["ingest", "cdc", "committer"], f) }
+  table_prefixes = { for f in keys(local.functions) : f => [
+    for t in local.function_tables[f] : "${var.warehouse_prefix}/${var.namespace}.db/${t}"
+  ] }
 
-  statement {
-    sid       = "WriteOwnLogs"
-    actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
-    resources = ["${aws_cloudwatch_log_group.function[each.key].arn}:*"]
-  }
+  # Every statement carries `when`; the policy keeps those whose `when` holds. (One flat list
+  # instead of conditional lists: Terraform wants both arms of a conditional to share a type.)
+  commit_queue_arn = one(aws_sqs_queue.commit[*].arn)
+  table_bucket     = coalesce(local.table_bucket_arn, "none")
 
-  statement {
-    sid       = "UseDeploymentKey"
-    actions   = ["kms:Decrypt", "kms:GenerateDataKey"]
-    resources = [aws_kms_key.this.arn]
-  }
-
-  # --- MSK (the Kafka mapping uses the function's role) -----------------------
-  dynamic "statement" {
-    for_each = contains(local.kafka_functions, each.key) ? [1] : []
-    content {
-      sid = "MskCluster"
-      actions = [
-        "kafka:DescribeClusterV2", "kafka:GetBootstrapBrokers",
-        "kafka-cluster:Connect", "kafka-cluster:DescribeClusterDynamicConfiguration",
-      ]
-      resources = [local.msk_cluster_arn]
-    }
-  }
-
-  dynamic "statement" {
-    for_each = contains(local.kafka_functions, each.key) ? [1] : []
-    content {
-      sid       = "MskReadOwnTopics"
-      actions   = ["kafka-cluster:DescribeTopic", "kafka-cluster:ReadData"]
-      resources = local.function_topic_arns[each.key]
-    }
-  }
-
-  dynamic "statement" {
-    for_each = contains(local.kafka_functions, each.key) ? [1] : []
-    content {
-      sid       = "MskOwnConsumerGroups"
-      actions   = ["kafka-cluster:DescribeGroup", "kafka-cluster:AlterGroup"]
-      resources = local.function_group_arns[each.key]
-    }
-  }
-
-  # ENIs of the Kafka pollers (and of VPC-attached functions): EC2 does not
-  # support resource-level scoping for these actions.
-  dynamic "statement" {
-    for_each = contains(local.vpc_functions, each.key) ? [1] : []
-    content {
-      sid = "ManagePollerNetworkInterfaces"
-      actions = [
-        "ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface", "ec2:DescribeNetworkInterfaces",
-        "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs",
-      ]
-      resources = ["*"]
-    }
-  }
-
-  dynamic "statement" {
-    for_each = contains(local.kafka_functions, each.key) && local.kafka_failure_to_s3 ? [1] : []
-    content {
-      sid       = "WriteFailedBatchRecords"
-      actions   = ["s3:PutObject", "s3:ListBucket"]
-      resources = [local.on_failure_destination_arn, "${local.on_failure_destination_arn}/*"]
-    }
-  }
-
-  dynamic "statement" {
-    for_each = contains(local.kafka_functions, each.key) && !local.kafka_failure_to_s3 ? [1] : []
-    content {
-      sid       = "SendFailedBatchRecords"
-      actions   = ["sqs:SendMessage"]
-      resources = [local.on_failure_destination_arn]
-    }
-  }
-
-  # --- Glue catalog + S3 warehouse -------------------------------------------
-  dynamic "statement" {
-    for_each = local.glue ? [1] : []
-    content {
-      sid       = "GlueReadNamespace"
-      actions   = ["glue:GetDatabase"]
-      resources = [local.glue_catalog_arn, local.glue_database_arn]
-    }
-  }
-
-  dynamic "statement" {
-    for_each = local.glue ? [1] : []
-    content {
-      sid     = "GlueCommitOwnTables"
-      actions = ["glue:GetTable", "glue:CreateTable", "glue:UpdateTable"]
-      resources = concat([local.glue_catalog_arn, local.glue_database_arn],
-      [for t in local.function_tables[each.key] : "${local.glue_table_arn}/${t}"])
-    }
-  }
-
-  # Every commit archives a Glue table version (limit 100,000 per table); the
-  # maintenance function deletes old versions after snapshot expiry.
-  dynamic "statement" {
-    for_each = local.glue && each.key == "maintenance" ? [1] : []
-    content {
-      sid     = "GlueDeleteOldTableVersions"
-      actions = ["glue:GetTableVersions", "glue:DeleteTableVersion", "glue:BatchDeleteTableVersion"]
-      resources = concat([local.glue_catalog_arn, local.glue_database_arn],
-      [for t in local.function_tables[each.key] : "${local.glue_table_arn}/${t}"])
-    }
-  }
-
-  dynamic "statement" {
-    for_each = local.glue ? [1] : []
-    content {
-      sid = "WarehouseReadWriteOwnTables"
-      actions = concat(["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],
-      contains(local.deleting_functions, each.key) ? ["s3:DeleteObject"] : [])
-      resources = [for t in local.function_tables[each.key] : "${local.s3_warehouse_arn}/${t}/*"]
-    }
-  }
-
-  dynamic "statement" {
-    for_each = local.glue && each.key == "maintenance" ? [1] : []
-    content {
-      sid       = "WarehouseListOwnTablesForOrphans"
-      actions   = ["s3:ListBucket"]
-      resources = [aws_s3_bucket.this["warehouse"].arn]
-
-      condition {
-        test     = "StringLike"
-        variable = "s3:prefix"
-        values   = [for t in local.function_tables[each.key] : "${var.warehouse_prefix}/${var.namespace}.db/${t}/*"]
-      }
-    }
-  }
-
-  # --- S3 Tables (table ARNs carry table ids, not names: scoped to the bucket's tables)
-  dynamic "statement" {
-    for_each = local.glue ? [] : [1]
-    content {
-      sid = "S3TablesBucketAndNamespace"
-      actions = concat(["s3tables:GetTableBucket", "s3tables:GetNamespace", "s3tables:ListTables", "s3tables:CreateTable"],
-      each.key == "maintenance" ? ["s3tables:GetTableBucketMaintenanceConfiguration"] : [])
-      resources = [aws_s3tables_table_bucket.this[0].arn]
-    }
-  }
-
-  dynamic "statement" {
-    for_each = local.glue ? [] : [1]
-    content {
-      sid = "S3TablesCommitTables"
-      actions = concat(
-        ["s3tables:CreateTable", "s3tables:GetTable", "s3tables:GetTableMetadataLocation",
-        "s3tables:UpdateTableMetadataLocation", "s3tables:GetTableData", "s3tables:PutTableData"],
-        each.key == "maintenance" ? ["s3tables:GetTableMaintenanceConfiguration",
-        "s3tables:PutTableMaintenanceConfiguration", "s3tables:GetTableMaintenanceJobStatus"] : []
-      )
-      resources = ["${aws_s3tables_table_bucket.this[0].arn}/table/*"]
-    }
-  }
-
-  # --- Queued commits ---------------------------------------------------------
-  dynamic "statement" {
-    for_each = local.queued && contains(local.kafka_functions, each.key) ? [1] : []
-    content {
-      sid       = "SendCommitRequests"
-      actions   = ["sqs:SendMessage"]
-      resources = [aws_sqs_queue.commit[0].arn]
-    }
-  }
-
-  dynamic "statement" {
-    for_each = each.key == "committer" ? [1] : []
-    content {
-      sid = "ConsumeCommitRequests"
-      actions = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility",
-      "sqs:GetQueueAttributes"]
-      resources = [aws_sqs_queue.commit[0].arn]
-    }
-  }
-
-  # --- X-Ray: trace segments cannot be scoped to a resource -------------------
-  dynamic "statement" {
-    for_each = var.enable_xray ? [1] : []
-    content {
-      sid       = "XRayTraces"
-      actions   = ["xray:PutTraceSegments", "xray:PutTelemetryRecords"]
-      resources = ["*"]
-    }
-  }
+  function_statements = { for f in keys(local.functions) : f => [for st in [
+    { when = true, Sid = "WriteOwnLogs", Action = ["logs:CreateLogStream", "logs:PutLogEvents"], Resource = ["${aws_cloudwatch_log_group.function[f].arn}:*"] },
+    { when = true, Sid = "UseDeploymentKey", Action = ["kms:Decrypt", "kms:GenerateDataKey"], Resource = [local.kms_key_arn] },
+    # --- MSK (the Kafka mapping authenticates with the function's role) ----------------
+    {
+      when = local.is_kafka[f], Sid = "MskCluster",
+      Action = ["kafka:DescribeClusterV2", "kafka:GetBootstrapBrokers", "kafka-cluster:Connect",
+      "kafka-cluster:DescribeClusterDynamicConfiguration"],
+      Resource = [local.msk_cluster_arn]
+    },
+    { when = local.is_kafka[f], Sid = "MskReadOwnTopics", Action = ["kafka-cluster:DescribeTopic", "kafka-cluster:ReadData"], Resource = lookup(local.function_topic_arns, f, []) },
+    { when = local.is_kafka[f], Sid = "MskOwnConsumerGroups", Action = ["kafka-cluster:DescribeGroup", "kafka-cluster:AlterGroup"], Resource = lookup(local.function_group_arns, f, []) },
+    {
+      when     = local.is_kafka[f] && local.kafka_failure_to_s3, Sid = "WriteFailedBatchRecords", Action = ["s3:PutObject", "s3:ListBucket"],
+      Resource = [local.on_failure_destination_arn, "${local.on_failure_destination_arn}/*"]
+    },
+    { when = local.is_kafka[f] && !local.kafka_failure_to_s3, Sid = "SendFailedBatchRecords", Action = ["sqs:SendMessage"], Resource = [local.on_failure_destination_arn] },
+    # ENIs of the Kafka pollers and VPC-attached functions: no resource-level scoping exists.
+    {
+      when = contains(local.vpc_functions, f), Sid = "ManagePollerNetworkInterfaces",
+      Action = ["ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface", "ec2:DescribeNetworkInterfaces",
+      "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs"],
+      Resource = ["*"]
+    },
+    # --- Glue catalog + S3 warehouse, scoped to the function's tables ------------------
+    {
+      when     = local.glue, Sid = "GlueOwnTables",
+      Action   = concat(["glue:GetDatabase", "glue:CreateDatabase", "glue:GetTable", "glue:CreateTable", "glue:UpdateTable"], f == "maintenance" ? ["glue:GetTables"] : []),
+      Resource = concat([local.glue_catalog_arn, local.glue_database_arn], [for t in local.function_tables[f] : "${local.glue_table_arn}/${t}"])
+    },
+    # The start-up check (HeadBucket, catalog.rs) needs ListBucket without a prefix; the same
+    # grant covers maintenance's orphan listing of its tables' prefixes.
+    { when = local.glue, Sid = "WarehouseBucketExists", Action = ["s3:ListBucket"], Resource = [local.warehouse_bucket] },
+    {
+      when     = local.glue, Sid = "WarehouseReadWriteOwnTables",
+      Action   = concat(["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"], f == "maintenance" ? ["s3:DeleteObject"] : []),
+      Resource = [for t in local.function_tables[f] : "${local.s3_warehouse_arn}/${t}/*"]
+    },
+    # Writers remove the metadata files of a commit that lost its race at once (and the
+    # committer the staged manifests it consumed); data files only maintenance deletes.
+    {
+      when = local.glue && local.is_writer[f], Sid = "WarehouseRemoveOwnUnreferencedMetadata", Action = ["s3:DeleteObject"],
+      Resource = concat([for t in local.function_tables[f] : "${local.s3_warehouse_arn}/${t}/metadata/*"],
+      f == "committer" ? [for t in local.function_tables[f] : "${local.s3_warehouse_arn}/${t}/staged/*"] : [])
+    },
+    # --- S3 Tables: table ARNs carry ids, so tables are scoped by name (s3tables:tableName)
+    {
+      when     = !local.glue, Sid = "S3TablesBucketAndNamespace",
+      Action   = concat(["s3tables:GetTableBucket", "s3tables:GetNamespace", "s3tables:CreateNamespace", "s3tables:CreateTable", "s3tables:ListTables"], f == "maintenance" ? ["s3tables:GetTableBucketMaintenanceConfiguration"] : []),
+      Resource = [local.table_bucket]
+    },
+    {
+      when = !local.glue, Sid = "S3TablesOwnTables",
+      Action = concat(["s3tables:GetTable", "s3tables:GetTableMetadataLocation", "s3tables:UpdateTableMetadataLocation"],
+      f == "maintenance" ? ["s3tables:GetTableMaintenanceConfiguration", "s3tables:PutTableMaintenanceConfiguration"] : []),
+      Resource  = ["${local.table_bucket}/table/*"]
+      Condition = { StringEquals = { "s3tables:namespace" = [var.namespace], "s3tables:tableName" = local.function_tables[f] } }
+    },
+    { when = !local.glue, Sid = "S3TablesTableData", Action = ["s3tables:GetTableData", "s3tables:PutTableData"], Resource = ["${local.table_bucket}/table/*"] },
+    # --- Queued commits -------------------------------------------------------------------
+    { when = local.queued && local.is_kafka[f], Sid = "SendCommitRequests", Action = ["sqs:SendMessage"], Resource = [local.commit_queue_arn] },
+    {
+      when     = f == "committer", Sid = "ConsumeCommitRequests",
+      Action   = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"],
+      Resource = [local.commit_queue_arn]
+    },
+    # --- The pipeline file and its schemas (ingest and maintenance copy the file's directory
+    # once per cold start: listed under that prefix, then read) -----------------------------
+    { when = local.pipeline_file != null && contains(["ingest", "maintenance"], f), Sid = "ReadPipelineFile", Action = ["s3:GetObject"], Resource = ["${coalesce(local.pipeline_object_arn_prefix, "none")}/*"] },
+    {
+      when      = local.pipeline_file != null && contains(["ingest", "maintenance"], f), Sid = "ListPipelineDirectory", Action = ["s3:ListBucket"],
+      Resource  = ["arn:${local.partition}:s3:::${coalesce(local.pipeline_bucket, "none")}"]
+      Condition = { StringLike = { "s3:prefix" = ["${coalesce(local.pipeline_prefix, "none")}/", "${coalesce(local.pipeline_prefix, "none")}/*"] } }
+    },
+    { when = var.enable_xray, Sid = "XRayTraces", Action = ["xray:PutTraceSegments", "xray:PutTelemetryRecords"], Resource = ["*"] },
+  ] : { for k, v in st : k => v if k != "when" } if st.when] }
 }
 
 resource "aws_iam_role_policy" "function" {
   for_each = local.functions
 
-  name   = "icestream-${each.key}"
-  role   = aws_iam_role.function[each.key].id
-  policy = data.aws_iam_policy_document.function[each.key].json
+  name = "icestream-${each.key}"
+  role = aws_iam_role.function[each.key].id
+  policy = jsonencode({
+    Version   = "2012-10-17"
+    Statement = [for s in local.function_statements[each.key] : merge({ Effect = "Allow" }, s)]
+  })
 }

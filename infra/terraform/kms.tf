@@ -6,6 +6,11 @@
 # admits the AWS services that encrypt on the deployment's behalf.
 ################################################################################
 
+locals {
+  create_kms_key = var.kms_key_arn == null
+  kms_key_arn    = local.create_kms_key ? aws_kms_key.this[0].arn : var.kms_key_arn
+}
+
 data "aws_iam_policy_document" "kms" {
   #checkov:skip=CKV_AWS_109:Key policy: the account root must be able to manage the key (lock-out protection); resources "*" in a key policy means this key only.
   #checkov:skip=CKV_AWS_111:Key policy: resources "*" in a key policy means this key only; write access is granted to the account so IAM policies decide.
@@ -92,7 +97,7 @@ data "aws_iam_policy_document" "kms" {
       condition {
         test     = "StringLike"
         variable = "kms:EncryptionContext:aws:s3:arn"
-        values   = ["arn:${local.partition}:s3tables:${local.region}:${local.account}:bucket/${var.name}-tables/*"]
+        values   = ["${coalesce(var.table_bucket_arn, "arn:${local.partition}:s3tables:${local.region}:${local.account}:bucket/${var.name}-tables")}/*"]
       }
 
       condition {
@@ -104,7 +109,12 @@ data "aws_iam_policy_document" "kms" {
   }
 }
 
+# Bring your own key with `kms_key_arn`: its key policy must then admit what the statements
+# above admit (CloudWatch Logs for the log groups, CloudWatch for the alarm topic, S3 Tables
+# maintenance), and IAM must be able to grant the function roles kms:Decrypt/GenerateDataKey.
 resource "aws_kms_key" "this" {
+  count = local.create_kms_key ? 1 : 0
+
   description             = "icestream ${var.name}: table storage, logs, queues, MSK"
   enable_key_rotation     = true
   deletion_window_in_days = var.kms_deletion_window_in_days
@@ -113,6 +123,8 @@ resource "aws_kms_key" "this" {
 }
 
 resource "aws_kms_alias" "this" {
+  count = local.create_kms_key ? 1 : 0
+
   name          = "alias/${var.name}"
-  target_key_id = aws_kms_key.this.key_id
+  target_key_id = aws_kms_key.this[0].key_id
 }

@@ -11,7 +11,7 @@ data "aws_caller_identity" "current" {}
 
 locals {
   partition = data.aws_partition.current.partition
-  region    = data.aws_region.current.region
+  region    = data.aws_region.current.id
   account   = data.aws_caller_identity.current.account_id
 
   tags = merge(var.tags, { "icestream:deployment" = var.name })
@@ -23,12 +23,17 @@ locals {
   queued = var.commit_mode == "queued"
   glue   = var.catalog == "glue"
 
+  # A permissions boundary on every role the module creates (null: none).
+  permissions_boundary = var.permissions_boundary_arn
+
   # The functions of the deployment. `binary` names the workspace binary whose
   # zip is deployed; the committer exists only in queued commit mode.
   function_catalog = {
     ingest = {
-      binary      = "ingest"
-      description = "icestream: MSK record batches into the telemetry table"
+      binary = "ingest"
+      # The pipeline file's digest: a new file changes the configuration, so warm execution
+      # environments are replaced and read the new file (they fetch it once per cold start).
+      description = local.pipeline_file == null ? "icestream: MSK record batches into the telemetry table" : "icestream: MSK record batches into the pipeline tables (pipelines ${local.pipeline_digest})"
       enabled     = true
     }
     cdc = {
@@ -55,7 +60,7 @@ locals {
   writer_functions = [for k in ["ingest", "cdc", "committer"] : k if contains(keys(local.functions), k)]
 
   # Tables each function touches (dead-letter tables follow `<table>_dead_letter`).
-  ingest_tables = [var.table, "${var.table}_dead_letter"]
+  ingest_tables = flatten([for t in local.ingest_table_names : [t, "${t}_dead_letter"]])
   cdc_tables    = var.enable_cdc ? [var.changelog_table, "${var.changelog_table}_dead_letter", var.mirror_table] : []
   all_tables    = distinct(concat(local.ingest_tables, local.cdc_tables, coalesce(var.maintenance_tables, [])))
   function_tables = {
@@ -67,12 +72,12 @@ locals {
   maintenance_tables = coalesce(var.maintenance_tables, distinct(concat(local.ingest_tables, local.cdc_tables)))
 
   # Catalog warehouse: s3://bucket/prefix for Glue, the table bucket ARN for S3 Tables.
-  warehouse = local.glue ? "s3://${aws_s3_bucket.this["warehouse"].id}/${var.warehouse_prefix}" : aws_s3tables_table_bucket.this[0].arn
+  warehouse = local.glue ? "s3://${local.warehouse_bucket_name}/${var.warehouse_prefix}" : local.table_bucket_arn
 
   # MSK: the cluster and the topic/group ARNs that IAM policies are scoped to.
   consumer_group_prefix = coalesce(var.consumer_group_prefix, var.name)
   kafka_mappings = merge(
-    { for t in var.ingest_topics : "ingest-${t}" => {
+    { for t in local.ingest_topics : "ingest-${t}" => {
       function = "ingest"
       topic    = t
       group    = "${local.consumer_group_prefix}-ingest-${t}"

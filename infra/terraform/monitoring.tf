@@ -3,7 +3,9 @@
 # dead-letter growth from the functions' Embedded Metric Format lines, commit
 # DLQ depth) to an optional SNS topic, and a dashboard.
 # EMF: namespace `icestream`, metric `DeadLettered`, dimension `Function` =
-# the deployed function name (AWS_LAMBDA_FUNCTION_NAME).
+# the deployed function name (AWS_LAMBDA_FUNCTION_NAME; shared/src/metrics.rs).
+# tests/infra/test_contract.py checks every icestream alarm and widget against
+# what `icestream contract` says the code emits.
 ################################################################################
 
 locals {
@@ -19,7 +21,7 @@ resource "aws_sns_topic" "alarms" {
   count = var.create_sns_topic && var.alarm_sns_topic_arn == null ? 1 : 0
 
   name              = "${var.name}-alarms"
-  kms_master_key_id = aws_kms_key.this.arn
+  kms_master_key_id = local.kms_key_arn
   tags              = local.tags
 }
 
@@ -99,43 +101,68 @@ resource "aws_cloudwatch_metric_alarm" "dead_lettered" {
   tags                = local.tags
 }
 
-resource "aws_cloudwatch_metric_alarm" "failed_batches" {
-  count = local.failure_queue_alarmed ? 1 : 0
+# Queue alarms: dead-letter queues that should stay empty, and the age of the oldest commit
+# request (requests wait while their table's FIFO group is blocked: a table stopped committing).
+locals {
+  queue_alarms = merge(
+    local.failure_queue_alarmed ? { "failed-batches" = {
+      queue       = one(aws_sqs_queue.failures[*].name)
+      description = "Kafka batches exhausted their retries and were sent to the on-failure queue."
+      metric      = "ApproximateNumberOfMessagesVisible"
+      threshold   = 0
+    } } : {},
+    local.commit_dlq_alarmed ? {
+      "commit-dlq" = {
+        queue       = one(aws_sqs_queue.commit_dlq[*].name)
+        description = "commit requests failed repeatedly and moved to the commit dead-letter queue."
+        metric      = "ApproximateNumberOfMessagesVisible"
+        threshold   = 0
+      }
+      "commit-queue-age" = {
+        queue       = one(aws_sqs_queue.commit[*].name)
+        description = "the oldest commit request has waited over ${var.alarm_commit_queue_age_seconds} s (a table stopped committing)."
+        metric      = "ApproximateAgeOfOldestMessage"
+        threshold   = var.alarm_commit_queue_age_seconds
+      }
+    } : {},
+    var.create_alarms ? { "maintenance-schedule-dlq" = {
+      queue       = aws_sqs_queue.schedule_dlq.name
+      description = "EventBridge Scheduler could not invoke the maintenance function (see the schedule dead-letter queue)."
+      metric      = "ApproximateNumberOfMessagesVisible"
+      threshold   = 0
+    } } : {}
+  )
+}
 
-  alarm_name          = "${var.name}-failed-batches"
-  alarm_description   = "icestream: Kafka batches exhausted their retries and were sent to the on-failure queue."
+resource "aws_cloudwatch_metric_alarm" "queue" {
+  for_each = local.queue_alarms
+
+  alarm_name          = "${var.name}-${each.key}"
+  alarm_description   = "icestream: ${each.value.description}"
   namespace           = "AWS/SQS"
-  metric_name         = "ApproximateNumberOfMessagesVisible"
-  dimensions          = { QueueName = aws_sqs_queue.failures[0].name }
+  metric_name         = each.value.metric
+  dimensions          = { QueueName = each.value.queue }
   statistic           = "Maximum"
   period              = 300
   evaluation_periods  = 1
   comparison_operator = "GreaterThanThreshold"
-  threshold           = 0
+  threshold           = each.value.threshold
   treat_missing_data  = "notBreaching"
   alarm_actions       = local.alarm_actions
   ok_actions          = local.alarm_actions
   tags                = local.tags
 }
 
-resource "aws_cloudwatch_metric_alarm" "commit_dlq" {
-  count = local.commit_dlq_alarmed ? 1 : 0
-
-  alarm_name          = "${var.name}-commit-dlq"
-  alarm_description   = "icestream: commit requests failed repeatedly and moved to the commit dead-letter queue."
-  namespace           = "AWS/SQS"
-  metric_name         = "ApproximateNumberOfMessagesVisible"
-  dimensions          = { QueueName = aws_sqs_queue.commit_dlq[0].name }
-  statistic           = "Maximum"
-  period              = 300
-  evaluation_periods  = 1
-  comparison_operator = "GreaterThanThreshold"
-  threshold           = 0
-  treat_missing_data  = "notBreaching"
-  alarm_actions       = local.alarm_actions
-  ok_actions          = local.alarm_actions
-  tags                = local.tags
+moved {
+  from = aws_cloudwatch_metric_alarm.failed_batches[0]
+  to   = aws_cloudwatch_metric_alarm.queue["failed-batches"]
 }
+
+moved {
+  from = aws_cloudwatch_metric_alarm.commit_dlq[0]
+  to   = aws_cloudwatch_metric_alarm.queue["commit-dlq"]
+}
+
 
 resource "aws_cloudwatch_dashboard" "this" {
   count = var.create_dashboard ? 1 : 0

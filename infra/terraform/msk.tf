@@ -19,12 +19,6 @@ data "aws_msk_bootstrap_brokers" "this" {
   cluster_arn = local.msk_cluster_arn
 }
 
-data "aws_vpc" "msk" {
-  count = var.create_msk_cluster ? 1 : 0
-
-  id = var.vpc_id
-}
-
 # Brokers and Lambda's event pollers share this group: the pollers' network
 # interfaces live in the cluster subnets with the cluster's security groups, so
 # the group must admit itself on 9098 and reach the VPC endpoints on 443.
@@ -79,15 +73,19 @@ resource "aws_vpc_security_group_egress_rule" "msk_self" {
   description                  = "Kafka IAM/TLS from Lambda event pollers to brokers"
 }
 
-resource "aws_vpc_security_group_egress_rule" "msk_endpoints" {
-  count = var.create_msk_cluster ? 1 : 0
+# The pollers call STS and Lambda and write failed batches to S3 or SQS: through interface
+# endpoints (VPC CIDR), an S3 gateway endpoint (S3's public prefix list) or a NAT gateway
+# (public addresses). The default admits all three on 443 only.
+resource "aws_vpc_security_group_egress_rule" "msk_https" {
+  for_each = var.create_msk_cluster ? toset(var.msk_https_egress_cidr_blocks) : toset([])
 
+  #checkov:skip=CKV_AWS_382:HTTPS only, to AWS APIs behind NAT; narrow msk_https_egress_cidr_blocks to the VPC CIDR when every API has an interface endpoint.
   security_group_id = aws_security_group.msk[0].id
-  cidr_ipv4         = data.aws_vpc.msk[0].cidr_block
+  cidr_ipv4         = each.value
   ip_protocol       = "tcp"
   from_port         = 443
   to_port           = 443
-  description       = "HTTPS from Lambda event pollers to VPC endpoints (STS, Lambda, on-failure destination)"
+  description       = "HTTPS from Lambda event pollers to STS, Lambda and the on-failure destination"
 }
 
 resource "aws_msk_serverless_cluster" "this" {
@@ -116,7 +114,7 @@ resource "aws_cloudwatch_log_group" "msk" {
 
   name              = "/aws/msk/${var.name}"
   retention_in_days = var.log_retention_in_days
-  kms_key_id        = aws_kms_key.this.arn
+  kms_key_id        = local.kms_key_arn
   tags              = local.tags
 }
 
@@ -154,7 +152,7 @@ resource "aws_msk_cluster" "this" {
   }
 
   encryption_info {
-    encryption_at_rest_kms_key_arn = aws_kms_key.this.arn
+    encryption_at_rest_kms_key_arn = local.kms_key_arn
 
     encryption_in_transit {
       client_broker = "TLS"

@@ -85,7 +85,7 @@ output "namespace" {
 
 output "warehouse_bucket" {
   description = "Name of the S3 warehouse bucket (glue catalog only)."
-  value       = try(aws_s3_bucket.this["warehouse"].id, null)
+  value       = local.warehouse_bucket_name
 }
 
 output "glue_database_name" {
@@ -95,12 +95,12 @@ output "glue_database_name" {
 
 output "table_bucket_arn" {
   description = "S3 table bucket ARN (s3tables catalog only)."
-  value       = try(aws_s3tables_table_bucket.this[0].arn, null)
+  value       = local.table_bucket_arn
 }
 
 output "kms_key_arn" {
   description = "ARN of the deployment's customer managed KMS key."
-  value       = aws_kms_key.this.arn
+  value       = local.kms_key_arn
 }
 
 ################################################################################
@@ -135,4 +135,51 @@ output "alarm_topic_arn" {
 output "dashboard_name" {
   description = "CloudWatch dashboard name (null when not created)."
   value       = try(aws_cloudwatch_dashboard.this[0].dashboard_name, null)
+}
+
+################################################################################
+# Querying the tables
+################################################################################
+
+output "reader_policy_json" {
+  description = "A read-only IAM policy (JSON) for the deployment's tables: catalog and data reads, the key, and the Athena workgroup and its results. Attach it to whoever queries; with Lake Formation, also add them to `lake_formation.readers`."
+  value = jsonencode({
+    Version   = "2012-10-17"
+    Statement = [for s in local.reader_statements : merge({ Effect = "Allow" }, s)]
+  })
+}
+
+output "athena_workgroup" {
+  description = "Athena workgroup for queries (null when not created)."
+  value       = try(aws_athena_workgroup.this[0].name, null)
+}
+
+output "athena_results_bucket" {
+  description = "Bucket of the Athena workgroup's query results (null when not created)."
+  value       = try(aws_s3_bucket.this["athena"].id, null)
+}
+
+output "s3tables_analytics_catalog_command" {
+  description = "catalog = s3tables: the one-time CLI call that creates the `s3tablescatalog` Glue catalog over the registered table buckets (no Terraform resource in hashicorp/aws 5.x); null when it does not apply."
+  value       = local.s3tables_integration ? local.s3tables_catalog_command : null
+}
+
+output "pipelines_uri" {
+  description = "ICESTREAM_PIPELINES: where the uploaded pipeline file is (null without pipeline_file)."
+  value       = local.pipeline_file == null ? null : local.pipelines_uri
+}
+
+output "pipelines" {
+  description = "What the module read from the pipeline file: per [[pipeline]] block its table and topics (empty without pipeline_file)."
+  value       = local.pipelines
+}
+
+output "ingest_tables" {
+  description = "Tables ingest writes (with their dead-letter tables): what IAM is scoped to."
+  value       = local.ingest_tables
+}
+
+output "function_policies" {
+  description = "The IAM policy (JSON) of each function's role."
+  value       = { for k, v in aws_iam_role_policy.function : k => v.policy }
 }

@@ -1,10 +1,16 @@
 ################################################################################
 # Queued commits (commit_mode = "queued"): ingest and cdc stage data files and a
-# manifest, then send a commit request here; the committer (reserved concurrency
-# 1) commits many requests per snapshot and reports failed items with SQS
-# partial-batch responses. A request that keeps failing moves to the DLQ after
-# `commit_queue_max_receive_count` deliveries: that is the mapping's bounded
-# retry and on-failure destination.
+# manifest, then send a commit request here; the committer commits many
+# requests per snapshot and reports failed items with SQS partial-batch
+# responses.
+#
+# One table's commits are serial by construction: the queue is FIFO and every
+# request's message group is its table (shared/src/queued/sqs.rs sets
+# MessageGroupId = <namespace>.<table> and a MessageDeduplicationId), so SQS
+# never hands two batches of one table out at once, and hands them out in send
+# order. No reserved concurrency is needed: the mapping's maximum concurrency
+# holds invocations back instead of Lambda throttling them, so a throttle never
+# spends one of a request's `commit_queue_max_receive_count` deliveries.
 ################################################################################
 
 locals {
@@ -13,14 +19,18 @@ locals {
   # A request's staged files are unreferenced until committed, and orphan removal deletes
   # unreferenced files older than orphan_margin_hours: a request must not outlive its files.
   commit_retention = max(60, min(1209600, (var.orphan_margin_hours - 1) * 3600))
+  # SQS keeps a message's original enqueue time when it moves to the DLQ, and retention counts
+  # from it: the DLQ keeps the maximum (14 days) so a dead-lettered request stays inspectable.
+  commit_dlq_retention = 1209600
 }
 
 resource "aws_sqs_queue" "commit_dlq" {
   count = local.queued ? 1 : 0
 
-  name                              = "${var.name}-commit-dlq"
-  message_retention_seconds         = local.commit_retention
-  kms_master_key_id                 = aws_kms_key.this.arn
+  name                              = "${var.name}-commit-dlq.fifo"
+  fifo_queue                        = true
+  message_retention_seconds         = local.commit_dlq_retention
+  kms_master_key_id                 = local.kms_key_arn
   kms_data_key_reuse_period_seconds = 300
   tags                              = local.tags
 }
@@ -28,10 +38,15 @@ resource "aws_sqs_queue" "commit_dlq" {
 resource "aws_sqs_queue" "commit" {
   count = local.queued ? 1 : 0
 
-  name                              = "${var.name}-commit"
-  visibility_timeout_seconds        = local.commit_visibility_timeout
-  message_retention_seconds         = local.commit_retention
-  kms_master_key_id                 = aws_kms_key.this.arn
+  name                       = "${var.name}-commit.fifo"
+  fifo_queue                 = true
+  deduplication_scope        = "messageGroup"
+  fifo_throughput_limit      = "perMessageGroupId"
+  visibility_timeout_seconds = local.commit_visibility_timeout
+  message_retention_seconds  = local.commit_retention
+  # The writers send their own deduplication id (a digest of table and offsets).
+  content_based_deduplication       = false
+  kms_master_key_id                 = local.kms_key_arn
   kms_data_key_reuse_period_seconds = 300
 
   redrive_policy = jsonencode({
@@ -66,9 +81,13 @@ resource "aws_lambda_event_source_mapping" "committer" {
   function_name    = aws_lambda_function.this["committer"].arn
   event_source_arn = aws_sqs_queue.commit[0].arn
 
-  batch_size                         = var.committer_batch_size
-  maximum_batching_window_in_seconds = var.committer_maximum_batching_window_in_seconds
-  function_response_types            = ["ReportBatchItemFailures"]
+  # FIFO mappings take at most 10 messages and no batching window.
+  batch_size              = var.committer_batch_size
+  function_response_types = ["ReportBatchItemFailures"]
+
+  scaling_config {
+    maximum_concurrency = var.committer_maximum_concurrency
+  }
 
   dynamic "metrics_config" {
     for_each = contains(var.esm_metrics, "EventCount") ? [["EventCount"]] : []
@@ -84,8 +103,11 @@ resource "aws_lambda_event_source_mapping" "committer" {
 
   lifecycle {
     precondition {
-      condition     = var.committer_batch_size <= 10 || var.committer_maximum_batching_window_in_seconds >= 1
-      error_message = "An SQS mapping with committer_batch_size > 10 needs committer_maximum_batching_window_in_seconds >= 1."
+      condition = (
+        local.function_settings.committer.reserved_concurrent_executions == null ||
+        try(local.function_settings.committer.reserved_concurrent_executions >= var.committer_maximum_concurrency, false)
+      )
+      error_message = "The committer's reserved concurrency must be null or at least committer_maximum_concurrency: below it Lambda throttles the mapping's invocations, and every throttle spends a delivery of the requests towards the DLQ."
     }
   }
 }

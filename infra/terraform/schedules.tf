@@ -2,7 +2,9 @@
 # Maintenance schedules: EventBridge Scheduler, one schedule per action and
 # table, each invoking the maintenance function with
 #   {"action":"<action>","table":"<table>"}
-# through a role that may only invoke the maintenance function.
+# through a role that may only invoke the maintenance function. A schedule
+# whose invocation fails (e.g. the role cannot be assumed) goes to a dead-letter
+# queue, which is alarmed.
 ################################################################################
 
 locals {
@@ -13,9 +15,13 @@ locals {
         action     = action
         table      = table
         expression = expression
+        # Schedule names hold at most 64 characters: a long key keeps a readable head and a
+        # digest of the whole key, so two long table names never share a name.
+        schedule_name = length("${action}-${table}") <= 64 ? "${action}-${table}" : "${substr("${action}-${table}", 0, 47)}-${substr(sha256("${action}-${table}"), 0, 16)}"
       } if action != "purge-tombstones" || table == var.mirror_table
     }
   ]...)
+  schedule_group_arn = "arn:${local.partition}:scheduler:${local.region}:${local.account}:schedule-group/${var.name}"
 }
 
 resource "aws_scheduler_schedule_group" "maintenance" {
@@ -28,7 +34,7 @@ resource "aws_scheduler_schedule" "maintenance" {
 
   #checkov:skip=CKV_AWS_297:The payload is a non-secret {"action","table"} pair; a customer managed key would force kms:Decrypt onto the scheduler role, which should only be able to invoke the maintenance function.
 
-  name        = substr(each.key, 0, 64)
+  name        = each.value.schedule_name
   group_name  = aws_scheduler_schedule_group.maintenance.name
   description = "icestream maintenance: ${each.value.action} ${var.namespace}.${each.value.table}"
 
@@ -50,30 +56,37 @@ resource "aws_scheduler_schedule" "maintenance" {
       maximum_retry_attempts       = 0
       maximum_event_age_in_seconds = 3600
     }
+
+    dead_letter_config {
+      arn = aws_sqs_queue.schedule_dlq.arn
+    }
   }
 }
 
-data "aws_iam_policy_document" "scheduler_assume" {
-  statement {
-    sid     = "SchedulerAssume"
-    actions = ["sts:AssumeRole"]
+# Invocations Scheduler could not make (denied, function missing, throttled past the event age).
+resource "aws_sqs_queue" "schedule_dlq" {
+  name                              = "${var.name}-maintenance-schedule-dlq"
+  message_retention_seconds         = 1209600
+  kms_master_key_id                 = local.kms_key_arn
+  kms_data_key_reuse_period_seconds = 300
+  tags                              = local.tags
+}
 
-    principals {
-      type        = "Service"
-      identifiers = ["scheduler.amazonaws.com"]
-    }
-
-    condition {
-      test     = "StringEquals"
-      variable = "aws:SourceAccount"
-      values   = [local.account]
-    }
-
-    condition {
-      test     = "ArnLike"
-      variable = "aws:SourceArn"
-      values   = ["arn:${local.partition}:scheduler:${local.region}:${local.account}:schedule/${var.name}/*"]
-    }
+# Plain JSON (not a policy document data source) so a plan shows it: tests/schedules.tftest.hcl
+# asserts the condition. Scheduler presents the schedule group's ARN as aws:SourceArn.
+locals {
+  scheduler_trust_policy = {
+    Version = "2012-10-17"
+    Statement = [{
+      Sid       = "SchedulerAssume"
+      Effect    = "Allow"
+      Action    = "sts:AssumeRole"
+      Principal = { Service = "scheduler.amazonaws.com" }
+      Condition = {
+        StringEquals = { "aws:SourceAccount" = local.account }
+        ArnEquals    = { "aws:SourceArn" = local.schedule_group_arn }
+      }
+    }]
   }
 }
 
@@ -86,13 +99,26 @@ data "aws_iam_policy_document" "scheduler" {
       "${aws_lambda_function.this["maintenance"].arn}:*",
     ]
   }
+
+  statement {
+    sid       = "DeadLetterFailedInvocations"
+    actions   = ["sqs:SendMessage"]
+    resources = [aws_sqs_queue.schedule_dlq.arn]
+  }
+
+  statement {
+    sid       = "EncryptDeadLetters"
+    actions   = ["kms:Decrypt", "kms:GenerateDataKey"]
+    resources = [local.kms_key_arn]
+  }
 }
 
 resource "aws_iam_role" "scheduler" {
-  name_prefix        = "${var.name}-scheduler-"
-  description        = "EventBridge Scheduler: invokes the icestream maintenance function"
-  assume_role_policy = data.aws_iam_policy_document.scheduler_assume.json
-  tags               = local.tags
+  name_prefix          = "${var.name}-scheduler-"
+  description          = "EventBridge Scheduler: invokes the icestream maintenance function"
+  assume_role_policy   = jsonencode(local.scheduler_trust_policy)
+  permissions_boundary = local.permissions_boundary
+  tags                 = local.tags
 }
 
 resource "aws_iam_role_policy" "scheduler" {

@@ -8,8 +8,15 @@
 ################################################################################
 
 locals {
+  create_warehouse_bucket = local.glue && var.warehouse_bucket_name == null
+  create_table_bucket     = !local.glue && var.table_bucket_arn == null
+  warehouse_bucket_name   = local.glue ? coalesce(var.warehouse_bucket_name, try(aws_s3_bucket.this["warehouse"].id, null)) : null
+  warehouse_bucket_arn    = local.glue ? "arn:${local.partition}:s3:::${local.warehouse_bucket_name}" : null
+  table_bucket_arn        = local.glue ? null : coalesce(var.table_bucket_arn, try(aws_s3tables_table_bucket.this[0].arn, null))
+  table_bucket_name       = local.glue ? null : element(split("/", local.table_bucket_arn), 1)
+
   buckets = merge(
-    local.glue ? {
+    local.create_warehouse_bucket ? {
       warehouse = {
         prefix = "${var.name}-warehouse-"
         # Files removed by maintenance become noncurrent versions: purge them.
@@ -20,6 +27,19 @@ locals {
       failures = {
         prefix          = "${var.name}-failures-"
         expiration_days = var.on_failure_retention_days
+      }
+    } : {},
+    # S3 Tables has no warehouse bucket: the pipeline file goes to a small bucket of its own.
+    var.pipeline_file != null && !local.glue ? {
+      config = {
+        prefix          = "${var.name}-config-"
+        expiration_days = null
+      }
+    } : {},
+    var.create_athena_workgroup ? {
+      athena = {
+        prefix          = "${var.name}-athena-"
+        expiration_days = var.athena_results_retention_days
       }
     } : {}
   )
@@ -76,7 +96,7 @@ resource "aws_s3_bucket_server_side_encryption_configuration" "this" {
 
     apply_server_side_encryption_by_default {
       sse_algorithm     = "aws:kms"
-      kms_master_key_id = aws_kms_key.this.arn
+      kms_master_key_id = local.kms_key_arn
     }
   }
 }
@@ -203,14 +223,15 @@ resource "aws_glue_catalog_database" "this" {
 ################################################################################
 
 resource "aws_s3tables_table_bucket" "this" {
-  count = local.glue ? 0 : 1
+  count = local.create_table_bucket ? 1 : 0
 
-  name          = "${var.name}-tables"
-  force_destroy = var.force_destroy
+  # No force_destroy: that argument needs provider 6.x, and the module is validated against
+  # 5.100 (the provider this project can run `terraform validate`/`test` with offline).
+  name = "${var.name}-tables"
 
   encryption_configuration = {
     sse_algorithm = "aws:kms"
-    kms_key_arn   = aws_kms_key.this.arn
+    kms_key_arn   = local.kms_key_arn
   }
 
   # Bucket-level unreferenced-file removal; per-table compaction and snapshot
@@ -231,7 +252,7 @@ resource "aws_s3tables_namespace" "this" {
   count = local.glue ? 0 : 1
 
   namespace        = var.namespace
-  table_bucket_arn = aws_s3tables_table_bucket.this[0].arn
+  table_bucket_arn = local.table_bucket_arn
 }
 
 ################################################################################
@@ -243,7 +264,7 @@ resource "aws_sqs_queue" "failures" {
 
   name                              = "${var.name}-failed-batches"
   message_retention_seconds         = min(1209600, var.on_failure_retention_days * 86400)
-  kms_master_key_id                 = aws_kms_key.this.arn
+  kms_master_key_id                 = local.kms_key_arn
   kms_data_key_reuse_period_seconds = 300
   tags                              = local.tags
 }

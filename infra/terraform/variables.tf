@@ -91,6 +91,17 @@ variable "msk_client_cidr_blocks" {
   }
 }
 
+variable "msk_https_egress_cidr_blocks" {
+  description = "Where the created cluster's security group (shared with Lambda's Kafka pollers) may send HTTPS: STS, Lambda and the on-failure destination (S3 or SQS), reached through VPC endpoints or NAT. Narrow it to the VPC CIDR only when every one of them has an interface endpoint (S3 through a gateway endpoint needs S3's public addresses)."
+  type        = list(string)
+  default     = ["0.0.0.0/0"]
+
+  validation {
+    condition     = length(var.msk_https_egress_cidr_blocks) > 0 && alltrue([for c in var.msk_https_egress_cidr_blocks : can(cidrhost(c, 0))])
+    error_message = "msk_https_egress_cidr_blocks must hold at least one valid CIDR block."
+  }
+}
+
 variable "msk_kafka_version" {
   description = "Apache Kafka version of a new provisioned cluster."
   type        = string
@@ -246,12 +257,11 @@ variable "maximum_record_age_in_seconds" {
 }
 
 variable "provisioned_pollers" {
-  description = "Provisioned mode of the Kafka mappings. AWS applies `maximum_retry_attempts` and `maximum_record_age_in_seconds` to Kafka mappings only in provisioned mode. `poller_group_name` shares pollers between mappings."
+  description = "Provisioned mode of the Kafka mappings. AWS applies `maximum_retry_attempts` and `maximum_record_age_in_seconds` to Kafka mappings only in provisioned mode."
   type = object({
-    enabled           = optional(bool, true)
-    minimum_pollers   = optional(number, 1)
-    maximum_pollers   = optional(number, 20)
-    poller_group_name = optional(string)
+    enabled         = optional(bool, true)
+    minimum_pollers = optional(number, 1)
+    maximum_pollers = optional(number, 20)
   })
   default = {}
 
@@ -271,9 +281,9 @@ variable "allow_unbounded_kafka_retries" {
 }
 
 variable "esm_metrics" {
-  description = "Event source mapping metrics to publish (EventCount, ErrorCount, KafkaMetrics); standard CloudWatch metric pricing applies."
+  description = "Event source mapping metrics to publish (EventCount; ErrorCount and KafkaMetrics need hashicorp/aws >= 6.x); standard CloudWatch metric pricing applies."
   type        = list(string)
-  default     = ["EventCount", "ErrorCount", "KafkaMetrics"]
+  default     = ["EventCount"]
 
   validation {
     condition     = alltrue([for m in var.esm_metrics : contains(["EventCount", "ErrorCount", "KafkaMetrics"], m)])

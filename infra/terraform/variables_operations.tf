@@ -140,6 +140,17 @@ variable "alarm_dead_letter_threshold" {
   }
 }
 
+variable "alarm_commit_queue_age_seconds" {
+  description = "Age of the oldest commit request (seconds) above which the commit queue age alarm fires (commit_mode = queued)."
+  type        = number
+  default     = 900
+
+  validation {
+    condition     = var.alarm_commit_queue_age_seconds >= 60
+    error_message = "alarm_commit_queue_age_seconds must be >= 60."
+  }
+}
+
 variable "create_dashboard" {
   description = "Create a CloudWatch dashboard for the pipeline."
   type        = bool

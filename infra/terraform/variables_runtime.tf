@@ -3,7 +3,7 @@
 ################################################################################
 
 variable "function_settings" {
-  description = "Memory (MB), timeout (s) and reserved concurrency per function. Kafka-triggered functions may run at most 840 s. The committer's reserved concurrency is always 1."
+  description = "Memory (MB), timeout (s) and reserved concurrency (null = none, the default: reserving fails in accounts with a low concurrency quota) per function. Kafka-triggered functions may run at most 840 s."
   type = object({
     ingest = optional(object({
       memory_size                    = optional(number, 1024)
@@ -18,11 +18,12 @@ variable "function_settings" {
     maintenance = optional(object({
       memory_size                    = optional(number, 2048)
       timeout                        = optional(number, 900)
-      reserved_concurrent_executions = optional(number, 4)
+      reserved_concurrent_executions = optional(number)
     }), {})
     committer = optional(object({
-      memory_size = optional(number, 1024)
-      timeout     = optional(number, 300)
+      memory_size                    = optional(number, 1024)
+      timeout                        = optional(number, 300)
+      reserved_concurrent_executions = optional(number)
     }), {})
   })
   default = {}
@@ -42,7 +43,7 @@ variable "function_settings" {
 
   validation {
     condition = alltrue([
-      for f in [var.function_settings.ingest, var.function_settings.cdc, var.function_settings.maintenance] :
+      for f in [var.function_settings.ingest, var.function_settings.cdc, var.function_settings.maintenance, var.function_settings.committer] :
       f.reserved_concurrent_executions == null ? true : f.reserved_concurrent_executions >= 1
     ])
     error_message = "function_settings: reserved_concurrent_executions must be null (unreserved) or >= 1."
@@ -61,7 +62,7 @@ variable "log_retention_in_days" {
 }
 
 variable "application_log_level" {
-  description = "Lambda application log level filter (JSON log format)."
+  description = "Level of the functions' own logs (sets RUST_LOG; FATAL = error). Lambda's application log filter stays at TRACE so the EMF metric lines, which carry no level, are never dropped."
   type        = string
   default     = "INFO"
 
@@ -107,29 +108,29 @@ variable "function_vpc_config" {
 ################################################################################
 
 variable "committer_batch_size" {
-  description = "Maximum commit requests per committer invocation."
-  type        = number
-  default     = 100
-
-  validation {
-    condition     = var.committer_batch_size >= 1 && var.committer_batch_size <= 10000
-    error_message = "committer_batch_size must be between 1 and 10000."
-  }
-}
-
-variable "committer_maximum_batching_window_in_seconds" {
-  description = "How long the queue mapping gathers commit requests before invoking the committer; bounds end-to-end latency."
+  description = "Maximum commit requests per committer invocation (a FIFO queue mapping takes at most 10; one snapshot per table per batch)."
   type        = number
   default     = 10
 
   validation {
-    condition     = var.committer_maximum_batching_window_in_seconds >= 0 && var.committer_maximum_batching_window_in_seconds <= 300
-    error_message = "committer_maximum_batching_window_in_seconds must be between 0 and 300."
+    condition     = var.committer_batch_size >= 1 && var.committer_batch_size <= 10
+    error_message = "committer_batch_size must be between 1 and 10 (SQS FIFO mappings)."
+  }
+}
+
+variable "committer_maximum_concurrency" {
+  description = "Most committer invocations the queue mapping runs at once (its scaling_config; 2-1000). Requests of one table never run concurrently whatever this is (the table is their FIFO message group); the mapping holds back instead of being throttled, so no delivery is spent on a throttle."
+  type        = number
+  default     = 5
+
+  validation {
+    condition     = var.committer_maximum_concurrency >= 2 && var.committer_maximum_concurrency <= 1000 && floor(var.committer_maximum_concurrency) == var.committer_maximum_concurrency
+    error_message = "committer_maximum_concurrency must be a whole number from 2 to 1000."
   }
 }
 
 variable "commit_gap_patience" {
-  description = "Deliveries a commit request that starts past its table's watermark+1 waits for the earlier request (SQS standard queues do not keep order) before the committer takes the gap as a real Kafka offset gap (knob `commit_gap_patience`). Must stay below `commit_queue_max_receive_count`."
+  description = "Deliveries a commit request that starts past its table's watermark+1 waits for an earlier request before the committer takes the gap as a real Kafka offset gap (knob `commit_gap_patience`). The FIFO queue delivers a table's requests in send order, so such a gap is a real one (or an earlier request in the DLQ). Must stay below `commit_queue_max_receive_count`."
   type        = number
   default     = 3
 

@@ -24,6 +24,21 @@ use crate::tables::TableDef;
 /// Name of the embedded SQL catalog, as PyIceberg's SqlCatalog must be told.
 pub const LOCAL_CATALOG_NAME: &str = "icestream";
 
+/// IAM actions of the Glue catalog: iceberg's Glue catalog (namespace_exists/create_namespace,
+/// load_table), our table creation below and the metadata pointer swap (commit/pointer.rs).
+/// On the catalog, the namespace's database and each table. Read by [`crate::deployment`].
+pub const GLUE_ACTIONS: &[&str] = &["glue:GetDatabase", "glue:CreateDatabase", "glue:GetTable", "glue:CreateTable", "glue:UpdateTable"];
+/// The Glue warehouse preflight: HeadBucket is authorised by s3:ListBucket on the bucket.
+pub const WAREHOUSE_PREFLIGHT_ACTIONS: &[&str] = &["s3:ListBucket"];
+/// IAM actions of the S3 Tables catalog on the table bucket (GetTableBucket below; iceberg's
+/// S3 Tables catalog for namespaces, table creation and listing).
+pub const S3TABLES_BUCKET_ACTIONS: &[&str] =
+    &["s3tables:GetTableBucket", "s3tables:GetNamespace", "s3tables:CreateNamespace", "s3tables:CreateTable", "s3tables:ListTables"];
+/// ... and on its tables (load, and the metadata pointer swap in commit/pointer.rs).
+pub const S3TABLES_ACTIONS: &[&str] = &["s3tables:GetTable", "s3tables:GetTableMetadataLocation", "s3tables:UpdateTableMetadataLocation"];
+/// The AWS-managed table maintenance, reported here and set by maintenance/managed.rs.
+pub const S3TABLES_MAINTENANCE_ACTIONS: &[&str] = &["s3tables:GetTableMaintenanceConfiguration", "s3tables:PutTableMaintenanceConfiguration"];
+
 /// File IO by URI scheme: `file://` locally, `s3://` for Glue and S3 Tables warehouses.
 fn storage_factory() -> Arc<dyn StorageFactory> {
     Arc::new(OpenDalResolvingStorageFactory::new())

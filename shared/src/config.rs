@@ -422,6 +422,15 @@ pub enum CatalogKind {
     S3Tables,
 }
 
+/// `arn:<partition>:s3tables:<region>:<account>:bucket/<name>` in any AWS partition (`aws`,
+/// `aws-cn`, `aws-us-gov`, ...): the module deploys to all of them.
+fn is_table_bucket_arn(arn: &str) -> bool {
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    matches!(parts.as_slice(), ["arn", partition, "s3tables", region, account, resource]
+        if partition.starts_with("aws") && !region.is_empty() && !account.is_empty()
+            && resource.strip_prefix("bucket/").is_some_and(|name| !name.is_empty() && !name.contains('/')))
+}
+
 /// The typed configuration every entry point takes.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -550,14 +559,14 @@ impl Config {
         let ok = match self.catalog {
             CatalogKind::Local => !w.contains("://") && !w.starts_with("arn:"),
             CatalogKind::Glue => w.starts_with("s3://") && w.len() > 5,
-            CatalogKind::S3Tables => w.starts_with("arn:aws:s3tables:") && w.contains(":bucket/"),
+            CatalogKind::S3Tables => is_table_bucket_arn(w),
         };
         if ok {
             Ok(self)
         } else {
             Err(Error::Config(format!(
                 "bad value {w:?} for `warehouse` (ICESTREAM_WAREHOUSE) with catalog {:?}: allowed is a directory for local, \
-                 s3://bucket/prefix for glue, arn:aws:s3tables:<region>:<account>:bucket/<name> for s3tables",
+                 s3://bucket/prefix for glue, arn:<partition>:s3tables:<region>:<account>:bucket/<name> for s3tables",
                 self.catalog
             )))
         }
@@ -673,8 +682,14 @@ mod tests {
         assert!(err.contains("`warehouse`") && err.contains("s3://"), "{err}");
         Config::from_args(["catalog=glue", "warehouse=s3://bucket/wh"]).unwrap();
         let err = Config::from_args(["catalog=s3tables", "warehouse=s3://b"]).unwrap_err().to_string();
-        assert!(err.contains("arn:aws:s3tables"), "{err}");
+        assert!(err.contains("arn:<partition>:s3tables"), "{err}");
         Config::from_args(["catalog=s3tables", "warehouse=arn:aws:s3tables:us-east-1:123456789012:bucket/t"]).unwrap();
+        // Every partition the Terraform module deploys to.
+        Config::from_args(["catalog=s3tables", "warehouse=arn:aws-cn:s3tables:cn-north-1:123456789012:bucket/t"]).unwrap();
+        Config::from_args(["catalog=s3tables", "warehouse=arn:aws-us-gov:s3tables:us-gov-west-1:123456789012:bucket/t"]).unwrap();
+        for bad in ["arn:azure:s3tables:r:1:bucket/t", "arn:aws:s3:::t", "arn:aws:s3tables:r:1:bucket/", "arn:aws:s3tables:r:1:bucket/t/x"] {
+            assert!(Config::from_args(["catalog=s3tables", &format!("warehouse={bad}")]).is_err(), "{bad}");
+        }
     }
 
     #[test]

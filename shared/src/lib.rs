@@ -13,6 +13,7 @@ pub mod config;
 pub mod dead_letter;
 pub mod decode;
 pub mod dedup;
+pub mod deployment;
 pub mod error;
 pub mod event;
 pub mod failpoint;

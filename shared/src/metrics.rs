@@ -1,5 +1,9 @@
 //! One CloudWatch Embedded Metric Format line per invocation: CloudWatch turns it into metrics
-//! (namespace `icestream`, dimension `Function`) with no API call from the function.
+//! (namespace `icestream`, dimension `Function` = the deployed function's name) with no API
+//! call from the function. The lines go to standard output outside `tracing`, so no log filter
+//! of ours drops them; Lambda's own log-level filter counts a line without `level` as INFO, so
+//! the deployment must not filter application logs above INFO (infra/terraform sets TRACE and
+//! filters with RUST_LOG instead).
 
 use serde_json::json;
 
@@ -8,6 +12,19 @@ use crate::queued::batch::BatchReport;
 
 /// Metric namespace the alarms and dashboard read.
 pub const NAMESPACE: &str = "icestream";
+
+/// The one dimension of every metric.
+pub const DIMENSION: &str = "Function";
+
+/// Where the dimension's value comes from under Lambda: the deployed function's name, so two
+/// deployments in one account and region keep apart. Outside Lambda (the CLI) it is the
+/// function's role name (`ingest`, `cdc`, `committer`).
+pub const FUNCTION_NAME_ENV: &str = "AWS_LAMBDA_FUNCTION_NAME";
+
+/// The `Function` dimension value for `function`: the Lambda function name when running there.
+fn dimension_value(function: &str) -> String {
+    std::env::var(FUNCTION_NAME_ENV).ok().filter(|n| !n.is_empty()).unwrap_or_else(|| function.to_string())
+}
 
 /// The EMF JSON line for one invocation of `function`.
 pub fn emf_line(function: &str, summary: &Summary) -> String {
@@ -51,16 +68,38 @@ pub fn committer_emf_line(report: &BatchReport) -> String {
 
 /// The EMF JSON line for one invocation of `function` with `(name, unit, value)` metrics.
 pub fn emf_line_of(function: &str, metrics: &[(&str, &str, f64)]) -> String {
+    emf_line_with(&dimension_value(function), metrics)
+}
+
+/// The metric names an EMF line declares (the deployment's alarms may use only these).
+pub fn declared_metrics(line: &str) -> Vec<String> {
+    let parsed: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
+    let declared = parsed["_aws"]["CloudWatchMetrics"][0]["Metrics"].as_array().cloned().unwrap_or_default();
+    declared.iter().filter_map(|m| m["Name"].as_str().map(str::to_string)).collect()
+}
+
+/// The metric names each function's EMF line declares: `{"ingest": [...], "cdc": [...], ...}`
+/// (maintenance emits none), for `icestream contract`.
+pub fn emitted_metrics() -> serde_json::Value {
+    json!({
+        "ingest": declared_metrics(&emf_line("ingest", &Summary::default())),
+        "cdc": declared_metrics(&emf_line_of("cdc", &crate::cdc::CdcSummary::default().metrics())),
+        "committer": declared_metrics(&committer_emf_line(&BatchReport::default())),
+        "maintenance": [],
+    })
+}
+
+fn emf_line_with(dimension: &str, metrics: &[(&str, &str, f64)]) -> String {
     let mut line = json!({
         "_aws": {
             "Timestamp": chrono::Utc::now().timestamp_millis(),
             "CloudWatchMetrics": [{
                 "Namespace": NAMESPACE,
-                "Dimensions": [["Function"]],
+                "Dimensions": [[DIMENSION]],
                 "Metrics": metrics.iter().map(|(n, u, _)| json!({"Name": n, "Unit": u})).collect::<Vec<_>>(),
             }],
         },
-        "Function": function,
+        DIMENSION: dimension,
     });
     for (name, _, value) in metrics {
         line[*name] = json!(value);
@@ -82,7 +121,14 @@ mod tests {
             assert!(v[name].is_number(), "{name} declared but missing");
         }
         assert_eq!(v["DeadLettered"], 2.0);
-        assert_eq!(v["Function"], "ingest");
+        assert!(declared_metrics(&emf_line("ingest", &s)).contains(&"DeadLettered".to_string()));
+    }
+
+    #[test]
+    fn dimension_is_the_deployed_function_name() {
+        let v: serde_json::Value = serde_json::from_str(&emf_line_with("prod-ingest", &[("Records", "Count", 1.0)])).unwrap();
+        assert_eq!(v["Function"], "prod-ingest");
+        assert_eq!(v["_aws"]["CloudWatchMetrics"][0]["Dimensions"], json!([["Function"]]));
     }
 
     #[test]

@@ -255,7 +255,8 @@ def test_module_sets_icestream_environment():
     assert functions, "no aws_lambda_function in infra/terraform"
     for name, body in functions.items():
         variables = body["environment"][0]["variables"]
-        assert variables == "${local.function_environment[each.key]}", (
+        # RUST_LOG is the functions' own log filter (not a knob; see functions.tf).
+        assert variables == "${merge(local.function_environment[each.key], {RUST_LOG = local.rust_log})}", (
             f"aws_lambda_function.{name} must take its environment from local.function_environment"
         )
     env = locals_of(MODULE)["function_environment"]
@@ -449,15 +450,31 @@ def policy_statements():
 STATEMENTS = list(policy_statements())
 
 
+# Policies built as plain JSON (jsonencode) so a plan shows them in full; tests/infra/
+# test_contract.py checks their scoping on the planned JSON instead of here.
+JSON_POLICIES = {
+    ("aws_iam_role_policy", "function"),
+    ("aws_iam_role_policy", "s3tables_lakeformation"),
+    ("aws_iam_role", "scheduler"),
+    ("aws_iam_role_policy", "flow_logs"),
+}
+
+
 def test_policies_come_from_policy_documents():
     assert STATEMENTS, "no aws_iam_policy_document statements found"
     for config_name, config in ALL_CONFIGS.items():
         for kind in ("aws_iam_role_policy", "aws_iam_policy", "aws_s3_bucket_policy"):
             for name, body in blocks_of(config, "resource", kind).items():
-                assert re.fullmatch(r"\$\{data\.aws_iam_policy_document\.\w+(\[each\.key\])?\.json\}", body["policy"]), (
+                if (kind, name) in JSON_POLICIES:
+                    assert body["policy"].startswith("${jsonencode("), name
+                    continue
+                assert re.fullmatch(r"\$\{data\.aws_iam_policy_document\.\w+(\[[\w.]+\])?\.json\}", body["policy"]), (
                     f"{config_name}: {kind}.{name} must use an aws_iam_policy_document (checked here)"
                 )
         for name, body in blocks_of(config, "resource", "aws_iam_role").items():
+            if ("aws_iam_role", name) in JSON_POLICIES:
+                assert body["assume_role_policy"].startswith("${jsonencode("), name
+                continue
             assert body["assume_role_policy"].startswith("${data.aws_iam_policy_document."), name
         for name, body in blocks_of(config, "resource", "aws_kms_key").items():
             document = re.fullmatch(r"\$\{data\.aws_iam_policy_document\.(\w+)\.json\}", body["policy"])
@@ -497,12 +514,16 @@ def test_statement_is_scoped(config_name, doc_name, statement):
 
 
 def test_scheduler_role_only_invokes_maintenance():
+    """Invoke the maintenance function; and dead-letter failed invocations to its own queue."""
     document = blocks_of(MODULE, "data", "aws_iam_policy_document")["scheduler"]
     statements = document["statement"]
     assert "dynamic" not in document
-    assert [string_list(s["actions"]) for s in statements] == [["lambda:InvokeFunction"]]
+    assert [string_list(s["actions"]) for s in statements] == [
+        ["lambda:InvokeFunction"], ["sqs:SendMessage"], ["kms:Decrypt", "kms:GenerateDataKey"]
+    ]
     for resource in statements[0]["resources"]:
         assert 'aws_lambda_function.this["maintenance"].arn' in resource
+    assert statements[1]["resources"] == ["${aws_sqs_queue.schedule_dlq.arn}"]
 
 
 # --------------------------------------------------------------------------- docs

@@ -34,6 +34,8 @@ commands:
   produce             telemetry (or domain=cdc changes) into a Kafka topic (see `icestream help produce`)
   simulate-cdc        bank-account changes (I/U/D, hot keys) into a Kafka topic: produce with domain=cdc
   esm                 the local event source mapping: Kafka topic -> batches -> function (see `icestream help esm`)
+  contract            what each Lambda function needs from its deployment, as JSON: knobs read, AWS
+                      actions called (per resource, catalog and commit mode), metrics emitted
   help [gen-event|produce|simulate-cdc|esm]  the configuration knobs (or a command's options)
 
 Configuration comes from ICESTREAM_* environment variables, then key=value arguments.";
@@ -133,6 +135,7 @@ async fn run() -> Result<()> {
             println!("{}", serde_json::to_string(&expectation)?);
         }
         "esm" => icestream_tools::esm::command::run(&args).await?,
+        "contract" => println!("{}", serde_json::to_string_pretty(&icestream::deployment::contract_json(icestream::metrics::emitted_metrics()))?),
         "help" | "--help" | "-h" => match args.first().map(String::as_str) {
             Some("gen-event") => GENERATOR_OPTIONS.iter().for_each(|list| print!("{}", knobs_markdown(list))),
             Some("produce" | "simulate-cdc") => icestream_tools::produce::PRODUCE_OPTIONS.iter().for_each(|list| print!("{}", knobs_markdown(list))),

@@ -18,6 +18,8 @@ const REPLY_MARGIN_MS: u64 = 1_500;
 async fn main() -> Result<(), Error> {
     let config = Config::from_env()?;
     icestream::logging::init(&config.log_format);
+    // The knobs this function reads: icestream::deployment::CDC (checked against Terraform).
+    icestream::deployment::CDC.warn_unread_knobs();
     let pipeline = Arc::new(CdcPipeline::new(config).await?);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<KafkaEvent>| {
         let pipeline = pipeline.clone();

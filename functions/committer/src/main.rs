@@ -22,6 +22,8 @@ const REPLY_MARGIN_MS: u64 = 1_500;
 async fn main() -> Result<(), Error> {
     let config = Config::from_env()?;
     icestream::logging::init(&config.log_format);
+    // The knobs this function reads: icestream::deployment::COMMITTER (checked against Terraform).
+    icestream::deployment::COMMITTER.warn_unread_knobs();
     let catalogs = Arc::new(Catalogs::connect(&config).await?);
     // With the queue's URL, deferred requests come again after `commit_gap_retry_s`.
     let queue = match config.commit_queue_url() {

@@ -20,6 +20,8 @@ const REPLY_MARGIN_MS: u64 = 5_000;
 async fn main() -> Result<(), Error> {
     let mut config = Config::from_env()?;
     icestream::logging::init(&config.log_format);
+    // The knobs this function reads: icestream::deployment::MAINTENANCE (checked against Terraform).
+    icestream::deployment::MAINTENANCE.warn_unread_knobs();
     let tables = pipeline_tables(&mut config).await?;
     let catalogs = Catalogs::connect(&config).await?;
     let shared = Arc::new((config, catalogs, tables));

@@ -7,6 +7,11 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
+/// What fetching an s3:// pipeline file calls: the objects under its directory, listed with
+/// that directory as the prefix (`crate::deployment` gathers these per function).
+pub const PIPELINE_FETCH_ACTIONS: &[&str] = &["s3:GetObject"];
+pub const PIPELINE_LIST_ACTIONS: &[&str] = &["s3:ListBucket"];
+
 /// Most objects copied from beside an S3 pipeline file: a pipeline directory, not a bucket.
 const MAX_OBJECTS: usize = 1000;
 /// Most bytes copied (schemas are small; a wrong prefix should fail, not fill /tmp).

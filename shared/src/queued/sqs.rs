@@ -11,6 +11,37 @@ use crate::error::{Error, Result};
 /// SQS returns at most this many messages per receive call.
 const RECEIVE_MAX: usize = 10;
 
+/// IAM actions this module calls: writers send; the CLI's `committer poll` receives, deletes and
+/// defers (under Lambda the mapping receives and deletes, the committer defers). Batch APIs are
+/// authorised by their single-message action. Read by [`crate::deployment`].
+pub const SEND_ACTIONS: &[&str] = &["sqs:SendMessage"];
+pub const DEFER_ACTIONS: &[&str] = &["sqs:ChangeMessageVisibility"];
+
+/// A FIFO queue's URL ends in `.fifo` (SQS requires the suffix on FIFO queue names).
+pub fn is_fifo(url: &str) -> bool {
+    url.ends_with(".fifo")
+}
+
+/// FIFO message group of a request: its table. SQS delivers one group's messages in order and
+/// never two batches of one group at once, so one table's commits are serial by construction
+/// while different tables commit in parallel.
+pub fn message_group(request: &CommitRequest) -> String {
+    format!("{}.{}", request.namespace, request.table)
+}
+
+/// FIFO deduplication id: a digest of what the request commits (table and offset ranges), so a
+/// resend of the same offsets within SQS's 5-minute window is dropped by the queue; a
+/// dropped duplicate would only have been skipped below the watermark by the committer.
+pub fn deduplication_id(request: &CommitRequest) -> String {
+    use sha2::{Digest, Sha256};
+    let mut digest = Sha256::new();
+    digest.update(message_group(request).as_bytes());
+    for r in &request.ranges {
+        digest.update(format!("\n{}\t{}\t{}\t{}", r.topic, r.partition, r.first, r.last).as_bytes());
+    }
+    format!("{:x}", digest.finalize())
+}
+
 /// A client for one commit request queue, built once per process.
 #[derive(Clone, Debug)]
 pub struct CommitQueue {
@@ -30,11 +61,11 @@ impl CommitQueue {
 
     /// Send one request; returns once SQS has acknowledged it (its message id).
     pub async fn send(&self, request: &CommitRequest) -> Result<String> {
-        let out = self
-            .client
-            .send_message()
-            .queue_url(&self.url)
-            .message_body(serde_json::to_string(request)?)
+        let mut send = self.client.send_message().queue_url(&self.url).message_body(serde_json::to_string(request)?);
+        if is_fifo(&self.url) {
+            send = send.message_group_id(message_group(request)).message_deduplication_id(deduplication_id(request));
+        }
+        let out = send
             .send()
             .await
             .map_err(|e| crate::aws::error("sqs:SendMessage", &self.url, e))?;
@@ -130,5 +161,36 @@ fn all_done(action: &str, url: &str, failed: &[BatchResultErrorEntry]) -> Result
             message: format!("{action} on {url}: {} entries failed ({}: {})", failed.len(), first.code, first.message.as_deref().unwrap_or("")),
             retryable: true,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queued::{OffsetRange, REQUEST_VERSION};
+
+    fn request(table: &str, first: i64) -> CommitRequest {
+        CommitRequest {
+            version: REQUEST_VERSION,
+            namespace: "bigdata".into(),
+            table: table.into(),
+            manifest: None,
+            ranges: vec![OffsetRange { topic: "t".into(), partition: 0, first, last: first + 9 }],
+            records: 0,
+            files: 0,
+            bytes: 0,
+            oldest_record_ms: None,
+        }
+    }
+
+    #[test]
+    fn fifo_groups_by_table_and_deduplicates_by_offsets() {
+        assert!(is_fifo("https://sqs.eu-west-1.amazonaws.com/1/x-commit.fifo") && !is_fifo("https://sqs/1/x-commit"));
+        assert_eq!(message_group(&request("a", 0)), "bigdata.a");
+        let id = deduplication_id(&request("a", 0));
+        assert_eq!(id.len(), 64, "SQS allows at most 128 characters");
+        assert_eq!(id, deduplication_id(&request("a", 0)));
+        assert_ne!(id, deduplication_id(&request("a", 10)));
+        assert_ne!(id, deduplication_id(&request("b", 0)));
     }
 }

@@ -1,98 +1,138 @@
 ################################################################################
 # Complete example: a new VPC (private subnets only, no NAT: VPC endpoints
 # instead), a new MSK Serverless cluster with IAM auth, and icestream with the
-# Glue catalog, queued commits, an SQS on-failure destination and an SNS topic
-# for the alarms. Build the zips first: `make build` at the repository root.
+# Glue catalog, a pipeline file, queued commits, an SQS on-failure destination
+# and an SNS topic for the alarms. Build the zips first: `make build` at the
+# repository root.
+#
+# Plain resources only (no registry modules), so `terraform validate` runs
+# offline (scripts/infra-check.sh).
 ################################################################################
 
 provider "aws" {
   region = var.region
 }
 
-# Pin the zones by name so the subnet layout never shifts when AWS adds a zone.
-data "aws_availability_zones" "available" {
-  state = "available"
-
-  filter {
-    name   = "zone-name"
-    values = [for suffix in ["a", "b", "c"] : "${var.region}${suffix}"]
-  }
-}
-
 locals {
-  azs  = slice(data.aws_availability_zones.available.names, 0, 3)
+  azs  = [for suffix in ["a", "b", "c"] : "${var.region}${suffix}"]
   tags = { Example = "complete", Project = "icestream" }
+  # Interface endpoints Lambda's Kafka pollers need without NAT (S3 is a gateway endpoint).
+  interface_endpoints = ["sts", "lambda", "sqs"]
 }
 
-module "vpc" {
-  #checkov:skip=CKV_TF_1:Example consumes the public registry module by version constraint, as terraform-aws-modules examples do; pin an exact version or a commit in production.
-  source  = "terraform-aws-modules/vpc/aws"
-  version = "~> 6.0"
-
-  name = var.name
-  cidr = var.vpc_cidr
-  azs  = local.azs
-
-  private_subnets = [for i, _ in local.azs : cidrsubnet(var.vpc_cidr, 4, i)]
-
-  enable_nat_gateway   = false
+resource "aws_vpc" "this" {
+  cidr_block           = var.vpc_cidr
   enable_dns_hostnames = true
   enable_dns_support   = true
-
-  manage_default_security_group = true
-  default_security_group_egress = []
-
-  enable_flow_log                                 = true
-  create_flow_log_cloudwatch_log_group            = true
-  create_flow_log_cloudwatch_iam_role             = true
-  flow_log_cloudwatch_log_group_retention_in_days = 365
-
-  tags = local.tags
+  tags                 = merge(local.tags, { Name = var.name })
 }
 
-# Lambda's Kafka pollers run in the cluster subnets: without NAT they reach STS,
-# Lambda and the on-failure destination (SQS) through these endpoints.
-module "vpc_endpoints" {
-  #checkov:skip=CKV_TF_1:Example consumes the public registry module by version constraint, as terraform-aws-modules examples do; pin an exact version or a commit in production.
-  source  = "terraform-aws-modules/vpc/aws//modules/vpc-endpoints"
-  version = "~> 6.0"
+# No rules: nothing uses the default security group.
+resource "aws_default_security_group" "this" {
+  vpc_id = aws_vpc.this.id
+  tags   = local.tags
+}
 
-  vpc_id = module.vpc.vpc_id
+resource "aws_subnet" "private" {
+  for_each = { for i, az in local.azs : az => i }
 
-  create_security_group      = true
-  security_group_name_prefix = "${var.name}-endpoints-"
-  security_group_description = "HTTPS from the VPC to interface endpoints"
-  security_group_rules = {
-    ingress_https = {
-      description = "HTTPS from the VPC"
-      cidr_blocks = [module.vpc.vpc_cidr_block]
+  vpc_id            = aws_vpc.this.id
+  availability_zone = each.key
+  cidr_block        = cidrsubnet(var.vpc_cidr, 4, each.value)
+  tags              = merge(local.tags, { Name = "${var.name}-private-${each.key}" })
+}
+
+resource "aws_route_table" "private" {
+  vpc_id = aws_vpc.this.id
+  tags   = merge(local.tags, { Name = "${var.name}-private" })
+}
+
+resource "aws_route_table_association" "private" {
+  for_each = aws_subnet.private
+
+  subnet_id      = each.value.id
+  route_table_id = aws_route_table.private.id
+}
+
+resource "aws_cloudwatch_log_group" "flow_logs" {
+  #checkov:skip=CKV_AWS_158:Example: flow logs use the account's default CloudWatch Logs encryption.
+  name              = "/aws/vpc/${var.name}-flow-logs"
+  retention_in_days = 365
+  tags              = local.tags
+}
+
+data "aws_iam_policy_document" "flow_logs_assume" {
+  statement {
+    actions = ["sts:AssumeRole"]
+
+    principals {
+      type        = "Service"
+      identifiers = ["vpc-flow-logs.amazonaws.com"]
     }
   }
+}
 
-  endpoints = {
-    s3 = {
-      service         = "s3"
-      service_type    = "Gateway"
-      route_table_ids = module.vpc.private_route_table_ids
-    }
-    sts = {
-      service             = "sts"
-      private_dns_enabled = true
-      subnet_ids          = module.vpc.private_subnets
-    }
-    lambda = {
-      service             = "lambda"
-      private_dns_enabled = true
-      subnet_ids          = module.vpc.private_subnets
-    }
-    sqs = {
-      service             = "sqs"
-      private_dns_enabled = true
-      subnet_ids          = module.vpc.private_subnets
-    }
-  }
+resource "aws_iam_role" "flow_logs" {
+  name_prefix        = "${var.name}-flow-logs-"
+  assume_role_policy = data.aws_iam_policy_document.flow_logs_assume.json
+  tags               = local.tags
+}
 
-  tags = local.tags
+resource "aws_iam_role_policy" "flow_logs" {
+  name = "write-flow-logs"
+  role = aws_iam_role.flow_logs.id
+  policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [{
+      Effect   = "Allow"
+      Action   = ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"]
+      Resource = ["${aws_cloudwatch_log_group.flow_logs.arn}:*"]
+    }]
+  })
+}
+
+resource "aws_flow_log" "this" {
+  vpc_id          = aws_vpc.this.id
+  traffic_type    = "ALL"
+  log_destination = aws_cloudwatch_log_group.flow_logs.arn
+  iam_role_arn    = aws_iam_role.flow_logs.arn
+  tags            = local.tags
+}
+
+resource "aws_security_group" "endpoints" {
+  name_prefix = "${var.name}-endpoints-"
+  description = "HTTPS from the VPC to interface endpoints"
+  vpc_id      = aws_vpc.this.id
+  tags        = local.tags
+}
+
+resource "aws_vpc_security_group_ingress_rule" "endpoints_https" {
+  security_group_id = aws_security_group.endpoints.id
+  cidr_ipv4         = var.vpc_cidr
+  ip_protocol       = "tcp"
+  from_port         = 443
+  to_port           = 443
+  description       = "HTTPS from the VPC"
+}
+
+resource "aws_vpc_endpoint" "s3" {
+  vpc_id            = aws_vpc.this.id
+  service_name      = "com.amazonaws.${var.region}.s3"
+  vpc_endpoint_type = "Gateway"
+  route_table_ids   = [aws_route_table.private.id]
+  tags              = local.tags
+}
+
+resource "aws_vpc_endpoint" "interface" {
+  for_each = toset(local.interface_endpoints)
+
+  vpc_id              = aws_vpc.this.id
+  service_name        = "com.amazonaws.${var.region}.${each.value}"
+  vpc_endpoint_type   = "Interface"
+  private_dns_enabled = true
+  subnet_ids          = [for s in aws_subnet.private : s.id]
+  security_group_ids  = [aws_security_group.endpoints.id]
+  tags                = local.tags
 }
 
 module "icestream" {
@@ -103,19 +143,22 @@ module "icestream" {
 
   create_msk_cluster     = true
   msk_cluster_type       = "serverless"
-  vpc_id                 = module.vpc.vpc_id
-  subnet_ids             = module.vpc.private_subnets
-  msk_client_cidr_blocks = [module.vpc.vpc_cidr_block]
+  vpc_id                 = aws_vpc.this.id
+  subnet_ids             = [for s in aws_subnet.private : s.id]
+  msk_client_cidr_blocks = [var.vpc_cidr]
 
-  ingest_topics = ["vehicle-telemetry"]
+  # No NAT here: the pollers reach STS, Lambda and SQS through the interface endpoints
+  # (VPC CIDR); the on-failure destination is SQS, so S3's addresses are not needed.
+  msk_https_egress_cidr_blocks = [var.vpc_cidr]
+
+  # Tables and topics come from the pipeline file.
+  pipeline_file = "${path.module}/pipelines/pipelines.toml"
   enable_cdc    = true
   cdc_topic     = "accounts-cdc"
 
-  catalog       = "glue"
-  namespace     = "bigdata"
-  source_format = "proto"
-  dedup         = "window"
-  commit_mode   = "queued"
+  catalog     = "glue"
+  namespace   = "bigdata"
+  commit_mode = "queued"
 
   on_failure_destination = "sqs"
   provisioned_pollers = {
@@ -125,5 +168,5 @@ module "icestream" {
 
   create_sns_topic = true
 
-  depends_on = [module.vpc_endpoints]
+  depends_on = [aws_vpc_endpoint.s3, aws_vpc_endpoint.interface]
 }

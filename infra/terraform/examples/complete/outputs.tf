@@ -22,3 +22,13 @@ output "alarm_topic_arn" {
   description = "Subscribe to this topic to receive alarms."
   value       = module.icestream.alarm_topic_arn
 }
+
+output "athena_workgroup" {
+  description = "Athena workgroup to query the tables in."
+  value       = module.icestream.athena_workgroup
+}
+
+output "reader_policy_json" {
+  description = "Read-only IAM policy for people and tools that query the tables."
+  value       = module.icestream.reader_policy_json
+}

@@ -1,0 +1,80 @@
+################################################################################
+# The pipeline file (issue 14): which tables ingest writes and which topics feed
+# them. Terraform cannot parse TOML, so the module reads this documented subset
+# of the file with regular expressions:
+#   * an optional top-level `namespace = "..."` line before the first block;
+#   * per `[[pipeline]]` block, one `table = "..."` line and one
+#     `topics = ["...", ...]` line (on one line or spread over several).
+# `topic_pattern` blocks cannot be deployed (a mapping needs exact topic names).
+# tests/infra/test_pipelines.py checks, for every shipped pipeline file, that
+# what this file derives equals what a TOML parser reads.
+#
+# The file and every file beside it (schemas, relative paths; not hidden files
+# or Terraform's own) are uploaded to S3, and ingest gets
+# ICESTREAM_PIPELINES = s3://<bucket>/<prefix>/<file name>.
+#
+# Without a pipeline file the module keeps the single telemetry pipeline of
+# `table`, `source_format`, `dedup` and `ingest_topics`.
+################################################################################
+
+locals {
+  pipeline_file = var.pipeline_file
+  pipeline_dir  = local.pipeline_file == null ? null : dirname(local.pipeline_file)
+  # Comments out first: a `#` never occurs in table or topic names.
+  pipeline_text   = local.pipeline_file == null ? "" : replace(file(local.pipeline_file), "/#[^\\n]*/", "")
+  pipeline_chunks = split("[[pipeline]]", local.pipeline_text)
+  pipeline_blocks = local.pipeline_file == null ? [] : slice(local.pipeline_chunks, 1, length(local.pipeline_chunks))
+
+  pipelines = [for b in local.pipeline_blocks : {
+    table  = try(regex("(?m)^[ \\t]*table[ \\t]*=[ \\t]*\"([^\"]+)\"", b)[0], null)
+    topics = [for t in regexall("\"([^\"]+)\"", try(regex("(?s)(?:^|\\n)[ \\t]*topics[ \\t]*=[ \\t]*\\[([^\\]]*)\\]", b)[0], "")) : t[0]]
+  }]
+  pipeline_namespace = local.pipeline_file == null ? var.namespace : try(
+    regex("(?m)^[ \\t]*namespace[ \\t]*=[ \\t]*\"([^\"]+)\"", local.pipeline_chunks[0])[0], "bigdata"
+  )
+
+  # What the rest of the module consumes.
+  ingest_table_names = local.pipeline_file == null ? [var.table] : distinct([for p in local.pipelines : p.table])
+  ingest_topics      = local.pipeline_file == null ? var.ingest_topics : distinct(flatten([for p in local.pipelines : p.topics]))
+
+  # Upload: everything beside the file except hidden entries and Terraform's files.
+  pipeline_files = local.pipeline_file == null ? [] : sort([
+    for f in fileset(local.pipeline_dir, "**") : f
+    if !startswith(f, ".") && !strcontains(f, "/.") && length(regexall("\\.(tf|tfvars|tfstate|tfplan|hcl)(\\.|$)", f)) == 0
+  ])
+  pipeline_digest = local.pipeline_file == null ? null : substr(sha256(join("\n", [
+    for f in local.pipeline_files : "${f} ${filesha256("${local.pipeline_dir}/${f}")}"
+  ])), 0, 16)
+  pipeline_bucket = local.pipeline_file == null ? null : (local.glue ? local.warehouse_bucket_name : aws_s3_bucket.this["config"].id)
+  pipeline_prefix = "${var.pipeline_prefix}/${var.name}"
+  pipelines_uri   = local.pipeline_file == null ? "" : "s3://${local.pipeline_bucket}/${local.pipeline_prefix}/${basename(local.pipeline_file)}"
+  pipeline_object_arn_prefix = local.pipeline_file == null ? null : (
+    "arn:${local.partition}:s3:::${local.pipeline_bucket}/${local.pipeline_prefix}"
+  )
+}
+
+resource "aws_s3_object" "pipeline" {
+  for_each = toset(local.pipeline_files)
+
+  bucket = local.pipeline_bucket
+  key    = "${local.pipeline_prefix}/${each.value}"
+  source = "${local.pipeline_dir}/${each.value}"
+  # Not `etag`: under SSE-KMS (the buckets' default) S3's ETag is no MD5 of the content.
+  source_hash = filemd5("${local.pipeline_dir}/${each.value}")
+
+  server_side_encryption = "aws:kms"
+  kms_key_id             = local.kms_key_arn
+  tags                   = local.tags
+
+  lifecycle {
+    precondition {
+      condition     = length(local.pipelines) > 0 && alltrue([for p in local.pipelines : p.table != null && length(p.topics) > 0])
+      error_message = "pipeline_file: every [[pipeline]] block needs a `table = \"...\"` line and a `topics = [...]` list of exact topic names (topic_pattern cannot be deployed: a Kafka mapping needs exact names)."
+    }
+
+    precondition {
+      condition     = local.pipeline_namespace == var.namespace
+      error_message = "pipeline_file sets namespace \"${local.pipeline_namespace}\" but the module's namespace is \"${var.namespace}\"; make them equal."
+    }
+  }
+}

@@ -1,0 +1,266 @@
+# The module's main setups planned (and applied) against a mock AWS provider: no account, no
+# network. tests/infra/test_contract.py also reads these runs' states to check IAM, knobs and
+# metrics against `icestream contract`.
+
+mock_provider "aws" {
+  source = "./tests/mocks"
+}
+
+variables {
+  artifacts_dir = "tests/fixtures/lambda"
+  vpc_id        = "vpc-0123456789abcdef0"
+  subnet_ids    = ["subnet-a", "subnet-b"]
+}
+
+run "defaults" {
+  command = apply
+
+  assert {
+    condition     = length(distinct([for s in aws_scheduler_schedule.maintenance : s.name])) == length(aws_scheduler_schedule.maintenance)
+    error_message = "Two maintenance schedules share a name."
+  }
+
+  assert {
+    condition     = alltrue([for s in aws_scheduler_schedule.maintenance : length(s.name) <= 64])
+    error_message = "A schedule name is longer than 64 characters."
+  }
+
+  assert {
+    condition = (
+      jsondecode(aws_iam_role.scheduler.assume_role_policy).Statement[0].Condition.ArnEquals["aws:SourceArn"] ==
+      "arn:aws:scheduler:eu-west-1:123456789012:schedule-group/${aws_scheduler_schedule_group.maintenance.name}"
+    )
+    error_message = "The scheduler role must trust the schedule group's ARN (what Scheduler presents as aws:SourceArn)."
+  }
+
+  assert {
+    condition     = alltrue([for s in aws_scheduler_schedule.maintenance : s.target[0].dead_letter_config[0].arn == aws_sqs_queue.schedule_dlq.arn])
+    error_message = "Every schedule needs the dead-letter queue."
+  }
+
+  assert {
+    condition     = aws_lambda_function.this["maintenance"].environment[0].variables["ICESTREAM_TOMBSTONE_RETENTION_DAYS"] == "7" && !contains(keys(aws_lambda_function.this["cdc"].environment[0].variables), "ICESTREAM_TOMBSTONE_RETENTION_DAYS")
+    error_message = "tombstone_retention_days belongs to maintenance (purge-tombstones), not cdc."
+  }
+
+  assert {
+    condition     = alltrue([for f in aws_lambda_function.this : f.reserved_concurrent_executions == -1 || f.reserved_concurrent_executions == null])
+    error_message = "No function reserves concurrency by default."
+  }
+
+  assert {
+    condition     = alltrue([for f in aws_lambda_function.this : f.logging_config[0].application_log_level == "TRACE"])
+    error_message = "Lambda's log filter must not drop the EMF lines (no level = INFO)."
+  }
+
+  assert {
+    condition     = toset([for r in aws_vpc_security_group_egress_rule.msk_https : r.cidr_ipv4]) == toset(["0.0.0.0/0"])
+    error_message = "The pollers' security group must reach STS, Lambda and S3 on 443 through NAT or endpoints."
+  }
+
+  assert {
+    condition     = aws_athena_workgroup.this[0].configuration[0].result_configuration[0].output_location == "s3://${aws_s3_bucket.this["athena"].id}/results/"
+    error_message = "The Athena workgroup writes results to the module's results bucket."
+  }
+
+  assert {
+    condition     = contains(jsondecode(output.reader_policy_json).Statement[*].Sid, "WarehouseRead")
+    error_message = "The reader policy reads the warehouse."
+  }
+}
+
+run "long_table_names" {
+  command = plan
+
+  variables {
+    enable_cdc         = false
+    maintenance_tables = ["a_very_long_table_name_that_fills_the_schedule_name_limit_one", "a_very_long_table_name_that_fills_the_schedule_name_limit_two"]
+  }
+
+  assert {
+    condition     = length(distinct([for s in aws_scheduler_schedule.maintenance : s.name])) == length(aws_scheduler_schedule.maintenance)
+    error_message = "Long table names must not collide in schedule names."
+  }
+
+  assert {
+    condition     = alltrue([for s in aws_scheduler_schedule.maintenance : length(s.name) <= 64])
+    error_message = "A schedule name is longer than 64 characters."
+  }
+}
+
+run "queued" {
+  command = apply
+
+  variables {
+    commit_mode = "queued"
+  }
+
+  # A queue ARN of its own, so a grant on the wrong queue shows.
+  override_resource {
+    target = aws_sqs_queue.commit
+    values = {
+      arn = "arn:aws:sqs:eu-west-1:123456789012:icestream-commit.fifo"
+      url = "https://sqs.eu-west-1.amazonaws.com/123456789012/icestream-commit.fifo"
+    }
+  }
+
+  override_resource {
+    target = aws_sqs_queue.commit_dlq
+    values = {
+      arn = "arn:aws:sqs:eu-west-1:123456789012:icestream-commit-dlq.fifo"
+      url = "https://sqs.eu-west-1.amazonaws.com/123456789012/icestream-commit-dlq.fifo"
+    }
+  }
+
+  assert {
+    condition     = aws_sqs_queue.commit[0].fifo_queue && endswith(aws_sqs_queue.commit[0].name, ".fifo") && aws_sqs_queue.commit_dlq[0].fifo_queue
+    error_message = "Commit requests go through a FIFO queue (table = message group) and a FIFO DLQ."
+  }
+
+  assert {
+    condition     = aws_sqs_queue.commit_dlq[0].message_retention_seconds == 1209600 && aws_sqs_queue.commit_dlq[0].message_retention_seconds > aws_sqs_queue.commit[0].message_retention_seconds
+    error_message = "The commit DLQ keeps messages longer than the queue (SQS keeps the original enqueue time)."
+  }
+
+  assert {
+    condition     = aws_lambda_event_source_mapping.committer[0].scaling_config[0].maximum_concurrency == 5 && aws_lambda_event_source_mapping.committer[0].batch_size <= 10
+    error_message = "The committer mapping caps concurrency itself (no throttling) and takes FIFO batches."
+  }
+
+  assert {
+    condition     = contains(keys(aws_cloudwatch_metric_alarm.queue), "commit-queue-age")
+    error_message = "The commit queue's age is alarmed."
+  }
+}
+
+run "queued_committer_reserved_below_mapping_concurrency" {
+  command = plan
+
+  variables {
+    commit_mode       = "queued"
+    function_settings = { committer = { reserved_concurrent_executions = 1 } }
+  }
+
+  expect_failures = [aws_lambda_event_source_mapping.committer]
+}
+
+run "s3tables_existing_cluster_and_vpc_with_pipelines" {
+  command = apply
+
+  variables {
+    create_msk_cluster = false
+    msk_cluster_arn    = "arn:aws:kafka:eu-west-1:123456789012:cluster/existing/55555555-6666"
+    vpc_id             = null
+    subnet_ids         = []
+    function_vpc_config = {
+      subnet_ids         = ["subnet-x"]
+      security_group_ids = ["sg-x"]
+    }
+    catalog       = "s3tables"
+    enable_cdc    = false
+    pipeline_file = "tests/fixtures/pipelines/pipelines.toml"
+  }
+
+  assert {
+    condition     = toset(keys(aws_lambda_event_source_mapping.kafka)) == toset(["ingest-shop.orders", "ingest-shop.orders-replay", "ingest-vehicle-telemetry"])
+    error_message = "One Kafka mapping per topic the pipeline file names."
+  }
+
+  assert {
+    condition     = toset(output.ingest_tables) == toset(["orders", "orders_dead_letter", "vehicle_telemetry", "vehicle_telemetry_dead_letter"])
+    error_message = "IAM is scoped to the pipeline tables and their dead-letter tables."
+  }
+
+  assert {
+    condition = toset(flatten([
+      for s in jsondecode(aws_iam_role_policy.function["ingest"].policy).Statement : s.Condition.StringEquals["s3tables:tableName"] if s.Sid == "S3TablesOwnTables"
+    ])) == toset(output.ingest_tables)
+    error_message = "The ingest role reaches exactly the pipeline tables of the table bucket."
+  }
+
+  assert {
+    condition     = aws_lambda_function.this["ingest"].environment[0].variables["ICESTREAM_PIPELINES"] == "s3://${aws_s3_bucket.this["config"].id}/icestream-pipelines/icestream/pipelines.toml"
+    error_message = "ingest reads the uploaded pipeline file."
+  }
+
+  assert {
+    condition     = toset(keys(aws_s3_object.pipeline)) == toset(["pipelines.toml", "schemas/vehicle_telemetry.proto"])
+    error_message = "The pipeline file and the files beside it are uploaded."
+  }
+
+  assert {
+    condition     = strcontains(aws_lambda_function.this["ingest"].description, "pipelines ")
+    error_message = "The pipeline file's digest is in ingest's description, so a new file replaces warm environments."
+  }
+
+  assert {
+    condition     = !contains(keys(aws_lambda_function.this["ingest"].environment[0].variables), "ICESTREAM_TABLE")
+    error_message = "With a pipeline file the single-pipeline knobs are not set."
+  }
+
+  assert {
+    condition     = length(aws_lakeformation_resource.s3tables) == 1 && aws_lakeformation_resource.s3tables[0].with_federation
+    error_message = "S3 Tables are integrated with the AWS analytics services."
+  }
+}
+
+run "provisioned_pollers" {
+  command = plan
+
+  variables {
+    msk_cluster_type    = "provisioned"
+    provisioned_pollers = { minimum_pollers = 2, maximum_pollers = 8 }
+    pipeline_file       = "tests/fixtures/pipelines/pipelines.toml"
+  }
+
+  assert {
+    condition     = alltrue([for m in aws_lambda_event_source_mapping.kafka : m.provisioned_poller_config[0].minimum_pollers == 2 && m.provisioned_poller_config[0].maximum_pollers == 8 && m.maximum_retry_attempts == 10])
+    error_message = "Every Kafka mapping runs provisioned pollers with bounded retries."
+  }
+
+  assert {
+    condition     = length(aws_lambda_event_source_mapping.kafka) == 4
+    error_message = "Three pipeline topics and the CDC topic: four mappings."
+  }
+}
+
+run "on_demand_pollers_need_acknowledgement" {
+  command = plan
+
+  variables {
+    provisioned_pollers = { enabled = false }
+  }
+
+  expect_failures = [aws_lambda_event_source_mapping.kafka]
+}
+
+run "bring_your_own" {
+  command = plan
+
+  variables {
+    kms_key_arn              = "arn:aws:kms:eu-west-1:123456789012:key/byo"
+    warehouse_bucket_name    = "byo-warehouse"
+    permissions_boundary_arn = "arn:aws:iam::123456789012:policy/boundary"
+    lake_formation           = { readers = ["arn:aws:iam::123456789012:role/analyst"] }
+  }
+
+  assert {
+    condition     = length(aws_kms_key.this) == 0 && !contains(keys(aws_s3_bucket.this), "warehouse")
+    error_message = "A given key and warehouse bucket are used, not created."
+  }
+
+  assert {
+    condition     = aws_lambda_function.this["ingest"].environment[0].variables["ICESTREAM_WAREHOUSE"] == "s3://byo-warehouse/warehouse"
+    error_message = "The functions use the given warehouse bucket."
+  }
+
+  assert {
+    condition     = alltrue([for r in aws_iam_role.function : r.permissions_boundary == "arn:aws:iam::123456789012:policy/boundary"]) && aws_iam_role.scheduler.permissions_boundary == "arn:aws:iam::123456789012:policy/boundary"
+    error_message = "Every role carries the permissions boundary."
+  }
+
+  assert {
+    condition     = length(aws_lakeformation_permissions.reader_tables) == 1 && length(aws_lakeformation_permissions.function_tables) == 3
+    error_message = "Lake Formation grants the functions and the readers."
+  }
+}

@@ -1,0 +1,171 @@
+"""The Terraform module checked against what the code does (`icestream contract`), on the
+main setups of infra/terraform/tests/setups.tftest.hcl (mock AWS provider, offline):
+
+  * every AWS action each function's code can call is granted to its role, on the resources it
+    touches, with conditions the call satisfies;
+  * every knob a function reads is set on it, and it gets no knob it ignores;
+  * every alarm and dashboard metric outside AWS/* namespaces is one the code emits, with the
+    dimensions the code emits;
+  * the committer's queue, mapping and concurrency serialise one table's commits.
+
+Each check is also run on a copy of a deployment with the defect it guards put back, and must
+report it (test_*_catches_*): the checks cannot pass vacuously.
+
+Needs terraform + the offline provider mirror (scripts/infra-check.sh sets TF_CLI_CONFIG_FILE)
+and ICESTREAM_BIN; skipped, saying why, without them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import contract_checks as checks
+from tfrun import TF_DIR, skip_reason, terraform_test
+
+BIN = os.environ.get("ICESTREAM_BIN", "")
+REASON = skip_reason() or (None if BIN else "set ICESTREAM_BIN to the icestream binary (make test does)")
+pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
+
+PIPELINE_FILE = TF_DIR / "tests" / "fixtures" / "pipelines" / "pipelines.toml"
+# Applied runs of setups.tftest.hcl, and the pipeline file each uses.
+SETUPS = {
+    "defaults": None,
+    "queued": None,
+    "s3tables_existing_cluster_and_vpc_with_pipelines": PIPELINE_FILE,
+}
+
+
+@pytest.fixture(scope="module")
+def contract() -> dict:
+    out = subprocess.run([BIN, "contract"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict:
+    runs = terraform_test("tests/setups.tftest.hcl")
+    missing = set(SETUPS) - set(runs)
+    assert not missing, f"setups.tftest.hcl has no applied run {sorted(missing)}"
+    return runs
+
+
+@pytest.mark.parametrize("setup", sorted(SETUPS))
+def test_iam_grants_every_call_the_code_makes(runs, contract, setup):
+    assert checks.iam_problems(runs[setup], contract, SETUPS[setup]) == []
+
+
+@pytest.mark.parametrize("setup", sorted(SETUPS))
+def test_each_function_gets_exactly_the_knobs_it_reads(runs, contract, setup):
+    assert checks.knob_problems(runs[setup], contract) == []
+
+
+@pytest.mark.parametrize("setup", sorted(SETUPS))
+def test_alarms_and_dashboard_use_metrics_the_code_emits(runs, contract, setup):
+    assert checks.metric_problems(runs[setup], contract) == []
+
+
+@pytest.mark.parametrize("setup", sorted(SETUPS))
+def test_planned_function_policies_are_scoped(runs, setup):
+    from test_terraform import UNSCOPABLE_ACTIONS
+
+    assert checks.scoping_problems(runs[setup], UNSCOPABLE_ACTIONS) == []
+
+
+def test_committer_serialises_each_table(runs, contract):
+    assert runs["queued"].outputs["commit_queue_url"], "the queued setup must deploy the committer"
+    assert checks.serialisation_problems(runs["queued"], contract) == []
+
+
+# --------------------------------------------------------------------------- the checks bite
+
+
+def mutated(run, address: str, change) -> object:
+    broken = copy.deepcopy(run)
+    change(broken.resources[address])
+    return broken
+
+
+def drop_statement(sid: str):
+    def change(values):
+        policy = json.loads(values["policy"])
+        policy["Statement"] = [s for s in policy["Statement"] if s.get("Sid") != sid]
+        values["policy"] = json.dumps(policy)
+    return change
+
+
+def test_iam_check_catches_the_missing_headbucket_grant(runs, contract):
+    broken = mutated(runs["defaults"], 'aws_iam_role_policy.function["ingest"]', drop_statement("WarehouseBucketExists"))
+    problems = checks.iam_problems(broken, contract)
+    assert any(p.startswith("ingest: s3:ListBucket on arn:aws:s3:::") for p in problems), problems
+
+
+def test_iam_check_catches_a_listing_condition_headbucket_cannot_meet(runs, contract):
+    """The original defect: ListBucket only under an s3:prefix condition, which HeadBucket
+    never supplies (the orphan listing, which does supply one, stays granted)."""
+    def prefix_only(values):
+        policy = json.loads(values["policy"])
+        for s in policy["Statement"]:
+            if s["Sid"] == "WarehouseBucketExists":
+                s["Condition"] = {"StringLike": {"s3:prefix": ["warehouse/bigdata.db/*"]}}
+        values["policy"] = json.dumps(policy)
+    broken = mutated(runs["defaults"], 'aws_iam_role_policy.function["maintenance"]', prefix_only)
+    problems = checks.iam_problems(broken, contract)
+    assert any(p.startswith("maintenance: s3:ListBucket on arn:aws:s3:::") for p in problems), problems
+    assert not any("s3:prefix" in p for p in problems), problems
+
+
+def test_iam_check_catches_tables_outside_the_pipeline_scope(runs, contract):
+    setup = "s3tables_existing_cluster_and_vpc_with_pipelines"
+    def only_first_table(values):
+        policy = json.loads(values["policy"])
+        for s in policy["Statement"]:
+            if s["Sid"] == "S3TablesOwnTables":
+                s["Condition"]["StringEquals"]["s3tables:tableName"] = ["orders"]
+        values["policy"] = json.dumps(policy)
+    broken = mutated(runs[setup], 'aws_iam_role_policy.function["ingest"]', only_first_table)
+    problems = checks.iam_problems(broken, contract, PIPELINE_FILE)
+    assert any("vehicle_telemetry" in p and "s3tables:GetTable" in p for p in problems), problems
+
+
+def test_knob_check_catches_tombstone_retention_on_the_wrong_function(runs, contract):
+    def move(run):
+        cdc = run.resources['aws_lambda_function.this["cdc"]']["environment"][0]["variables"]
+        maintenance = run.resources['aws_lambda_function.this["maintenance"]']["environment"][0]["variables"]
+        cdc["ICESTREAM_TOMBSTONE_RETENTION_DAYS"] = maintenance.pop("ICESTREAM_TOMBSTONE_RETENTION_DAYS")
+    broken = copy.deepcopy(runs["defaults"])
+    move(broken)
+    problems = checks.knob_problems(broken, contract)
+    assert "cdc: gets ICESTREAM_TOMBSTONE_RETENTION_DAYS, which its code never reads" in problems, problems
+    assert "maintenance: reads knob `tombstone_retention_days` but the module does not set ICESTREAM_TOMBSTONE_RETENTION_DAYS" in problems
+
+
+def test_metric_check_catches_a_dimension_the_code_does_not_emit(runs, contract):
+    def short_name(values):
+        values["dimensions"] = {"Function": "ingest"}
+    broken = mutated(runs["defaults"], 'aws_cloudwatch_metric_alarm.dead_lettered["ingest"]', short_name)
+    problems = checks.metric_problems(broken, contract)
+    assert any("Function = 'ingest' is no deployed function name" in p for p in problems), problems
+
+    def unknown_metric(values):
+        values["metric_name"] = "DeadLetters"
+    broken = mutated(runs["defaults"], 'aws_cloudwatch_metric_alarm.dead_lettered["ingest"]', unknown_metric)
+    assert any("emits no metric 'DeadLetters'" in p for p in checks.metric_problems(broken, contract))
+
+
+def test_serialisation_check_catches_a_standard_queue_and_a_throttling_reservation(runs, contract):
+    queue = 'aws_sqs_queue.commit[0]'
+    broken = mutated(runs["queued"], queue, lambda q: q.update(fifo_queue=False))
+    assert any("is not FIFO" in p for p in checks.serialisation_problems(broken, contract))
+
+    broken = mutated(runs["queued"], 'aws_lambda_function.this["committer"]', lambda f: f.update(reserved_concurrent_executions=1))
+    assert any("throttles spend deliveries" in p for p in checks.serialisation_problems(broken, contract))
+
+    broken = mutated(runs["queued"], 'aws_sqs_queue.commit_dlq[0]', lambda q: q.update(message_retention_seconds=60))
+    assert any("expire at once" in p for p in checks.serialisation_problems(broken, contract))
