@@ -11,6 +11,34 @@ pub async fn sdk_config() -> aws_config::SdkConfig {
     aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await
 }
 
+/// An endpoint override for one service: `AWS_ENDPOINT_URL_<SERVICE>`, else `AWS_ENDPOINT_URL`
+/// (the SDK's own convention, applied here to the clients iceberg-rust builds itself).
+pub fn service_endpoint(sdk: &aws_config::SdkConfig, service: &str) -> Option<String> {
+    std::env::var(format!("AWS_ENDPOINT_URL_{service}"))
+        .ok()
+        .filter(|v| !v.is_empty())
+        .or_else(|| sdk.endpoint_url().map(str::to_string))
+}
+
+/// S3 addressing: the `s3_path_style` knob if set, else path style when the endpoint is an IP
+/// address or localhost, where virtual-host names (`bucket.127.0.0.1`) cannot resolve; the AWS
+/// SDKs of other languages choose the same way.
+pub fn s3_path_style(configured: Option<bool>, endpoint: Option<&str>) -> bool {
+    if let Some(path_style) = configured {
+        return path_style;
+    }
+    let host = endpoint.and_then(|e| url::Url::parse(e).ok()).and_then(|u| u.host().map(|h| h.to_owned()));
+    let local = match host {
+        Some(url::Host::Ipv4(_) | url::Host::Ipv6(_)) => true,
+        Some(url::Host::Domain(name)) => name == "localhost" || name.ends_with(".localhost"),
+        None => false,
+    };
+    if local {
+        tracing::info!(endpoint, "S3 endpoint is an IP address or localhost: path-style addressing (s3_path_style=false overrides)");
+    }
+    local
+}
+
 /// Error codes that mean "try again later" on any AWS API.
 const THROTTLING: &[&str] = &[
     "ThrottlingException",
@@ -52,6 +80,20 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn path_style_is_chosen_for_ip_and_localhost_endpoints_unless_configured() {
+        for local in ["http://127.0.0.1:5000", "http://localhost:9000/", "http://[::1]:4566", "http://minio.localhost"] {
+            assert!(s3_path_style(None, Some(local)), "{local}");
+            assert!(!s3_path_style(Some(false), Some(local)), "{local}");
+        }
+        for remote in ["https://s3.eu-west-1.amazonaws.com", "https://minio.example.com"] {
+            assert!(!s3_path_style(None, Some(remote)), "{remote}");
+            assert!(s3_path_style(Some(true), Some(remote)), "{remote}");
+        }
+        assert!(!s3_path_style(None, None));
+        assert!(!s3_path_style(None, Some("not a url")));
+    }
 
     #[test]
     fn throttling_is_retryable_and_access_denied_names_action_and_resource() {
