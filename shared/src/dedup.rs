@@ -7,8 +7,6 @@
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{Int32Type, Int64Type, TimestampMicrosecondType};
 use arrow_array::{BooleanArray, RecordBatch};
 use arrow_select::filter::filter_record_batch;
 
@@ -19,21 +17,21 @@ use crate::tables::{lineage, telemetry};
 pub type Identity = (i64, i64);
 
 /// Column accessors for a telemetry batch.
-pub struct TelemetryColumns<'a> {
-    pub vehicle_id: &'a arrow_array::Int64Array,
-    pub event_time: &'a arrow_array::TimestampMicrosecondArray,
-    pub partition: &'a arrow_array::Int32Array,
-    pub offset: &'a arrow_array::Int64Array,
+pub struct TelemetryColumns {
+    pub vehicle_id: arrow_array::Int64Array,
+    pub event_time: arrow_array::TimestampMicrosecondArray,
+    pub partition: arrow_array::Int32Array,
+    pub offset: arrow_array::Int64Array,
 }
 
-impl<'a> TelemetryColumns<'a> {
-    pub fn of(batch: &'a RecordBatch) -> Result<Self> {
-        let col = |name: &str| batch.column_by_name(name).ok_or_else(|| crate::error::Error::Config(format!("no column {name}")));
+impl TelemetryColumns {
+    pub fn of(batch: &RecordBatch) -> Result<Self> {
+        let columns = crate::columns::Columns::new(batch, "telemetry batch");
         Ok(Self {
-            vehicle_id: col(telemetry::VEHICLE_ID)?.as_primitive::<Int64Type>(),
-            event_time: col(telemetry::EVENT_TIME)?.as_primitive::<TimestampMicrosecondType>(),
-            partition: col(lineage::PARTITION)?.as_primitive::<Int32Type>(),
-            offset: col(lineage::OFFSET)?.as_primitive::<Int64Type>(),
+            vehicle_id: columns.i64(telemetry::VEHICLE_ID)?,
+            event_time: columns.timestamp_micros(telemetry::EVENT_TIME)?,
+            partition: columns.i32(lineage::PARTITION)?,
+            offset: columns.i64(lineage::OFFSET)?,
         })
     }
 

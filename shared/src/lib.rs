@@ -5,8 +5,11 @@
 
 pub mod aws;
 pub mod catalog;
+pub mod catalog_calls;
+pub mod clock;
 pub mod cdc;
 pub mod codec;
+pub mod columns;
 pub mod commit;
 pub mod config;
 pub mod dead_letter;
@@ -17,10 +20,13 @@ pub mod failpoint;
 pub mod generate;
 pub mod ingest;
 pub mod logging;
+pub mod manifest_cache;
 pub mod maintenance;
 pub mod metrics;
 pub mod report;
 pub mod tables;
+#[cfg(test)]
+pub(crate) mod testkit;
 pub mod window;
 pub mod queued;
 pub mod sink;

@@ -10,8 +10,6 @@
 
 use std::collections::HashSet;
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{Int64Type, TimestampMicrosecondType};
 use arrow_array::{BooleanArray, RecordBatch};
 use arrow_select::filter::filter_record_batch;
 use futures::TryStreamExt;
@@ -19,6 +17,7 @@ use iceberg::expr::Reference;
 use iceberg::spec::Datum;
 use iceberg::table::Table;
 
+use crate::columns::Columns;
 use crate::dedup::{Identity, TelemetryColumns};
 use crate::error::Result;
 use crate::tables::telemetry;
@@ -30,7 +29,7 @@ pub async fn drop_seen(table: &Table, batch: &RecordBatch, window_minutes: i64) 
         return Ok((batch.clone(), 0));
     }
     let cols = TelemetryColumns::of(batch)?;
-    let times = cols.event_time;
+    let times = &cols.event_time;
     let newest = times.values().iter().copied().max().unwrap_or(0);
     let oldest = times.values().iter().copied().min().unwrap_or(0);
     let lower = oldest.max(newest - window_minutes * 60 * 1_000_000);
@@ -57,8 +56,8 @@ pub async fn identities_between(table: &Table, lower: i64, upper: i64) -> Result
     let mut stream = scan.to_arrow().await?;
     let mut seen = HashSet::new();
     while let Some(batch) = stream.try_next().await? {
-        let ids = batch.column(0).as_primitive::<Int64Type>();
-        let times = batch.column(1).as_primitive::<TimestampMicrosecondType>();
+        let columns = Columns::new(&batch, "telemetry scan").with_schema(table.metadata().current_schema());
+        let (ids, times) = (columns.i64(telemetry::VEHICLE_ID)?, columns.timestamp_micros(telemetry::EVENT_TIME)?);
         for i in 0..batch.num_rows() {
             let t = times.value(i);
             // The scan filters at file and row-group level; check rows exactly here.
