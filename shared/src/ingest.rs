@@ -99,8 +99,11 @@ impl IngestPipeline {
         let telemetry_ident = self.catalogs.ident(&self.telemetry.name);
         let dead_letter_ident = self.catalogs.ident(&self.dead_letter.name);
         // Watermarks as of now; the commit re-checks them, this only saves decoding replays.
-        let telemetry_marks = Watermarks::from_properties(catalog.load_table(&telemetry_ident).await?.metadata().properties());
-        let dead_letter_marks = Watermarks::from_properties(catalog.load_table(&dead_letter_ident).await?.metadata().properties());
+        // Each table is loaded once: the same load starts its commit.
+        let telemetry_table = catalog.load_table(&telemetry_ident).await?;
+        let dead_letter_table = catalog.load_table(&dead_letter_ident).await?;
+        let telemetry_marks = Watermarks::from_properties(telemetry_table.metadata().properties());
+        let dead_letter_marks = Watermarks::from_properties(dead_letter_table.metadata().properties());
 
         let mut summary = Summary { records: event.record_count(), ..Default::default() };
         let decoded = decode_event(&event, self.config.source, &telemetry_marks, &dead_letter_marks, self.now_us());
@@ -116,8 +119,7 @@ impl IngestPipeline {
             }
         }
         if self.config.dedup == Dedup::Window {
-            let table = catalog.load_table(&telemetry_ident).await?;
-            let (kept, dropped) = crate::window::drop_seen(&table, &rows, self.config.dedup_window_minutes).await?;
+            let (kept, dropped) = crate::window::drop_seen(&telemetry_table, &rows, self.config.dedup_window_minutes).await?;
             rows = kept;
             summary.duplicates += dropped;
         }
@@ -125,9 +127,10 @@ impl IngestPipeline {
         // Dead letters first: if we crash between the two commits, the replay re-derives the
         // telemetry rows, and the dead-letter watermark keeps its rows single.
         // Queued mode sends a request even with no row left, so the watermarks stay contiguous.
-        for (ident, batch, is_telemetry) in [(&dead_letter_ident, rejects, false), (&telemetry_ident, rows, true)] {
+        let appends = [(&dead_letter_ident, dead_letter_table, rejects, false), (&telemetry_ident, telemetry_table, rows, true)];
+        for (ident, table, batch, is_telemetry) in appends {
             let commit_started = Instant::now();
-            let append = Append { ident, rows: batch, ranges: &decoded.ranges, oldest_record_ms: decoded.oldest_timestamp_ms };
+            let append = Append { ident, table: Some(table), rows: batch, ranges: &decoded.ranges, oldest_record_ms: decoded.oldest_timestamp_ms };
             let appended = self.sink.append(&self.catalogs, &self.config, append, deadline).await?;
             summary.commit_ms += commit_started.elapsed().as_millis() as u64;
             summary.commit_attempts += appended.commit_attempts;
