@@ -11,13 +11,14 @@ VENV_STAMP := $(VENV)/.stamp-$(shell cat $(REQS) 2>/dev/null | sha1sum | cut -c1
 BIN := $(CARGO_TARGET_DIR)/debug/icestream
 WAREHOUSE ?= ./warehouse
 
-.PHONY: help demo test test-rust test-python build-cli bench build infra-check venv clean local kafka-start kafka-stop system-deps
+.PHONY: help demo test test-rust test-python build-cli bench build infra-check venv clean local kafka-start kafka-stop system-deps fuzz
 
 help:
 	@echo "make demo     generate telemetry, ingest it into Iceberg on the embedded catalog, read it back"
 	@echo "make test     every test: Rust units and integration, local Kafka + cargo lambda watch, the Lambda zips (make build) under qemu, independent readers (PyIceberg, DuckDB), moto (Glue, S3 Tables, SQS), Terraform checks"
 	@echo "make bench    throughput against the bare arrow-rs Parquet floor, and peak RSS on a 6 MB event"
 	@echo "make build    Lambda zips (cargo lambda build --release --arm64 --output-format zip)"
+	@echo "make fuzz     cargo-fuzz (nightly) on the event and CDC parsers, FUZZ_SECONDS (60) per target; a crash input lands in fuzz/artifacts/"
 	@echo "make infra-check  terraform fmt, checkov, validate/test and the Terraform/code cross-checks"
 	@echo "make local    Kafka (Tansu) + the ingest function under cargo lambda watch + the event source mapping + a producer; Ctrl-C stops all"
 	@echo "make kafka-start / kafka-stop   just the local broker (127.0.0.1:9092, topic vehicle-telemetry, 4 partitions)"
@@ -66,6 +67,10 @@ bench: system-deps
 
 build: venv system-deps
 	PATH=$(VENV)/bin:$$PATH scripts/build-lambdas.sh
+
+# Untrusted-input parsers under libFuzzer; targets are fuzz/src/bin/*.rs.
+fuzz:
+	scripts/fuzz.sh
 
 # Checks of infra/terraform: fmt, checkov, terraform validate + test (offline mirror; skipped
 # without terraform), and the module against the code (`icestream contract`).

@@ -445,3 +445,20 @@ async fn maintenance_purges_tombstones_past_their_retention_and_keeps_newer_ones
 fn chrono_now_us() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as i64
 }
+
+#[tokio::test]
+async fn one_invocation_loads_each_table_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(dir.path()).await;
+    let insert = |id: i64, seq: i64| Change { op: Op::Insert, account_id: id, balance_cents: Some(100), last_updated_us: 1_700_000_000_000_000, seq };
+    let mut batch = event(&[(0, &[(0, insert(1, 1)), (1, insert(2, 2))])]);
+    // One record that does not decode, so the dead-letter table is committed to as well.
+    let bad = KafkaRecordIn { offset: 2, timestamp_ms: 0, key: None, value: Some(b"nonsense".to_vec()), value_error: None, headers: vec![] };
+    batch.partitions.values_mut().next().unwrap().push(bad);
+    let before = p.catalogs().calls();
+    let s = p.handle(batch, deadline()).await.unwrap();
+    assert_eq!((s.dead_letter, s.changelog_written), (1, 2), "{s:?}");
+    let used = p.catalogs().calls() - before;
+    // Dead letters, changelog, mirror: one load and one swap each (was 6 loads).
+    assert_eq!((used.loads, used.swaps, used.other), (3, 3, 0), "{used:?}");
+}

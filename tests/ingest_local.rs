@@ -152,3 +152,20 @@ async fn malformed_event_and_bad_config_fail_with_clear_messages() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("ICESTREAM_DEDUP") && err.contains("none|batch|window"), "{err}");
 }
+
+#[tokio::test]
+async fn one_invocation_loads_each_table_once() {
+    for dedup in ["none", "window"] {
+        let dir = tempfile::tempdir().unwrap();
+        let wh = dir.path().join("wh");
+        let p = icestream::IngestPipeline::new(config(&wh, &["source=json", &format!("dedup={dedup}")])).await.unwrap();
+        let g = generate(&GeneratorOptions::from_args(["records=300", "format=json", "corrupt=true", "seed=11"]).unwrap()).unwrap();
+        let before = p.catalogs().calls();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        let s = p.handle_json(g.event.to_string().as_bytes(), deadline).await.unwrap();
+        assert!(s.written > 0 && s.dead_letter > 0, "{s:?}");
+        let used = p.catalogs().calls() - before;
+        // Telemetry and dead letters: one load and one swap each (was 6 loads, 7 with dedup=window).
+        assert_eq!((used.loads, used.swaps, used.other), (2, 2, 0), "dedup={dedup}: {used:?}");
+    }
+}

@@ -11,25 +11,52 @@ pub async fn sdk_config() -> aws_config::SdkConfig {
     aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await
 }
 
-/// S3 client settings from the shared configuration: the `AWS_ENDPOINT_URL_S3` override, and
-/// path-style addressing when asked or when the endpoint is a local server (an IP address or
-/// `localhost`, where virtual-host buckets cannot resolve).
-pub fn s3_config(sdk: &aws_config::SdkConfig, path_style: bool) -> aws_sdk_s3::Config {
-    let endpoint = std::env::var("AWS_ENDPOINT_URL_S3").ok().filter(|v| !v.is_empty()).or_else(|| sdk.endpoint_url().map(str::to_string));
+/// An endpoint override for one service: `AWS_ENDPOINT_URL_<SERVICE>`, else `AWS_ENDPOINT_URL`
+/// (the SDK's own convention, applied here to the clients iceberg-rust builds itself).
+pub fn service_endpoint(sdk: &aws_config::SdkConfig, service: &str) -> Option<String> {
+    std::env::var(format!("AWS_ENDPOINT_URL_{service}"))
+        .ok()
+        .filter(|v| !v.is_empty())
+        .or_else(|| sdk.endpoint_url().map(str::to_string))
+}
+
+/// S3 addressing: the `s3_path_style` knob if set, else path style when the endpoint is an IP
+/// address or localhost, where virtual-host names (`bucket.127.0.0.1`) cannot resolve; the AWS
+/// SDKs of other languages choose the same way.
+pub fn s3_path_style(configured: Option<bool>, endpoint: Option<&str>) -> bool {
+    if let Some(path_style) = configured {
+        return path_style;
+    }
+    let local = endpoint.is_some_and(is_local_endpoint);
+    if local {
+        tracing::info!(endpoint, "S3 endpoint is an IP address or localhost: path-style addressing (s3_path_style=false overrides)");
+    }
+    local
+}
+
+/// Whether an endpoint URL names a host virtual-host addressing cannot work with: an IP
+/// address, `localhost` or a `*.localhost` name.
+fn is_local_endpoint(url: &str) -> bool {
+    let Some((_, rest)) = url.split_once("://") else { return false };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host.split(':').next().unwrap_or_default(),
+    };
+    name == "localhost" || name.ends_with(".localhost") || name.parse::<std::net::IpAddr>().is_ok()
+}
+
+/// S3 client settings from the shared configuration: the S3 endpoint override and the
+/// addressing [`s3_path_style`] chooses.
+pub fn s3_config(sdk: &aws_config::SdkConfig, configured_path_style: Option<bool>) -> aws_sdk_s3::Config {
+    let endpoint = service_endpoint(sdk, "S3");
+    let path_style = s3_path_style(configured_path_style, endpoint.as_deref());
     let mut s3 = aws_sdk_s3::config::Builder::from(sdk);
-    let local = endpoint.as_deref().is_some_and(is_local_endpoint);
     if let Some(endpoint) = endpoint {
         s3 = s3.endpoint_url(endpoint);
     }
-    s3.force_path_style(path_style || local).build()
-}
-
-/// Whether an endpoint URL names a host that virtual-host addressing cannot work with.
-pub fn is_local_endpoint(url: &str) -> bool {
-    let host = url.split("://").nth(1).unwrap_or(url).split(['/', '?']).next().unwrap_or_default();
-    let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
-    let name = if host.starts_with('[') { host.split(']').next().unwrap_or(host).trim_start_matches('[') } else { host.split(':').next().unwrap_or(host) };
-    name == "localhost" || name.parse::<std::net::IpAddr>().is_ok()
+    s3.force_path_style(path_style).build()
 }
 
 /// Error codes that mean "try again later" on any AWS API.
@@ -75,13 +102,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn local_endpoints_are_ip_addresses_and_localhost() {
-        for url in ["http://127.0.0.1:5000", "http://localhost:9000/", "http://[::1]:80", "http://u:p@10.0.0.1"] {
-            assert!(is_local_endpoint(url), "{url}");
+    fn path_style_is_chosen_for_ip_and_localhost_endpoints_unless_configured() {
+        for local in ["http://127.0.0.1:5000", "http://localhost:9000/", "http://[::1]:4566", "http://minio.localhost"] {
+            assert!(s3_path_style(None, Some(local)), "{local}");
+            assert!(!s3_path_style(Some(false), Some(local)), "{local}");
         }
-        for url in ["https://s3.us-east-1.amazonaws.com", "https://minio.internal:9000"] {
-            assert!(!is_local_endpoint(url), "{url}");
+        for remote in ["https://s3.eu-west-1.amazonaws.com", "https://minio.example.com"] {
+            assert!(!s3_path_style(None, Some(remote)), "{remote}");
+            assert!(s3_path_style(Some(true), Some(remote)), "{remote}");
         }
+        assert!(!s3_path_style(None, None));
+        assert!(!s3_path_style(None, Some("not a url")));
     }
 
     #[test]

@@ -16,7 +16,9 @@ use iceberg_catalog_sql::{SqlBindStyle, SqlCatalogBuilder};
 use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 use iceberg::io::{S3_ENDPOINT, S3_PATH_STYLE_ACCESS, S3_REGION};
 
-use crate::commit::{Committer, MetadataPointer};
+use crate::aws::service_endpoint;
+use crate::catalog_calls::{CallCounter, CatalogCalls, CountingCatalog, CountingPointer};
+use crate::commit::{Committer, GluePointer, S3TablesPointer, SqlPointer};
 use crate::config::{CatalogKind, Config};
 use crate::error::{Error, Result};
 use crate::tables::TableDef;
@@ -44,15 +46,6 @@ fn storage_factory() -> Arc<dyn StorageFactory> {
     Arc::new(OpenDalResolvingStorageFactory::new())
 }
 
-/// An endpoint override for one service: `AWS_ENDPOINT_URL_<SERVICE>`, else `AWS_ENDPOINT_URL`
-/// (the SDK's own convention, applied here to the clients iceberg-rust builds itself).
-fn service_endpoint(sdk: &aws_config::SdkConfig, service: &str) -> Option<String> {
-    std::env::var(format!("AWS_ENDPOINT_URL_{service}"))
-        .ok()
-        .filter(|v| !v.is_empty())
-        .or_else(|| sdk.endpoint_url().map(str::to_string))
-}
-
 /// S3 file IO settings from the standard AWS configuration: region, endpoint override and
 /// addressing style. Credentials come from the default chain inside the S3 client.
 fn s3_file_io_props(sdk: &aws_config::SdkConfig, config: &Config) -> HashMap<String, String> {
@@ -60,10 +53,12 @@ fn s3_file_io_props(sdk: &aws_config::SdkConfig, config: &Config) -> HashMap<Str
     if let Some(region) = sdk.region() {
         props.insert(S3_REGION.to_string(), region.to_string());
     }
-    if let Some(endpoint) = service_endpoint(sdk, "S3") {
+    let endpoint = service_endpoint(sdk, "S3");
+    let path_style = crate::aws::s3_path_style(config.s3_path_style, endpoint.as_deref());
+    if let Some(endpoint) = endpoint {
         props.insert(S3_ENDPOINT.to_string(), endpoint);
     }
-    props.insert(S3_PATH_STYLE_ACCESS.to_string(), config.s3_path_style.to_string());
+    props.insert(S3_PATH_STYLE_ACCESS.to_string(), path_style.to_string());
     props
 }
 
@@ -71,11 +66,7 @@ fn s3_file_io_props(sdk: &aws_config::SdkConfig, config: &Config) -> HashMap<Str
 async fn preflight_warehouse_bucket(sdk: &aws_config::SdkConfig, config: &Config) -> Result<()> {
     let warehouse = &config.warehouse;
     let bucket = warehouse.trim_start_matches("s3://").split('/').next().unwrap_or_default();
-    let mut s3 = aws_sdk_s3::config::Builder::from(sdk);
-    if let Some(endpoint) = service_endpoint(sdk, "S3") {
-        s3 = s3.endpoint_url(endpoint);
-    }
-    let client = aws_sdk_s3::Client::from_conf(s3.force_path_style(config.s3_path_style).build());
+    let client = aws_sdk_s3::Client::from_conf(crate::aws::s3_config(sdk, config.s3_path_style));
     client
         .head_bucket()
         .bucket(bucket)
@@ -94,6 +85,7 @@ pub struct Catalogs {
     glue: Option<GlueCreate>,
     /// S3 Tables only: the client and table bucket, for the managed maintenance settings.
     s3tables: Option<(aws_sdk_s3tables::Client, String)>,
+    calls: Arc<CallCounter>,
 }
 
 /// What creating a Glue table ourselves needs.
@@ -115,7 +107,7 @@ impl Catalogs {
                 let uri = format!("sqlite:{}?mode=rwc", dir.join("catalog.db").display());
                 // Our pointer opens the database first: it switches it to WAL, so concurrent
                 // writer processes wait on each other instead of failing.
-                let pointer = MetadataPointer::sqlite(&uri, LOCAL_CATALOG_NAME).await?;
+                let pointer = SqlPointer::connect(&uri, LOCAL_CATALOG_NAME).await?;
                 let catalog = SqlCatalogBuilder::default()
                     .uri(uri)
                     .warehouse_location(format!("file://{}", dir.display()))
@@ -123,7 +115,7 @@ impl Catalogs {
                     .with_storage_factory(storage_factory())
                     .load(LOCAL_CATALOG_NAME, HashMap::new())
                     .await?;
-                Committer::new(Arc::new(catalog), pointer)
+                Committer::new(Arc::new(catalog), Arc::new(pointer))
             }
             CatalogKind::Glue => {
                 let sdk = crate::aws::sdk_config().await;
@@ -143,7 +135,7 @@ impl Catalogs {
                     warehouse: config.warehouse.trim_end_matches('/').to_string(),
                     file_io: FileIOBuilder::new(storage_factory()).with_props(s3_file_io_props(&sdk, config)).build(),
                 });
-                Committer::new(Arc::new(catalog), MetadataPointer::Glue { client })
+                Committer::new(Arc::new(catalog), Arc::new(GluePointer { client }))
             }
             CatalogKind::S3Tables => {
                 let sdk = crate::aws::sdk_config().await;
@@ -167,11 +159,17 @@ impl Catalogs {
                 s3tables = Some((client.clone(), config.warehouse.clone()));
                 Committer::new(
                     Arc::new(catalog),
-                    MetadataPointer::S3Tables { client, table_bucket_arn: config.warehouse.clone() },
+                    Arc::new(S3TablesPointer { client, table_bucket_arn: config.warehouse.clone() }),
                 )
             }
         };
-        Ok(Self { committer, namespace, glue, s3tables })
+        // Every catalog call goes through the counters (see [`Self::calls`]).
+        let calls = Arc::new(CallCounter::default());
+        let committer = Committer::new(
+            Arc::new(CountingCatalog { inner: committer.catalog().clone(), counter: calls.clone() }),
+            Arc::new(CountingPointer { inner: committer.pointer().clone(), counter: calls.clone() }),
+        );
+        Ok(Self { committer, namespace, glue, s3tables, calls })
     }
 
     /// On S3 Tables, the maintenance AWS runs for `table` (compaction, snapshot management) and
@@ -217,6 +215,11 @@ impl Catalogs {
         self.committer.catalog()
     }
 
+    /// Catalog calls made through these catalogs so far.
+    pub fn calls(&self) -> CatalogCalls {
+        self.calls.snapshot()
+    }
+
     pub fn ident(&self, table: &str) -> TableIdent {
         TableIdent::new(self.namespace.clone(), table.to_string())
     }
@@ -226,8 +229,10 @@ impl Catalogs {
     pub async fn ensure_table(&self, def: &TableDef) -> Result<Table> {
         let catalog = self.catalog();
         let ident = self.ident(&def.name);
-        if let Ok(table) = catalog.load_table(&ident).await {
-            return Ok(table);
+        match catalog.load_table(&ident).await {
+            Ok(table) => return Ok(table),
+            Err(e) if table_missing(catalog.as_ref(), &ident, &e).await => {}
+            Err(e) => return Err(Error::Catalog { what: format!("loading table {ident}"), source: e }),
         }
         if !catalog.namespace_exists(&self.namespace).await? {
             if let Err(e) = catalog.create_namespace(&self.namespace, HashMap::new()).await
@@ -251,6 +256,17 @@ impl Catalogs {
             // Lost a creation race: the winner's table is as good as ours.
             Err(create_error) => catalog.load_table(&ident).await.map_err(|_| create_error),
         }
+    }
+}
+
+/// Whether a failed load means the table does not exist. Only the catalog's own not-found
+/// counts (Glue's library reports it as "unexpected", so its `table_exists` is asked): access
+/// denied, throttling or an unreadable metadata file must fail, never lead to a create.
+async fn table_missing(catalog: &dyn Catalog, ident: &TableIdent, load_error: &iceberg::Error) -> bool {
+    use iceberg::ErrorKind;
+    match load_error.kind() {
+        ErrorKind::TableNotFound | ErrorKind::NamespaceNotFound => true,
+        _ => matches!(catalog.table_exists(ident).await, Ok(false)),
     }
 }
 
@@ -295,7 +311,7 @@ async fn glue_create_table(glue: &GlueCreate, ident: &TableIdent, mut creation: 
         .iter()
         .map(|f| Column::builder().name(&f.name).r#type(glue_column_type(&f.field_type)).build())
         .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|e| Error::Config(format!("Glue columns for {ident}: {e}")))?;
+        .map_err(|e| Error::Invariant(format!("Glue columns for {ident}: {e}")))?;
     let input = TableInput::builder()
         .name(ident.name())
         .table_type("EXTERNAL_TABLE")
@@ -303,7 +319,7 @@ async fn glue_create_table(glue: &GlueCreate, ident: &TableIdent, mut creation: 
         .parameters("metadata_location", metadata_location.to_string())
         .storage_descriptor(StorageDescriptor::builder().set_columns(Some(columns)).location(location).build())
         .build()
-        .map_err(|e| Error::Config(format!("Glue table input for {ident}: {e}")))?;
+        .map_err(|e| Error::Invariant(format!("Glue table input for {ident}: {e}")))?;
     glue.client
         .create_table()
         .database_name(&database)
@@ -312,4 +328,37 @@ async fn glue_create_table(glue: &GlueCreate, ident: &TableIdent, mut creation: 
         .await
         .map_err(|e| crate::aws::error("glue:CreateTable", &format!("{database}.{}", ident.name()), e))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tables::vehicle_telemetry;
+
+    async fn local(dir: &tempfile::TempDir) -> (Catalogs, TableDef) {
+        let config = Config::from_args([format!("warehouse={}", dir.path().display())]).unwrap();
+        (Catalogs::connect(&config).await.unwrap(), vehicle_telemetry("t", "zstd", 1 << 20).unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_table_that_exists_but_cannot_be_loaded_fails_with_the_load_error_and_is_not_recreated() {
+        let dir = tempfile::tempdir().unwrap();
+        let (catalogs, def) = local(&dir).await;
+        let table = catalogs.ensure_table(&def).await.unwrap();
+        let location = table.metadata_location().unwrap().to_string();
+        std::fs::remove_file(location.trim_start_matches("file://")).unwrap();
+        let err = catalogs.ensure_table(&def).await.unwrap_err();
+        assert!(matches!(err, Error::Catalog { .. }), "{err}");
+        assert!(err.to_string().contains("loading table"), "{err}");
+        assert!(!err.to_string().contains("already exists"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_missing_table_is_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let (catalogs, def) = local(&dir).await;
+        let created = catalogs.ensure_table(&def).await.unwrap();
+        let loaded = catalogs.ensure_table(&def).await.unwrap();
+        assert_eq!(created.metadata_location(), loaded.metadata_location());
+    }
 }

@@ -98,9 +98,9 @@ pub const KNOBS: &[Knob] = &[
     },
     Knob {
         key: "s3_path_style",
-        default: "false",
-        allowed: Allowed::OneOf(&["true", "false"]),
-        help: "Path-style S3 addressing for data files (local S3-compatible servers); AWS uses virtual-host style",
+        default: "auto",
+        allowed: Allowed::OneOf(&["auto", "true", "false"]),
+        help: "Path-style S3 addressing for data files; auto = path style when the S3 endpoint override is an IP address or localhost (local S3-compatible servers), else virtual-host style as AWS uses",
     },
     Knob {
         key: "pipelines",
@@ -436,7 +436,8 @@ fn is_table_bucket_arn(arn: &str) -> bool {
 pub struct Config {
     pub catalog: CatalogKind,
     pub warehouse: String,
-    pub s3_path_style: bool,
+    /// `None`: decided from the S3 endpoint ([`crate::aws::s3_path_style`]).
+    pub s3_path_style: Option<bool>,
     pub namespace: String,
     /// The pipeline file (`pipelines`), if any.
     pub pipelines: Option<String>,
@@ -508,7 +509,10 @@ impl Config {
                 _ => CatalogKind::Local,
             },
             warehouse: s.get("warehouse").to_string(),
-            s3_path_style: s.get("s3_path_style") == "true",
+            s3_path_style: match s.get("s3_path_style") {
+                "auto" => None,
+                v => Some(v == "true"),
+            },
             namespace: s.get("namespace").to_string(),
             pipelines: Some(s.get("pipelines").trim().to_string()).filter(|p| !p.is_empty()),
             table: s.get("table").to_string(),

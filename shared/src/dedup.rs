@@ -10,8 +10,6 @@
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{Int32Type, Int64Type};
 use arrow_array::{ArrayRef, BooleanArray, RecordBatch};
 use arrow_row::{RowConverter, Rows, SortField};
 use arrow_select::filter::filter_record_batch;
@@ -59,9 +57,8 @@ pub fn dedup_batch(batch: &RecordBatch, key: &[String]) -> Result<(RecordBatch, 
         return Ok((batch.clone(), 0));
     }
     let keys = KeyRows::of(batch, key)?;
-    let lineage_column = |name: &str| batch.column_by_name(name).ok_or_else(|| Error::Config(format!("dedup: the batch has no lineage column {name}")));
-    let offsets = lineage_column(lineage::OFFSET)?.as_primitive::<Int64Type>();
-    let partitions = lineage_column(lineage::PARTITION)?.as_primitive::<Int32Type>();
+    let lineage = crate::columns::Columns::new(batch, "dedup batch");
+    let (offsets, partitions) = (lineage.i64(lineage::OFFSET)?, lineage.i32(lineage::PARTITION)?);
     let delivery = |row: usize| (offsets.value(row), partitions.value(row));
     let mut best: HashMap<&[u8], usize> = HashMap::with_capacity(batch.num_rows());
     for row in 0..batch.num_rows() {
@@ -90,6 +87,9 @@ pub fn dedup_batch(batch: &RecordBatch, key: &[String]) -> Result<(RecordBatch, 
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int64Type;
 
     use arrow_array::{Int32Array, Int64Array, StringArray};
     use arrow_schema::{DataType, Field, Schema};

@@ -15,12 +15,29 @@ pub enum Error {
     /// the message names the file or field and what is allowed.
     #[error("schema: {0}")]
     Schema(String),
+    /// Data we read back (a table file, a staged manifest, a scan) is not what it must be; the
+    /// message names the file or column. Not retryable: the same data fails the same way.
+    #[error("data: {0}")]
+    Data(String),
+    /// Something that must hold does not (a bug, or a table changed outside icestream).
+    #[error("invariant violated: {0}")]
+    Invariant(String),
+    /// A catalog call failed (not a commit conflict); says what was being done.
+    #[error("catalog: {what}: {source}")]
+    Catalog { what: String, source: iceberg::Error },
+    /// A file could not be read or written; names the path.
+    #[error("storage: {path}: {source}")]
+    Storage { path: String, source: iceberg::Error },
     /// The Lambda event itself is malformed (not records with per-record errors).
     #[error("malformed event: {0}")]
     Event(String),
     /// The catalog refused the commit because the table changed; retry after reload.
     #[error("commit conflict on {table}: {reason}")]
     CommitConflict { table: String, reason: String },
+    /// The pointer swap's outcome was unknown and the reloaded table does not hold our commit:
+    /// safe to plan again (a late landing shows up as a conflict or a covered watermark).
+    #[error("commit to {table} did not land after an unclear swap: {source}")]
+    CommitNotLanded { table: String, source: Box<Error> },
     /// Commit retries ran out of time.
     #[error("commit to {table} gave up after {attempts} attempts: {last}")]
     CommitGaveUp { table: String, attempts: u32, last: String },
@@ -48,8 +65,9 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::CommitConflict { .. } => true,
+            Error::CommitNotLanded { source, .. } => source.is_retryable(),
             Error::Aws { retryable, .. } => *retryable,
-            Error::Iceberg(e) => {
+            Error::Catalog { source: e, .. } | Error::Storage { source: e, .. } | Error::Iceberg(e) => {
                 e.retryable() || e.kind() == iceberg::ErrorKind::CatalogCommitConflicts
             }
             // SQLite answers "database is locked" under concurrent writers.

@@ -40,7 +40,8 @@ pub struct KafkaRecordIn {
     pub key: Option<Vec<u8>>,
     /// The record value; `None` = absent. When `value_error` is set, the raw text as sent.
     pub value: Option<Vec<u8>>,
-    /// Why the value could not be read (bad base64); such a record becomes a dead letter.
+    /// Why the record could not be read (key or value not base64); such a record becomes a
+    /// dead letter, and the field that was not base64 holds the raw text as sent.
     pub value_error: Option<String>,
     pub headers: Vec<(String, Vec<u8>)>,
 }
@@ -120,15 +121,24 @@ fn topic_partition(group_key: &str, record: &KafkaRecord) -> Result<TopicPartiti
     Ok(TopicPartition { topic, partition })
 }
 
+/// How [`record_in`] says a field was not base64 (and [`record_json`] tells raw fields).
+const NOT_BASE64: &str = "is not base64";
+
 fn record_in(record: KafkaRecord) -> KafkaRecordIn {
-    let (value, value_error) = match record.value {
-        None => (None, None),
-        Some(text) => match STANDARD.decode(&text) {
-            Ok(bytes) => (Some(bytes), None),
-            Err(e) => (Some(text.into_bytes()), Some(format!("value is not base64: {e}"))),
-        },
+    // A key or value that is not base64 is kept as the raw text sent, for the record's
+    // dead-letter row (a bad key must not silently become no key).
+    let mut problems = Vec::new();
+    let mut decode = |text: Option<String>, what: &str| match text.as_deref().map(|t| STANDARD.decode(t)) {
+        Some(Err(e)) => {
+            problems.push(format!("{what} {NOT_BASE64}: {e}"));
+            text.map(String::into_bytes)
+        }
+        Some(Ok(bytes)) => Some(bytes),
+        None => None,
     };
-    let key = record.key.as_deref().and_then(|k| STANDARD.decode(k).ok());
+    let key = decode(record.key, "key");
+    let value = decode(record.value, "value");
+    let value_error = (!problems.is_empty()).then(|| problems.join("; "));
     let headers = record
         .headers
         .into_iter()
@@ -155,18 +165,23 @@ pub fn record_json(tp: &TopicPartition, r: &KafkaRecordIn) -> serde_json::Value 
             serde_json::json!({ k: signed })
         })
         .collect();
-    let value = match (&r.value, &r.value_error) {
-        (Some(raw), Some(_)) => serde_json::Value::String(String::from_utf8_lossy(raw).into_owned()),
-        (Some(v), None) => serde_json::Value::String(STANDARD.encode(v)),
-        (None, _) => serde_json::Value::Null,
+    // A field named in the error holds the raw text it was sent as.
+    let render = |field: &Option<Vec<u8>>, name: &str| {
+        let raw = r.value_error.as_deref().is_some_and(|e| e.contains(&format!("{name} {NOT_BASE64}")));
+        match field {
+            Some(bytes) if raw => serde_json::Value::String(String::from_utf8_lossy(bytes).into_owned()),
+            Some(bytes) => serde_json::Value::String(STANDARD.encode(bytes)),
+            None => serde_json::Value::Null,
+        }
     };
+    let (key, value) = (render(&r.key, "key"), render(&r.value, "value"));
     serde_json::json!({
         "topic": tp.topic,
         "partition": tp.partition,
         "offset": r.offset,
         "timestamp": r.timestamp_ms,
         "timestampType": "CREATE_TIME",
-        "key": r.key.as_ref().map(|k| STANDARD.encode(k)),
+        "key": key,
         "value": value,
         "headers": headers,
     })
@@ -229,6 +244,19 @@ mod tests {
         assert_eq!(p1[0].key.as_deref(), Some(&b"key"[..]));
         assert!(p1[0].value_error.as_ref().unwrap().contains("base64"));
         assert_eq!(p1[0].value.as_deref(), Some(&b"!!notbase64"[..]));
+    }
+
+    #[test]
+    fn a_key_that_is_not_base64_makes_a_dead_letter_with_the_raw_key() {
+        let json = br#"{"records":{"t-0":[{"partition":0,"offset":1,"timestamp":0,"key":"%%bad","value":"AQID","headers":[]}]}}"#;
+        let parsed = parse_event(json).unwrap();
+        let r = &parsed.partitions[&TopicPartition { topic: "t".into(), partition: 0 }][0];
+        assert!(r.value_error.as_deref().unwrap().contains("key is not base64"), "{r:?}");
+        assert_eq!(r.key.as_deref(), Some(&b"%%bad"[..]));
+        assert_eq!(r.value.as_deref(), Some(&[1u8, 2, 3][..]));
+        // Rendered back as sent.
+        let again = parse_event(event_json("aws:kafka", "arn", "b", &parsed.partitions).to_string().as_bytes()).unwrap();
+        assert_eq!(again.partitions, parsed.partitions);
     }
 
     #[test]

@@ -150,6 +150,7 @@ impl IngestPipeline {
         let tables = &self.tables[index];
         let catalog = self.catalogs.catalog();
         // Watermarks as of now; the commit re-checks them, this only saves decoding replays.
+        // Each table is loaded once per invocation.
         let data_table = catalog.load_table(&tables.data).await?;
         let data_marks = Watermarks::from_properties(data_table.metadata().properties());
         let dead_letter_table = catalog.load_table(&tables.dead_letter).await?;
@@ -176,9 +177,11 @@ impl IngestPipeline {
         // Dead letters first: if we crash between the two commits, the replay finds them by
         // the dead-letter watermark and keeps every offset in exactly one table.
         // Queued mode sends a request even with no row left, so the watermarks stay contiguous.
-        for (ident, batch, is_data) in [(&tables.dead_letter, rejects, false), (&tables.data, rows, true)] {
+        // Each table was loaded once above: that load starts its commit.
+        let appends = [(&tables.dead_letter, dead_letter_table, rejects, false), (&tables.data, data_table, rows, true)];
+        for (ident, table, batch, is_data) in appends {
             let commit_started = Instant::now();
-            let append = Append { ident, rows: batch, ranges: &decoded.ranges, oldest_record_ms: decoded.oldest_timestamp_ms };
+            let append = Append { ident, table: Some(table), rows: batch, ranges: &decoded.ranges, oldest_record_ms: decoded.oldest_timestamp_ms };
             let appended = self.sink.append(&self.catalogs, &self.config, append, deadline).await?;
             summary.commit_ms += commit_started.elapsed().as_millis() as u64;
             summary.commit_attempts += appended.commit_attempts;

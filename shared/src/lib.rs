@@ -5,6 +5,8 @@
 
 pub mod aws;
 pub mod catalog;
+pub mod catalog_calls;
+pub mod clock;
 pub mod cdc;
 pub mod codec;
 pub mod columns;
@@ -20,6 +22,7 @@ pub mod failpoint;
 pub mod generate;
 pub mod ingest;
 pub mod logging;
+pub mod manifest_cache;
 pub mod maintenance;
 pub mod metrics;
 pub mod pipeline;
@@ -27,6 +30,8 @@ pub mod recovery;
 pub mod report;
 pub mod schema;
 pub mod tables;
+#[cfg(test)]
+pub(crate) mod testkit;
 pub mod window;
 pub mod queued;
 pub mod sink;

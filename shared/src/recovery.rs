@@ -11,7 +11,7 @@ use iceberg::expr::{Predicate, Reference};
 use iceberg::spec::Datum;
 use iceberg::table::Table;
 
-use crate::columns::{i64_values, string_values};
+use crate::columns::Columns;
 use crate::commit::Watermarks;
 use crate::error::Result;
 use crate::event::{KafkaRecordIn, TopicPartition};
@@ -41,13 +41,12 @@ pub async fn dead_lettered_offsets(
         let scan = dead_letter.scan().select([lineage::TOPIC, lineage::PARTITION, lineage::OFFSET]).with_filter(predicate).build()?;
         let mut stream = scan.to_arrow().await?;
         while let Some(batch) = stream.try_next().await? {
-            let topics = string_values(batch.column(0), lineage::TOPIC)?;
-            let partitions = i64_values(batch.column(1), lineage::PARTITION)?;
-            let offsets = i64_values(batch.column(2), lineage::OFFSET)?;
+            let columns = Columns::new(&batch, format!("{} scan", dead_letter.identifier())).with_schema(dead_letter.metadata().current_schema());
+            let (topics, partitions, offsets) = (columns.strings(lineage::TOPIC)?, columns.i32(lineage::PARTITION)?, columns.i64(lineage::OFFSET)?);
             for i in 0..batch.num_rows() {
-                let (Some(topic), Some(partition), Some(offset)) = (&topics[i], partitions[i], offsets[i]) else { continue };
+                let (topic, partition, offset) = (topics.value(i), partitions.value(i), offsets.value(i));
                 // The scan filters by file statistics; check rows exactly.
-                if topic == &tp.topic && partition == i64::from(tp.partition) && (low..=high).contains(&offset) {
+                if topic == tp.topic && partition == tp.partition && (low..=high).contains(&offset) {
                     found.insert((tp.clone(), offset));
                 }
             }

@@ -61,14 +61,12 @@ pub async fn report(table: &Table) -> Result<TableReport> {
         managed_maintenance: None,
     };
     let Some(snapshot) = metadata.current_snapshot() else { return Ok(r) };
-    let list = table.manifest_list_reader(snapshot).load().await?;
     let mut partitions = std::collections::HashSet::new();
-    let manifests: Vec<_> = list.consume_entries().into_iter().collect();
+    let manifests = crate::manifest_cache::manifest_list(table, snapshot).await?;
     r.manifests = manifests.len();
-    let loaded: Vec<_> = futures::stream::iter(manifests.into_iter().map(|m| {
-        let io = table.file_io().clone();
-        async move { m.load_manifest(&io).await.map(|loaded| (m.content, loaded)) }
-    }))
+    let reads: Vec<_> =
+        manifests.iter().map(|m| async move { crate::manifest_cache::manifest(table, m).await.map(|loaded| (m.content, loaded)) }).collect();
+    let loaded: Vec<_> = futures::stream::iter(reads)
     .buffer_unordered(8)
     .try_collect()
     .await?;

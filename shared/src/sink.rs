@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use arrow_array::RecordBatch;
 use iceberg::TableIdent;
+use iceberg::table::Table;
 
 use crate::catalog::Catalogs;
 use crate::commit::append::{OffsetAppend, unseen_rows};
@@ -43,6 +44,9 @@ pub struct Appended {
 /// offset per topic-partition, whether or not a row is left for them) exactly once.
 pub struct Append<'a> {
     pub ident: &'a TableIdent,
+    /// The table as the caller already loaded it this invocation: the first commit attempt
+    /// starts from it (no second catalog read); `None` loads it.
+    pub table: Option<Table>,
     pub rows: RecordBatch,
     pub ranges: &'a BTreeMap<TopicPartition, (i64, i64)>,
     /// Kafka timestamp of the oldest record covered, epoch milliseconds.
@@ -74,12 +78,15 @@ impl AppendSink {
 }
 
 async fn direct(catalogs: &Catalogs, config: &Config, append: Append<'_>, deadline: Instant) -> Result<Appended> {
-    let Append { ident, rows, ranges, .. } = append;
+    let Append { ident, table, rows, ranges, .. } = append;
     if rows.num_rows() == 0 {
         return Ok(Appended::default());
     }
     let mut planner = OffsetAppend::new(rows, ranges.clone(), &config.compression, config.target_file_size_bytes, config.fail_point);
-    let outcome = catalogs.committer.commit(ident, deadline, &mut planner).await?;
+    let outcome = match table {
+        Some(table) => catalogs.committer.commit_to(table, deadline, &mut planner).await?,
+        None => catalogs.committer.commit(ident, deadline, &mut planner).await?,
+    };
     // Nothing committed by us: whatever we planned is not ours to report.
     let ours = outcome.committed;
     Ok(Appended {
@@ -94,8 +101,11 @@ async fn direct(catalogs: &Catalogs, config: &Config, append: Append<'_>, deadli
 }
 
 async fn queued(queue: &CommitQueue, catalogs: &Catalogs, config: &Config, append: Append<'_>) -> Result<Appended> {
-    let Append { ident, rows, ranges, oldest_record_ms } = append;
-    let table = catalogs.catalog().load_table(ident).await?;
+    let Append { ident, table, rows, ranges, oldest_record_ms } = append;
+    let table = match table {
+        Some(table) => table,
+        None => catalogs.catalog().load_table(ident).await?,
+    };
     // Committed watermarks: what the table holds for sure. The committer checks again.
     let marks = Watermarks::from_properties(table.metadata().properties());
     if ranges.iter().all(|(tp, (_, last))| marks.covers(tp, *last)) {

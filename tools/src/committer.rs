@@ -48,7 +48,7 @@ pub async fn run(args: Vec<String>) -> Result<()> {
     } else {
         let json = std::fs::read(source).with_context(|| format!("reading {source}"))?;
         let event = serde_json::from_slice(&json).with_context(|| format!("{source} is not an SQS event"))?;
-        (None, from_sqs_event(event))
+        (None, from_sqs_event(event)?)
     };
 
     let report = batch::commit_batch(&catalogs, &config, &messages, deadline).await;

@@ -45,7 +45,7 @@ async fn handle(
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error> {
     let deadline = icestream::logging::deadline_from_epoch_ms(event.context.deadline, REPLY_MARGIN_MS);
-    let messages = from_sqs_event(event.payload);
+    let messages = from_sqs_event(event.payload)?;
     let report = batch::commit_batch(catalogs, config, &messages, deadline).await;
     if let Some(queue) = queue {
         retry_deferred_soon(queue, config, &messages, &report).await;

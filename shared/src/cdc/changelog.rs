@@ -9,15 +9,14 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{Int32Type, Int64Type};
-use arrow_array::{BooleanArray, RecordBatch};
+use arrow_array::{BooleanArray, Int64Array, RecordBatch};
 use arrow_select::filter::filter_record_batch;
 use futures::TryStreamExt;
 use iceberg::expr::Reference;
 use iceberg::spec::Datum;
 use iceberg::table::Table;
 
+use crate::columns::Columns;
 use crate::commit::append::OffsetAppend;
 use crate::commit::{ChangeSet, Planner, Watermarks};
 use crate::config::FailPoint;
@@ -50,15 +49,13 @@ impl ChangelogAppend {
     }
 }
 
-fn ids_and_seqs(rows: &RecordBatch) -> (&arrow_array::Int64Array, &arrow_array::Int64Array) {
-    let ids = rows.column_by_name(col::ACCOUNT_ID).expect("changelog schema").as_primitive::<Int64Type>();
-    let seqs = rows.column_by_name(col::SEQ).expect("changelog schema").as_primitive::<Int64Type>();
-    (ids, seqs)
+fn ids_and_seqs(columns: &Columns) -> Result<(Int64Array, Int64Array)> {
+    Ok((columns.i64(col::ACCOUNT_ID)?, columns.i64(col::SEQ)?))
 }
 
 /// Keep the first row of each (account_id, seq).
 fn drop_repeats_in_batch(rows: &RecordBatch) -> Result<(RecordBatch, usize)> {
-    let (ids, seqs) = ids_and_seqs(rows);
+    let (ids, seqs) = ids_and_seqs(&Columns::new(rows, "changelog batch"))?;
     let mut seen = HashSet::with_capacity(rows.num_rows());
     let keep: BooleanArray = (0..rows.num_rows()).map(|i| Some(seen.insert((ids.value(i), seqs.value(i))))).collect();
     let kept = filter_record_batch(rows, &keep)?;
@@ -81,7 +78,8 @@ async fn held_by_table(table: &Table, pairs: &HashSet<(i64, i64)>) -> Result<Has
     let mut stream = scan.to_arrow().await?;
     let mut held = HashSet::new();
     while let Some(batch) = stream.try_next().await? {
-        let (ids, seqs) = ids_and_seqs(&batch);
+        let columns = Columns::new(&batch, "changelog scan").with_schema(table.metadata().current_schema());
+        let (ids, seqs) = ids_and_seqs(&columns)?;
         for i in 0..batch.num_rows() {
             let pair = (ids.value(i), seqs.value(i));
             if pairs.contains(&pair) {
@@ -96,10 +94,11 @@ impl Planner for ChangelogAppend {
     async fn plan(&mut self, table: &Table, attempt: u32) -> Result<Option<ChangeSet>> {
         // Rows not covered by the watermarks: only those can be repeats of *other* records.
         let marks = Watermarks::from_properties(table.metadata().properties());
-        let (ids, seqs) = ids_and_seqs(&self.rows);
-        let topics = self.rows.column_by_name(lineage::TOPIC).expect("changelog schema").as_string::<i32>();
-        let partitions = self.rows.column_by_name(lineage::PARTITION).expect("changelog schema").as_primitive::<Int32Type>();
-        let offsets = self.rows.column_by_name(lineage::OFFSET).expect("changelog schema").as_primitive::<Int64Type>();
+        let columns = Columns::new(&self.rows, "changelog batch");
+        let (ids, seqs) = ids_and_seqs(&columns)?;
+        let topics = columns.strings(lineage::TOPIC)?;
+        let partitions = columns.i32(lineage::PARTITION)?;
+        let offsets = columns.i64(lineage::OFFSET)?;
         let fresh: HashSet<(i64, i64)> = (0..self.rows.num_rows())
             .filter(|&i| {
                 let tp = TopicPartition { topic: topics.value(i).to_string(), partition: partitions.value(i) };

@@ -15,8 +15,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use arrow_array::builder::{Int32Builder, Int64Builder, StringBuilder, TimestampMicrosecondBuilder};
-use arrow_array::cast::AsArray;
-use arrow_array::types::Int64Type;
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::SchemaRef;
 use futures::{StreamExt, TryStreamExt};
@@ -27,6 +25,7 @@ use serde::Serialize;
 
 use super::change::{Change, Op};
 use super::tombstones::{Tombstone, Tombstones};
+use crate::columns::Columns;
 use crate::commit::row_delta::{LiveFiles, deleted_positions, read_live_rows, write_position_deletes};
 use crate::commit::{ChangeSet, Planner, Watermarks};
 use crate::error::Result;
@@ -188,8 +187,8 @@ async fn live_rows_in(table: &Table, live: &LiveFiles, index: usize, file: &Data
     let mut out = Vec::new();
     let mut row = 0;
     for batch in batches {
-        let ids = batch.column_by_name(col::ACCOUNT_ID).expect("projected").as_primitive::<Int64Type>();
-        let seqs = batch.column_by_name(col::SEQ).expect("projected").as_primitive::<Int64Type>();
+        let columns = Columns::new(&batch, file.file_path()).with_schema(table.metadata().current_schema());
+        let (ids, seqs) = (columns.i64(col::ACCOUNT_ID)?, columns.i64(col::SEQ)?);
         for i in 0..batch.num_rows() {
             if keys.contains(&ids.value(i)) {
                 out.push((ids.value(i), LiveRow { file: index, pos: positions[row], seq: seqs.value(i) }));

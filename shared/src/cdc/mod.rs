@@ -135,10 +135,13 @@ impl CdcPipeline {
         let started = Instant::now();
         let catalog = self.catalogs.catalog();
         let idents = [&self.dead_letter, &self.changelog, &self.mirror].map(|d| self.catalogs.ident(&d.name));
-        let mut marks = Vec::with_capacity(3);
+        // Each table is loaded once: the same load starts its commit.
+        let mut tables = Vec::with_capacity(3);
         for ident in &idents {
-            marks.push(Watermarks::from_properties(catalog.load_table(ident).await?.metadata().properties()));
+            tables.push(catalog.load_table(ident).await?);
         }
+        let marks: Vec<Watermarks> = tables.iter().map(|t| Watermarks::from_properties(t.metadata().properties())).collect();
+        let [dead_letter_table, changelog_table, mirror_table]: [_; 3] = tables.try_into().map_err(|_| crate::error::Error::Invariant("three tables loaded".into()))?;
         let decoded = decode_changes(&event, self.config.cdc_format, &self.config.cdc_order_column, &marks, chrono::Utc::now().timestamp_micros());
         let mut summary = CdcSummary {
             records: event.record_count(),
@@ -147,12 +150,18 @@ impl CdcPipeline {
             skipped_replay: decoded.skipped_replay,
             ..Default::default()
         };
-        let [dead_letter_ident, changelog_ident, mirror_ident] = idents;
+        let [dead_letter_ident, _, _] = idents;
 
         let rejects = decoded.rejects.finish(self.dead_letter_schema.clone())?;
         if rejects.num_rows() > 0 {
             let t = Instant::now();
-            let append = Append { ident: &dead_letter_ident, rows: rejects, ranges: &decoded.ranges, oldest_record_ms: decoded.oldest_timestamp_ms };
+            let append = Append {
+                ident: &dead_letter_ident,
+                table: Some(dead_letter_table),
+                rows: rejects,
+                ranges: &decoded.ranges,
+                oldest_record_ms: decoded.oldest_timestamp_ms,
+            };
             let appended = self.sink.append(&self.catalogs, &self.config, append, deadline).await?;
             summary.commit_ms += t.elapsed().as_millis() as u64;
             summary.commit_attempts += appended.commit_attempts;
@@ -164,7 +173,7 @@ impl CdcPipeline {
         if rows.num_rows() > 0 {
             let t = Instant::now();
             let mut planner = ChangelogAppend::new(rows, decoded.ranges.clone(), &self.config.compression, self.config.target_file_size_bytes)?;
-            let outcome = self.catalogs.committer.commit(&changelog_ident, deadline, &mut planner).await?;
+            let outcome = self.catalogs.committer.commit_to(changelog_table, deadline, &mut planner).await?;
             summary.commit_ms += t.elapsed().as_millis() as u64;
             summary.commit_attempts += outcome.attempts;
             summary.duplicates = planner.duplicates;
@@ -188,7 +197,7 @@ impl CdcPipeline {
                 &self.config.compression,
                 self.config.target_file_size_bytes,
             );
-            let outcome = self.catalogs.committer.commit(&mirror_ident, deadline, &mut planner).await?;
+            let outcome = self.catalogs.committer.commit_to(mirror_table, deadline, &mut planner).await?;
             summary.commit_ms += t.elapsed().as_millis() as u64;
             summary.commit_attempts += outcome.attempts;
             summary.mirror = planner.stats;

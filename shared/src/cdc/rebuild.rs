@@ -8,8 +8,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{Int32Type, Int64Type, TimestampMicrosecondType};
 use arrow_schema::SchemaRef;
 use futures::TryStreamExt;
 use iceberg::spec::Operation;
@@ -21,6 +19,7 @@ use super::change::{Change, Op};
 use super::mirror::{MirrorRowBuilder, SourcedChange, latest_per_key};
 use super::tombstones::{Tombstone, Tombstones};
 use super::CdcPipeline;
+use crate::columns::Columns;
 use crate::commit::row_delta::LiveFiles;
 use crate::commit::{ChangeSet, Planner, Watermarks};
 use crate::error::{Error, Result};
@@ -50,28 +49,17 @@ async fn read_changelog(changelog: &Table) -> Result<Vec<SourcedChange>> {
     }
     let mut stream = changelog.scan().build()?.to_arrow().await?;
     let mut tps: BTreeMap<(String, i32), Arc<TopicPartition>> = BTreeMap::new();
-    let column = |batch: &arrow_array::RecordBatch, name: &str| {
-        batch.column_by_name(name).cloned().ok_or_else(|| Error::Config(format!("changelog has no column {name}")))
-    };
     while let Some(batch) = stream.try_next().await? {
-        let ops = column(&batch, col::OPERATION)?;
-        let ids = column(&batch, col::ACCOUNT_ID)?;
-        let balances = column(&batch, col::BALANCE)?;
-        let times = column(&batch, col::LAST_UPDATED)?;
-        let seqs = column(&batch, col::SEQ)?;
-        let topics = column(&batch, lineage::TOPIC)?;
-        let partitions = column(&batch, lineage::PARTITION)?;
-        let offsets = column(&batch, lineage::OFFSET)?;
-        let (ops, ids, balances) = (ops.as_string::<i32>(), ids.as_primitive::<Int64Type>(), balances.as_primitive::<Int64Type>());
-        let (times, seqs) = (times.as_primitive::<TimestampMicrosecondType>(), seqs.as_primitive::<Int64Type>());
-        let (topics, partitions, offsets) =
-            (topics.as_string::<i32>(), partitions.as_primitive::<Int32Type>(), offsets.as_primitive::<Int64Type>());
+        let columns = Columns::new(&batch, "changelog scan").with_schema(changelog.metadata().current_schema());
+        let (ops, ids, balances) = (columns.strings(col::OPERATION)?, columns.i64(col::ACCOUNT_ID)?, columns.i64_nullable(col::BALANCE)?);
+        let (times, seqs) = (columns.timestamp_micros(col::LAST_UPDATED)?, columns.i64(col::SEQ)?);
+        let (topics, partitions, offsets) = (columns.strings(lineage::TOPIC)?, columns.i32(lineage::PARTITION)?, columns.i64(lineage::OFFSET)?);
         for i in 0..batch.num_rows() {
             let op = match ops.value(i) {
                 "I" => Op::Insert,
                 "U" => Op::Update,
                 "D" => Op::Delete,
-                other => return Err(Error::Config(format!("changelog row with operation {other:?}"))),
+                other => return Err(Error::Data(format!("changelog row with operation {other:?}"))),
             };
             let key = (topics.value(i).to_string(), partitions.value(i));
             let tp = tps
@@ -82,7 +70,7 @@ async fn read_changelog(changelog: &Table) -> Result<Vec<SourcedChange>> {
                 change: Change {
                     op,
                     account_id: ids.value(i),
-                    balance_cents: arrow_array::Array::is_valid(balances, i).then(|| balances.value(i)),
+                    balance_cents: arrow_array::Array::is_valid(&balances, i).then(|| balances.value(i)),
                     last_updated_us: times.value(i),
                     seq: seqs.value(i),
                 },

@@ -11,15 +11,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::Int64Type;
 use arrow_array::{ArrayRef, Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema as ArrowSchema};
 use iceberg::table::Table;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use crate::error::{Error, Result};
+use crate::columns::Columns;
+use crate::error::Result;
 use crate::writer::writer_properties;
 
 /// Table property holding the path of the current tombstone file ("" = none).
@@ -43,11 +42,15 @@ pub fn referenced_file(properties: &std::collections::HashMap<String, String>) -
     properties.get(TOMBSTONES_PROPERTY).map(String::as_str).filter(|p| !p.is_empty())
 }
 
+const ID_COLUMN: &str = "account_id";
+const SEQ_COLUMN: &str = "seq";
+const DELETED_AT_COLUMN: &str = "deleted_at_us";
+
 fn schema() -> Arc<ArrowSchema> {
     Arc::new(ArrowSchema::new(vec![
-        Field::new("account_id", DataType::Int64, false),
-        Field::new("seq", DataType::Int64, false),
-        Field::new("deleted_at_us", DataType::Int64, false),
+        Field::new(ID_COLUMN, DataType::Int64, false),
+        Field::new(SEQ_COLUMN, DataType::Int64, false),
+        Field::new(DELETED_AT_COLUMN, DataType::Int64, false),
     ]))
 }
 
@@ -59,12 +62,8 @@ impl Tombstones {
         let mut out = BTreeMap::new();
         for batch in ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()? {
             let batch = batch?;
-            if batch.num_columns() != 3 {
-                return Err(Error::Config(format!("{path} is not a tombstone file")));
-            }
-            let ids = batch.column(0).as_primitive::<Int64Type>();
-            let seqs = batch.column(1).as_primitive::<Int64Type>();
-            let at = batch.column(2).as_primitive::<Int64Type>();
+            let columns = Columns::new(&batch, format!("tombstone file {path}"));
+            let (ids, seqs, at) = (columns.i64(ID_COLUMN)?, columns.i64(SEQ_COLUMN)?, columns.i64(DELETED_AT_COLUMN)?);
             for i in 0..batch.num_rows() {
                 out.insert(ids.value(i), Tombstone { seq: seqs.value(i), deleted_at_us: at.value(i) });
             }

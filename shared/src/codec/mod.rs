@@ -57,7 +57,7 @@ pub fn readings(batch: &RecordBatch) -> Result<Vec<Reading>> {
         batch
             .column_by_name(name)
             .cloned()
-            .ok_or_else(|| crate::error::Error::Config(format!("batch has no column {name}")))
+            .ok_or_else(|| crate::error::Error::Invariant(format!("batch has no column {name}")))
     };
     let (vid, time, model, speed, soc, odo, charging) =
         (col(VEHICLE_ID)?, col(EVENT_TIME)?, col(MODEL)?, col(SPEED_KMH)?, col(SOC_PCT)?, col(ODOMETER_KM)?, col(CHARGING)?);

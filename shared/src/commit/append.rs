@@ -90,7 +90,7 @@ pub fn unseen_rows(
     }
     let schema = rows.schema();
     let column = |name: &str| -> Result<usize> {
-        schema.index_of(name).map_err(|_| Error::Config(format!("rows have no lineage column {name}")))
+        schema.index_of(name).map_err(|_| Error::Invariant(format!("rows have no lineage column {name}")))
     };
     let topics = rows.column(column(lineage::TOPIC)?).as_string::<i32>();
     let partitions = rows.column(column(lineage::PARTITION)?).as_primitive::<Int32Type>();

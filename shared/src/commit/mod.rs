@@ -25,7 +25,7 @@ use iceberg::table::Table;
 use iceberg::{Catalog, MetadataLocation, TableIdent};
 use rand::Rng;
 
-pub use pointer::{MetadataPointer, SwapError};
+pub use pointer::{GluePointer, PointerSwap, S3TablesPointer, SqlPointer, SwapError};
 pub use watermark::Watermarks;
 
 use crate::error::{Error, Result};
@@ -107,7 +107,7 @@ pub struct CommitOutcome {
 #[derive(Clone)]
 pub struct Committer {
     catalog: Arc<dyn Catalog>,
-    pointer: MetadataPointer,
+    pointer: Arc<dyn PointerSwap>,
 }
 
 impl std::fmt::Debug for Committer {
@@ -119,35 +119,57 @@ impl std::fmt::Debug for Committer {
 const FIRST_BACKOFF: Duration = Duration::from_millis(20);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
+/// A swap that landed: the snapshot made, the table as of the swap, metadata files to delete.
+struct Landed {
+    snapshot_id: Option<i64>,
+    table: Table,
+    expired: Vec<String>,
+}
+
 impl Committer {
-    pub fn new(catalog: Arc<dyn Catalog>, pointer: MetadataPointer) -> Self {
+    pub fn new(catalog: Arc<dyn Catalog>, pointer: Arc<dyn PointerSwap>) -> Self {
         Self { catalog, pointer }
+    }
+
+    /// The same catalog with another pointer swap (tests wrap the real one to inject faults).
+    pub fn with_pointer(&self, pointer: Arc<dyn PointerSwap>) -> Self {
+        Self { catalog: self.catalog.clone(), pointer }
     }
 
     pub fn catalog(&self) -> &Arc<dyn Catalog> {
         &self.catalog
     }
 
+    pub fn pointer(&self) -> &Arc<dyn PointerSwap> {
+        &self.pointer
+    }
+
     /// Commit what `planner` decides, retrying lost races until `deadline`.
     pub async fn commit<P: Planner>(&self, ident: &TableIdent, deadline: Instant, planner: &mut P) -> Result<CommitOutcome> {
+        let table = self.catalog.load_table(ident).await?;
+        self.commit_to(table, deadline, planner).await
+    }
+
+    /// [`Self::commit`] starting from `table` as the caller already loaded it (one catalog
+    /// read less); attempts after a lost race reload.
+    pub async fn commit_to<P: Planner>(&self, table: Table, deadline: Instant, planner: &mut P) -> Result<CommitOutcome> {
+        let ident = table.identifier().clone();
+        let mut table = Some(table);
         let mut attempt = 0u32;
         let mut backoff = FIRST_BACKOFF;
         loop {
             attempt += 1;
-            let table = self.catalog.load_table(ident).await?;
+            let table = match table.take() {
+                Some(table) => table,
+                None => self.catalog.load_table(&ident).await?,
+            };
             let Some(change) = planner.plan(&table, attempt).await? else {
                 return Ok(CommitOutcome { snapshot_id: None, attempts: attempt, committed: false, table });
             };
-            let outcome = match self.try_once(&table, &change).await {
-                Ok(snapshot_id) => Ok(snapshot_id),
-                Err(SwapError::Conflict(reason)) => Err(Error::CommitConflict { table: ident.to_string(), reason }),
-                Err(SwapError::Ambiguous(e)) => Err(e),
-            };
-            let error = match outcome {
-                Ok((snapshot_id, expired)) => {
-                    let table = self.catalog.load_table(ident).await?;
-                    delete_quietly(&table, expired).await;
-                    return Ok(CommitOutcome { snapshot_id, attempts: attempt, committed: true, table });
+            let error = match self.try_once(&table, &change).await {
+                Ok(landed) => {
+                    delete_quietly(&landed.table, landed.expired).await;
+                    return Ok(CommitOutcome { snapshot_id: landed.snapshot_id, attempts: attempt, committed: true, table: landed.table });
                 }
                 Err(e) => e,
             };
@@ -165,48 +187,61 @@ impl Committer {
         }
     }
 
-    /// One attempt: stage, write metadata, swap. An ambiguous swap is resolved here by
-    /// reloading: if the table now holds our metadata file, the attempt succeeded.
-    async fn try_once(&self, table: &Table, change: &ChangeSet) -> Result<(Option<i64>, Vec<String>), SwapError> {
-        let staged = snapshot::stage(table, change).await.map_err(|e| match e {
-            Error::CommitConflict { reason, .. } => SwapError::Conflict(reason),
-            e => SwapError::Ambiguous(e),
-        })?;
-        let current = table.metadata_location_result().map_err(|e| SwapError::Ambiguous(e.into()))?;
-        let next = MetadataLocation::from_str(current)
-            .map_err(|e| SwapError::Ambiguous(e.into()))?
-            .with_next_version()
-            .with_new_metadata(&staged.build.metadata);
-        staged
-            .build
-            .metadata
-            .write_to(table.file_io(), &next)
-            .await
-            .map_err(|e| SwapError::Ambiguous(e.into()))?;
+    /// One attempt: stage, write metadata, swap. An ambiguous swap is settled by reloading and
+    /// looking for our snapshot or metadata file (see [`holds_commit`]).
+    async fn try_once(&self, table: &Table, change: &ChangeSet) -> Result<Landed> {
+        let staged = snapshot::stage(table, change).await?;
+        let current = table.metadata_location_result()?;
+        let next = MetadataLocation::from_str(current)?.with_next_version().with_new_metadata(&staged.build.metadata);
+        staged.build.metadata.write_to(table.file_io(), &next).await?;
         let next = next.to_string();
         let expired: Vec<String> = if snapshot::delete_after_commit(&staged.build.metadata) {
             staged.build.expired_metadata_logs.iter().map(|l| l.metadata_file.clone()).collect()
         } else {
             vec![]
         };
-        match self.pointer.swap(table.identifier(), current, &next).await {
-            Ok(()) => Ok((staged.snapshot_id, expired)),
-            Err(SwapError::Ambiguous(e)) => match self.catalog.load_table(table.identifier()).await {
-                Ok(now) if now.metadata_location() == Some(next.as_str()) => Ok((staged.snapshot_id, expired)),
-                Ok(_) => {
-                    delete_quietly(table, std::iter::once(next).chain(staged.written).collect()).await;
-                    Err(SwapError::Ambiguous(e))
-                }
-                Err(_) => Err(SwapError::Ambiguous(e)),
-            },
-            Err(conflict) => {
-                // Our metadata, manifests and list are unreferenced: remove them now rather than
-                // leaving them to orphan cleanup.
-                delete_quietly(table, std::iter::once(next).chain(staged.written).collect()).await;
-                Err(conflict)
+        let ident = table.identifier();
+        match self.pointer.swap(ident, current, &next).await {
+            Ok(()) => {
+                let committed = Table::builder()
+                    .metadata(staged.build.metadata)
+                    .metadata_location(next)
+                    .identifier(ident.clone())
+                    .file_io(table.file_io().clone())
+                    .runtime(iceberg::Runtime::try_current()?)
+                    .build()?;
+                Ok(Landed { snapshot_id: staged.snapshot_id, table: committed, expired })
             }
+            Err(SwapError::Conflict(reason)) => {
+                // Definitely not swapped in: our metadata, manifests and list are unreferenced,
+                // so remove them now rather than leaving them to orphan removal.
+                delete_quietly(table, std::iter::once(next).chain(staged.written).collect()).await;
+                Err(Error::CommitConflict { table: ident.to_string(), reason })
+            }
+            // Outcome unknown: never delete here. If the swap landed, a later commit may already
+            // reference our files; orphan removal (with its age margin) is the only cleanup.
+            Err(SwapError::Ambiguous(swap_error)) => match self.catalog.load_table(ident).await {
+                Ok(now) if holds_commit(&now, staged.snapshot_id, &next) => {
+                    Ok(Landed { snapshot_id: staged.snapshot_id, table: now, expired })
+                }
+                Ok(_) => Err(Error::CommitNotLanded { table: ident.to_string(), source: Box::new(swap_error) }),
+                Err(reload_error) => {
+                    tracing::warn!(table = %ident, %swap_error, %reload_error, "swap outcome unknown and the table cannot be reloaded");
+                    Err(swap_error)
+                }
+            },
         }
     }
+}
+
+/// Whether `table` holds the commit that wrote metadata file `next` (and snapshot `snapshot_id`):
+/// it is current, or it is in the metadata log / snapshot list because another writer
+/// committed on top of it.
+fn holds_commit(table: &Table, snapshot_id: Option<i64>, next: &str) -> bool {
+    let metadata = table.metadata();
+    table.metadata_location() == Some(next)
+        || snapshot_id.is_some_and(|id| metadata.snapshot_by_id(id).is_some())
+        || metadata.metadata_log().iter().any(|l| l.metadata_file == next)
 }
 
 async fn delete_quietly(table: &Table, paths: Vec<String>) {
@@ -217,3 +252,7 @@ async fn delete_quietly(table: &Table, paths: Vec<String>) {
     }
 }
 
+#[cfg(any(test, feature = "fault-injection"))]
+pub mod fault;
+#[cfg(test)]
+mod tests;

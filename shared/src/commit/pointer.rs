@@ -18,59 +18,85 @@ pub enum SwapError {
     Ambiguous(Error),
 }
 
-/// How to swap the metadata pointer of a table in one catalog.
-#[derive(Debug, Clone)]
-pub enum MetadataPointer {
-    /// Iceberg SQL catalog (JDBC layout) in SQLite: a conditional `UPDATE`.
-    Sql { pool: SqlitePool, catalog_name: String },
-    /// AWS Glue: `UpdateTable` with the `VersionId` read together with the current location.
-    /// `SkipArchive` keeps Glue from storing a table version per commit (100,000 max per table).
-    Glue { client: aws_sdk_glue::Client },
-    /// Amazon S3 Tables: `UpdateTableMetadataLocation` with the table's version token.
-    S3Tables { client: aws_sdk_s3tables::Client, table_bucket_arn: String },
+/// How one catalog swaps the metadata pointer of a table: a compare-and-set of "current
+/// metadata file". A trait so tests can inject the faults a real catalog shows rarely
+/// (see [`super::fault`]).
+#[async_trait::async_trait]
+pub trait PointerSwap: std::fmt::Debug + Send + Sync {
+    /// Point `ident` at `new_location` if and only if it still points at `expected`.
+    async fn swap(&self, ident: &TableIdent, expected: &str, new_location: &str) -> Result<(), SwapError>;
 }
 
-impl MetadataPointer {
+/// Iceberg SQL catalog (JDBC layout) in SQLite: a conditional `UPDATE`.
+#[derive(Debug, Clone)]
+pub struct SqlPointer {
+    pool: SqlitePool,
+    catalog_name: String,
+}
+
+impl SqlPointer {
     /// A pointer over the SQLite catalog database at `uri` (`sqlite:<path>?mode=rwc`).
-    pub async fn sqlite(uri: &str, catalog_name: &str) -> Result<Self> {
+    pub async fn connect(uri: &str, catalog_name: &str) -> Result<Self> {
         let options = SqliteConnectOptions::from_str(uri)?
             .create_if_missing(true)
             // Concurrent writers from several processes wait for the lock instead of failing.
             .busy_timeout(Duration::from_secs(30))
             .journal_mode(SqliteJournalMode::Wal);
         let pool = SqlitePoolOptions::new().max_connections(2).connect_with(options).await?;
-        Ok(Self::Sql { pool, catalog_name: catalog_name.to_string() })
+        Ok(Self { pool, catalog_name: catalog_name.to_string() })
     }
+}
 
-    /// Point `ident` at `new_location` if and only if it still points at `expected`.
-    pub async fn swap(&self, ident: &TableIdent, expected: &str, new_location: &str) -> Result<(), SwapError> {
-        match self {
-            MetadataPointer::Sql { pool, catalog_name } => {
-                let result = sqlx::query(
-                    "UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = ? \
-                     WHERE catalog_name = ? AND table_namespace = ? AND table_name = ? \
-                     AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL) AND metadata_location = ?",
-                )
-                .bind(new_location)
-                .bind(expected)
-                .bind(catalog_name)
-                .bind(ident.namespace().join("."))
-                .bind(ident.name())
-                .bind(expected)
-                .execute(pool)
-                .await
-                .map_err(|e| SwapError::Ambiguous(e.into()))?;
-                if result.rows_affected() == 1 {
-                    Ok(())
-                } else {
-                    Err(SwapError::Conflict(format!("{ident} no longer at {expected}")))
-                }
-            }
-            MetadataPointer::Glue { client } => glue_swap(client, ident, expected, new_location).await,
-            MetadataPointer::S3Tables { client, table_bucket_arn } => {
-                s3tables_swap(client, table_bucket_arn, ident, expected, new_location).await
-            }
+#[async_trait::async_trait]
+impl PointerSwap for SqlPointer {
+    async fn swap(&self, ident: &TableIdent, expected: &str, new_location: &str) -> Result<(), SwapError> {
+        let result = sqlx::query(
+            "UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = ? \
+             WHERE catalog_name = ? AND table_namespace = ? AND table_name = ? \
+             AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL) AND metadata_location = ?",
+        )
+        .bind(new_location)
+        .bind(expected)
+        .bind(&self.catalog_name)
+        .bind(ident.namespace().join("."))
+        .bind(ident.name())
+        .bind(expected)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| SwapError::Ambiguous(e.into()))?;
+        if result.rows_affected() == 1 {
+            Ok(())
+        } else {
+            Err(SwapError::Conflict(format!("{ident} no longer at {expected}")))
         }
+    }
+}
+
+/// AWS Glue: `UpdateTable` with the `VersionId` read together with the current location.
+/// `SkipArchive` keeps Glue from storing a table version per commit (100,000 max per table).
+#[derive(Debug, Clone)]
+pub struct GluePointer {
+    pub client: aws_sdk_glue::Client,
+}
+
+#[async_trait::async_trait]
+impl PointerSwap for GluePointer {
+    async fn swap(&self, ident: &TableIdent, expected: &str, new_location: &str) -> Result<(), SwapError> {
+        glue_swap(&self.client, ident, expected, new_location).await
+    }
+}
+
+/// Amazon S3 Tables: `UpdateTableMetadataLocation` with the table's version token.
+#[derive(Debug, Clone)]
+pub struct S3TablesPointer {
+    pub client: aws_sdk_s3tables::Client,
+    pub table_bucket_arn: String,
+}
+
+#[async_trait::async_trait]
+impl PointerSwap for S3TablesPointer {
+    async fn swap(&self, ident: &TableIdent, expected: &str, new_location: &str) -> Result<(), SwapError> {
+        s3tables_swap(&self.client, &self.table_bucket_arn, ident, expected, new_location).await
     }
 }
 
@@ -90,7 +116,7 @@ async fn glue_swap(client: &aws_sdk_glue::Client, ident: &TableIdent, expected: 
         .map_err(|e| SwapError::Ambiguous(crate::aws::error("glue:GetTable", &format!("{database}.{}", ident.name()), e)))?;
     let table = current
         .table()
-        .ok_or_else(|| SwapError::Ambiguous(Error::Config(format!("Glue returned no table for {ident}"))))?;
+        .ok_or_else(|| SwapError::Ambiguous(Error::Invariant(format!("Glue returned no table for {ident}"))))?;
     let mut parameters = table.parameters().cloned().unwrap_or_default();
     if parameters.get(GLUE_METADATA_LOCATION).map(String::as_str) != Some(expected) {
         return Err(SwapError::Conflict(format!("{ident} no longer at {expected}")));
@@ -105,7 +131,7 @@ async fn glue_swap(client: &aws_sdk_glue::Client, ident: &TableIdent, expected: 
         .set_storage_descriptor(table.storage_descriptor().cloned())
         .set_parameters(Some(parameters))
         .build()
-        .map_err(|e| SwapError::Ambiguous(Error::Config(format!("Glue table input for {ident}: {e}"))))?;
+        .map_err(|e| SwapError::Ambiguous(Error::Invariant(format!("Glue table input for {ident}: {e}"))))?;
     let mut update = client.update_table().database_name(&database).table_input(input).skip_archive(true);
     if let Some(version) = table.version_id() {
         update = update.version_id(version);

@@ -11,8 +11,6 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::Int64Type;
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema as ArrowSchema};
 use futures::{StreamExt, TryStreamExt};
@@ -22,6 +20,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
+use crate::columns::Columns;
 use crate::error::{Error, Result};
 use crate::writer::writer_properties;
 
@@ -48,12 +47,10 @@ impl LiveFiles {
     pub async fn of(table: &Table) -> Result<Self> {
         let mut out = LiveFiles::default();
         let Some(current) = table.metadata().current_snapshot() else { return Ok(out) };
-        let list = table.manifest_list_reader(current).load().await?;
-        let files: Vec<_> = list.consume_entries().into_iter().collect();
-        let manifests: Vec<_> = futures::stream::iter(files.into_iter().map(|m| {
-            let io = table.file_io().clone();
-            async move { m.load_manifest(&io).await }
-        }))
+        let files = crate::manifest_cache::manifest_list(table, current).await?;
+        // Futures collected first: a closure in the stream's type trips the Send check.
+        let reads: Vec<_> = files.iter().map(|m| crate::manifest_cache::manifest(table, m)).collect();
+        let manifests: Vec<_> = futures::stream::iter(reads)
         .buffer_unordered(8)
         .try_collect()
         .await?;
@@ -86,7 +83,7 @@ impl LiveFiles {
     /// Refuse tables with equality deletes: row positions alone would not say what is live.
     pub fn check_supported(&self, table: &Table) -> Result<()> {
         if self.has_equality_deletes {
-            return Err(Error::Config(format!(
+            return Err(Error::Data(format!(
                 "table {} has equality delete files, which icestream neither writes nor applies",
                 table.identifier()
             )));
@@ -103,11 +100,10 @@ pub async fn deleted_positions(table: &Table, data_path: &str, deletes: &[&DataF
         let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()?;
         for batch in reader {
             let batch = batch?;
-            let (Some(paths), Some(positions)) = (batch.column_by_name("file_path"), batch.column_by_name("pos")) else {
-                return Err(Error::Config(format!("{} is not a position-delete file (no file_path/pos)", delete.file_path())));
-            };
-            let paths = paths.as_string::<i32>();
-            let positions = positions.as_primitive::<Int64Type>();
+            let columns = Columns::new(&batch, format!("position-delete file {}", delete.file_path()))
+                .with_id("file_path", FILE_PATH_FIELD_ID)
+                .with_id("pos", POS_FIELD_ID);
+            let (paths, positions) = (columns.strings("file_path")?, columns.i64("pos")?);
             for i in 0..batch.num_rows() {
                 if paths.value(i) == data_path {
                     out.insert(positions.value(i));
@@ -127,12 +123,21 @@ pub async fn read_live_rows(table: &Table, data_path: &str, columns: &[&str], de
         ProjectionMask::all()
     } else {
         let schema = builder.parquet_schema();
+        let table_schema = table.metadata().current_schema();
+        // By field id when the file has ids (another engine may name columns differently).
+        let matches = |i: usize, name: &str| {
+            let info = schema.column(i).self_type().get_basic_info().clone();
+            match table_schema.field_by_name(name) {
+                Some(field) if info.has_id() => info.id() == field.id,
+                _ => schema.column(i).name() == name,
+            }
+        };
         let indices: Vec<usize> = columns
             .iter()
             .map(|name| {
                 (0..schema.num_columns())
-                    .find(|i| schema.column(*i).name() == *name)
-                    .ok_or_else(|| Error::Config(format!("{data_path} has no column {name}")))
+                    .find(|i| matches(*i, name))
+                    .ok_or_else(|| Error::Data(format!("{data_path} has no column {name}")))
             })
             .collect::<Result<_>>()?;
         ProjectionMask::leaves(schema, indices)
@@ -206,5 +211,5 @@ pub async fn write_position_deletes(table: &Table, data_file: &DataFile, positio
         ]))
         .referenced_data_file(Some(data_path.to_string()))
         .build()
-        .map_err(|e| Error::Config(format!("position-delete file for {data_path}: {e}")))
+        .map_err(|e| Error::Invariant(format!("position-delete file for {data_path}: {e}")))
 }

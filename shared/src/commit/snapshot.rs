@@ -87,7 +87,7 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
         if let Some(current) = metadata.current_snapshot_id()
             && change.removed_snapshot_ids.contains(&current)
         {
-            return Err(Error::Config(format!("refusing to expire the current snapshot {current}")));
+            return Err(Error::Invariant(format!("refusing to expire the current snapshot {current}")));
         }
         builder = TableUpdate::RemoveSnapshots { snapshot_ids: change.removed_snapshot_ids.clone() }.apply(builder)?;
     }
@@ -120,10 +120,10 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
     let mut to_rewrite: Vec<RewrittenEntry> = Vec::new();
     if let Some(current) = metadata.current_snapshot() {
         // Collected first: the library's iterator is not Send, and commits run on spawned tasks.
-        let carried: Vec<ManifestFile> = table.manifest_list_reader(current).load().await?.consume_entries().into_iter().collect();
+        let carried: Vec<ManifestFile> = crate::manifest_cache::manifest_list(table, current).await?.as_ref().clone();
         for manifest_file in carried {
             if change.rewrite_manifests && manifest_file.content == ManifestContentType::Data {
-                let manifest = manifest_file.load_manifest(table.file_io()).await?;
+                let manifest = crate::manifest_cache::manifest(table, &manifest_file).await?;
                 for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
                     let seq = entry.sequence_number().unwrap_or(manifest_file.sequence_number);
                     let data_file: DataFile = entry.data_file().clone();
@@ -141,7 +141,7 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
                 manifests.push(manifest_file);
                 continue;
             }
-            let manifest = manifest_file.load_manifest(table.file_io()).await?;
+            let manifest = crate::manifest_cache::manifest(table, &manifest_file).await?;
             let touched = manifest
                 .entries()
                 .iter()
@@ -212,7 +212,7 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
                 ManifestContentType::Deletes => DataContentType::PositionDeletes,
             };
             if file.content_type() != expected {
-                return Err(Error::Config(format!("{} is {:?}, expected {expected:?}", file.file_path(), file.content_type())));
+                return Err(Error::Invariant(format!("{} is {:?}, expected {expected:?}", file.file_path(), file.content_type())));
             }
             collector.add_file(file, schema.clone(), spec.clone());
             // -1: the data sequence number is inherited from the manifest list at commit.

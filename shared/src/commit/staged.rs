@@ -19,7 +19,7 @@ pub const STAGED_DIR: &str = "staged";
 /// Write a manifest listing `files` (data files of `table`, not committed) and return its path.
 pub async fn write_staged_manifest(table: &Table, files: &[DataFile]) -> Result<String> {
     if let Some(file) = files.iter().find(|f| f.content_type() != DataContentType::Data) {
-        return Err(Error::Config(format!("only data files can be staged, not {}", file.file_path())));
+        return Err(Error::Invariant(format!("only data files can be staged, not {}", file.file_path())));
     }
     let path = format!(
         "{}/{STAGED_DIR}/{}.{}",
@@ -43,8 +43,8 @@ pub async fn read_staged_manifest(table: &Table, path: &str) -> Result<Vec<DataF
         .new_input(path)?
         .read()
         .await
-        .map_err(|e| Error::Config(format!("staged manifest {path} cannot be read: {e}")))?;
-    let manifest = Manifest::parse_avro(&bytes)?;
+        .map_err(|e| Error::Storage { path: path.to_string(), source: e })?;
+    let manifest = Manifest::parse_avro(&bytes).map_err(|e| Error::Data(format!("staged manifest {path} is not a manifest: {e}")))?;
     Ok(manifest.entries().iter().map(|e| e.data_file().clone()).collect())
 }
 

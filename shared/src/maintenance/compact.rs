@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use super::MaintenanceSettings;
 use crate::catalog::Catalogs;
+use crate::columns::Columns;
 use crate::commit::row_delta::{LiveFiles, deleted_positions, read_live_rows};
 use crate::commit::{ChangeSet, Planner};
 use crate::error::{Error, Result};
@@ -135,7 +136,7 @@ async fn plan_groups(table: &Table, settings: &MaintenanceSettings, report: &mut
     if table.metadata().current_snapshot().is_none() {
         return Ok(vec![]);
     }
-    let hot = HotPartitions::new(table, settings.hot_partition_hours, chrono::Utc::now().timestamp_millis());
+    let hot = HotPartitions::new(table, settings.hot_partition_hours, settings.clock.now_ms());
     let threshold = small_threshold(settings.target_file_size_bytes);
     let live = LiveFiles::of(table).await?;
     live.check_supported(table)?;
@@ -193,16 +194,8 @@ pub(crate) async fn read_data_file(table: &Table, path: &str, deletes: &[&DataFi
     let (batches, _) = read_live_rows(table, path, &[], &deleted).await?;
     let mut out = Vec::new();
     for batch in batches {
-        let columns = schema
-            .fields()
-            .iter()
-            .map(|f| {
-                batch
-                    .column_by_name(f.name())
-                    .cloned()
-                    .ok_or_else(|| Error::Config(format!("{path} has no column {}: written with another schema", f.name())))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let found = Columns::new(&batch, path).with_schema(table.metadata().current_schema());
+        let columns = schema.fields().iter().map(|f| found.as_type(f.name(), f.data_type())).collect::<Result<Vec<_>>>()?;
         out.push(RecordBatch::try_new(schema.clone(), columns)?);
     }
     Ok(out)
@@ -288,7 +281,7 @@ pub async fn compact(
             if rows_in != rows_out {
                 let written: Vec<String> = outputs.iter().map(|f| f.file_path().to_string()).collect();
                 super::delete_files(&table, &written, Instant::now() + Duration::from_secs(30)).await;
-                return Err(Error::Config(format!("compaction read {rows_in} rows but wrote {rows_out}: not committed")));
+                return Err(Error::Invariant(format!("compaction read {rows_in} rows but wrote {rows_out}: not committed")));
             }
             rewritten.push((group, outputs));
         }

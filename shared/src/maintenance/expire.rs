@@ -117,7 +117,7 @@ pub async fn expire(
     dry_run: bool,
     deadline: Instant,
 ) -> Result<ExpireReport> {
-    let now_ms = chrono::Utc::now().timestamp_millis();
+    let now_ms = settings.clock.now_ms();
     let before = catalogs.catalog().load_table(ident).await?;
     let mut report = ExpireReport { dry_run, snapshots_before: before.metadata().snapshots().len(), ..Default::default() };
     let (expired, table) = if dry_run {

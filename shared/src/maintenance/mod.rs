@@ -71,10 +71,12 @@ pub struct MaintenanceSettings {
     pub orphan_margin_hours: i64,
     pub target_file_size_bytes: usize,
     pub compression: String,
-    pub s3_path_style: bool,
+    pub s3_path_style: Option<bool>,
     pub tombstone_retention_days: i64,
     /// S3 Tables: the table bucket, if the managed maintenance settings are to be written.
     pub s3tables_set_in_bucket: Option<String>,
+    /// "Now" for hot partitions, retention and the orphan margin.
+    pub clock: crate::clock::Clock,
 }
 
 impl From<&Config> for MaintenanceSettings {
@@ -90,6 +92,7 @@ impl From<&Config> for MaintenanceSettings {
             tombstone_retention_days: c.tombstone_retention_days,
             s3tables_set_in_bucket: (c.catalog == crate::config::CatalogKind::S3Tables && c.s3tables_maintenance_set)
                 .then(|| c.warehouse.clone()),
+            clock: crate::clock::Clock::System,
         }
     }
 }
@@ -198,6 +201,9 @@ pub struct MaintenanceReport {
     pub dry_run: bool,
     pub actions: Vec<Action>,
     pub tables: Vec<TableMaintenance>,
+    /// Manifests and manifest lists read from storage in this run, and reads saved by
+    /// reading each once ([`crate::manifest_cache`]).
+    pub manifest_reads: crate::manifest_cache::ManifestReads,
     pub duration_ms: u64,
 }
 
@@ -239,6 +245,11 @@ pub struct TableMaintenance {
 /// Run `request` on its tables, stopping cleanly by `deadline`. A table whose maintenance fails
 /// is reported with its error and the others still run.
 pub async fn maintain(catalogs: &Catalogs, request: &MaintenanceRequest, deadline: Instant) -> Result<MaintenanceReport> {
+    let (report, reads) = crate::manifest_cache::scope(maintain_tables(catalogs, request, deadline)).await;
+    Ok(MaintenanceReport { manifest_reads: reads, ..report? })
+}
+
+async fn maintain_tables(catalogs: &Catalogs, request: &MaintenanceRequest, deadline: Instant) -> Result<MaintenanceReport> {
     let started = Instant::now();
     let tables = if request.tables.is_empty() {
         let mut names: Vec<String> =
@@ -248,7 +259,13 @@ pub async fn maintain(catalogs: &Catalogs, request: &MaintenanceRequest, deadlin
     } else {
         request.tables.clone()
     };
-    let mut report = MaintenanceReport { dry_run: request.dry_run, actions: request.actions.clone(), tables: vec![], duration_ms: 0 };
+    let mut report = MaintenanceReport {
+        dry_run: request.dry_run,
+        actions: request.actions.clone(),
+        tables: vec![],
+        manifest_reads: Default::default(),
+        duration_ms: 0,
+    };
     for name in tables {
         let mut out = TableMaintenance { table: name.clone(), ..Default::default() };
         if let Err(e) = maintain_table(catalogs, request, &name, deadline, &mut out).await {
@@ -327,7 +344,7 @@ fn action_name(action: Action) -> &'static str {
 
 /// The manifest files of one snapshot.
 pub(crate) async fn manifests_of(table: &Table, snapshot: &SnapshotRef) -> Result<Vec<ManifestFile>> {
-    Ok(table.manifest_list_reader(snapshot).load().await?.consume_entries().into_iter().collect())
+    Ok(crate::manifest_cache::manifest_list(table, snapshot).await?.as_ref().clone())
 }
 
 /// What a set of snapshots references: manifest lists, manifests, and the data and delete
@@ -354,10 +371,8 @@ pub(crate) async fn referenced_by<'a>(table: &Table, snapshots: impl IntoIterato
             }
         }
     }
-    let loaded: Vec<_> = futures::stream::iter(to_load.into_iter().map(|m| {
-        let io = table.file_io().clone();
-        async move { m.load_manifest(&io).await }
-    }))
+    let reads: Vec<_> = to_load.iter().map(|m| crate::manifest_cache::manifest(table, m)).collect();
+    let loaded: Vec<_> = futures::stream::iter(reads)
     .buffer_unordered(8)
     .try_collect()
     .await?;

@@ -1,6 +1,12 @@
 //! Orphan removal: files under the table location that no metadata references (leftovers of
 //! crashed or lost commits, failed deletes) and that are older than `orphan_margin_hours`.
 //! The margin matters: a write in flight is unreferenced until its commit lands.
+//!
+//! Queued commits (`commit_mode=queued`) hold data files that no metadata references for as
+//! long as their request waits in the queue or its dead-letter queue, which can be longer than
+//! any margin. Staged manifests are removed only by the committer, so a staged manifest that
+//! exists may still be committed: it and every file it lists count as referenced, until it is
+//! older than SQS's longest message retention, when no request can name it any more.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -17,6 +23,10 @@ use crate::error::{Error, Result};
 /// Orphan paths listed in the report (the counts cover all of them).
 const SAMPLE: usize = 20;
 
+/// SQS keeps a message at most 14 days, counted from its first enqueue even after it moves to
+/// a dead-letter queue; a staged manifest older than that (plus a day) has no request left.
+pub const STAGED_RETENTION: Duration = Duration::from_secs(15 * 24 * 3600);
+
 /// What orphan removal found and did (or would do).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct OrphanReport {
@@ -30,6 +40,8 @@ pub struct OrphanReport {
     pub deleted: usize,
     pub bytes_deleted: u64,
     pub delete_failures: usize,
+    /// Staged manifests of queued commits kept (with the files they list) for their committer.
+    pub staged_manifests_kept: usize,
     pub sample: Vec<String>,
 }
 
@@ -87,14 +99,8 @@ async fn list_s3(location: &str, settings: &MaintenanceSettings) -> Result<Vec<L
     let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
     let prefix = if prefix.is_empty() { String::new() } else { format!("{}/", prefix.trim_end_matches('/')) };
     let sdk = crate::aws::sdk_config().await;
-    let mut conf = aws_sdk_s3::config::Builder::from(&sdk);
-    // Same endpoint override as the catalog's file IO (local S3-compatible servers).
-    if let Some(endpoint) =
-        std::env::var("AWS_ENDPOINT_URL_S3").ok().filter(|v| !v.is_empty()).or_else(|| sdk.endpoint_url().map(str::to_string))
-    {
-        conf = conf.endpoint_url(endpoint);
-    }
-    let client = aws_sdk_s3::Client::from_conf(conf.force_path_style(settings.s3_path_style).build());
+    // Same endpoint override and addressing as the catalog's file IO (local S3-compatible servers).
+    let client = aws_sdk_s3::Client::from_conf(crate::aws::s3_config(&sdk, settings.s3_path_style));
     let mut pages = client.list_objects_v2().bucket(bucket).prefix(&prefix).into_paginator().send();
     let mut out = Vec::new();
     while let Some(page) = pages.next().await {
@@ -136,10 +142,17 @@ pub async fn remove_orphans(
     let location = catalogs.catalog().load_table(ident).await?.metadata().location().to_string();
     let listed = list_files(&location, settings).await?;
     let table = catalogs.catalog().load_table(ident).await?;
-    let referenced = referenced(&table).await?;
+    let mut referenced = referenced(&table).await?;
+    let staged_kept = keep_staged(&table, &listed, settings.clock.now(), &mut referenced).await;
     let margin = Duration::from_secs(settings.orphan_margin_hours.max(1) as u64 * 3600);
-    let cutoff = SystemTime::now().checked_sub(margin).unwrap_or(SystemTime::UNIX_EPOCH);
-    let mut report = OrphanReport { dry_run, files_listed: listed.len(), referenced: referenced.len(), ..Default::default() };
+    let cutoff = settings.clock.now().checked_sub(margin).unwrap_or(SystemTime::UNIX_EPOCH);
+    let mut report = OrphanReport {
+        dry_run,
+        files_listed: listed.len(),
+        referenced: referenced.len(),
+        staged_manifests_kept: staged_kept,
+        ..Default::default()
+    };
     let mut old_orphans = Vec::new();
     for file in listed.into_iter().filter(|f| !referenced.contains(&normalize(&f.path))) {
         report.orphans_found += 1;
@@ -161,4 +174,64 @@ pub async fn remove_orphans(
     report.deleted = deleted;
     report.delete_failures = failed;
     Ok(report)
+}
+
+/// Add every staged manifest in `listed` younger than [`STAGED_RETENTION`], and the files it
+/// lists, to `referenced`. One that cannot be read is kept too (only its own files are known
+/// to be safe to keep, and the committer will report it). Returns how many were kept.
+async fn keep_staged(table: &Table, listed: &[ListedFile], now: SystemTime, referenced: &mut HashSet<String>) -> usize {
+    let dir = format!("/{}/", crate::commit::staged::STAGED_DIR);
+    let oldest = now.checked_sub(STAGED_RETENTION).unwrap_or(SystemTime::UNIX_EPOCH);
+    let mut kept = 0;
+    for file in listed.iter().filter(|f| f.path.contains(&dir) && f.modified > oldest) {
+        kept += 1;
+        referenced.insert(normalize(&file.path));
+        match crate::commit::staged::read_staged_manifest(table, &file.path).await {
+            Ok(files) => referenced.extend(files.iter().map(|f| normalize(f.file_path()))),
+            Err(e) => tracing::warn!(path = %file.path, error = %e, "staged manifest unreadable; kept, its files may be removed"),
+        }
+    }
+    kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::Clock;
+    use crate::commit::staged::write_staged_manifest;
+    use crate::testkit::{LocalTable, data_file};
+
+    async fn write(table: &Table, path: &str) {
+        table.file_io().new_output(path).unwrap().write(b"x".to_vec().into()).await.unwrap();
+    }
+
+    async fn exists(table: &Table, path: &str) -> bool {
+        table.file_io().exists(path).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn files_of_a_request_still_queued_survive_the_margin_until_sqs_retention_ends() {
+        let local = LocalTable::new().await;
+        let table = local.load().await;
+        let queued = data_file(&table, "queued");
+        let stray = data_file(&table, "stray");
+        write(&table, queued.file_path()).await;
+        write(&table, stray.file_path()).await;
+        let manifest = write_staged_manifest(&table, std::slice::from_ref(&queued)).await.unwrap();
+        let mut settings = MaintenanceSettings::from(&crate::Config::from_args(["orphan_margin_hours=1"]).unwrap());
+        let deadline = Instant::now() + Duration::from_secs(30);
+
+        // Two days later (the request waits in the dead-letter queue): only the stray goes.
+        settings.clock = Clock::Fixed(SystemTime::now() + Duration::from_secs(2 * 86_400));
+        let report = remove_orphans(&local.catalogs, &local.ident, &settings, false, deadline).await.unwrap();
+        assert_eq!((report.staged_manifests_kept, report.deleted), (1, 1), "{report:?}");
+        assert!(!exists(&table, stray.file_path()).await);
+        assert!(exists(&table, queued.file_path()).await && exists(&table, &manifest).await);
+
+        // Past SQS's retention no request can name the manifest: both are orphans.
+        settings.clock = Clock::Fixed(SystemTime::now() + STAGED_RETENTION + Duration::from_secs(86_400));
+        let report = remove_orphans(&local.catalogs, &local.ident, &settings, false, deadline).await.unwrap();
+        assert_eq!((report.staged_manifests_kept, report.deleted), (0, 2), "{report:?}");
+        assert!(!exists(&table, queued.file_path()).await && !exists(&table, &manifest).await);
+    }
 }

@@ -61,7 +61,7 @@ pub async fn purge_tombstones(
     dry_run: bool,
     deadline: Instant,
 ) -> Result<PurgeReport> {
-    let cutoff_us = chrono::Utc::now().timestamp_micros() - settings.tombstone_retention_days * 86_400_000_000;
+    let cutoff_us = settings.clock.now_us() - settings.tombstone_retention_days * 86_400_000_000;
     let mut planner = Purge {
         cutoff_us,
         compression: settings.compression.clone(),

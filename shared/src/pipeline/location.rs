@@ -39,7 +39,7 @@ async fn copy_prefix(bucket: &str, key: &str, dir: &Path) -> Result<PathBuf> {
         None => "",
     };
     let sdk = crate::aws::sdk_config().await;
-    let s3 = aws_sdk_s3::Client::from_conf(crate::aws::s3_config(&sdk, false));
+    let s3 = aws_sdk_s3::Client::from_conf(crate::aws::s3_config(&sdk, None));
     let resource = format!("s3://{bucket}/{prefix}");
     let mut pages = s3.list_objects_v2().bucket(bucket).prefix(prefix).into_paginator().send();
     let (mut count, mut bytes) = (0usize, 0u64);

@@ -11,7 +11,9 @@
 //! * one that starts past watermark+1 of a partition waits (**deferred**: reported as a batch
 //!   item failure, so SQS delivers it again) for the earlier request SQS may deliver out of
 //!   order, until its `commit_gap_patience`-th delivery, when the gap is taken as a real Kafka
-//!   offset gap (transaction markers, compaction);
+//!   offset gap (transaction markers, compaction). A partition with no watermark yet counts
+//!   as at -1: its first request must start at offset 0 or wait like any other gap (else an
+//!   earlier request delivered later would be dropped as a replay);
 //! * everything else is **committed**: all files in one new manifest of one snapshot, with all
 //!   watermarks, through [`crate::commit::Committer`].
 //!
@@ -294,7 +296,7 @@ fn decide(pending: &[Pending], unreadable: &HashSet<usize>, table_marks: &Waterm
             let ranges = pending[i].request.ranges_by_partition();
             if ranges.iter().all(|(tp, (_, last))| marks.covers(tp, *last)) {
                 fates[i] = Some(Fate::Drop);
-            } else if ranges.iter().any(|(tp, (first, _))| marks.get(tp).is_some_and(|w| *first > w + 1)) {
+            } else if ranges.iter().any(|(tp, (first, _))| *first > marks.get(tp).unwrap_or(-1) + 1) {
                 continue; // an earlier request may still come
             } else {
                 take(i, &mut marks, &mut fates);
@@ -304,8 +306,13 @@ fn decide(pending: &[Pending], unreadable: &HashSet<usize>, table_marks: &Waterm
         if progressed {
             continue;
         }
-        // Stuck on gaps: the first request that has waited long enough takes its gap as real.
-        let Some(i) = (0..pending.len()).find(|i| fates[*i].is_none() && pending[*i].receive_count >= patience) else { break };
+        // Stuck on gaps: of the requests that have waited long enough, the one starting lowest
+        // takes its gap as real (a higher one first would make the lower one look replayed).
+        let lowest_first = |i: &usize| pending[*i].request.ranges.iter().map(|r| r.first).min();
+        let Some(i) = (0..pending.len()).filter(|i| fates[*i].is_none() && pending[*i].receive_count >= patience).min_by_key(lowest_first)
+        else {
+            break;
+        };
         tracing::warn!(message_id = %pending[i].id, receives = pending[i].receive_count, "no request filled the offset gap; taking it as a real Kafka offset gap");
         take(i, &mut marks, &mut fates);
     }
@@ -390,7 +397,7 @@ mod tests {
             pending("next", 1, &[(0, 150, 199)]),
             pending("inner-replay", 1, &[(0, 120, 140)]),
             pending("gap", 1, &[(1, 60, 80)]),
-            pending("new-partition", 1, &[(2, 1000, 1100)]),
+            pending("new-partition", 1, &[(2, 0, 1100)]),
             pending("unreadable", 1, &[(3, 0, 10)]),
         ];
         let unreadable: HashSet<usize> = [6].into();
@@ -405,6 +412,23 @@ mod tests {
         assert_eq!(by_id["new-partition"], Fate::Commit { trimmed: false });
         assert_eq!(by_id["unreadable"], Fate::Fail);
         assert_eq!(covers, marks(&[(0, 199), (2, 1100)]));
+    }
+
+    #[test]
+    fn without_a_watermark_requests_delivered_out_of_order_are_a_gap_not_a_replay() {
+        let none = Watermarks::default();
+        // The later request alone: it waits for the earlier one (which starts at offset 0).
+        let (fates, _, _) = decide(&[pending("b", 1, &[(0, 100, 199)])], &HashSet::new(), &none, 3);
+        assert_eq!(fates, [Fate::Defer]);
+        // Both in one batch, later first: both committed, nothing dropped.
+        let (fates, _, covers) = decide(&[pending("b", 1, &[(0, 100, 199)]), pending("a", 1, &[(0, 0, 99)])], &HashSet::new(), &none, 3);
+        assert_eq!(fates, [Fate::Commit { trimmed: false }; 2]);
+        assert_eq!(covers, marks(&[(0, 199)]));
+        // A partition whose log starts past 0: taken once patience runs out, lowest first.
+        let batch = [pending("d", 3, &[(0, 600, 699)]), pending("c", 3, &[(0, 500, 599)])];
+        let (fates, _, covers) = decide(&batch, &HashSet::new(), &none, 3);
+        assert_eq!(fates, [Fate::Commit { trimmed: false }; 2]);
+        assert_eq!(covers, marks(&[(0, 699)]));
     }
 
     #[test]

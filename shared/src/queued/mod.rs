@@ -107,17 +107,31 @@ pub struct Message {
 }
 
 /// The messages of a Lambda SQS event.
-pub fn from_sqs_event(event: aws_lambda_events::event::sqs::SqsEvent) -> Vec<Message> {
+pub fn from_sqs_event(event: aws_lambda_events::event::sqs::SqsEvent) -> Result<Vec<Message>> {
     event
         .records
         .into_iter()
-        .map(|m| Message {
-            id: m.message_id.unwrap_or_default(),
-            body: m.body.unwrap_or_default(),
-            receive_count: m.attributes.get("ApproximateReceiveCount").and_then(|v| v.parse().ok()).unwrap_or(1),
-            receipt: m.receipt_handle,
+        .map(|m| {
+            let id = m.message_id.unwrap_or_default();
+            Ok(Message {
+                receive_count: receive_count(m.attributes.get("ApproximateReceiveCount").map(String::as_str), &id)?,
+                id,
+                body: m.body.unwrap_or_default(),
+                receipt: m.receipt_handle,
+            })
         })
         .collect()
+}
+
+/// SQS `ApproximateReceiveCount`. Absent counts as a first delivery (hand-made events); a value
+/// that does not parse is an error: taken as 1, a request would wait for a gap forever.
+pub fn receive_count(value: Option<&str>, message_id: &str) -> Result<u32> {
+    match value {
+        None => Ok(1),
+        Some(v) => v.parse().map_err(|e| {
+            Error::Event(format!("message {message_id}: ApproximateReceiveCount {v:?} is not a count: {e}"))
+        }),
+    }
 }
 
 /// After a batch: make the deferred requests visible again after `commit_gap_retry_s` instead
@@ -188,9 +202,19 @@ mod tests {
             {"messageId": "m2", "body": "x"}
         ]}))
         .unwrap();
-        let messages = from_sqs_event(event);
+        let messages = from_sqs_event(event).unwrap();
         assert_eq!((messages[0].id.as_str(), messages[0].receive_count), ("m1", 3));
         assert_eq!(messages[0].receipt.as_deref(), Some("r1"));
         assert_eq!((messages[1].body.as_str(), messages[1].receive_count), ("x", 1));
+    }
+
+    #[test]
+    fn an_unparsable_receive_count_is_an_error_not_a_first_delivery() {
+        let event: aws_lambda_events::event::sqs::SqsEvent = serde_json::from_value(serde_json::json!({"Records": [
+            {"messageId": "m1", "body": "{}", "attributes": {"ApproximateReceiveCount": "many"}}
+        ]}))
+        .unwrap();
+        let err = from_sqs_event(event).unwrap_err().to_string();
+        assert!(err.contains("m1") && err.contains("\"many\""), "{err}");
     }
 }

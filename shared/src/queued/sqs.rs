@@ -95,29 +95,25 @@ impl CommitQueue {
             if messages.is_empty() {
                 break;
             }
-            out.extend(messages.into_iter().map(|m| Message {
-                receive_count: m
-                    .attributes
-                    .as_ref()
-                    .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(1),
-                id: m.message_id.unwrap_or_default(),
-                body: m.body.unwrap_or_default(),
-                receipt: m.receipt_handle,
-            }));
+            for m in messages {
+                let id = m.message_id.unwrap_or_default();
+                let count = m.attributes.as_ref().and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount));
+                let receive_count = super::receive_count(count.map(String::as_str), &id)?;
+                out.push(Message { receive_count, id, body: m.body.unwrap_or_default(), receipt: m.receipt_handle });
+            }
         }
         Ok(out)
     }
 
     /// Delete (acknowledge) messages received by [`Self::receive`].
     pub async fn delete(&self, messages: &[&Message]) -> Result<()> {
-        for chunk in receipt_chunks(messages) {
+        for chunk in receipt_chunks(messages)? {
+            let action = "sqs:DeleteMessageBatch";
             let entries = chunk
                 .into_iter()
-                .filter_map(|(id, receipt)| DeleteMessageBatchRequestEntry::builder().id(id).receipt_handle(receipt).build().ok())
-                .collect();
-            let action = "sqs:DeleteMessageBatch";
+                .map(|(id, receipt)| DeleteMessageBatchRequestEntry::builder().id(id).receipt_handle(receipt).build())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| entry_error(action, &self.url, e))?;
             let request = self.client.delete_message_batch().queue_url(&self.url).set_entries(Some(entries));
             let out = request.send().await.map_err(|e| crate::aws::error(action, &self.url, e))?;
             all_done(action, &self.url, &out.failed)?;
@@ -127,15 +123,16 @@ impl CommitQueue {
 
     /// Make received messages visible again after `seconds`.
     pub async fn change_visibility(&self, messages: &[&Message], seconds: i32) -> Result<()> {
-        for chunk in receipt_chunks(messages) {
+        for chunk in receipt_chunks(messages)? {
+            let action = "sqs:ChangeMessageVisibilityBatch";
             let entries = chunk
                 .into_iter()
-                .filter_map(|(id, receipt)| {
+                .map(|(id, receipt)| {
                     let entry = ChangeMessageVisibilityBatchRequestEntry::builder().id(id).receipt_handle(receipt);
-                    entry.visibility_timeout(seconds).build().ok()
+                    entry.visibility_timeout(seconds).build()
                 })
-                .collect();
-            let action = "sqs:ChangeMessageVisibilityBatch";
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| entry_error(action, &self.url, e))?;
             let request = self.client.change_message_visibility_batch().queue_url(&self.url).set_entries(Some(entries));
             let out = request.send().await.map_err(|e| crate::aws::error(action, &self.url, e))?;
             all_done(action, &self.url, &out.failed)?;
@@ -144,13 +141,27 @@ impl CommitQueue {
     }
 }
 
-/// `(batch entry id, receipt handle)` of received messages, at most 10 per batch call.
-fn receipt_chunks(messages: &[&Message]) -> Vec<Vec<(String, String)>> {
+/// `(batch entry id, receipt handle)` of received messages, at most 10 per batch call. A
+/// message without a receipt handle cannot be acknowledged: an error, not a silent skip.
+fn receipt_chunks(messages: &[&Message]) -> Result<Vec<Vec<(String, String)>>> {
     messages
         .chunks(RECEIVE_MAX)
-        .map(|chunk| chunk.iter().enumerate().filter_map(|(i, m)| Some((i.to_string(), m.receipt.clone()?))).collect::<Vec<_>>())
-        .filter(|chunk| !chunk.is_empty())
+        .map(|chunk| {
+            chunk
+                .iter()
+                .enumerate()
+                .map(|(i, m)| match &m.receipt {
+                    Some(receipt) => Ok((i.to_string(), receipt.clone())),
+                    None => Err(Error::Event(format!("message {} has no receipt handle", m.id))),
+                })
+                .collect()
+        })
         .collect()
+}
+
+/// A batch entry the SDK refused to build: fail rather than leave the message unhandled.
+fn entry_error(action: &str, url: &str, e: aws_sdk_sqs::error::BuildError) -> Error {
+    Error::Invariant(format!("{action} on {url}: batch entry cannot be built: {e}"))
 }
 
 /// A batch call's per-entry failures as an error.
@@ -192,5 +203,19 @@ mod tests {
         assert_eq!(id, deduplication_id(&request("a", 0)));
         assert_ne!(id, deduplication_id(&request("a", 10)));
         assert_ne!(id, deduplication_id(&request("b", 0)));
+    }
+
+    fn message(id: &str, receipt: Option<&str>) -> Message {
+        Message { id: id.into(), body: String::new(), receive_count: 1, receipt: receipt.map(str::to_string) }
+    }
+
+    #[test]
+    fn a_message_without_a_receipt_fails_the_batch_call_instead_of_being_skipped() {
+        let (a, b) = (message("a", Some("r")), message("b", None));
+        let err = receipt_chunks(&[&a, &b]).unwrap_err().to_string();
+        assert!(err.contains("message b"), "{err}");
+        let many: Vec<Message> = (0..11).map(|i| message(&i.to_string(), Some("r"))).collect();
+        let chunks = receipt_chunks(&many.iter().collect::<Vec<_>>()).unwrap();
+        assert_eq!(chunks.iter().map(Vec::len).collect::<Vec<_>>(), [10, 1]);
     }
 }

@@ -1,0 +1,59 @@
+//! Unit-test fixtures: the embedded SQLite catalog in a tempdir, with one small table.
+
+use std::collections::HashMap;
+
+use iceberg::TableIdent;
+use iceberg::spec::{
+    DataContentType, DataFile, DataFileBuilder, DataFileFormat, NestedField, PrimitiveType, Schema, Type, UnboundPartitionSpec,
+};
+use iceberg::table::Table;
+
+use crate::catalog::Catalogs;
+use crate::tables::TableDef;
+
+/// A local catalog in a tempdir (removed on drop) holding table `t` (one `long` column `id`,
+/// unpartitioned).
+pub struct LocalTable {
+    /// Held so the warehouse lives as long as the fixture.
+    _dir: tempfile::TempDir,
+    pub catalogs: Catalogs,
+    pub ident: TableIdent,
+}
+
+impl LocalTable {
+    pub async fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config = crate::Config::from_args([format!("warehouse={}", dir.path().display())]).unwrap();
+        let catalogs = Catalogs::connect(&config).await.unwrap();
+        let def = TableDef {
+            name: "t".into(),
+            schema: Schema::builder()
+                .with_fields(vec![NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into()])
+                .build()
+                .unwrap(),
+            partition_spec: UnboundPartitionSpec::builder().build(),
+            properties: HashMap::new(),
+        };
+        catalogs.ensure_table(&def).await.unwrap();
+        let ident = catalogs.ident("t");
+        Self { _dir: dir, catalogs, ident }
+    }
+
+    pub async fn load(&self) -> Table {
+        self.catalogs.catalog().load_table(&self.ident).await.unwrap()
+    }
+}
+
+/// A data file entry named `name` under the table's data directory (the file itself is not
+/// written: commits only need the entry).
+pub fn data_file(table: &Table, name: &str) -> DataFile {
+    DataFileBuilder::default()
+        .content(DataContentType::Data)
+        .file_path(format!("{}/data/{name}.parquet", table.metadata().location()))
+        .file_format(DataFileFormat::Parquet)
+        .partition_spec_id(table.metadata().default_partition_spec_id())
+        .record_count(1)
+        .file_size_in_bytes(10)
+        .build()
+        .unwrap()
+}
