@@ -18,7 +18,7 @@ help:
 	@echo "make test     every test: Rust units and integration, local Kafka + cargo lambda watch, the Lambda zips (make build) under qemu, independent readers (PyIceberg, DuckDB), moto (Glue, S3 Tables, SQS), Terraform checks"
 	@echo "make bench    throughput against the bare arrow-rs Parquet floor, and peak RSS on a 6 MB event"
 	@echo "make build    Lambda zips (cargo lambda build --release --arm64 --output-format zip)"
-	@echo "make fuzz     cargo-fuzz (nightly) on the event and CDC parsers, FUZZ_SECONDS (60) per target; a crash input lands in fuzz/artifacts/"
+	@echo "make fuzz     cargo-fuzz (nightly) on the event parser, the CDC parsers and the three record decoders, FUZZ_SECONDS (60) per target; a crash input lands in fuzz/artifacts/"
 	@echo "make infra-check  terraform fmt, checkov, validate/test and the Terraform/code cross-checks"
 	@echo "make local    Kafka (Tansu) + the ingest function under cargo lambda watch + the event source mapping + a producer; Ctrl-C stops all"
 	@echo "make kafka-start / kafka-stop   just the local broker (127.0.0.1:9092, topic vehicle-telemetry, 4 partitions)"
