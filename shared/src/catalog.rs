@@ -232,7 +232,11 @@ impl Catalogs {
         match catalog.load_table(&ident).await {
             Ok(table) => return Ok(table),
             Err(e) if table_missing(catalog.as_ref(), &ident, &e).await => {}
-            Err(e) => return Err(Error::Catalog { what: format!("loading table {ident}"), source: e }),
+            // The table exists: a concurrent writer may have created it since our load (Glue
+            // reports its not-found as "unexpected"), or it cannot be read. One more load tells.
+            Err(e) => {
+                return catalog.load_table(&ident).await.map_err(|_| Error::Catalog { what: format!("loading table {ident}"), source: e });
+            }
         }
         if !catalog.namespace_exists(&self.namespace).await? {
             if let Err(e) = catalog.create_namespace(&self.namespace, HashMap::new()).await
