@@ -12,7 +12,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
-use arrow_schema::{DataType, Field, Schema as ArrowSchema};
+use arrow_schema::{DataType, Field, Schema as ArrowSchema, SchemaRef};
 use futures::{StreamExt, TryStreamExt};
 use iceberg::spec::{DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum};
 use iceberg::table::Table;
@@ -212,4 +212,18 @@ pub async fn write_position_deletes(table: &Table, data_file: &DataFile, positio
         .referenced_data_file(Some(data_path.to_string()))
         .build()
         .map_err(|e| Error::Invariant(format!("position-delete file for {data_path}: {e}")))
+}
+
+/// Read a data file's live rows (`deletes` applied) straight from its Parquet, as rows of the
+/// table's arrow schema.
+pub async fn read_data_file(table: &Table, path: &str, deletes: &[&DataFile], schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
+    let deleted = deleted_positions(table, path, deletes).await?;
+    let (batches, _) = read_live_rows(table, path, &[], &deleted).await?;
+    let mut out = Vec::new();
+    for batch in batches {
+        let found = Columns::new(&batch, path).with_schema(table.metadata().current_schema());
+        let columns = schema.fields().iter().map(|f| found.as_type(f.name(), f.data_type())).collect::<Result<Vec<_>>>()?;
+        out.push(RecordBatch::try_new(schema.clone(), columns)?);
+    }
+    Ok(out)
 }

@@ -6,7 +6,6 @@
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
 
-use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use iceberg::spec::{DataContentType, DataFile, Literal, Operation, PrimitiveLiteral, Struct, Transform};
 use iceberg::table::Table;
@@ -15,8 +14,7 @@ use serde::Serialize;
 
 use super::MaintenanceSettings;
 use crate::catalog::Catalogs;
-use crate::columns::Columns;
-use crate::commit::row_delta::{LiveFiles, deleted_positions, read_live_rows};
+use crate::commit::row_delta::{LiveFiles, read_data_file};
 use crate::commit::{ChangeSet, Planner};
 use crate::error::{Error, Result};
 use crate::writer::write_data_files;
@@ -185,20 +183,6 @@ async fn plan_groups(table: &Table, settings: &MaintenanceSettings, report: &mut
     }
     report.groups_planned = groups.len();
     Ok(groups)
-}
-
-/// Read a data file's live rows (`deletes` applied) straight from its Parquet, as rows of the
-/// table's arrow schema.
-pub(crate) async fn read_data_file(table: &Table, path: &str, deletes: &[&DataFile], schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
-    let deleted = deleted_positions(table, path, deletes).await?;
-    let (batches, _) = read_live_rows(table, path, &[], &deleted).await?;
-    let mut out = Vec::new();
-    for batch in batches {
-        let found = Columns::new(&batch, path).with_schema(table.metadata().current_schema());
-        let columns = schema.fields().iter().map(|f| found.as_type(f.name(), f.data_type())).collect::<Result<Vec<_>>>()?;
-        out.push(RecordBatch::try_new(schema.clone(), columns)?);
-    }
-    Ok(out)
 }
 
 /// Commits rewritten groups whose input files are all still live.

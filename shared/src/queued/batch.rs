@@ -38,7 +38,7 @@ use crate::commit::{ChangeSet, Planner, Watermarks};
 use crate::config::{Config, FailPoint};
 use crate::error::Result;
 use crate::event::TopicPartition;
-use crate::maintenance::compact::read_data_file;
+use crate::commit::row_delta::read_data_file;
 use crate::writer::write_data_files;
 
 /// Snapshot-summary entry: how many commit requests the snapshot holds.
