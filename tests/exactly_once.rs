@@ -247,3 +247,26 @@ async fn window_dedup_drops_cross_batch_resends_and_keeps_distinct_and_late_read
 fn chrono_now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
 }
+
+/// A batch the table already holds, delivered again with bytes that no longer decode, is
+/// skipped before decoding: nothing lands in the dead-letter table, every offset stays in
+/// exactly one of the two tables.
+#[tokio::test]
+async fn a_held_batch_redelivered_with_bytes_that_no_longer_decode_adds_no_dead_letter() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    let (event, exp) = generated(&["records=2000", "format=proto", "seed=21"]);
+    let p = pipeline(&wh, &[]).await;
+    let first = p.handle(event.clone(), deadline()).await.unwrap();
+    assert_eq!((first.written, first.dead_letter), (exp.valid, exp.corrupt));
+    let mut garbled = event.clone();
+    for records in garbled.partitions.values_mut() {
+        for r in records {
+            r.value = Some(b"\xff not protobuf".to_vec());
+        }
+    }
+    let again = p.handle(garbled, deadline()).await.unwrap();
+    assert_eq!((again.written, again.dead_letter, again.skipped_replay), (0, 0, exp.records), "{again:?}");
+    assert_eq!(dead_letter_offsets(&wh).await.len(), exp.corrupt);
+    assert_eq!(lineage_once(&wh).await.len(), exp.valid);
+}
