@@ -1,4 +1,4 @@
-//! MSK / self-managed Kafka Lambda events: parsed with `aws_lambda_events`' `KafkaEvent`,
+//! MSK / self-managed Kafka Lambda events: parsed into our own [`KafkaEvent`],
 //! then flattened into [`KafkaRecordIn`]s grouped by topic-partition in offset order.
 //!
 //! A malformed event (not JSON, no `records`) is an [`Error::Event`]; a malformed record (bad
@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 
-use aws_lambda_events::event::kafka::{KafkaEvent, KafkaRecord};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
@@ -59,7 +58,36 @@ impl ParsedEvent {
     }
 }
 
-/// Parse the raw event JSON straight into `KafkaEvent` (no intermediate JSON tree: a 6 MB
+/// The MSK / self-managed Kafka event as the mapping sends it. Our own types rather than
+/// `aws_lambda_events`' `KafkaEvent`, whose timestamp deserializer goes through `f64` seconds and
+/// truncates (a millisecond lost) and `assert!`s on a fractional timestamp (a panic on input):
+/// timestamps here are integer milliseconds (fuzz/findings/msk_event-timestamp-truncated.json).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KafkaEvent {
+    pub event_source: Option<String>,
+    pub event_source_arn: Option<String>,
+    pub bootstrap_servers: Option<String>,
+    pub records: BTreeMap<String, Vec<KafkaRecord>>,
+}
+
+/// One record of a [`KafkaEvent`]: base64 key and value, signed-byte header values.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KafkaRecord {
+    pub topic: Option<String>,
+    pub partition: i64,
+    pub offset: i64,
+    /// Epoch milliseconds.
+    pub timestamp: i64,
+    pub timestamp_type: Option<String>,
+    pub key: Option<String>,
+    pub value: Option<String>,
+    #[serde(default)]
+    pub headers: Vec<BTreeMap<String, Vec<i8>>>,
+}
+
+/// Parse the raw event JSON straight into [`KafkaEvent`] (no intermediate JSON tree: a 6 MB
 /// event must fit a 128 MB function).
 pub fn parse_event(json: &[u8]) -> Result<ParsedEvent> {
     /// Tells a missing `records` field from an empty one without building anything.
@@ -147,7 +175,7 @@ fn record_in(record: KafkaRecord) -> KafkaRecordIn {
         .collect();
     KafkaRecordIn {
         offset: record.offset,
-        timestamp_ms: record.timestamp.0.timestamp_millis(),
+        timestamp_ms: record.timestamp,
         key,
         value,
         value_error,
@@ -210,6 +238,20 @@ pub fn event_json(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Fuzz finding (fuzz/findings/msk_event-timestamp-truncated.json): a timestamp survives
+    /// parse → render → parse to the millisecond; a fractional one is an event error, not a panic.
+    #[test]
+    fn timestamps_are_exact_milliseconds_and_never_panic() {
+        let text = include_str!("../../fuzz/findings/msk_event-timestamp-truncated.json");
+        let parsed = parse_event(text.as_bytes()).unwrap();
+        let p1 = &parsed.partitions[&TopicPartition { topic: "vcle-telemetry".into(), partition: 1 }];
+        assert_eq!(p1[0].timestamp_ms, 1_699_999_999_998);
+        let again = parse_event(event_json("aws:kafka", "arn", "b", &parsed.partitions).to_string().as_bytes()).unwrap();
+        assert_eq!(again.partitions, parsed.partitions);
+        let fractional = r#"{"records":{"t-0":[{"partition":0,"offset":1,"timestamp":1700000000000.5,"headers":[]}]}}"#;
+        assert!(parse_event(fractional.as_bytes()).unwrap_err().to_string().contains("not a Kafka event"));
+    }
 
     const SAMPLE: &str = r#"{
       "eventSource": "aws:kafka",

@@ -5,10 +5,9 @@
 
 use std::sync::Arc;
 
-use aws_lambda_events::event::kafka::KafkaEvent;
 use icestream::Config;
 use icestream::cdc::{CdcPipeline, CdcSummary};
-use icestream::event::from_kafka_event;
+use icestream::event::{KafkaEvent, from_kafka_event};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 
 /// Time kept back from the invocation deadline to report the outcome.

@@ -6,8 +6,7 @@
 
 use std::sync::Arc;
 
-use aws_lambda_events::event::kafka::KafkaEvent;
-use icestream::event::from_kafka_event;
+use icestream::event::{KafkaEvent, from_kafka_event};
 use icestream::{Config, IngestPipeline, Summary};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 

@@ -139,7 +139,7 @@ impl Batch {
 
 #[cfg(test)]
 mod tests {
-    use aws_lambda_events::event::kafka::KafkaEvent;
+    use icestream::event::KafkaEvent;
 
     use super::*;
 
