@@ -2,7 +2,7 @@
 //! in; each record routed by its topic to the pipeline that claims it; rows in the pipeline's
 //! table, rejects in its dead-letter table, one commit per table.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -236,7 +236,7 @@ pub struct Marks<'a> {
     pub data: &'a Watermarks,
     /// Offsets past the data watermark that the dead-letter table holds (after a crash between
     /// the two commits).
-    pub dead_lettered: &'a HashSet<(TopicPartition, i64)>,
+    pub dead_lettered: &'a HashMap<TopicPartition, HashSet<i64>>,
 }
 
 /// One pipeline's records decoded: rows (without lineage yet), rejects, and what was skipped.
@@ -298,9 +298,11 @@ pub fn decode_partitions(
         if let (Some(first), Some(last)) = (records.first(), records.last()) {
             out.ranges.insert(tp.clone(), (first.offset, last.offset));
         }
+        // Looked up once per partition: nothing is allocated per record.
+        let dead_lettered = marks.dead_lettered.get(tp);
         for record in records {
             out.oldest_timestamp_ms = Some(out.oldest_timestamp_ms.map_or(record.timestamp_ms, |o| o.min(record.timestamp_ms)));
-            if marks.data.covers(tp, record.offset) || marks.dead_lettered.contains(&(tp.clone(), record.offset)) {
+            if marks.data.covers(tp, record.offset) || dead_lettered.is_some_and(|held| held.contains(&record.offset)) {
                 out.skipped_replay += 1;
                 continue;
             }

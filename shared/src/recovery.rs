@@ -4,7 +4,7 @@
 //! the redelivery reads its lineage for exactly that range, and only then. Normal invocations
 //! read nothing here.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use futures::TryStreamExt;
 use iceberg::expr::{Predicate, Reference};
@@ -17,15 +17,15 @@ use crate::error::Result;
 use crate::event::{KafkaRecordIn, TopicPartition};
 use crate::tables::lineage;
 
-/// (topic-partition, offset) of every record of `partitions` that is past the data watermark
-/// but already in the dead-letter table.
+/// Per topic-partition, the offsets of the records of `partitions` that are past the data
+/// watermark but already in the dead-letter table.
 pub async fn dead_lettered_offsets(
     dead_letter: &Table,
     partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
     data_marks: &Watermarks,
     dead_letter_marks: &Watermarks,
-) -> Result<HashSet<(TopicPartition, i64)>> {
-    let mut found = HashSet::new();
+) -> Result<HashMap<TopicPartition, HashSet<i64>>> {
+    let mut found: HashMap<TopicPartition, HashSet<i64>> = HashMap::new();
     for (tp, records) in partitions {
         let Some(dead_letter_mark) = dead_letter_marks.get(tp) else { continue };
         let above = data_marks.get(tp).unwrap_or(i64::MIN);
@@ -47,7 +47,7 @@ pub async fn dead_lettered_offsets(
                 let (topic, partition, offset) = (topics.value(i), partitions.value(i), offsets.value(i));
                 // The scan filters by file statistics; check rows exactly.
                 if topic == tp.topic && partition == tp.partition && (low..=high).contains(&offset) {
-                    found.insert((tp.clone(), offset));
+                    found.entry(tp.clone()).or_default().insert(offset);
                 }
             }
         }

@@ -82,6 +82,13 @@ impl<'a> Input<'a> {
         i32::try_from(v).map_err(|_| DecodeError::new(format!("int {v} out of range")))
     }
 
+    /// The next `N` bytes as an array (fixed-width float and double).
+    fn take_array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let (head, rest) = self.0.split_first_chunk::<N>().ok_or_else(|| DecodeError::new(format!("truncated: {N} bytes declared, {} left", self.0.len())))?;
+        self.0 = rest;
+        Ok(*head)
+    }
+
     fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         if n > self.0.len() {
             return Err(DecodeError::new(format!("truncated: {n} bytes declared, {} left", self.0.len())));
@@ -202,8 +209,8 @@ fn read_leaf(t: &AvroType, input: &mut Input, col: &mut Col) -> Result<(), Decod
         AvroType::Long | AvroType::TimeMicros | AvroType::TimestampMicros { .. } => col.push_i64(input.long()?),
         AvroType::TimeMillis => col.push_i64(i64::from(input.int()?) * 1000),
         AvroType::TimestampMillis { .. } => col.push_i64(millis_to_micros(input.long()?)?),
-        AvroType::Float => col.push_f32(f32::from_le_bytes(input.take(4)?.try_into().expect("took 4 bytes"))),
-        AvroType::Double => col.push_f64(f64::from_le_bytes(input.take(8)?.try_into().expect("took 8 bytes"))),
+        AvroType::Float => col.push_f32(f32::from_le_bytes(input.take_array()?)),
+        AvroType::Double => col.push_f64(f64::from_le_bytes(input.take_array()?)),
         AvroType::Bytes => col.push_bytes(input.bytes()?),
         AvroType::String => col.push_bytes(utf8(input.bytes()?)?.as_bytes()),
         AvroType::Fixed(n) => col.push_fixed(input.take(*n)?),

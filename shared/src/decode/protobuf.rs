@@ -180,6 +180,13 @@ fn varint(input: &mut &[u8]) -> Result<u64, DecodeError> {
     Err(DecodeError::new(if input.len() < 10 { "truncated varint" } else { "a varint longer than 10 bytes" }))
 }
 
+/// The next `N` bytes as an array (fixed32/fixed64 values).
+fn take_array<const N: usize>(input: &mut &[u8]) -> Result<[u8; N], DecodeError> {
+    let (head, rest) = input.split_first_chunk::<N>().ok_or_else(|| DecodeError::new(format!("truncated: {N} bytes declared, {} left", input.len())))?;
+    *input = rest;
+    Ok(*head)
+}
+
 fn take<'a>(input: &mut &'a [u8], n: usize) -> Result<&'a [u8], DecodeError> {
     if n > input.len() {
         return Err(DecodeError::new(format!("truncated: {n} bytes declared, {} left", input.len())));
@@ -199,7 +206,7 @@ fn next_field<'a>(input: &mut &'a [u8]) -> Result<Option<(u32, Raw<'a>)>, Decode
         let number = u32::try_from(tag >> 3).ok().filter(|n| *n != 0).ok_or_else(|| DecodeError::new(format!("invalid field tag {tag}")))?;
         let raw = match tag & 7 {
             0 => Raw::Varint(varint(input)?),
-            1 => Raw::Fixed64(u64::from_le_bytes(take(input, 8)?.try_into().expect("took 8 bytes"))),
+            1 => Raw::Fixed64(u64::from_le_bytes(take_array(input)?)),
             2 => {
                 let n = usize::try_from(varint(input)?).map_err(|_| DecodeError::new("length out of range"))?;
                 Raw::Len(take(input, n)?)
@@ -208,7 +215,7 @@ fn next_field<'a>(input: &mut &'a [u8]) -> Result<Option<(u32, Raw<'a>)>, Decode
                 skip_group(input, number, 0)?;
                 continue;
             }
-            5 => Raw::Fixed32(u32::from_le_bytes(take(input, 4)?.try_into().expect("took 4 bytes"))),
+            5 => Raw::Fixed32(u32::from_le_bytes(take_array(input)?)),
             w => return Err(DecodeError::new(format!("invalid wire type {w} (field {number})"))),
         };
         return Ok(Some((number, raw)));
@@ -314,8 +321,8 @@ fn push_items(raw: Raw, element: &ValuePlan, list: &mut Col) -> R {
         (Raw::Len(mut packed), ValuePlan::Scalar(s)) if !matches!(s, Scalar::String | Scalar::Bytes) => {
             while !packed.is_empty() {
                 let raw = match s {
-                    Scalar::Fixed32 | Scalar::Sfixed32 | Scalar::Float => Raw::Fixed32(u32::from_le_bytes(take(&mut packed, 4)?.try_into().expect("took 4 bytes"))),
-                    Scalar::Fixed64 | Scalar::Sfixed64 | Scalar::Double => Raw::Fixed64(u64::from_le_bytes(take(&mut packed, 8)?.try_into().expect("took 8 bytes"))),
+                    Scalar::Fixed32 | Scalar::Sfixed32 | Scalar::Float => Raw::Fixed32(u32::from_le_bytes(take_array(&mut packed)?)),
+                    Scalar::Fixed64 | Scalar::Sfixed64 | Scalar::Double => Raw::Fixed64(u64::from_le_bytes(take_array(&mut packed)?)),
                     _ => Raw::Varint(varint(&mut packed)?),
                 };
                 push_value(raw, element, items).map_err(|e| at(e, items))?;
