@@ -75,14 +75,6 @@ impl DeadLetterBuilder {
         }
     }
 
-    pub fn len(&self) -> usize {
-        self.headers.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.headers.is_empty()
-    }
-
     pub fn append(&mut self, reject: Reject<'_>) {
         self.topic.append_value(reject.topic);
         self.partition.append_value(reject.partition);

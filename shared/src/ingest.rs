@@ -308,7 +308,6 @@ pub fn decode_partitions(
             }
             let value = match (&record.value, &record.value_error) {
                 (_, Some(e)) => Err(e.clone()),
-                (Some(v), None) if v.is_empty() => Err("value is empty".to_string()),
                 (Some(v), None) => Ok(v.as_slice()),
                 (None, None) => Err("value is absent (null)".to_string()),
             };
