@@ -41,6 +41,11 @@ pub mod lineage {
     pub const TOPIC: &str = "kafka_topic";
     pub const PARTITION: &str = "kafka_partition";
     pub const OFFSET: &str = "kafka_offset";
+
+    /// Whether `name` is one of the lineage columns.
+    pub fn is_lineage(name: &str) -> bool {
+        [TOPIC, PARTITION, OFFSET].contains(&name)
+    }
 }
 
 /// Table properties of the reference recipe, plus the ones iceberg-rust needs set explicitly.
