@@ -259,4 +259,6 @@ async fn delete_quietly(table: &Table, paths: Vec<String>) {
 #[cfg(any(test, feature = "fault-injection"))]
 pub mod fault;
 #[cfg(test)]
+mod evolution_tests;
+#[cfg(test)]
 mod tests;

@@ -84,6 +84,8 @@ pub struct Pipeline {
     pub dedup_window_minutes: i64,
     /// Values framed by a schema registry: each record names its writer schema.
     pub registry: Option<RegistrySpec>,
+    /// The registry subject (Confluent) or schema name (Glue) of the pipeline's values.
+    pub registry_subject: Option<String>,
 }
 
 /// Every pipeline of one deployment, and where they came from.
@@ -286,26 +288,27 @@ fn registry_spec(spec: &PipelineSpec) -> std::result::Result<Option<RegistrySpec
     }
 }
 
-/// The latest registered schema of the pipeline's subject (`registry_schema`, else the first
-/// topic's `<topic>-value` on Confluent, `<topic>` on Glue).
+/// The registry subject of a pipeline's values: `registry_schema`, else the first topic's
+/// `<topic>-value` on Confluent (the serializers' default naming) and `<topic>` on Glue.
+fn registry_subject(spec: &PipelineSpec, registry: &RegistrySpec) -> Option<String> {
+    match (&spec.registry_schema, spec.topics.first(), registry) {
+        (Some(subject), _, _) => Some(subject.clone()),
+        (None, Some(topic), RegistrySpec::Confluent { .. }) => Some(format!("{topic}-value")),
+        (None, Some(topic), RegistrySpec::Glue { .. }) => Some(topic.clone()),
+        (None, None, _) => None,
+    }
+}
+
+/// The latest registered schema of the pipeline's subject, as its writer schema.
 async fn latest_schema(spec: &PipelineSpec, registry: &RegistrySpec, config: &Config) -> Result<SourceSchema> {
     let format = parse_format(&spec.format).ok_or_else(|| Error::Config(format!("key `format`: {:?} is not allowed", spec.format)))?;
-    let subject = match (&spec.registry_schema, spec.topics.first(), registry) {
-        (Some(subject), _, _) => subject.clone(),
-        (None, Some(topic), RegistrySpec::Confluent { .. }) => format!("{topic}-value"),
-        (None, Some(topic), RegistrySpec::Glue { .. }) => topic.clone(),
-        (None, None, _) => {
-            return Err(Error::Config("key `registry_schema`: required with `topic_pattern` and no `schema` (which subject is the table's schema)".into()));
-        }
-    };
+    let subject = registry_subject(spec, registry).ok_or_else(|| {
+        Error::Config("key `registry_schema`: required with `topic_pattern` and no `schema` (which subject is the table's schema)".into())
+    })?;
     let sdk = crate::aws::sdk_config().await;
     let client = Registry::connect(registry, &sdk, config.registry_auth.as_ref().map(|a| a.expose())).await?;
-    let registered = client.latest(&subject).await?;
-    let source = match (format, spec.message.as_deref()) {
-        (Format::Protobuf, Some(message)) if registered.format == Format::Protobuf => SourceSchema::from_text(format, &registered.text, Some(message)),
-        _ => crate::registry::compile(&registered, None, format).map_err(Error::Schema),
-    };
-    source.map_err(|e| Error::Config(format!("key `registry_schema`: {subject:?} ({}): {e}", registered.version)))
+    let (version, source) = client.latest_writer(&subject, format, spec.message.as_deref()).await?;
+    source.map_err(|e| Error::Config(format!("key `registry_schema`: {subject:?} ({version}): {e}")))
 }
 
 /// A pipeline from a checked spec and its loaded schema.
@@ -385,6 +388,7 @@ fn build(
         dedup,
         event_time: spec.event_time.clone(),
         dedup_window_minutes: window,
+        registry_subject: registry.as_ref().and_then(|r| registry_subject(spec, r)),
         registry,
     })
 }

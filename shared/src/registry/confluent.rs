@@ -105,9 +105,13 @@ impl ConfluentRegistry {
 fn to_registered(response: SchemaResponse, what: &str, id: Option<u32>) -> Result<RegisteredSchema> {
     let type_name = response.schema_type.as_deref().unwrap_or("AVRO");
     let format = parse_data_format(type_name).ok_or_else(|| Error::Registry(format!("{what}: schema type {type_name:?} (expected AVRO, PROTOBUF or JSON)")))?;
-    if !response.references.is_empty() {
-        // Referenced subjects are not fetched: the writer schema would be incomplete.
-        return Err(Error::Registry(format!("{what}: schemas with references are not supported")));
+    // The well-known Protobuf types are compiled in; other referenced subjects are not fetched
+    // (the writer schema would be incomplete).
+    for reference in &response.references {
+        let name = reference.get("name").and_then(|n| n.as_str()).unwrap_or("?");
+        if !name.starts_with("google/protobuf/") {
+            return Err(Error::Registry(format!("{what}: references another schema ({name}), which is not supported")));
+        }
     }
     let id = response.id.or(id).map(|i| i.to_string()).unwrap_or_default();
     let version = response.version.map(|v| format!(" v{v}")).unwrap_or_default();

@@ -113,6 +113,23 @@ impl Registry {
         }
     }
 
+    /// The latest version of `subject` as a writer schema of `format` (`message`: the Protobuf
+    /// message, else the file's first): its registry name, and the schema or why it is unusable.
+    pub async fn latest_writer(&self, subject: &str, format: Format, message: Option<&str>) -> Result<(String, std::result::Result<SourceSchema, String>)> {
+        let registered = self.latest(subject).await?;
+        let source = match (format, message) {
+            (Format::Protobuf, Some(name)) if registered.format == Format::Protobuf => {
+                ProtoSchema::from_source_selecting(&registered.text, |file| {
+                    file.parent_pool().get_message_by_name(name).ok_or_else(|| Error::Schema(format!("no message `{name}` in the registered schema")))
+                })
+                .map(SourceSchema::Protobuf)
+                .map_err(|e| e.to_string())
+            }
+            _ => compile(&registered, None, format),
+        };
+        Ok((registered.version, source))
+    }
+
     /// The writer schema of a frame, as the pipeline's `format` reads it: `Ok(Err(reason))` when
     /// the registry has it but it cannot be used (the record is a dead letter), `Err` when the
     /// registry cannot say (the invocation fails and is retried).

@@ -68,6 +68,14 @@ impl SourceSchema {
         }
     }
 
+    /// The Protobuf message the values are, if the format is Protobuf.
+    pub fn message_name(&self) -> Option<&str> {
+        match self {
+            SourceSchema::Protobuf(s) => Some(s.message.full_name()),
+            _ => None,
+        }
+    }
+
     pub fn format(&self) -> Format {
         match self {
             SourceSchema::Avro(_) => Format::Avro,

@@ -100,14 +100,32 @@ impl ProtoSchema {
 /// The name the in-memory `.proto` source compiles under.
 const SOURCE_NAME: &str = "schema.proto";
 
+/// `.proto` text, or a base64 `FileDescriptorProto` (how Confluent's serializers register
+/// Protobuf schemas, and what a registry serves with `format=serialized`).
 fn compile_source(source: &str) -> Result<DescriptorPool> {
-    let file = protox::file::File::from_source(SOURCE_NAME, source).map_err(compile_error)?;
+    let file = match protox::file::File::from_source(SOURCE_NAME, source) {
+        Ok(file) => file,
+        Err(e) => match serialized_descriptor(source) {
+            Some(mut descriptor) => {
+                descriptor.name = Some(SOURCE_NAME.to_string());
+                protox::file::File::from_file_descriptor_proto(descriptor)
+            }
+            None => return Err(compile_error(e)),
+        },
+    };
     let mut resolver = protox::file::ChainFileResolver::new();
     resolver.add(OneFile(file));
     resolver.add(protox::file::GoogleFileResolver::new());
     let mut compiler = protox::Compiler::with_file_resolver(resolver);
     compiler.include_imports(true).open_file(SOURCE_NAME).map_err(compile_error)?;
     Ok(compiler.descriptor_pool())
+}
+
+fn serialized_descriptor(source: &str) -> Option<prost_types::FileDescriptorProto> {
+    use base64::Engine;
+    use prost::Message;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(source.trim()).ok()?;
+    prost_types::FileDescriptorProto::decode(bytes.as_slice()).ok().filter(|d| !d.message_type.is_empty())
 }
 
 fn user_messages(pool: &DescriptorPool) -> impl Iterator<Item = MessageDescriptor> {
