@@ -94,11 +94,10 @@ impl IngestPipeline {
         config.namespace = set.namespace.clone();
         let catalogs = Catalogs::connect(&config).await?;
         let mut tables = Vec::with_capacity(set.pipelines.len());
-        let sdk = if set.pipelines.iter().any(|p| p.registry.is_some()) { Some(crate::aws::sdk_config().await) } else { None };
         for pipeline in &set.pipelines {
-            let registry = match (&pipeline.registry, &sdk) {
-                (Some(spec), Some(sdk)) => Some(Registry::connect(spec, sdk, config.registry_auth.as_ref().map(|a| a.expose())).await?),
-                _ => None,
+            let registry = match &pipeline.registry {
+                Some(spec) => Some(Registry::connect(spec, config.registry_auth.as_ref().map(|a| a.expose())).await?),
+                None => None,
             };
             tables.push(open_tables(&catalogs, pipeline, registry).await?);
         }
@@ -255,11 +254,15 @@ async fn open_tables(catalogs: &Catalogs, pipeline: &Pipeline, registry: Option<
             return Err(refuse(format!("it has no column {name:?} (icestream keeps Kafka lineage on every row for exactly-once)")));
         }
     }
-    let mut last = metadata.last_column_id();
-    let target = evolve(current, pipeline.source.fields(), &mut last).map_err(refuse)?.unwrap_or_else(|| (**current).clone());
-    let target = iceberg::arrow::schema_to_arrow_schema(&target)?;
-    let decoded_fields: Vec<_> = target.fields().iter().filter(|f| !lineage::is_lineage(f.name())).cloned().collect();
-    RecordDecoder::new(&pipeline.source, Arc::new(ArrowSchema::new(decoded_fields))).map_err(|e| refuse(e.to_string()))?;
+    // With a registry each record brings its writer schema (checked per record); the pipeline's
+    // schema only created the table.
+    if pipeline.registry.is_none() {
+        let mut last = metadata.last_column_id();
+        let target = evolve(current, pipeline.source.fields(), &mut last).map_err(refuse)?.unwrap_or_else(|| (**current).clone());
+        let target = iceberg::arrow::schema_to_arrow_schema(&target)?;
+        let decoded_fields: Vec<_> = target.fields().iter().filter(|f| !lineage::is_lineage(f.name())).cloned().collect();
+        RecordDecoder::new(&pipeline.source, Arc::new(ArrowSchema::new(decoded_fields))).map_err(|e| refuse(e.to_string()))?;
+    }
     let dead_letter = catalogs.ensure_table(&pipeline.dead_letter).await?;
     let dead_letter_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(dead_letter.metadata().current_schema())?);
     Ok(PipelineTables { data: ident, dead_letter: dead_letter.identifier().clone(), dead_letter_schema, registry })

@@ -79,6 +79,21 @@ def expected_row(version: str, i: int) -> dict[str, Any]:
             "ship": {"city": r["ship"]["city"], "zip": r["ship"].get("zip")}}
 
 
+def schema_file(fmt: str, version: str, tmp: Path) -> tuple[Path, str | None]:
+    """`version` as a schema file a pipeline's `schema` key names, and its `message`."""
+    if fmt == "avro":
+        path = tmp / f"orders_{version}.avsc"
+        path.write_text(avro_schema(version))
+        return path, None
+    if fmt == "json":
+        path = tmp / f"orders_{version}.schema.json"
+        path.write_text(json_schema(version))
+        return path, None
+    path = tmp / f"orders_{version}.proto"
+    path.write_text(proto_source(version))
+    return path, f"shop.{version}.Order"
+
+
 def proto_modules(tmp: Path) -> dict[str, Any]:
     from grpc_tools import protoc
 
@@ -106,12 +121,12 @@ def _proto_message(module: Any, value: dict[str, Any]) -> Any:
     return m
 
 
-def confluent_producers(fmt: str, registry_url: str, topic: str, tmp: Path) -> dict[str, Callable[[int], bytes]]:
+def confluent_producers(fmt: str, registry_url: str, auth: str | None, topic: str, tmp: Path) -> dict[str, Callable[[int], bytes]]:
     """Per version, a function i -> framed value, by confluent-kafka's serializers."""
     from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.serialization import MessageField, SerializationContext
 
-    client = SchemaRegistryClient({"url": registry_url})
+    client = SchemaRegistryClient({"url": registry_url, **({"basic.auth.user.info": auth} if auth else {})})
     ctx = SerializationContext(topic, MessageField.VALUE)
     conf = {"auto.register.schemas": True}
     producers: dict[str, Callable[[int], bytes]] = {}

@@ -60,7 +60,6 @@ async fn registry_checks(set: &PipelineSet, config: &Config) -> Result<Vec<Optio
     if set.pipelines.iter().all(|p| p.registry.is_none()) {
         return Ok(vec![None; set.pipelines.len()]);
     }
-    let sdk = icestream::aws::sdk_config().await;
     let catalogs = Catalogs::connect(config).await.ok();
     let mut out = Vec::with_capacity(set.pipelines.len());
     for p in &set.pipelines {
@@ -68,7 +67,7 @@ async fn registry_checks(set: &PipelineSet, config: &Config) -> Result<Vec<Optio
             out.push(None);
             continue;
         };
-        let registry = Registry::connect(spec, &sdk, config.registry_auth.as_ref().map(|a| a.expose())).await?;
+        let registry = Registry::connect(spec, config.registry_auth.as_ref().map(|a| a.expose())).await?;
         let (version, latest) = registry.latest_writer(subject, p.format, p.source.message_name()).await?;
         let ident = TableIdent::from_strs([set.namespace.as_str(), p.table.as_str()])?;
         let table = match &catalogs {

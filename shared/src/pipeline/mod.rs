@@ -305,8 +305,7 @@ async fn latest_schema(spec: &PipelineSpec, registry: &RegistrySpec, config: &Co
     let subject = registry_subject(spec, registry).ok_or_else(|| {
         Error::Config("key `registry_schema`: required with `topic_pattern` and no `schema` (which subject is the table's schema)".into())
     })?;
-    let sdk = crate::aws::sdk_config().await;
-    let client = Registry::connect(registry, &sdk, config.registry_auth.as_ref().map(|a| a.expose())).await?;
+    let client = Registry::connect(registry, config.registry_auth.as_ref().map(|a| a.expose())).await?;
     let (version, source) = client.latest_writer(&subject, format, spec.message.as_deref()).await?;
     source.map_err(|e| Error::Config(format!("key `registry_schema`: {subject:?} ({version}): {e}")))
 }

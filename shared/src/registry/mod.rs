@@ -81,12 +81,13 @@ pub struct Registry {
 
 impl Registry {
     /// A client for `spec`; `auth` is the `registry_auth` knob (`user:password`) for Confluent.
-    pub async fn connect(spec: &RegistrySpec, sdk: &aws_config::SdkConfig, auth: Option<&str>) -> Result<Self> {
+    /// AWS configuration is loaded only for Glue or a Secrets Manager secret.
+    pub async fn connect(spec: &RegistrySpec, auth: Option<&str>) -> Result<Self> {
         let source = match spec {
-            RegistrySpec::Glue { registry_name } => Source::Glue(glue::GlueRegistry::new(sdk, registry_name)),
+            RegistrySpec::Glue { registry_name } => Source::Glue(glue::GlueRegistry::new(&crate::aws::sdk_config().await, registry_name)),
             RegistrySpec::Confluent { url, secret } => {
                 let auth = match secret {
-                    Some(secret) => Some(confluent::secret_auth(sdk, secret).await?),
+                    Some(secret) => Some(confluent::secret_auth(&crate::aws::sdk_config().await, secret).await?),
                     None => auth.map(str::to_string),
                 };
                 Source::Confluent(confluent::ConfluentRegistry::new(url, auth)?)
@@ -153,11 +154,15 @@ impl Registry {
             return Ok(hit.clone());
         }
         self.calls.fetch_add(1, Ordering::Relaxed);
-        let fetched = Arc::new(match (&self.source, id) {
-            (Source::Glue(g), WriterId::Glue(version)) => g.by_version_id(version).await?,
-            (Source::Confluent(c), WriterId::Confluent(id)) => c.by_id(id).await?,
+        let fetched = match (&self.source, id) {
+            (Source::Glue(g), WriterId::Glue(version)) => g.by_version_id(version).await,
+            (Source::Confluent(c), WriterId::Confluent(id)) => c.by_id(id).await,
             (_, other) => return Err(Error::Registry(format!("{other} does not belong to a {} registry", self.spec.kind()))),
-        });
+        };
+        let fetched = Arc::new(fetched.map_err(|e| match e {
+            Error::Registry(m) => Error::Registry(format!("writer {id}: {m}")),
+            other => other,
+        })?);
         let mut cache = self.texts.lock().map_err(poisoned)?;
         if cache.len() >= CACHE_LIMIT {
             cache.clear();
