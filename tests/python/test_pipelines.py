@@ -441,11 +441,9 @@ def test_an_existing_table_in_another_column_order_is_written_by_name(tmp_path: 
 
 
 @pytest.mark.parametrize("columns, needles", [
-    (lambda pa: [pa.field("a", pa.int64(), nullable=False), pa.field("b", pa.string(), nullable=False),
-                 pa.field("must", pa.string(), nullable=False)], ["existing", "must"]),
     (lambda pa: [pa.field("a", pa.string(), nullable=False), pa.field("b", pa.string(), nullable=False)], ["existing", "a", "string", "long"]),
     (lambda pa: [pa.field("a", pa.int64(), nullable=False), pa.field("b", pa.string(), nullable=False)], ["existing", "kafka_"]),
-], ids=["required-column-missing", "type-misfit", "no-lineage"])
+], ids=["type-misfit", "no-lineage"])
 def test_a_pipeline_that_cannot_write_an_existing_table_is_refused(tmp_path: Path, columns: Any, needles: list[str]) -> None:
     import pyarrow as pa
 
@@ -461,6 +459,20 @@ def test_a_pipeline_that_cannot_write_an_existing_table_is_refused(tmp_path: Pat
     for needle in needles:
         assert needle in out.stderr, (needle, out.stderr)
     assert readers.metadata_location_sql(wh, NAMESPACE, "existing") == before, "nothing written"
+
+
+def test_a_required_column_the_schema_lacks_becomes_optional_never_dropped(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    cols = [pa.field("a", pa.int64(), nullable=False), pa.field("b", pa.string(), nullable=False),
+            pa.field("must", pa.string(), nullable=False), *lineage()]
+    wh, pipelines = existing_setup(tmp_path, cols)
+    path = tmp_path / "e.json"
+    path.write_text(json.dumps(event({"t": [avro_value(1, "x", None)]})))
+    icestream("ingest", str(path), f"pipelines={pipelines}", f"warehouse={wh}")
+    table = readers.pyiceberg_sql_table(wh, NAMESPACE, "existing")
+    assert table.schema().find_field("must").optional
+    assert [(r["a"], r["must"]) for r in table.scan().to_arrow().to_pylist()] == [(1, None)]
 
 
 def test_check_refuses_a_broken_file_naming_pipeline_key_and_what_is_allowed(tmp_path: Path) -> None:
