@@ -36,6 +36,11 @@ pub mod telemetry {
     pub const CHARGING: &str = "charging";
 }
 
+/// The dead-letter table of pipeline table `table`.
+pub fn dead_letter_name(table: &str) -> String {
+    format!("{table}_dead_letter")
+}
+
 /// Lineage column names, present in every table fed from Kafka.
 pub mod lineage {
     pub const TOPIC: &str = "kafka_topic";

@@ -136,6 +136,19 @@ impl PipelineSet {
         Ok(set)
     }
 
+    /// The namespace and tables (dead-letter tables included) of the configured pipeline file,
+    /// read without loading schemas or asking a registry; `None` file: the knobs' table.
+    pub async fn table_names(config: &Config) -> Result<(String, Vec<String>)> {
+        let Some(name) = &config.pipelines else {
+            return Ok((config.namespace.clone(), vec![config.table.clone(), tables::dead_letter_name(&config.table)]));
+        };
+        let local = location::fetch(name).await?;
+        let text = std::fs::read_to_string(&local).map_err(|e| Error::Config(format!("pipeline file {name}: {e}")))?;
+        let parsed = file::parse(name, &text).map_err(Error::Config)?;
+        let tables = parsed.pipelines.iter().flat_map(|p| [p.table.clone(), tables::dead_letter_name(&p.table)]).collect();
+        Ok((parsed.namespace.unwrap_or_else(|| config.namespace.clone()), tables))
+    }
+
     /// The knob-only telemetry pipeline: the shipped schema of `source`, every topic.
     pub fn telemetry(config: &Config) -> Result<Self> {
         let (format, text, message) = match config.source {
@@ -375,7 +388,7 @@ fn build(
         partition_spec,
         properties: tables::reference_properties(&config.compression, config.target_file_size_bytes),
     };
-    let dead_letter = tables::dead_letter_table(&format!("{}_dead_letter", spec.table), &config.compression).map_err(|e| e.to_string())?;
+    let dead_letter = tables::dead_letter_table(&tables::dead_letter_name(&spec.table), &config.compression).map_err(|e| e.to_string())?;
     Ok(Pipeline {
         table: spec.table.clone(),
         topics,

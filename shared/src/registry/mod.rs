@@ -22,6 +22,11 @@ use crate::schema::protobuf::ProtoSchema;
 use crate::schema::{Format, SourceSchema};
 pub use frame::{Frame, MessageIndex, WriterId};
 
+/// What the Glue registry client calls (`glue.rs`), on the registry and its schemas.
+pub const GLUE_REGISTRY_ACTIONS: &[&str] = &["glue:GetSchemaVersion"];
+/// What reading a Confluent registry's credentials calls (`confluent.rs`).
+pub const REGISTRY_SECRET_ACTIONS: &[&str] = &["secretsmanager:GetSecretValue"];
+
 /// A pipeline's registry, as its file declares it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RegistrySpec {
