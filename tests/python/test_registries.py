@@ -123,12 +123,18 @@ def test_confluent_writers_v1_to_v4_interleaved_evolve_the_table(fmt: str, tmp_p
     knobs = (f"pipelines={pipeline}", f"warehouse={warehouse}", f"registry_auth={AUTH}")
     next_offset: dict[int, int] = {}
     first, second = place(BATCH1, next_offset), place(BATCH2, next_offset)
-    s1 = summary(icestream("ingest", str(write_event(tmp_path / "e1.json", topic, first, produce)), *knobs))
-    assert (s1["written"], s1["dead_letter"], s1["schema_changes"]) == (len(first), 0, 1), s1
-    assert s1["registry_calls"] == 2, f"one fetch per writer schema (v1, v2): {s1}"
+    # Split batch 1 in two events handled by one warm instance: the second asks the registry nothing.
+    e1a = write_event(tmp_path / "e1a.json", topic, first[:4], produce)
+    e1b = write_event(tmp_path / "e1b.json", topic, first[4:], produce)
+    out = icestream("ingest", str(e1a), str(e1b), *knobs)
+    s1a, s1b = (json.loads(line) for line in out.stdout.strip().splitlines()[-2:])
+    assert (s1a["written"] + s1b["written"], s1a["dead_letter"] + s1b["dead_letter"]) == (len(first), 0), (s1a, s1b)
+    assert s1a["schema_changes"] == 1 and s1b["schema_changes"] == 0, (s1a, s1b)
+    assert (s1a["registry_calls"], s1b["registry_calls"]) == (2, 0), f"one fetch per writer schema (v1, v2), then cached: {s1a} {s1b}"
     e2 = write_event(tmp_path / "e2.json", topic, second, produce)
     s2 = summary(icestream("ingest", str(e2), *knobs))
     assert (s2["written"], s2["dead_letter"], s2["schema_rejects"], s2["schema_changes"]) == (6, 2, 2, 1), s2
+    assert s2["registry_calls"] == 4, f"a cold instance fetches each of v1..v4 once: {s2}"
     # A redelivery adds nothing; the table and its dead letters hold each record once.
     s3 = summary(icestream("ingest", str(e2), *knobs))
     assert (s3["written"], s3["dead_letter"], s3["skipped_replay"]) == (0, 0, len(second)), s3
