@@ -3,7 +3,6 @@
 //! when they are framed. Writer schemas the table cannot take (see `schema::evolve`) are kept
 //! with their reason: their records become dead letters, the others still land.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use iceberg::spec::Schema;
@@ -22,8 +21,9 @@ type WriterKey = (WriterId, Option<MessageIndex>);
 pub struct WriterPlan {
     /// Writer schemas the table can take, by decoder reader index.
     pub writers: Vec<Arc<SourceSchema>>,
-    /// Per framed writer: its reader index, or why its records are dead letters.
-    readers: HashMap<WriterKey, std::result::Result<usize, String>>,
+    /// Per framed writer: its reader index, or why its records are dead letters. A batch has a
+    /// handful of writers: a list compared by id is cheaper per record than hashing.
+    readers: Vec<(WriterKey, std::result::Result<usize, String>)>,
     /// Plain values (no registry): the pipeline's schema is reader 0, or why the table cannot
     /// take it (a table changed since start by another engine: every record is a dead letter).
     plain: std::result::Result<usize, String>,
@@ -71,7 +71,7 @@ impl WriterPlan {
             }
             _ => candidates.push((None, Ok(Arc::new(pipeline.source.clone())))),
         }
-        let mut plan = WriterPlan { writers: Vec::new(), readers: HashMap::new(), plain: Ok(0), target: current.clone(), evolves: false };
+        let mut plan = WriterPlan { writers: Vec::new(), readers: Vec::new(), plain: Ok(0), target: current.clone(), evolves: false };
         let mut last = last_column_id;
         for (key, writer) in candidates {
             let accepted = writer.and_then(|w| {
@@ -89,9 +89,7 @@ impl WriterPlan {
                 tracing::warn!(table = %pipeline.table, writer = ?key, %reason, "writer schema refused; its records go to the dead-letter table");
             }
             match key {
-                Some(key) => {
-                    plan.readers.insert(key, accepted);
-                }
+                Some(key) => plan.readers.push((key, accepted)),
                 None => plan.plain = accepted,
             }
         }
@@ -108,9 +106,9 @@ impl WriterPlan {
         };
         match spec.frame(value, pipeline.format) {
             Err(e) => Framed::Reject(format!("registry frame: {e}")),
-            Ok(frame) => match self.readers.get(&(frame.writer, frame.message)) {
-                Some(Ok(reader)) => Framed::Reader(*reader, frame.payload),
-                Some(Err(reason)) => Framed::Reject(format!("schema: {reason}")),
+            Ok(frame) => match self.readers.iter().find(|((writer, message), _)| *writer == frame.writer && *message == frame.message) {
+                Some((_, Ok(reader))) => Framed::Reader(*reader, frame.payload),
+                Some((_, Err(reason))) => Framed::Reject(format!("schema: {reason}")),
                 None => Framed::Reject(format!("registry frame: {} was not looked up (record not in the plan)", frame.writer)),
             },
         }
