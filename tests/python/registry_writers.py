@@ -111,7 +111,7 @@ def proto_modules(tmp: Path) -> dict[str, Any]:
     return modules
 
 
-def _proto_message(module: Any, value: dict[str, Any]) -> Any:
+def proto_message(module: Any, value: dict[str, Any]) -> Any:
     m = module.Order(id=value["id"], name=value["name"], qty=value["qty"])
     m.ship.city = value["ship"]["city"]
     if "zip" in value["ship"]:
@@ -148,7 +148,7 @@ def confluent_producers(fmt: str, registry_url: str, auth: str | None, topic: st
         modules = proto_modules(tmp)
         for v in VERSIONS:
             s = ProtobufSerializer(modules[v].Order, client, conf={**conf, "use.deprecated.format": False})
-            producers[v] = lambda i, s=s, v=v: s(_proto_message(modules[v], record(v, i)), ctx)
+            producers[v] = lambda i, s=s, v=v: s(proto_message(modules[v], record(v, i)), ctx)
     return producers
 
 

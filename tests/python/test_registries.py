@@ -225,3 +225,32 @@ def test_glue_registry_frames_plain_and_zlib_with_the_latest_version_as_initial_
     dead = readers.pyiceberg_sql_table(warehouse, NAMESPACE, "orders_dead_letter").scan().to_arrow().to_pylist()
     frame_error = [d["error"] for d in dead if d["kafka_offset"] == bad_frame[1] and d["kafka_partition"] == 0]
     assert frame_error and "header version byte is 2" in frame_error[0], frame_error
+
+
+def test_glue_protobuf_frames_name_the_message_by_its_sorted_index(
+    tmp_path: Path, aws_client: Callable[[str], Any], moto_endpoint: str
+) -> None:
+    from registry_writers import proto_modules, proto_message, proto_source
+
+    glue = aws_client("glue")
+    glue.create_registry(RegistryName="shop_pb")
+    ids = {"v1": glue.create_schema(RegistryId={"RegistryName": "shop_pb"}, SchemaName="orders", DataFormat="PROTOBUF",
+                                    Compatibility="NONE", SchemaDefinition=proto_source("v1"))["SchemaVersionId"]}
+    ids["v2"] = glue.register_schema_version(SchemaId={"RegistryName": "shop_pb", "SchemaName": "orders"},
+                                             SchemaDefinition=proto_source("v2"))["SchemaVersionId"]
+    modules = proto_modules(tmp_path)
+    # Messages sorted by full name: shop.vN.Order = 0, shop.vN.Order.Ship = 1.
+    produce = lambda v, i: glue_frame(ids[v], b"\x00" + proto_message(modules[v], record(v, i)).SerializeToString())  # noqa: E731
+    pipeline = tmp_path / "pipelines.toml"
+    pipeline.write_text(f'namespace = "{NAMESPACE}"\n[[pipeline]]\ntable = "orders"\ntopics = ["shop.pb"]\nformat = "protobuf"\n'
+                        'registry = "glue"\nregistry_name = "shop_pb"\nregistry_schema = "orders"\n')
+    env = {**AWS_ENV, "AWS_ENDPOINT_URL": moto_endpoint}
+    warehouse = tmp_path / "wh"
+    placed = place([r for r in BATCH1], {})
+    s = summary(icestream("ingest", str(write_event(tmp_path / "e.json", "shop.pb", placed, produce)),
+                          f"pipelines={pipeline}", f"warehouse={warehouse}", env=env))
+    assert (s["written"], s["dead_letter"]) == (len(placed), 0), s
+    for reader, rows in read_rows(warehouse, "orders"):
+        got = [((r["kafka_partition"], r["kafka_offset"]), r["note"], r["ship"]) for r in rows]
+        want = sorted(((p, o), expected_row(v, i)["note"], expected_row(v, i)["ship"]) for p, o, v, i in placed)
+        assert got == want, reader
