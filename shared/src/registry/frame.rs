@@ -175,6 +175,18 @@ mod tests {
         assert_eq!(&*f.payload, &[8, 1]);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)) {
+            for format in [Format::Avro, Format::Protobuf, Format::Json] {
+                if let Ok(frame) = confluent(&bytes, format) {
+                    proptest::prop_assert!(frame.payload.len() + 5 <= bytes.len());
+                }
+                let _ = glue(&bytes, format);
+            }
+        }
+    }
+
     #[test]
     fn malformed_frames_say_what_is_wrong() {
         assert!(confluent(&[], Format::Avro).unwrap_err().contains("empty"));
