@@ -23,8 +23,7 @@ use crate::pipeline::{Pipeline, PipelineSet, format_name};
 use crate::recovery::dead_lettered_offsets;
 use crate::registry::Registry;
 use crate::schema::SourceSchema;
-use crate::schema::evolve::evolve;
-use crate::writer_plan::{Framed, WriterPlan};
+use crate::writer_plan::{Framed, WriterPlan, evolve_table};
 use crate::sink::{Append, AppendSink};
 use crate::tables::lineage;
 
@@ -176,8 +175,7 @@ impl IngestPipeline {
         let marks_ref = &marks;
         let unseen = partitions.iter().flat_map(|(tp, records)| records.iter().filter(move |r| !marks_ref.holds(tp, r.offset)));
         let calls_before = tables.registry.as_ref().map_or(0, Registry::calls);
-        let metadata = data_table.metadata();
-        let plan = WriterPlan::new(pipeline, tables.registry.as_ref(), unseen, metadata.current_schema(), metadata.last_column_id()).await?;
+        let plan = WriterPlan::new(pipeline, tables.registry.as_ref(), unseen, data_table.metadata()).await?;
         summary.registry_calls += tables.registry.as_ref().map_or(0, Registry::calls) - calls_before;
         let data_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(&plan.target)?);
         let decoded_fields: Vec<_> = data_schema.fields().iter().filter(|f| !lineage::is_lineage(f.name())).cloned().collect();
@@ -258,7 +256,7 @@ async fn open_tables(catalogs: &Catalogs, pipeline: &Pipeline, registry: Option<
     // schema only created the table.
     if pipeline.registry.is_none() {
         let mut last = metadata.last_column_id();
-        let target = evolve(current, pipeline.source.fields(), &mut last).map_err(refuse)?.unwrap_or_else(|| (**current).clone());
+        let target = evolve_table(metadata, current, &pipeline.source, &mut last).map_err(refuse)?.unwrap_or_else(|| (**current).clone());
         let target = iceberg::arrow::schema_to_arrow_schema(&target)?;
         let decoded_fields: Vec<_> = target.fields().iter().filter(|f| !lineage::is_lineage(f.name())).cloned().collect();
         RecordDecoder::new(&pipeline.source, Arc::new(ArrowSchema::new(decoded_fields))).map_err(|e| refuse(e.to_string()))?;

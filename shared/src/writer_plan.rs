@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use iceberg::spec::Schema;
+use iceberg::spec::{Schema, TableMetadata};
 
 use crate::error::Result;
 use crate::event::KafkaRecordIn;
@@ -33,6 +33,18 @@ pub struct WriterPlan {
     pub evolves: bool,
 }
 
+/// [`evolve`] for a table: also refuses a new column named like one of its partition fields
+/// (Iceberg would refuse the schema at commit, again on every retry).
+pub fn evolve_table(table: &TableMetadata, base: &Schema, writer: &SourceSchema, last_column_id: &mut i32) -> std::result::Result<Option<Schema>, String> {
+    let evolved = evolve(base, writer.fields(), last_column_id)?;
+    let partition_names: Vec<&str> = table.partition_specs_iter().flat_map(|s| s.fields().iter().map(|f| f.name.as_str())).collect();
+    let added = evolved.iter().flat_map(|s| s.as_struct().fields()).filter(|f| base.field_by_name(&f.name).is_none());
+    if let Some(clash) = added.into_iter().find(|f| partition_names.contains(&f.name.as_str())) {
+        return Err(format!("field `{}`: new in the writer schema, but the table has a partition field of that name", clash.name));
+    }
+    Ok(evolved)
+}
+
 /// How a record's value is read.
 pub enum Framed<'a> {
     /// Decode `payload` with reader `usize`.
@@ -42,15 +54,15 @@ pub enum Framed<'a> {
 }
 
 impl WriterPlan {
-    /// Plan for `records` (those not already in the tables) against `current`, the table's schema
-    /// (`last_column_id` from its metadata). Registry lookups that fail fail the plan.
+    /// Plan for `records` (those not already in the tables) against `table` as loaded.
+    /// Registry lookups that fail fail the plan.
     pub async fn new<'r>(
         pipeline: &Pipeline,
         registry: Option<&Registry>,
         records: impl Iterator<Item = &'r KafkaRecordIn>,
-        current: &Schema,
-        last_column_id: i32,
+        table: &TableMetadata,
     ) -> Result<Self> {
+        let (current, last_column_id) = (table.current_schema().as_ref(), table.last_column_id());
         let mut candidates: Vec<(Option<WriterKey>, std::result::Result<Arc<SourceSchema>, String>)> = Vec::new();
         match (registry, &pipeline.registry) {
             (Some(registry), Some(spec)) => {
@@ -76,8 +88,7 @@ impl WriterPlan {
         for (key, writer) in candidates {
             let accepted = writer.and_then(|w| {
                 let mut trial = last;
-                let evolved = evolve(&plan.target, w.fields(), &mut trial)?;
-                if let Some(schema) = evolved {
+                if let Some(schema) = evolve_table(table, &plan.target, &w, &mut trial)? {
                     plan.target = schema;
                     plan.evolves = true;
                     last = trial;
