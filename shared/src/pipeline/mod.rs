@@ -8,6 +8,7 @@
 pub mod file;
 pub mod location;
 pub mod partition;
+pub mod upsert;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -81,6 +82,15 @@ pub struct Pipeline {
     pub dedup: Dedup,
     pub event_time: Option<String>,
     pub dedup_window_minutes: i64,
+    /// `mode = "upsert"`: envelope, order and changelog; `None` for append pipelines.
+    pub upsert: Option<upsert::Upsert>,
+}
+
+impl Pipeline {
+    /// `<table>_changelog` of an upsert pipeline with `changelog = true`.
+    pub fn changelog(&self) -> Option<&TableDef> {
+        self.upsert.as_ref().and_then(|u| u.changelog.as_ref())
+    }
 }
 
 /// Every pipeline of one deployment, and where they came from.
@@ -141,6 +151,10 @@ impl PipelineSet {
             dedup: Some(config.dedup.to_string()),
             event_time: Some(reference::EVENT_TIME.to_string()),
             dedup_window_minutes: None,
+            mode: None,
+            envelope: None,
+            order_by: None,
+            changelog: None,
         };
         let mut pipeline = build(&spec, format, source, config).map_err(|e| Error::Config(format!("telemetry pipeline: {e}")))?;
         pipeline.topics = Topics::Any;
@@ -167,7 +181,7 @@ impl PipelineSet {
 
     /// Every table the pipelines write, dead-letter tables included.
     pub fn tables(&self) -> Vec<String> {
-        self.pipelines.iter().flat_map(|p| [p.table.clone(), p.dead_letter.name.clone()]).collect()
+        self.pipelines.iter().flat_map(|p| [Some(&p.def), Some(&p.dead_letter), p.changelog()].into_iter().flatten().map(|d| d.name.clone())).collect()
     }
 
     /// No two pipelines share a table or an exact topic, and no exact topic of one matches
@@ -176,7 +190,7 @@ impl PipelineSet {
         let file = self.file.as_deref().unwrap_or("the knobs");
         let mut tables: BTreeMap<&str, &str> = BTreeMap::new();
         for p in &self.pipelines {
-            for name in [p.table.as_str(), p.dead_letter.name.as_str()] {
+            for name in [Some(&p.def), Some(&p.dead_letter), p.changelog()].into_iter().flatten().map(|d| d.name.as_str()) {
                 if let Some(other) = tables.insert(name, &p.table) {
                     return Err(Error::Config(format!("{file}: pipelines `{other}` and `{}` both write table `{name}`", p.table)));
                 }
@@ -264,14 +278,27 @@ fn build(spec: &PipelineSpec, format: Format, source: SourceSchema, config: &Con
     if !(1..=10_080).contains(&window) {
         return Err(format!("key `dedup_window_minutes`: {window} is not allowed: a whole number from 1 to 10080"));
     }
-    let schema = table_schema(&source_schema, &spec.key).map_err(|e| format!("key `schema`: {e}"))?;
+    let upsert = upsert::check(spec, format, &source_schema)?;
+    let mut schema = table_schema(&source_schema, &spec.key).map_err(|e| format!("key `schema`: {e}"))?;
+    if let Some((_, order)) = &upsert {
+        schema = upsert::table_schema(schema, order).map_err(|e| format!("key `schema`: {e}"))?;
+    }
     let partition_spec = partition::spec(&spec.partition_by, &schema).map_err(|e| format!("key `partition_by`: {e}"))?;
-    let def = TableDef {
-        name: spec.table.clone(),
-        schema,
-        partition_spec,
-        properties: tables::reference_properties(&config.compression, config.target_file_size_bytes),
+    let properties = tables::reference_properties(&config.compression, config.target_file_size_bytes);
+    let upsert = match upsert {
+        None => None,
+        Some((envelope, order)) => {
+            let mut resolved = upsert::Upsert { envelope, order, changelog: None };
+            if spec.changelog == Some(true) {
+                let changelog = upsert::changelog_schema(&schema, &spec.key, resolved.order_column()).map_err(|e| format!("key `changelog`: {e}"))?;
+                let partition_spec = partition::spec(&spec.partition_by, &changelog).map_err(|e| format!("key `partition_by`: {e}"))?;
+                let name = format!("{}_changelog", spec.table);
+                resolved.changelog = Some(TableDef { name, schema: changelog, partition_spec, properties: properties.clone() });
+            }
+            Some(resolved)
+        }
     };
+    let def = TableDef { name: spec.table.clone(), schema, partition_spec, properties };
     let dead_letter = tables::dead_letter_table(&format!("{}_dead_letter", spec.table), &config.compression).map_err(|e| e.to_string())?;
     Ok(Pipeline {
         table: spec.table.clone(),
@@ -284,6 +311,7 @@ fn build(spec: &PipelineSpec, format: Format, source: SourceSchema, config: &Con
         dedup,
         event_time: spec.event_time.clone(),
         dedup_window_minutes: window,
+        upsert,
     })
 }
 
