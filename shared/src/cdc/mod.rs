@@ -5,6 +5,9 @@
 
 pub mod change;
 pub mod changelog;
+pub mod envelope;
+pub mod key_tombstones;
+pub mod keys;
 pub mod mirror;
 pub mod rebuild;
 pub mod simulate;
