@@ -14,6 +14,7 @@ pub mod probe;
 pub mod rebuild;
 pub mod simulate;
 pub mod tombstones;
+pub mod upsert;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -179,7 +180,9 @@ impl CdcPipeline {
         let rows = decoded.rows.finish(self.changelog_schema.clone())?;
         if rows.num_rows() > 0 {
             let t = Instant::now();
-            let mut planner = ChangelogAppend::new(rows, decoded.ranges.clone(), &self.config.compression, self.config.target_file_size_bytes)?;
+            let key = [tables::cdc::ACCOUNT_ID.to_string()];
+            let mut planner =
+                ChangelogAppend::new(rows, &key, tables::cdc::SEQ, decoded.ranges.clone(), &self.config.compression, self.config.target_file_size_bytes)?;
             let outcome = self.catalogs.committer.commit_to(changelog_table, deadline, &mut planner).await?;
             summary.commit_ms += t.elapsed().as_millis() as u64;
             summary.commit_attempts += outcome.attempts;
