@@ -128,3 +128,67 @@ def test_keyed_row_topic_with_null_deletes(tmp_path: Path) -> None:
     wh, source, summaries = run(tmp_path, "row", None, None, seed=18)
     check_readers(wh, source)
     assert sum(s["upsert_applied"] for s in summaries) > 0
+
+
+def test_four_concurrent_writers_and_compaction_racing_them(tmp_path: Path) -> None:
+    """One writer per partition, as the event source mapping runs them, and compaction
+    rewriting the files they delete from: the mirror still equals the oracle."""
+    import threading
+
+    rng = random.Random(19)
+    source = gen.Source(rng)
+    source.run(keys=60, changes=240)
+    msgs = gen.messages(source, "debezium", rng)
+    (tmp_path / "orders.json").write_text(schema())
+    pipelines = tmp_path / "pipelines.toml"
+    pipelines.write_text("\n".join([f'namespace = "{NAMESPACE}"', "[[pipeline]]", 'table = "orders"', f'topics = ["{TOPIC}"]',
+                                    'format = "json"', 'schema = "orders.json"', 'partition_by = ["bucket(4, order_id)"]',
+                                    'key = ["tenant", "order_id"]', 'mode = "upsert"', 'envelope = "debezium"',
+                                    'order_by = "source.lsn"']) + "\n")
+    wh = tmp_path / "wh"
+    # Each event split into one event per partition: partition p's writer gets those in order.
+    per_partition: dict[int, list[Path]] = {p: [] for p in range(gen.PARTITIONS)}
+    for i, event in enumerate(gen.events(msgs, TOPIC, rng)):
+        for name, records in event["records"].items():
+            p = int(name.rsplit("-", 1)[1])
+            path = tmp_path / f"event-{i}-{p}.json"
+            path.write_text(json.dumps(dict(event, records={name: records})))
+            per_partition[p].append(path)
+    common = [f"pipelines={pipelines}", f"warehouse={wh}"]
+    first = per_partition[0].pop(0)
+    icestream("ingest", str(first), *common)  # creates the tables before the race
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def guarded(f) -> Any:
+        def run() -> None:
+            try:
+                f()
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+        return run
+
+    def writer(paths: list[Path]) -> None:
+        for path in paths:
+            icestream("ingest", str(path), *common)
+
+    compactions: list[dict] = []
+
+    def compactor() -> None:
+        while not done.is_set():
+            compactions.append(icestream("maintain", "action=compact", *common))
+
+    writers = [threading.Thread(target=guarded(lambda ps=ps: writer(ps))) for ps in per_partition.values()]
+    compaction = threading.Thread(target=guarded(compactor))
+    compaction.start()
+    for t in writers:
+        t.start()
+    for t in writers:
+        t.join()
+    done.set()
+    compaction.join()
+    assert not errors, errors
+    icestream("maintain", "action=compact", *common)
+    check_readers(wh, source)
+    committed = [t["compact"]["groups_committed"] for c in compactions for t in c["tables"] if t["table"] == "orders"]
+    assert sum(committed) > 0, "compaction rewrote files while the writers ran"
