@@ -22,7 +22,7 @@ use iceberg::table::Table;
 use super::key_tombstones::{KeyTombstones, Tombstone};
 use super::keys::KeyCodec;
 use super::mirror::MirrorStats;
-use super::probe::{candidate_files, live_rows_of, order_values};
+use super::probe::{Probe, candidate_files, live_rows_of, order_values};
 use crate::columns::Columns;
 use crate::commit::row_delta::{LiveFiles, write_position_deletes};
 use crate::commit::{ChangeSet, Planner, Watermarks};
@@ -146,7 +146,8 @@ impl Planner for KeyedApply {
         let live = LiveFiles::of(table).await?;
         live.check_supported(table)?;
         let files = candidate_files(table, &live, &self.codec, &touched);
-        let (rows, live_counts, cost) = live_rows_of(table, &live, &files, &self.codec, &self.order, &keys).await?;
+        let probe = Probe { codec: &self.codec, order: &self.order, keys: &keys, touched: &touched };
+        let (rows, live_counts, cost) = live_rows_of(table, &live, &files, &probe).await?;
         self.stats.files_read = cost.files;
         self.stats.bytes_read = cost.bytes;
         let mut tombstones = KeyTombstones::load(table, KeyCodec::of_fields(self.codec.fields().to_vec())?).await?;

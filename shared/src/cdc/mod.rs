@@ -7,6 +7,7 @@ pub mod change;
 pub mod changelog;
 pub mod envelope;
 pub mod keyed;
+pub mod key_reader;
 pub mod key_tombstones;
 pub mod keys;
 pub mod mirror;

@@ -1,7 +1,8 @@
 //! Where the touched keys live in an upsert table: which data files can hold them (bucket of
 //! each bucketed key column, then each key column's bounds), and their live rows there (key and
-//! order columns only, position deletes applied). What was read is counted, so the cost of a
-//! batch is visible per invocation.
+//! order columns only, of the row groups whose bloom filters may hold a touched key, position
+//! deletes applied). What was read is counted, so the cost of a batch is visible per
+//! invocation.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -15,7 +16,8 @@ use iceberg::transform::create_transform_function;
 
 use super::keys::{KeyCodec, datum_at};
 use crate::columns::Columns;
-use crate::commit::row_delta::{LiveFiles, deleted_positions, read_live_rows};
+use super::key_reader::read_key_rows;
+use crate::commit::row_delta::{LiveFiles, deleted_positions};
 use crate::error::Result;
 
 /// Where a key's live row is.
@@ -99,39 +101,48 @@ pub fn order_values(columns: &Columns<'_>, order: &str) -> Result<Int64Array> {
     Ok(longs.as_primitive::<arrow_array::types::Int64Type>().clone())
 }
 
-/// The live rows of the touched keys in one data file, and its live row count.
+/// The live rows of the touched keys in one data file, its live row count, and the bytes read.
 async fn live_rows_in(
     table: &Table,
     live: &LiveFiles,
     index: usize,
     file: &DataFile,
-    codec: &KeyCodec,
-    order: &str,
-    keys: &std::collections::HashSet<Vec<u8>>,
+    probe: &Probe<'_>,
 ) -> Result<(Vec<(Vec<u8>, LiveRow)>, usize, u64)> {
     let deletes = live.deletes_for(file.file_path());
     let delete_bytes: u64 = deletes.iter().map(|d| d.file_size_in_bytes()).sum();
     let deleted = deleted_positions(table, file.file_path(), &deletes).await?;
-    let mut names: Vec<&str> = codec.names().collect();
-    if !names.contains(&order) {
-        names.push(order);
+    let key: Vec<&str> = probe.codec.names().collect();
+    let mut names = key.clone();
+    if !names.contains(&probe.order) {
+        names.push(probe.order);
     }
-    let (batches, positions) = read_live_rows(table, file.file_path(), &names, &deleted).await?;
+    let read = read_key_rows(table, file, &key, &names, probe.touched, &deleted).await?;
     let schema = table.metadata().current_schema();
     let mut out = Vec::new();
     let mut row = 0;
-    for batch in batches {
-        let found = codec.rows(&batch, file.file_path(), Some(schema))?;
-        let orders = order_values(&Columns::new(&batch, file.file_path()).with_schema(schema), order)?;
+    for batch in read.batches {
+        let found = probe.codec.rows(&batch, file.file_path(), Some(schema))?;
+        let orders = order_values(&Columns::new(&batch, file.file_path()).with_schema(schema), probe.order)?;
         for i in 0..batch.num_rows() {
             let key = found.row(i).data();
-            if keys.contains(key) {
-                out.push((key.to_vec(), LiveRow { file: index, pos: positions[row], order: orders.value(i) }));
+            if probe.keys.contains(key) {
+                out.push((key.to_vec(), LiveRow { file: index, pos: read.positions[row], order: orders.value(i) }));
             }
             row += 1;
         }
     }
-    Ok((out, positions.len(), file.file_size_in_bytes() + delete_bytes))
+    // The file's live rows: its rows minus those deleted (each position deleted once).
+    let live_count = (file.record_count() as usize).saturating_sub(deleted.len());
+    Ok((out, live_count, read.bytes + delete_bytes))
+}
+
+/// What a batch looks for: its keys (encoded, and as columns for the bloom filters).
+pub struct Probe<'a> {
+    pub codec: &'a KeyCodec,
+    pub order: &'a str,
+    pub keys: &'a std::collections::HashSet<Vec<u8>>,
+    pub touched: &'a [ArrayRef],
 }
 
 /// The live rows of the touched keys, by key (more than one only if an invariant was broken
@@ -140,11 +151,9 @@ pub async fn live_rows_of(
     table: &Table,
     live: &LiveFiles,
     files: &[&DataFile],
-    codec: &KeyCodec,
-    order: &str,
-    keys: &std::collections::HashSet<Vec<u8>>,
+    probe: &Probe<'_>,
 ) -> Result<(HashMap<Vec<u8>, Vec<LiveRow>>, Vec<usize>, ReadCost)> {
-    let reads: Vec<_> = files.iter().enumerate().map(|(index, file)| live_rows_in(table, live, index, file, codec, order, keys)).collect();
+    let reads: Vec<_> = files.iter().enumerate().map(|(index, file)| live_rows_in(table, live, index, file, probe)).collect();
     // `buffered` keeps the files' order, so the counts line up with `files`.
     let found: Vec<_> = futures::stream::iter(reads).buffered(4).try_collect().await?;
     let mut by_key: HashMap<Vec<u8>, Vec<LiveRow>> = HashMap::new();

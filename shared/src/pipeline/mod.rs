@@ -284,7 +284,10 @@ fn build(spec: &PipelineSpec, format: Format, source: SourceSchema, config: &Con
         schema = upsert::table_schema(schema, order).map_err(|e| format!("key `schema`: {e}"))?;
     }
     let partition_spec = partition::spec(&spec.partition_by, &schema).map_err(|e| format!("key `partition_by`: {e}"))?;
-    let properties = tables::reference_properties(&config.compression, config.target_file_size_bytes);
+    let mut properties = tables::reference_properties(&config.compression, config.target_file_size_bytes);
+    if upsert.is_some() {
+        tables::add_upsert_properties(&mut properties, &spec.key.iter().map(String::as_str).collect::<Vec<_>>());
+    }
     let upsert = match upsert {
         None => None,
         Some((envelope, order)) => {

@@ -194,6 +194,10 @@ fn an_upsert_pipeline_gets_its_order_column_and_changelog() {
     let required: Vec<&str> = cols.iter().filter(|c| c.3).map(|c| c.1.as_str()).collect();
     assert_eq!(required, ["operation", "tenant_id", "order_id", "kafka_topic", "kafka_partition", "kafka_offset", "source_position"]);
     assert_eq!(set.tables(), ["orders", "orders_dead_letter", "orders_changelog"]);
+    for key in ["tenant_id", "order_id"] {
+        let bloom = format!("{}{key}", crate::tables::BLOOM_FILTER_PROPERTY_PREFIX);
+        assert_eq!(p.def.properties.get(&bloom).map(String::as_str), Some("true"), "bloom filter on key column {key}");
+    }
 
     let by_column = json_orders("mode = \"upsert\"\nkey = [\"order_id\"]\nenvelope = \"dms\"\norder_by = \"updated_at\"");
     let set = load(&[("order.json", ORDER_JSON_SCHEMA), ("pipelines.toml", &by_column)]).unwrap();
