@@ -54,6 +54,9 @@ struct Latest {
     source: Source,
 }
 
+/// The newest change per encoded key.
+type LatestPerKey = HashMap<Vec<u8>, Latest>;
+
 /// The guarded-apply planner for one batch of an upsert pipeline.
 pub struct KeyedApply {
     changes: KeyedChanges,
@@ -95,8 +98,8 @@ impl KeyedApply {
 
     /// The newest change per key among the changes `marks` do not cover, and the key columns
     /// of all of them (for pruning).
-    fn latest(&mut self, marks: &Watermarks) -> Result<(HashMap<Vec<u8>, Latest>, Vec<ArrayRef>)> {
-        let mut latest: HashMap<Vec<u8>, Latest> = HashMap::new();
+    fn latest(&mut self, marks: &Watermarks) -> Result<(LatestPerKey, Vec<ArrayRef>)> {
+        let mut latest = LatestPerKey::new();
         let mut touched: Vec<Vec<ArrayRef>> = vec![Vec::new(); self.codec.fields().len()];
         for (batch, is_delete) in [(&self.changes.rows, false), (&self.changes.deletes, true)] {
             let columns = Columns::new(batch, "upsert batch");
