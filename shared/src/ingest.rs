@@ -6,8 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow_array::builder::{Int32Builder, Int64Builder, StringBuilder};
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::RecordBatch;
 use arrow_schema::{Schema as ArrowSchema, SchemaRef};
 use iceberg::TableIdent;
 use serde::Serialize;
@@ -18,6 +17,7 @@ use crate::config::{Config, Dedup, FailPoint};
 use crate::dead_letter::{DeadLetterBuilder, Reject};
 use crate::decode::RecordDecoder;
 use crate::error::{Error, Result};
+use crate::cdc::upsert::{Lineage, UpsertTables};
 use crate::event::{KafkaRecordIn, ParsedEvent, TopicPartition, parse_event};
 use crate::pipeline::{Pipeline, PipelineSet, format_name};
 use crate::recovery::dead_lettered_offsets;
@@ -25,7 +25,7 @@ use crate::registry::Registry;
 use crate::schema::SourceSchema;
 use crate::writer_plan::{Framed, WriterPlan, evolve_table};
 use crate::sink::{Append, AppendSink};
-use crate::tables::lineage;
+use crate::tables::{is_written_by_icestream, lineage};
 
 /// What one invocation did; printed as the CLI's last line and logged as metrics.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
@@ -63,6 +63,16 @@ pub struct Summary {
     pub schema_changes: usize,
     /// Schema-registry calls made during this event (0 when the cache knew every writer).
     pub registry_calls: u64,
+    /// Upsert pipelines: keys whose newest change applied, and keys whose newest change was
+    /// older than the table's state (ignored).
+    pub upsert_applied: usize,
+    pub upsert_stale: usize,
+    /// Upsert pipelines: data files (and their delete files' bytes) read to find the touched
+    /// keys' rows: the read cost of the batch.
+    pub key_files_read: usize,
+    pub key_bytes_read: u64,
+    /// Rows appended to `<table>_changelog` tables.
+    pub changelog_written: usize,
     pub duration_ms: u64,
 }
 
@@ -74,6 +84,8 @@ struct PipelineTables {
     dead_letter_schema: SchemaRef,
     /// The pipeline's registry client (its cache lives as long as the container).
     registry: Option<Registry>,
+    /// `<table>_changelog` of an upsert pipeline that keeps one.
+    changelog: Option<(TableIdent, SchemaRef)>,
 }
 
 /// Config, catalog and pipelines: built once per process, reused per invocation.
@@ -160,6 +172,9 @@ impl IngestPipeline {
     ) -> Result<Option<i64>> {
         let pipeline = &self.set.pipelines[index];
         let tables = &self.tables[index];
+        if let Some(upsert) = &pipeline.upsert {
+            return self.ingest_upserts(pipeline, upsert, tables, partitions, deadline, summary).await;
+        }
         let catalog = self.catalogs.catalog();
         // Watermarks as of now; the commit re-checks them, this only saves decoding replays.
         // Each table is loaded once per invocation.
@@ -178,7 +193,7 @@ impl IngestPipeline {
         let plan = WriterPlan::new(pipeline, tables.registry.as_ref(), unseen, data_table.metadata()).await?;
         summary.registry_calls += tables.registry.as_ref().map_or(0, Registry::calls) - calls_before;
         let data_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(&plan.target)?);
-        let decoded_fields: Vec<_> = data_schema.fields().iter().filter(|f| !lineage::is_lineage(f.name())).cloned().collect();
+        let decoded_fields: Vec<_> = data_schema.fields().iter().filter(|f| !is_written_by_icestream(f.name())).cloned().collect();
         let writers: Vec<&SourceSchema> = plan.writers.iter().map(|w| w.as_ref()).collect();
         let decoder = RecordDecoder::with_writers(&writers, Arc::new(ArrowSchema::new(decoded_fields)))?;
         let mut decoded = decode_partitions(pipeline, &plan, decoder, partitions, &marks, self.now_us())?;
@@ -233,6 +248,44 @@ impl IngestPipeline {
         Ok(decoded.oldest_timestamp_ms)
     }
 
+    /// An upsert pipeline's share: the guarded apply (`cdc::upsert`). Returns the oldest
+    /// record's timestamp.
+    async fn ingest_upserts(
+        &self,
+        pipeline: &Pipeline,
+        upsert: &crate::pipeline::upsert::Upsert,
+        tables: &PipelineTables,
+        partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
+        deadline: Instant,
+        summary: &mut Summary,
+    ) -> Result<Option<i64>> {
+        let upsert_tables = UpsertTables {
+            pipeline,
+            upsert,
+            data: &tables.data,
+            dead_letter: &tables.dead_letter,
+            dead_letter_schema: tables.dead_letter_schema.clone(),
+            changelog: tables.changelog.as_ref().map(|(ident, schema)| (ident, schema.clone())),
+        };
+        let out = crate::cdc::upsert::ingest(&self.catalogs, &self.config, &self.sink, upsert_tables, partitions, deadline).await?;
+        summary.written += out.mirror.rows_added;
+        summary.dead_letter += out.dead_letter;
+        summary.skipped_replay += out.skipped_replay + out.mirror.skipped_replay;
+        summary.duplicates += out.duplicates;
+        summary.files += out.files;
+        summary.commit_attempts += out.commit_attempts;
+        summary.commit_ms += out.commit_ms;
+        summary.upsert_applied += out.mirror.applied;
+        summary.upsert_stale += out.mirror.stale;
+        summary.key_files_read += out.mirror.files_read;
+        summary.key_bytes_read += out.mirror.bytes_read;
+        summary.changelog_written += out.changelog_written;
+        if out.snapshot_id.is_some() {
+            summary.snapshot_id = out.snapshot_id;
+        }
+        Ok(out.oldest_timestamp_ms)
+    }
+
     fn now_us(&self) -> i64 {
         chrono::Utc::now().timestamp_micros()
     }
@@ -253,17 +306,35 @@ async fn open_tables(catalogs: &Catalogs, pipeline: &Pipeline, registry: Option<
         }
     }
     // With a registry each record brings its writer schema (checked per record); the pipeline's
-    // schema only created the table.
+    // schema only created the table. Upsert tables do not evolve (yet): their pipeline's schema
+    // must fit the table as it is, or columns would be lost.
     if pipeline.registry.is_none() {
         let mut last = metadata.last_column_id();
-        let target = evolve_table(metadata, current, &pipeline.source, &mut last).map_err(refuse)?.unwrap_or_else(|| (**current).clone());
+        let evolved = evolve_table(metadata, current, &pipeline.source, &mut last).map_err(refuse)?;
+        let target = match evolved {
+            // New field ids: columns the table would have to gain.
+            Some(_) if pipeline.upsert.is_some() && last > metadata.last_column_id() => {
+                return Err(refuse("the pipeline's schema has fields the table lacks, and upsert tables do not evolve yet".into()));
+            }
+            // An upsert table keeps its schema: a required column takes an optional field (a null is refused per record).
+            Some(_) if pipeline.upsert.is_some() => (**current).clone(),
+            Some(evolved) => evolved,
+            None => (**current).clone(),
+        };
         let target = iceberg::arrow::schema_to_arrow_schema(&target)?;
-        let decoded_fields: Vec<_> = target.fields().iter().filter(|f| !lineage::is_lineage(f.name())).cloned().collect();
+        let decoded_fields: Vec<_> = target.fields().iter().filter(|f| !is_written_by_icestream(f.name())).cloned().collect();
         RecordDecoder::new(&pipeline.source, Arc::new(ArrowSchema::new(decoded_fields))).map_err(|e| refuse(e.to_string()))?;
     }
     let dead_letter = catalogs.ensure_table(&pipeline.dead_letter).await?;
     let dead_letter_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(dead_letter.metadata().current_schema())?);
-    Ok(PipelineTables { data: ident, dead_letter: dead_letter.identifier().clone(), dead_letter_schema, registry })
+    let changelog = match pipeline.changelog() {
+        Some(def) => {
+            let table = catalogs.ensure_table(def).await?;
+            Some((table.identifier().clone(), Arc::new(iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema())?)))
+        }
+        None => None,
+    };
+    Ok(PipelineTables { data: ident, dead_letter: dead_letter.identifier().clone(), dead_letter_schema, registry, changelog })
 }
 
 /// What the tables already hold, as far as decoding needs to know.
@@ -285,9 +356,7 @@ impl Marks<'_> {
 /// One pipeline's records decoded: rows (without lineage yet), rejects, and what was skipped.
 pub struct DecodedPartitions {
     decoder: RecordDecoder,
-    topic: StringBuilder,
-    partition: Int32Builder,
-    offset: Int64Builder,
+    lineage: Lineage,
     pub rejects: DeadLetterBuilder,
     pub skipped_replay: usize,
     /// Records rejected because the table cannot take their writer schema.
@@ -300,21 +369,8 @@ pub struct DecodedPartitions {
 impl DecodedPartitions {
     /// The decoded rows with their lineage, in the table's column order.
     pub fn rows(&mut self, schema: SchemaRef) -> Result<RecordBatch> {
-        let mut decoded = self.decoder.finish()?.into_iter();
-        let (topic, partition, offset): (ArrayRef, ArrayRef, ArrayRef) =
-            (Arc::new(self.topic.finish()), Arc::new(self.partition.finish()), Arc::new(self.offset.finish()));
-        let mut columns = Vec::with_capacity(schema.fields().len());
-        for field in schema.fields() {
-            let column = match field.name().as_str() {
-                lineage::TOPIC => topic.clone(),
-                lineage::PARTITION => partition.clone(),
-                lineage::OFFSET => offset.clone(),
-                _ => decoded.next().ok_or_else(|| Error::Config(format!("decoder returned no column for {:?}", field.name())))?,
-            };
-            let column = if column.data_type() == field.data_type() { column } else { arrow_cast::cast(&column, field.data_type())? };
-            columns.push(column);
-        }
-        Ok(RecordBatch::try_new(schema, columns)?)
+        let decoded = self.decoder.finish()?;
+        self.lineage.batch(schema, decoded)
     }
 }
 
@@ -332,9 +388,7 @@ pub fn decode_partitions(
     let records: usize = partitions.values().map(Vec::len).sum();
     let mut out = DecodedPartitions {
         decoder,
-        topic: StringBuilder::with_capacity(records, records * 16),
-        partition: Int32Builder::with_capacity(records),
-        offset: Int64Builder::with_capacity(records),
+        lineage: Lineage::with_capacity(records),
         rejects: DeadLetterBuilder::new(rejected_at_us, format_name(pipeline.format)),
         skipped_replay: 0,
         schema_rejects: 0,
@@ -369,9 +423,7 @@ pub fn decode_partitions(
             });
             match decoded {
                 Ok(()) => {
-                    out.topic.append_value(&tp.topic);
-                    out.partition.append_value(tp.partition);
-                    out.offset.append_value(record.offset);
+                    out.lineage.append(tp, record.offset);
                 }
                 Err(error) => out.rejects.append(Reject::of(tp, record, &error)),
             }

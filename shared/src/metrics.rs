@@ -40,6 +40,11 @@ pub fn emf_line(function: &str, summary: &Summary) -> String {
         ("Duration", "Milliseconds", summary.duration_ms as f64),
         ("MaxRecordAge", "Milliseconds", summary.max_record_age_ms as f64),
         ("CommitRequests", "Count", summary.commit_requests as f64),
+        ("UpsertApplied", "Count", summary.upsert_applied as f64),
+        ("UpsertStale", "Count", summary.upsert_stale as f64),
+        ("KeyFilesRead", "Count", summary.key_files_read as f64),
+        ("KeyBytesRead", "Bytes", summary.key_bytes_read as f64),
+        ("ChangelogWritten", "Count", summary.changelog_written as f64),
     ];
     emf_line_of(function, &metrics)
 }

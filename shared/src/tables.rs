@@ -36,6 +36,12 @@ pub mod telemetry {
     pub const CHARGING: &str = "charging";
 }
 
+/// Columns icestream fills itself: the lineage, and an upsert table's source position
+/// (`pipeline::upsert::SOURCE_POSITION`). Never a writer schema's business.
+pub fn is_written_by_icestream(name: &str) -> bool {
+    lineage::is_lineage(name) || name == crate::pipeline::upsert::SOURCE_POSITION
+}
+
 /// The dead-letter table of pipeline table `table`.
 pub fn dead_letter_name(table: &str) -> String {
     format!("{table}_dead_letter")
@@ -211,11 +217,23 @@ pub fn accounts_mirror(name: &str, compression: &str, target_file_size: usize) -
         .add_partition_field(1, "account_id_bucket", Transform::Bucket(16))?
         .build();
     let mut properties = reference_properties(compression, target_file_size);
-    // Merge-on-read: readers (Spark, Trino) told the same thing we do.
-    for key in ["write.delete.mode", "write.update.mode", "write.merge.mode"] {
-        properties.insert(key.to_string(), "merge-on-read".to_string());
-    }
+    add_upsert_properties(&mut properties, &[ACCOUNT_ID]);
     Ok(TableDef { name: name.to_string(), schema, partition_spec, properties })
+}
+
+/// Iceberg's table property that asks for a Parquet bloom filter on one column.
+pub const BLOOM_FILTER_PROPERTY_PREFIX: &str = "write.parquet.bloom-filter-enabled.column.";
+
+/// Properties of a table kept by guarded apply: merge-on-read (readers such as Spark and Trino
+/// told the same thing we do), and bloom filters on the key columns, so a batch reads only the
+/// row groups that may hold its keys.
+pub fn add_upsert_properties(properties: &mut HashMap<String, String>, key: &[&str]) {
+    for mode in ["write.delete.mode", "write.update.mode", "write.merge.mode"] {
+        properties.insert(mode.to_string(), "merge-on-read".to_string());
+    }
+    for column in key {
+        properties.insert(format!("{BLOOM_FILTER_PROPERTY_PREFIX}{column}"), "true".to_string());
+    }
 }
 
 #[cfg(test)]

@@ -15,8 +15,10 @@ use iceberg::writer::partitioning::fanout_writer::FanoutWriter;
 use iceberg::writer::partitioning::unpartitioned_writer::UnpartitionedWriter;
 use parquet::basic::{Compression, GzipLevel, ZstdLevel};
 use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
 
 use crate::error::{Error, Result};
+use crate::tables::BLOOM_FILTER_PROPERTY_PREFIX;
 
 /// Rows handed to the rolling writer at a time (how often it checks the file size).
 const ROLL_CHECK_ROWS: usize = 8192;
@@ -33,6 +35,21 @@ pub fn writer_properties(compression: &str) -> Result<WriterProperties> {
         other => return Err(Error::Config(format!("unknown compression {other:?}"))),
     };
     Ok(WriterProperties::builder().set_compression(codec).build())
+}
+
+/// [`writer_properties`] plus the bloom filters `properties` ask for (upsert tables ask for
+/// their key columns: a batch then reads only the row groups that may hold a touched key).
+fn table_writer_properties(compression: &str, properties: &std::collections::HashMap<String, String>) -> Result<WriterProperties> {
+    let columns: Vec<&str> =
+        properties.iter().filter(|(_, v)| v.as_str() == "true").filter_map(|(k, _)| k.strip_prefix(BLOOM_FILTER_PROPERTY_PREFIX)).collect();
+    if columns.is_empty() {
+        return writer_properties(compression);
+    }
+    let mut builder = writer_properties(compression)?.into_builder();
+    for column in columns {
+        builder = builder.set_column_bloom_filter_enabled(ColumnPath::from(column), true);
+    }
+    Ok(builder.build())
 }
 
 /// Write `batches` (rows of `table`'s current schema) as data files, split by the table's
@@ -58,7 +75,7 @@ pub async fn write_data_files_as(
     let metadata = table.metadata();
     let spec = metadata.default_partition_spec().clone();
     let rolling = RollingFileWriterBuilder::new(
-        ParquetWriterBuilder::new(writer_properties(compression)?, schema.clone()),
+        ParquetWriterBuilder::new(table_writer_properties(compression, metadata.properties())?, schema.clone()),
         target_file_size,
         table.file_io().clone(),
         DefaultLocationGenerator::new(metadata)?,

@@ -83,6 +83,9 @@ impl ProducerContext for Deliveries {
 pub fn send(opts: &SendOptions, topic: &str, mut records: impl Iterator<Item = Outgoing>, stop: &AtomicBool) -> Result<SendStats> {
     let producer: ThreadedProducer<Deliveries> = client_config(&opts.bootstrap)
         .set("linger.ms", "5")
+        // Unkeyed records go to a random partition each, not in sticky runs: every partition
+        // gets some whatever the batching (a loaded machine batches longer runs).
+        .set("sticky.partitioning.linger.ms", "0")
         .set("message.timeout.ms", "30000")
         .create_with_context(Deliveries::default())?;
     let headers = OwnedHeaders::new().insert(Header { key: "producer", value: Some("icestream") });

@@ -192,7 +192,7 @@ fn whole(text: &str, what: &str) -> std::result::Result<i64, String> {
 }
 
 /// ISO-8601 with an offset (converted to UTC), or without one (taken as UTC, as DMS writes it).
-fn timestamp(text: &str) -> std::result::Result<i64, String> {
+pub(crate) fn timestamp(text: &str) -> std::result::Result<i64, String> {
     if let Ok(t) = DateTime::parse_from_rfc3339(text) {
         return Ok(t.with_timezone(&Utc).timestamp_micros());
     }

@@ -1,46 +1,72 @@
-//! Exactly-once append to the changelog, with duplicate deliveries of one change dropped.
+//! Exactly-once append to a changelog, with duplicate deliveries of one change dropped.
 //!
 //! Offsets make replays of the same Kafka records idempotent ([`OffsetAppend`]); a change
-//! delivered twice (a producer retry: same `account_id` and `seq` at another offset, possibly
+//! delivered twice (a producer retry: same key and order value at another offset, possibly
 //! another partition) is dropped too, within the batch and against what the table holds. The
 //! check against the table runs on every commit attempt, so two writers delivering the same
-//! change concurrently still commit it once. It reads only files whose `seq` bounds overlap the
-//! batch's: `seq` grows with time, so that is the recent files, whatever the table's size.
+//! change concurrently still commit it once. It reads only files whose order bounds overlap the
+//! batch's: the order grows with time, so that is the recent files, whatever the table's size.
 
 use std::collections::{BTreeMap, HashSet};
 
-use arrow_array::{BooleanArray, Int64Array, RecordBatch};
+use arrow_array::{BooleanArray, RecordBatch};
 use arrow_select::filter::filter_record_batch;
 use futures::TryStreamExt;
 use iceberg::expr::Reference;
-use iceberg::spec::Datum;
+use iceberg::spec::{Datum, PrimitiveType, Type};
 use iceberg::table::Table;
 
+use super::keys::KeyCodec;
+use super::probe::order_values;
 use crate::columns::Columns;
 use crate::commit::append::OffsetAppend;
 use crate::commit::{ChangeSet, Planner, Watermarks};
 use crate::config::FailPoint;
 use crate::error::Result;
 use crate::event::TopicPartition;
-use crate::tables::{cdc as col, lineage};
+use crate::tables::lineage;
+
+/// One change's identity: its key (encoded) and order value.
+type ChangeId = (Vec<u8>, i64);
 
 /// Appends one batch of changelog rows.
 pub struct ChangelogAppend {
     rows: RecordBatch,
+    codec: KeyCodec,
+    order: String,
     ranges: BTreeMap<TopicPartition, (i64, i64)>,
     compression: String,
     target_file_size: usize,
-    /// The (account_id, seq) pairs dropped as already in the table, and the append of the rest.
-    inner: Option<(HashSet<(i64, i64)>, OffsetAppend)>,
+    /// The changes dropped as already in the table, and the append of the rest.
+    inner: Option<(HashSet<ChangeId>, OffsetAppend)>,
     in_batch_repeats: usize,
     /// Rows dropped as repeats, within the batch or of rows the table holds.
     pub duplicates: usize,
 }
 
 impl ChangelogAppend {
-    pub fn new(rows: RecordBatch, ranges: BTreeMap<TopicPartition, (i64, i64)>, compression: &str, target_file_size: usize) -> Result<Self> {
-        let (rows, duplicates) = drop_repeats_in_batch(&rows)?;
-        Ok(Self { rows, ranges, compression: compression.to_string(), target_file_size, inner: None, in_batch_repeats: duplicates, duplicates })
+    /// `key`, `order`: the columns that identify a change.
+    pub fn new(
+        rows: RecordBatch,
+        key: &[String],
+        order: &str,
+        ranges: BTreeMap<TopicPartition, (i64, i64)>,
+        compression: &str,
+        target_file_size: usize,
+    ) -> Result<Self> {
+        let codec = KeyCodec::new(&rows.schema(), key)?;
+        let (rows, duplicates) = drop_repeats_in_batch(&rows, &codec, order)?;
+        Ok(Self {
+            rows,
+            codec,
+            order: order.to_string(),
+            ranges,
+            compression: compression.to_string(),
+            target_file_size,
+            inner: None,
+            in_batch_repeats: duplicates,
+            duplicates,
+        })
     }
 
     /// The append's own numbers (rows, files, bytes, replays) as of the last plan.
@@ -49,41 +75,61 @@ impl ChangelogAppend {
     }
 }
 
-fn ids_and_seqs(columns: &Columns) -> Result<(Int64Array, Int64Array)> {
-    Ok((columns.i64(col::ACCOUNT_ID)?, columns.i64(col::SEQ)?))
+/// The identity of each row of `batch`.
+fn change_ids(batch: &RecordBatch, codec: &KeyCodec, order: &str, table_schema: Option<&iceberg::spec::Schema>) -> Result<Vec<ChangeId>> {
+    let keys = codec.rows(batch, "changelog rows", table_schema)?;
+    let mut columns = Columns::new(batch, "changelog rows");
+    if let Some(schema) = table_schema {
+        columns = columns.with_schema(schema);
+    }
+    let orders = order_values(&columns, order)?;
+    Ok((0..batch.num_rows()).map(|i| (keys.row(i).data().to_vec(), orders.value(i))).collect())
 }
 
-/// Keep the first row of each (account_id, seq).
-fn drop_repeats_in_batch(rows: &RecordBatch) -> Result<(RecordBatch, usize)> {
-    let (ids, seqs) = ids_and_seqs(&Columns::new(rows, "changelog batch"))?;
+/// Keep the first row of each change.
+fn drop_repeats_in_batch(rows: &RecordBatch, codec: &KeyCodec, order: &str) -> Result<(RecordBatch, usize)> {
+    let ids = change_ids(rows, codec, order, None)?;
     let mut seen = HashSet::with_capacity(rows.num_rows());
-    let keep: BooleanArray = (0..rows.num_rows()).map(|i| Some(seen.insert((ids.value(i), seqs.value(i))))).collect();
+    let keep: BooleanArray = ids.into_iter().map(|id| Some(seen.insert(id))).collect();
     let kept = filter_record_batch(rows, &keep)?;
     let dropped = rows.num_rows() - kept.num_rows();
     Ok((kept, dropped))
 }
 
-/// Of `pairs`, those the table holds.
-async fn held_by_table(table: &Table, pairs: &HashSet<(i64, i64)>) -> Result<HashSet<(i64, i64)>> {
-    let (Some(lo), Some(hi)) = (pairs.iter().map(|p| p.1).min(), pairs.iter().map(|p| p.1).max()) else {
+/// `v` as a literal of the order column's type, for the scan filter.
+fn order_datum(ty: &Type, v: i64) -> Option<Datum> {
+    Some(match ty {
+        Type::Primitive(PrimitiveType::Long) => Datum::long(v),
+        Type::Primitive(PrimitiveType::Int) => Datum::int(i32::try_from(v).ok()?),
+        Type::Primitive(PrimitiveType::Date) => Datum::date(i32::try_from(v).ok()?),
+        Type::Primitive(PrimitiveType::Timestamp) => Datum::timestamp_micros(v),
+        Type::Primitive(PrimitiveType::Timestamptz) => Datum::timestamptz_micros(v),
+        _ => return None,
+    })
+}
+
+/// Of `changes`, those the table holds.
+async fn held_by_table(table: &Table, codec: &KeyCodec, order: &str, changes: &HashSet<ChangeId>) -> Result<HashSet<ChangeId>> {
+    let (Some(lo), Some(hi)) = (changes.iter().map(|p| p.1).min(), changes.iter().map(|p| p.1).max()) else {
         return Ok(HashSet::new());
     };
     if table.metadata().current_snapshot().is_none() {
         return Ok(HashSet::new());
     }
-    let predicate = Reference::new(col::SEQ)
-        .greater_than_or_equal_to(Datum::long(lo))
-        .and(Reference::new(col::SEQ).less_than_or_equal_to(Datum::long(hi)));
-    let scan = table.scan().select([col::ACCOUNT_ID, col::SEQ]).with_filter(predicate).build()?;
-    let mut stream = scan.to_arrow().await?;
+    let schema = table.metadata().current_schema();
+    let ty = schema.field_by_name(order).map(|f| (*f.field_type).clone());
+    let mut columns: Vec<&str> = codec.names().collect();
+    columns.push(order);
+    let mut scan = table.scan().select(columns);
+    if let (Some(lo), Some(hi)) = (ty.as_ref().and_then(|t| order_datum(t, lo)), ty.as_ref().and_then(|t| order_datum(t, hi))) {
+        scan = scan.with_filter(Reference::new(order).greater_than_or_equal_to(lo).and(Reference::new(order).less_than_or_equal_to(hi)));
+    }
+    let mut stream = scan.build()?.to_arrow().await?;
     let mut held = HashSet::new();
     while let Some(batch) = stream.try_next().await? {
-        let columns = Columns::new(&batch, "changelog scan").with_schema(table.metadata().current_schema());
-        let (ids, seqs) = ids_and_seqs(&columns)?;
-        for i in 0..batch.num_rows() {
-            let pair = (ids.value(i), seqs.value(i));
-            if pairs.contains(&pair) {
-                held.insert(pair);
+        for id in change_ids(&batch, codec, order, Some(schema))? {
+            if changes.contains(&id) {
+                held.insert(id);
             }
         }
     }
@@ -95,25 +141,25 @@ impl Planner for ChangelogAppend {
         // Rows not covered by the watermarks: only those can be repeats of *other* records.
         let marks = Watermarks::from_properties(table.metadata().properties());
         let columns = Columns::new(&self.rows, "changelog batch");
-        let (ids, seqs) = ids_and_seqs(&columns)?;
+        let ids = change_ids(&self.rows, &self.codec, &self.order, None)?;
         let topics = columns.strings(lineage::TOPIC)?;
         let partitions = columns.i32(lineage::PARTITION)?;
         let offsets = columns.i64(lineage::OFFSET)?;
-        let fresh: HashSet<(i64, i64)> = (0..self.rows.num_rows())
+        let fresh: HashSet<ChangeId> = (0..self.rows.num_rows())
             .filter(|&i| {
                 let tp = TopicPartition { topic: topics.value(i).to_string(), partition: partitions.value(i) };
                 !marks.covers(&tp, offsets.value(i))
             })
-            .map(|i| (ids.value(i), seqs.value(i)))
+            .map(|i| ids[i].clone())
             .collect();
-        let held = held_by_table(table, &fresh).await?;
+        let held = held_by_table(table, &self.codec, &self.order, &fresh).await?;
         let reuse = matches!(&self.inner, Some((dropped, _)) if *dropped == held);
         if !reuse {
             let keep: BooleanArray = (0..self.rows.num_rows())
                 .map(|i| {
                     let tp = TopicPartition { topic: topics.value(i).to_string(), partition: partitions.value(i) };
                     // A covered row stays: the offset append counts it as a replay.
-                    Some(marks.covers(&tp, offsets.value(i)) || !held.contains(&(ids.value(i), seqs.value(i))))
+                    Some(marks.covers(&tp, offsets.value(i)) || !held.contains(&ids[i]))
                 })
                 .collect();
             let rows = filter_record_batch(&self.rows, &keep)?;

@@ -5,10 +5,17 @@
 
 pub mod change;
 pub mod changelog;
+pub mod envelope;
+pub mod keyed;
+pub mod key_reader;
+pub mod key_tombstones;
+pub mod keys;
 pub mod mirror;
+pub mod probe;
 pub mod rebuild;
 pub mod simulate;
 pub mod tombstones;
+pub mod upsert;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -27,7 +34,7 @@ use crate::sink::{Append, AppendSink};
 use crate::tables::{self, TableDef};
 use change::{ChangelogBuilder, Decoded};
 use changelog::ChangelogAppend;
-use mirror::{MirrorApply, MirrorStats, SourcedChange};
+use mirror::{MirrorStats, SourcedChange, mirror_apply};
 
 /// What one invocation did; printed by `icestream cdc` and logged as metrics.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
@@ -66,6 +73,8 @@ impl CdcSummary {
             ("MirrorApplied", "Count", self.mirror.applied as f64),
             ("MirrorStale", "Count", self.mirror.stale as f64),
             ("MirrorDeleteFiles", "Count", self.mirror.delete_files as f64),
+            ("MirrorFilesRead", "Count", self.mirror.files_read as f64),
+            ("MirrorBytesRead", "Bytes", self.mirror.bytes_read as f64),
             ("CommitAttempts", "Count", f64::from(self.commit_attempts)),
             ("CommitTime", "Milliseconds", self.commit_ms as f64),
             ("Duration", "Milliseconds", self.duration_ms as f64),
@@ -173,7 +182,9 @@ impl CdcPipeline {
         let rows = decoded.rows.finish(self.changelog_schema.clone())?;
         if rows.num_rows() > 0 {
             let t = Instant::now();
-            let mut planner = ChangelogAppend::new(rows, decoded.ranges.clone(), &self.config.compression, self.config.target_file_size_bytes)?;
+            let key = [tables::cdc::ACCOUNT_ID.to_string()];
+            let mut planner =
+                ChangelogAppend::new(rows, &key, tables::cdc::SEQ, decoded.ranges.clone(), &self.config.compression, self.config.target_file_size_bytes)?;
             let outcome = self.catalogs.committer.commit_to(changelog_table, deadline, &mut planner).await?;
             summary.commit_ms += t.elapsed().as_millis() as u64;
             summary.commit_attempts += outcome.attempts;
@@ -191,13 +202,13 @@ impl CdcPipeline {
 
         if !decoded.changes.is_empty() {
             let t = Instant::now();
-            let mut planner = MirrorApply::new(
-                decoded.changes,
+            let mut planner = mirror_apply(
+                &decoded.changes,
                 &decoded.ranges,
                 self.mirror_schema.clone(),
                 &self.config.compression,
                 self.config.target_file_size_bytes,
-            );
+            )?;
             let outcome = self.catalogs.committer.commit_to(mirror_table, deadline, &mut planner).await?;
             summary.commit_ms += t.elapsed().as_millis() as u64;
             summary.commit_attempts += outcome.attempts;

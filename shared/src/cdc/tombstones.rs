@@ -83,13 +83,6 @@ impl Tombstones {
         self.0.is_empty()
     }
 
-    /// Drop tombstones applied before `cutoff_us`; returns how many.
-    pub fn purge_before(&mut self, cutoff_us: i64) -> usize {
-        let before = self.0.len();
-        self.0.retain(|_, t| t.deleted_at_us >= cutoff_us);
-        before - self.0.len()
-    }
-
     /// Write the set as a new file under the table's metadata directory and return the
     /// property update that points the table at it (or at nothing, when empty).
     pub async fn store(&self, table: &Table, compression: &str) -> Result<(String, String)> {

@@ -19,6 +19,7 @@ use iceberg::table::Table;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::schema::types::SchemaDescriptor;
 
 use crate::columns::Columns;
 use crate::error::{Error, Result};
@@ -114,34 +115,37 @@ pub async fn deleted_positions(table: &Table, data_path: &str, deletes: &[&DataF
     Ok(out)
 }
 
+/// The leaves of a data file holding `columns` of `table` (all when empty): by field id when
+/// the file has ids (another engine may name columns differently), else by name.
+pub fn projection(table: &Table, schema: &SchemaDescriptor, data_path: &str, columns: &[&str]) -> Result<ProjectionMask> {
+    if columns.is_empty() {
+        return Ok(ProjectionMask::all());
+    }
+    Ok(ProjectionMask::leaves(schema, leaf_indices(table, schema, data_path, columns)?))
+}
+
+/// The leaf index of each of `columns` in a data file (see [`projection`]).
+pub fn leaf_indices(table: &Table, schema: &SchemaDescriptor, data_path: &str, columns: &[&str]) -> Result<Vec<usize>> {
+    let table_schema = table.metadata().current_schema();
+    let matches = |i: usize, name: &str| {
+        let info = schema.column(i).self_type().get_basic_info().clone();
+        match table_schema.field_by_name(name) {
+            Some(field) if info.has_id() => info.id() == field.id,
+            _ => schema.column(i).name() == name,
+        }
+    };
+    columns
+        .iter()
+        .map(|name| (0..schema.num_columns()).find(|i| matches(*i, name)).ok_or_else(|| Error::Data(format!("{data_path} has no column {name}"))))
+        .collect()
+}
+
 /// The columns `columns` of a data file's rows, in file order, with each row's position; rows
 /// whose position is in `deleted` are left out.
 pub async fn read_live_rows(table: &Table, data_path: &str, columns: &[&str], deleted: &HashSet<i64>) -> Result<(Vec<RecordBatch>, Vec<i64>)> {
     let bytes = table.file_io().new_input(data_path)?.read().await?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)?;
-    let mask = if columns.is_empty() {
-        ProjectionMask::all()
-    } else {
-        let schema = builder.parquet_schema();
-        let table_schema = table.metadata().current_schema();
-        // By field id when the file has ids (another engine may name columns differently).
-        let matches = |i: usize, name: &str| {
-            let info = schema.column(i).self_type().get_basic_info().clone();
-            match table_schema.field_by_name(name) {
-                Some(field) if info.has_id() => info.id() == field.id,
-                _ => schema.column(i).name() == name,
-            }
-        };
-        let indices: Vec<usize> = columns
-            .iter()
-            .map(|name| {
-                (0..schema.num_columns())
-                    .find(|i| matches(*i, name))
-                    .ok_or_else(|| Error::Data(format!("{data_path} has no column {name}")))
-            })
-            .collect::<Result<_>>()?;
-        ProjectionMask::leaves(schema, indices)
-    };
+    let mask = projection(table, builder.parquet_schema(), data_path, columns)?;
     let reader = builder.with_projection(mask).build()?;
     let mut batches = Vec::new();
     let mut positions = Vec::new();

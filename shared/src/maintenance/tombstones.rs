@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::MaintenanceSettings;
 use crate::catalog::Catalogs;
-use crate::cdc::tombstones::{Tombstones, referenced_file};
+use crate::cdc::key_tombstones::{KeyTombstones, referenced_file};
 use crate::commit::{ChangeSet, Planner};
 use crate::error::Result;
 
@@ -35,7 +35,8 @@ struct Purge {
 
 impl Planner for Purge {
     async fn plan(&mut self, table: &Table, _attempt: u32) -> Result<Option<ChangeSet>> {
-        let mut tombstones = Tombstones::load(table).await?;
+        // Any key: the file names its own key columns.
+        let Some(mut tombstones) = KeyTombstones::load_any(table).await? else { return Ok(None) };
         self.report.tombstones = tombstones.len();
         self.report.purged = tombstones.purge_before(self.cutoff_us);
         if self.report.purged == 0 || self.dry_run {

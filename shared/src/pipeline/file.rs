@@ -52,11 +52,19 @@ pub struct PipelineSpec {
     pub registry_schema: Option<String>,
     /// Secrets Manager secret with the Confluent registry's credentials.
     pub registry_secret: Option<String>,
+    /// `append` (default) | `upsert`.
+    pub mode: Option<String>,
+    /// Upsert: `debezium` | `dms` | `row`.
+    pub envelope: Option<String>,
+    /// Upsert: what orders the changes of one key (a column or a source-position field).
+    pub order_by: Option<String>,
+    /// Upsert: also append every change to `<table>_changelog`.
+    pub changelog: Option<bool>,
 }
 
 /// The keys a `[[pipeline]]` may have, for messages.
 pub const PIPELINE_KEYS: &str = "table, topics, topic_pattern, format, schema, message, partition_by, key, dedup, event_time, \
-     dedup_window_minutes, registry, registry_name, registry_url, registry_schema, registry_secret";
+     dedup_window_minutes, registry, registry_name, registry_url, registry_schema, registry_secret, mode, envelope, order_by, changelog";
 
 /// The parsed file: namespace and pipelines, in file order.
 #[derive(Debug, Clone, PartialEq, Eq)]

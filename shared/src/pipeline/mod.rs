@@ -8,6 +8,7 @@
 pub mod file;
 pub mod location;
 pub mod partition;
+pub mod upsert;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -86,6 +87,15 @@ pub struct Pipeline {
     pub registry: Option<RegistrySpec>,
     /// The registry subject (Confluent) or schema name (Glue) of the pipeline's values.
     pub registry_subject: Option<String>,
+    /// `mode = "upsert"`: envelope, order and changelog; `None` for append pipelines.
+    pub upsert: Option<upsert::Upsert>,
+}
+
+impl Pipeline {
+    /// `<table>_changelog` of an upsert pipeline with `changelog = true`.
+    pub fn changelog(&self) -> Option<&TableDef> {
+        self.upsert.as_ref().and_then(|u| u.changelog.as_ref())
+    }
 }
 
 /// Every pipeline of one deployment, and where they came from.
@@ -145,7 +155,14 @@ impl PipelineSet {
         let local = location::fetch(name).await?;
         let text = std::fs::read_to_string(&local).map_err(|e| Error::Config(format!("pipeline file {name}: {e}")))?;
         let parsed = file::parse(name, &text).map_err(Error::Config)?;
-        let tables = parsed.pipelines.iter().flat_map(|p| [p.table.clone(), tables::dead_letter_name(&p.table)]).collect();
+        let tables = parsed
+            .pipelines
+            .iter()
+            .flat_map(|p| {
+                let changelog = (p.mode.as_deref() == Some("upsert") && p.changelog == Some(true)).then(|| upsert::changelog_name(&p.table));
+                [Some(p.table.clone()), Some(tables::dead_letter_name(&p.table)), changelog].into_iter().flatten()
+            })
+            .collect();
         Ok((parsed.namespace.unwrap_or_else(|| config.namespace.clone()), tables))
     }
 
@@ -174,6 +191,10 @@ impl PipelineSet {
             registry_url: None,
             registry_schema: None,
             registry_secret: None,
+            mode: None,
+            envelope: None,
+            order_by: None,
+            changelog: None,
         };
         let mut pipeline = build(&spec, format, source, None, config).map_err(|e| Error::Config(format!("telemetry pipeline: {e}")))?;
         pipeline.topics = Topics::Any;
@@ -200,7 +221,7 @@ impl PipelineSet {
 
     /// Every table the pipelines write, dead-letter tables included.
     pub fn tables(&self) -> Vec<String> {
-        self.pipelines.iter().flat_map(|p| [p.table.clone(), p.dead_letter.name.clone()]).collect()
+        self.pipelines.iter().flat_map(|p| [Some(&p.def), Some(&p.dead_letter), p.changelog()].into_iter().flatten().map(|d| d.name.clone())).collect()
     }
 
     /// No two pipelines share a table or an exact topic, and no exact topic of one matches
@@ -209,7 +230,7 @@ impl PipelineSet {
         let file = self.file.as_deref().unwrap_or("the knobs");
         let mut tables: BTreeMap<&str, &str> = BTreeMap::new();
         for p in &self.pipelines {
-            for name in [p.table.as_str(), p.dead_letter.name.as_str()] {
+            for name in [Some(&p.def), Some(&p.dead_letter), p.changelog()].into_iter().flatten().map(|d| d.name.as_str()) {
                 if let Some(other) = tables.insert(name, &p.table) {
                     return Err(Error::Config(format!("{file}: pipelines `{other}` and `{}` both write table `{name}`", p.table)));
                 }
@@ -380,14 +401,33 @@ fn build(
     if !(1..=10_080).contains(&window) {
         return Err(format!("key `dedup_window_minutes`: {window} is not allowed: a whole number from 1 to 10080"));
     }
-    let schema = table_schema(&source_schema, &spec.key).map_err(|e| format!("key `schema`: {e}"))?;
+    let upsert = upsert::check(spec, format, &source_schema)?;
+    if upsert.is_some() && registry.is_some() {
+        return Err("key `registry`: not with mode = \"upsert\" yet (upsert pipelines decode with the pipeline's `schema`)".into());
+    }
+    let mut schema = table_schema(&source_schema, &spec.key).map_err(|e| format!("key `schema`: {e}"))?;
+    if let Some((_, order)) = &upsert {
+        schema = upsert::table_schema(schema, order).map_err(|e| format!("key `schema`: {e}"))?;
+    }
     let partition_spec = partition::spec(&spec.partition_by, &schema).map_err(|e| format!("key `partition_by`: {e}"))?;
-    let def = TableDef {
-        name: spec.table.clone(),
-        schema,
-        partition_spec,
-        properties: tables::reference_properties(&config.compression, config.target_file_size_bytes),
+    let mut properties = tables::reference_properties(&config.compression, config.target_file_size_bytes);
+    if upsert.is_some() {
+        tables::add_upsert_properties(&mut properties, &spec.key.iter().map(String::as_str).collect::<Vec<_>>());
+    }
+    let upsert = match upsert {
+        None => None,
+        Some((envelope, order)) => {
+            let mut resolved = upsert::Upsert { envelope, order, changelog: None };
+            if spec.changelog == Some(true) {
+                let changelog = upsert::changelog_schema(&schema, &spec.key, resolved.order_column()).map_err(|e| format!("key `changelog`: {e}"))?;
+                let partition_spec = partition::spec(&spec.partition_by, &changelog).map_err(|e| format!("key `partition_by`: {e}"))?;
+                let name = upsert::changelog_name(&spec.table);
+                resolved.changelog = Some(TableDef { name, schema: changelog, partition_spec, properties: properties.clone() });
+            }
+            Some(resolved)
+        }
     };
+    let def = TableDef { name: spec.table.clone(), schema, partition_spec, properties };
     let dead_letter = tables::dead_letter_table(&tables::dead_letter_name(&spec.table), &config.compression).map_err(|e| e.to_string())?;
     Ok(Pipeline {
         table: spec.table.clone(),
@@ -402,6 +442,7 @@ fn build(
         dedup_window_minutes: window,
         registry_subject: registry.as_ref().and_then(|r| registry_subject(spec, r)),
         registry,
+        upsert,
     })
 }
 

@@ -168,3 +168,72 @@ fn every_bad_key_names_the_pipeline_the_key_and_what_is_allowed() {
     let e = load_err(&[("schemas/order.avsc", &reserved), ("pipelines.toml", &orders(""))]);
     assert!(e.contains("reserved for Kafka lineage"), "{e}");
 }
+
+const ORDER_JSON_SCHEMA: &str = r#"{"type":"object","required":["tenant_id","order_id","updated_at"],"properties":{
+  "tenant_id":{"type":"string"},"order_id":{"type":"integer"},
+  "updated_at":{"type":"string","format":"date-time"},"note":{"type":["string","null"]},"total":{"type":"number"}}}"#;
+
+fn json_orders(extra: &str) -> String {
+    format!("[[pipeline]]\ntable = \"orders\"\ntopics = [\"shop.orders\"]\nformat = \"json\"\nschema = \"order.json\"\npartition_by = [\"bucket(8, order_id)\"]\n{extra}\n")
+}
+
+#[test]
+fn an_upsert_pipeline_gets_its_order_column_and_changelog() {
+    let text = json_orders("mode = \"upsert\"\nkey = [\"tenant_id\", \"order_id\"]\nenvelope = \"debezium\"\norder_by = \"source.lsn\"\nchangelog = true");
+    let set = load(&[("order.json", ORDER_JSON_SCHEMA), ("pipelines.toml", &text)]).unwrap();
+    let p = &set.pipelines[0];
+    let upsert = p.upsert.as_ref().unwrap();
+    assert_eq!(upsert.envelope, upsert::Envelope::Debezium);
+    assert_eq!(upsert.order, upsert::Order::Source(upsert::SourceField::Lsn));
+    let names: Vec<String> = columns(&p.def.schema).into_iter().map(|c| c.1).collect();
+    assert_eq!(names.last().map(String::as_str), Some(upsert::SOURCE_POSITION));
+    let changelog = p.changelog().unwrap();
+    assert_eq!(changelog.name, "orders_changelog");
+    let cols = columns(&changelog.schema);
+    assert_eq!(cols[0].1, "operation");
+    let required: Vec<&str> = cols.iter().filter(|c| c.3).map(|c| c.1.as_str()).collect();
+    assert_eq!(required, ["operation", "tenant_id", "order_id", "kafka_topic", "kafka_partition", "kafka_offset", "source_position"]);
+    assert_eq!(set.tables(), ["orders", "orders_dead_letter", "orders_changelog"]);
+    for key in ["tenant_id", "order_id"] {
+        let bloom = format!("{}{key}", crate::tables::BLOOM_FILTER_PROPERTY_PREFIX);
+        assert_eq!(p.def.properties.get(&bloom).map(String::as_str), Some("true"), "bloom filter on key column {key}");
+    }
+
+    let by_column = json_orders("mode = \"upsert\"\nkey = [\"order_id\"]\nenvelope = \"dms\"\norder_by = \"updated_at\"");
+    let set = load(&[("order.json", ORDER_JSON_SCHEMA), ("pipelines.toml", &by_column)]).unwrap();
+    assert_eq!(set.pipelines[0].upsert.as_ref().unwrap().order_column(), "updated_at");
+    let row = json_orders("mode = \"upsert\"\nkey = [\"order_id\"]\nenvelope = \"row\"");
+    let set = load(&[("order.json", ORDER_JSON_SCHEMA), ("pipelines.toml", &row)]).unwrap();
+    assert_eq!(set.pipelines[0].upsert.as_ref().unwrap().order, upsert::Order::Kafka);
+    assert!(set.pipelines[0].changelog().is_none());
+}
+
+#[test]
+fn every_bad_upsert_key_names_the_pipeline_the_key_and_what_is_allowed() {
+    let up = "mode = \"upsert\"\nkey = [\"order_id\"]\n";
+    let cases: Vec<(String, &str)> = vec![
+        ("mode = \"merge\"".into(), "key `mode`: \"merge\" is not allowed: allowed are append | upsert"),
+        ("envelope = \"row\"".into(), "key `envelope`: only with mode = \"upsert\""),
+        ("changelog = true".into(), "key `changelog`: only with mode = \"upsert\""),
+        ("mode = \"upsert\"\nenvelope = \"row\"".into(), "key `key`: mode = \"upsert\" needs the key columns"),
+        (format!("{up}"), "key `envelope`: required with mode = \"upsert\": allowed are debezium | dms | row"),
+        (format!("{up}envelope = \"maxwell\""), "key `envelope`: \"maxwell\" is not allowed: allowed are debezium | dms | row"),
+        (format!("{up}envelope = \"debezium\""), "key `order_by`: required with envelope = \"debezium\": a column, or source.lsn | source.scn | source.pos | source.ts_ms"),
+        (format!("{up}envelope = \"debezium\"\norder_by = \"source.xid\""), "key `order_by`: \"source.xid\" is not a source-position field of debezium"),
+        (format!("{up}envelope = \"dms\"\norder_by = \"nope\""), "key `order_by`: no top-level column \"nope\""),
+        (format!("{up}envelope = \"dms\"\norder_by = \"note\""), "key `order_by`: column \"note\" is string: allowed are int, long, date, timestamp"),
+        (format!("{up}envelope = \"row\"\norder_by = \"updated_at\""), "key `order_by`: envelope = \"row\" orders by the Kafka offset"),
+        (format!("{up}envelope = \"row\"\ndedup = \"batch\""), "key `dedup`: not with mode = \"upsert\""),
+        ("mode = \"upsert\"\nkey = [\"total\"]\nenvelope = \"row\"".into(), "a key column must be a primitive other than float/double"),
+    ];
+    for (extra, needle) in &cases {
+        let e = load_err(&[("order.json", ORDER_JSON_SCHEMA), ("pipelines.toml", &json_orders(extra))]);
+        assert!(e.contains("pipelines.toml: pipeline `orders` (#1)") && e.contains(needle), "{extra}: {e}");
+    }
+    let avro = orders("mode = \"upsert\"\nkey = [\"order_id\"]\nenvelope = \"debezium\"\norder_by = \"source.lsn\"");
+    let e = load_err(&[("schemas/order.avsc", ORDER_AVSC), ("pipelines.toml", &avro)]);
+    assert!(e.contains("key `envelope`: debezium is read from JSON values"), "{e}");
+    let reserved = ORDER_JSON_SCHEMA.replace("\"note\"", "\"source_position\"");
+    let e = load_err(&[("order.json", &reserved), ("pipelines.toml", &json_orders(&format!("{up}envelope = \"row\"")))]);
+    assert!(e.contains("\"source_position\" is reserved"), "{e}");
+}

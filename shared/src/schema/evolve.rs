@@ -12,7 +12,7 @@ use std::sync::Arc;
 use iceberg::spec::{ListType, MapType, NestedFieldRef, PrimitiveType, Schema, StructType, Type};
 
 use super::{Field, Prim, SourceSchema, Ty, iceberg_field, iceberg_type, join};
-use crate::tables::lineage::is_lineage;
+use crate::tables::is_written_by_icestream;
 
 /// The schema `current` must become to take records of `writer`, or `None` if it already can.
 /// New field ids start after `last_column_id` (the table's, which dropped ids never reuse) and
@@ -59,7 +59,7 @@ impl Plan {
         let mut out = Vec::with_capacity(current.fields().len() + writer.len());
         for column in current.fields() {
             let here = join(path, &column.name);
-            if path.is_empty() && is_lineage(&column.name) {
+            if path.is_empty() && is_written_by_icestream(&column.name) {
                 out.push(column.clone());
                 continue;
             }
@@ -94,7 +94,7 @@ impl Plan {
                     field.ty
                 ));
             }
-            if path.is_empty() && is_lineage(&field.name) {
+            if path.is_empty() && is_written_by_icestream(&field.name) {
                 return Err(format!("field `{here}`: the name is reserved for Kafka lineage"));
             }
             let mut added = (*iceberg_field(field, &mut self.next_id)).clone();

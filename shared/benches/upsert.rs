@@ -1,0 +1,130 @@
+//! `make bench` (part 4): upsert read cost as the table grows.
+//!
+//! A Debezium-fed upsert table (key: tenant string + order id long, bucket(16, order_id),
+//! bloom filters on the key) is loaded with N keys (100k, 1M; `ICESTREAM_BENCH_UPSERT_KEYS`
+//! lists others, e.g. 10000000), compacted, then fed 10,000-change batches (updates and deletes
+//! of random existing keys, shuffled over 4 partitions). Per size: changes/s on one core (a
+//! current-thread runtime), and the data files and bytes the guarded apply read per batch.
+//! The read cost should stay flat while the table grows.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use icestream::event::{KafkaRecordIn, ParsedEvent, TopicPartition};
+use icestream::{Config, IngestPipeline};
+
+const BATCH: usize = 10_000;
+const LOAD_BATCH: usize = 100_000;
+const MEASURED_BATCHES: usize = 5;
+const PARTITIONS: i32 = 4;
+const TOPIC: &str = "db.shop.orders";
+
+const SCHEMA: &str = r#"{"type":"object","required":["tenant","order_id"],"properties":{
+  "tenant":{"type":"string"},"order_id":{"type":"integer"},"amount":{"type":["integer","null"]}}}"#;
+
+const PIPELINES: &str = r#"namespace = "bench"
+[[pipeline]]
+table = "orders"
+topics = ["db.shop.orders"]
+format = "json"
+schema = "orders.json"
+partition_by = ["bucket(16, order_id)"]
+key = ["tenant", "order_id"]
+mode = "upsert"
+envelope = "debezium"
+order_by = "source.lsn"
+"#;
+
+/// A small deterministic generator (xorshift), so runs compare.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn change(op: &str, key: u64, lsn: u64, amount: u64) -> Vec<u8> {
+    let tenant = ["acme", "globex", "initech", "umbrella"][(key % 4) as usize];
+    let row = format!(r#"{{"tenant":"{tenant}","order_id":{key},"amount":{amount}}}"#);
+    let (before, after) = if op == "d" { (row, "null".to_string()) } else { ("null".to_string(), row) };
+    format!(r#"{{"before":{before},"after":{after},"source":{{"lsn":{lsn}}},"op":"{op}"}}"#).into_bytes()
+}
+
+struct Feed {
+    offsets: BTreeMap<i32, i64>,
+    lsn: u64,
+    rng: Rng,
+}
+
+impl Feed {
+    fn event(&mut self, values: impl IntoIterator<Item = (&'static str, u64)>) -> ParsedEvent {
+        let mut partitions: BTreeMap<TopicPartition, Vec<KafkaRecordIn>> = BTreeMap::new();
+        for (op, key) in values {
+            self.lsn += 1;
+            let p = (self.rng.next() % PARTITIONS as u64) as i32;
+            let offset = self.offsets.entry(p).or_default();
+            let value = change(op, key, self.lsn, self.rng.next() % 1_000_000);
+            let record = KafkaRecordIn { offset: *offset, timestamp_ms: 1_764_460_800_000, key: None, value: Some(value), value_error: None, headers: vec![] };
+            partitions.entry(TopicPartition { topic: TOPIC.into(), partition: p }).or_default().push(record);
+            *offset += 1;
+        }
+        ParsedEvent { event_source: None, partitions }
+    }
+}
+
+async fn run(keys: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("orders.json"), SCHEMA).unwrap();
+    std::fs::write(dir.path().join("pipelines.toml"), PIPELINES).unwrap();
+    let config = Config::from_args([
+        format!("warehouse={}", dir.path().join("wh").display()),
+        format!("pipelines={}", dir.path().join("pipelines.toml").display()),
+    ])
+    .unwrap();
+    let pipeline = IngestPipeline::new(config.clone()).await.unwrap();
+    let deadline = || Instant::now() + Duration::from_secs(3600);
+    let mut feed = Feed { offsets: BTreeMap::new(), lsn: 0, rng: Rng(0x9E37_79B9_7F4A_7C15) };
+    let load_started = Instant::now();
+    for start in (0..keys).step_by(LOAD_BATCH) {
+        let end = (start + LOAD_BATCH as u64).min(keys);
+        pipeline.handle(feed.event((start..end).map(|k| ("c", k))), deadline()).await.unwrap();
+    }
+    let catalogs = pipeline.catalogs();
+    let settings = icestream::maintenance::MaintenanceSettings::from(&config);
+    icestream::maintenance::compact::compact(catalogs, &catalogs.ident("orders"), &settings, false, deadline()).await.unwrap();
+    let load_s = load_started.elapsed().as_secs_f64();
+    let (mut files, mut bytes, mut elapsed) = (0usize, 0u64, 0f64);
+    for _ in 0..MEASURED_BATCHES {
+        let changes: Vec<(&str, u64)> = (0..BATCH).map(|_| (if feed.rng.next() % 10 == 0 { "d" } else { "u" }, feed.rng.next() % keys)).collect();
+        let event = feed.event(changes);
+        let started = Instant::now();
+        let s = pipeline.handle(event, deadline()).await.unwrap();
+        elapsed += started.elapsed().as_secs_f64();
+        files += s.key_files_read;
+        bytes += s.key_bytes_read;
+    }
+    let n = MEASURED_BATCHES as f64;
+    println!(
+        "{keys:>10} {:>12.0} {:>15.1} {:>16.0} {:>10.1}",
+        (BATCH * MEASURED_BATCHES) as f64 / elapsed,
+        files as f64 / n,
+        bytes as f64 / n,
+        load_s
+    );
+}
+
+fn main() {
+    let sizes: Vec<u64> = std::env::var("ICESTREAM_BENCH_UPSERT_KEYS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![100_000, 1_000_000]);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    println!("      keys    changes/s  files read/batch  bytes read/batch  load+compact s");
+    for keys in sizes {
+        runtime.block_on(run(keys));
+    }
+}

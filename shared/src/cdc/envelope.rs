@@ -1,0 +1,216 @@
+//! Envelopes of upsert pipelines: what one Kafka record says about one key.
+//!
+//! - Debezium JSON (with or without the embedded `schema`): `op` c/r (snapshot read)/u carry
+//!   the row in `after`, d the key in `before`; `t` (truncate) is refused (a dead letter); a
+//!   Kafka tombstone (null value after a delete) is not a row change. The source position comes
+//!   from `source` (`lsn`, `scn`, `file`+`pos`, `ts_ms`). Debezium's integer dates (days) and
+//!   timestamps (`io.debezium.time.Timestamp` ms, `MicroTimestamp` µs, `NanoTimestamp` ns; ms
+//!   without an embedded schema) become the JSON forms the decoder reads, exactly.
+//! - DMS JSON: `data` is the row, `metadata.operation` insert/load/update/delete; control
+//!   records change nothing.
+//! - row: the value is the row in the pipeline's format; a null value deletes the record
+//!   key's row (the key: a JSON object of the key columns, or one key column's value).
+
+use arrow_schema::{DataType, Schema as ArrowSchema, TimeUnit};
+use chrono::{DateTime, NaiveDate, SecondsFormat};
+use serde_json::{Map, Value};
+
+use super::change::Op;
+use crate::pipeline::upsert::{Envelope, Order, SourceField};
+
+/// One record's change.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Unwrapped<'a> {
+    /// The value is the row itself (`envelope = "row"`).
+    Raw(&'a [u8]),
+    /// A row image (a JSON object in the decoder's forms).
+    Upsert { row: Vec<u8>, op: Op, position: Option<i64> },
+    /// A key image (a JSON object holding at least the key columns).
+    Delete { image: Vec<u8>, position: Option<i64> },
+    /// No row change: a Kafka tombstone following a Debezium delete, a DMS control record.
+    Control,
+}
+
+/// Reads one pipeline's envelope.
+pub struct Unwrapper {
+    envelope: Envelope,
+    source_field: Option<SourceField>,
+    /// Table columns a Debezium integer must be rewritten for: dates and timestamps.
+    temporal: Vec<(String, DataType)>,
+    single_key: Option<String>,
+}
+
+impl Unwrapper {
+    pub fn new(envelope: Envelope, order: &Order, table: &ArrowSchema, key: &[String]) -> Self {
+        let temporal = table
+            .fields()
+            .iter()
+            .filter(|f| matches!(f.data_type(), DataType::Date32 | DataType::Timestamp(..)))
+            .map(|f| (f.name().clone(), f.data_type().clone()))
+            .collect();
+        let source_field = match order {
+            Order::Source(f) => Some(*f),
+            _ => None,
+        };
+        Self { envelope, source_field, temporal, single_key: (key.len() == 1).then(|| key[0].clone()) }
+    }
+
+    /// The change in one record (`key`, `value`: the Kafka record's, `None` when null).
+    pub fn unwrap<'a>(&self, key: Option<&[u8]>, value: Option<&'a [u8]>) -> Result<Unwrapped<'a>, String> {
+        match self.envelope {
+            Envelope::Row => match value {
+                Some(v) => Ok(Unwrapped::Raw(v)),
+                None => Ok(Unwrapped::Delete { image: self.key_image(key)?, position: None }),
+            },
+            Envelope::Debezium => match value {
+                None => Ok(Unwrapped::Control),
+                Some(v) => self.debezium(v),
+            },
+            Envelope::Dms => match value {
+                None => Err("value is absent (null): a DMS record carries `data` and `metadata`".into()),
+                Some(v) => self.dms(v),
+            },
+        }
+    }
+
+    fn key_image(&self, key: Option<&[u8]>) -> Result<Vec<u8>, String> {
+        let key = key.ok_or("a null value deletes its key's row, but the record has no key")?;
+        let parsed = serde_json::from_slice::<Value>(key).ok();
+        let image = match (parsed, &self.single_key) {
+            (Some(Value::Object(map)), _) => Value::Object(map),
+            (Some(scalar), Some(column)) => Value::Object(Map::from_iter([(column.clone(), scalar)])),
+            (None, Some(column)) => {
+                let text = std::str::from_utf8(key).map_err(|_| "the record key is neither JSON nor UTF-8 text")?;
+                Value::Object(Map::from_iter([(column.clone(), Value::String(text.to_string()))]))
+            }
+            (_, None) => return Err("the record key must be a JSON object of the key columns (the key has several columns)".into()),
+        };
+        Ok(image.to_string().into_bytes())
+    }
+
+    fn debezium<'a>(&self, value: &[u8]) -> Result<Unwrapped<'a>, String> {
+        let doc: Value = serde_json::from_slice(value).map_err(|e| format!("Debezium record is not JSON: {e}"))?;
+        // With the JSON converter's schemas enabled the change is under `payload`.
+        let (payload, schema) = match (doc.get("payload"), doc.get("schema")) {
+            (Some(p), Some(s)) if p.is_object() => (p, Some(s)),
+            _ => (&doc, None),
+        };
+        let op = payload.get("op").and_then(Value::as_str).ok_or("Debezium record has no `op`")?;
+        let image = |side: &str| -> Result<Vec<u8>, String> {
+            let row = payload.get(side).and_then(Value::as_object).ok_or_else(|| format!("Debezium op {op:?} has no `{side}` object"))?;
+            Ok(Value::Object(self.normalize(row, units(schema, side))?).to_string().into_bytes())
+        };
+        let position = || self.debezium_position(payload.get("source"));
+        Ok(match op {
+            "c" | "r" => Unwrapped::Upsert { row: image("after")?, op: Op::Insert, position: position()? },
+            "u" => Unwrapped::Upsert { row: image("after")?, op: Op::Update, position: position()? },
+            "d" => Unwrapped::Delete { image: image("before")?, position: position()? },
+            "t" => return Err("Debezium op \"t\" (truncate) is not applied: icestream does not empty an upsert table from a change record".into()),
+            "m" => Unwrapped::Control,
+            other => return Err(format!("Debezium op {other:?} is not one of c, r, u, d, t, m")),
+        })
+    }
+
+    fn debezium_position(&self, source: Option<&Value>) -> Result<Option<i64>, String> {
+        let Some(field) = self.source_field else { return Ok(None) };
+        let source = source.ok_or("Debezium record has no `source`")?;
+        let get = |name: &str| source.get(name).filter(|v| !v.is_null()).ok_or_else(|| format!("source.{name} is missing (order_by)"));
+        let number = |name: &str| -> Result<i64, String> {
+            match get(name)? {
+                Value::Number(n) => n.as_i64().ok_or_else(|| format!("source.{name} = {n} is not a whole number in the long range")),
+                Value::String(s) => s.parse::<i64>().map_err(|_| format!("source.{name} = {s:?} is not a whole number in the long range")),
+                other => Err(format!("source.{name} = {other} is not a number")),
+            }
+        };
+        Ok(Some(match field {
+            SourceField::Lsn => number("lsn")?,
+            SourceField::Scn => number("scn")?,
+            SourceField::TsMs => number("ts_ms")?,
+            SourceField::BinlogPos => {
+                let file = get("file")?.as_str().ok_or("source.file is not a string")?;
+                binlog_position(file, number("pos")?)?
+            }
+            SourceField::DmsTimestamp => return Err("metadata.timestamp is a DMS field".into()),
+        }))
+    }
+
+    fn dms<'a>(&self, value: &[u8]) -> Result<Unwrapped<'a>, String> {
+        let doc: Value = serde_json::from_slice(value).map_err(|e| format!("DMS record is not JSON: {e}"))?;
+        let metadata = doc.get("metadata").ok_or("DMS record has no `metadata`")?;
+        if metadata.get("record-type").and_then(Value::as_str) == Some("control") {
+            return Ok(Unwrapped::Control);
+        }
+        let data = doc.get("data").and_then(Value::as_object).ok_or("DMS record has no `data` object")?;
+        let op = match metadata.get("operation").and_then(Value::as_str) {
+            Some("insert" | "load") => Op::Insert,
+            Some("update") => Op::Update,
+            Some("delete") => Op::Delete,
+            other => return Err(format!("metadata.operation {other:?} is not one of insert, update, delete, load")),
+        };
+        let row = Value::Object(data.clone()).to_string().into_bytes();
+        let position = match self.source_field {
+            Some(SourceField::DmsTimestamp) => {
+                let text = metadata.get("timestamp").and_then(Value::as_str).ok_or("metadata.timestamp is missing (order_by)")?;
+                Some(super::change::timestamp(text)?)
+            }
+            _ => None,
+        };
+        Ok(match op {
+            Op::Delete => Unwrapped::Delete { image: row, position },
+            op => Unwrapped::Upsert { row, op, position },
+        })
+    }
+
+    /// Debezium integers of date and timestamp columns in the decoder's forms.
+    fn normalize(&self, row: &Map<String, Value>, units: Map<String, Value>) -> Result<Map<String, Value>, String> {
+        let mut out = row.clone();
+        for (name, ty) in &self.temporal {
+            let Some(Value::Number(n)) = row.get(name) else { continue };
+            let v = n.as_i64().ok_or_else(|| format!("field `{name}`: {n} is not a whole number"))?;
+            let text = match ty {
+                DataType::Date32 => {
+                    let epoch = NaiveDate::from_ymd_opt(1970, 1, 1).expect("the epoch is a date");
+                    let date = i32::try_from(v).ok().and_then(|d| epoch.checked_add_signed(chrono::Duration::days(d.into())));
+                    date.ok_or_else(|| format!("field `{name}`: {v} days is out of range"))?.format("%Y-%m-%d").to_string()
+                }
+                DataType::Timestamp(TimeUnit::Microsecond, _) => {
+                    let micros = match units.get(name).and_then(Value::as_str) {
+                        Some("io.debezium.time.MicroTimestamp") => Some(v),
+                        Some("io.debezium.time.NanoTimestamp") => Some(v.div_euclid(1000)),
+                        _ => v.checked_mul(1000),
+                    };
+                    let t = micros.and_then(DateTime::from_timestamp_micros).ok_or_else(|| format!("field `{name}`: {v} is out of the timestamp range"))?;
+                    t.to_rfc3339_opts(SecondsFormat::AutoSi, true)
+                }
+                _ => continue,
+            };
+            out.insert(name.clone(), Value::String(text));
+        }
+        Ok(out)
+    }
+}
+
+/// Semantic type names of the fields of `side` in an embedded Debezium schema, by field.
+fn units(schema: Option<&Value>, side: &str) -> Map<String, Value> {
+    let fields = schema.and_then(|s| s.get("fields")).and_then(Value::as_array);
+    let Some(struct_) = fields.and_then(|f| f.iter().find(|f| f.get("field").and_then(Value::as_str) == Some(side))) else { return Map::new() };
+    let inner = struct_.get("fields").and_then(Value::as_array).cloned().unwrap_or_default();
+    inner
+        .into_iter()
+        .filter_map(|f| Some((f.get("field")?.as_str()?.to_string(), f.get("name")?.clone())))
+        .collect()
+}
+
+/// MySQL binlog order: the file's sequence number (its numeric suffix), then the position in
+/// it (binlog files stay under 4 GiB, so 32 bits hold it).
+fn binlog_position(file: &str, pos: i64) -> Result<i64, String> {
+    let digits: String = file.chars().rev().take_while(char::is_ascii_digit).collect::<Vec<_>>().into_iter().rev().collect();
+    let sequence: i64 = digits.parse().map_err(|_| format!("source.file {file:?} has no numeric suffix"))?;
+    if !(0..1 << 32).contains(&pos) || !(0..1 << 31).contains(&sequence) {
+        return Err(format!("source.file {file:?} / pos {pos} is out of range"));
+    }
+    Ok(sequence << 32 | pos)
+}
+
+#[cfg(test)]
+mod tests;

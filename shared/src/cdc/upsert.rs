@@ -1,0 +1,341 @@
+//! One upsert pipeline's share of an event (`mode = "upsert"`): records unwrapped by the
+//! pipeline's envelope and decoded into rows (inserts, updates) and key images (deletes);
+//! rejects into the dead-letter table, every change into `<table>_changelog` when asked, then
+//! the guarded apply to the table ([`super::keyed`]). Each table commits exactly once by
+//! offsets; a crash between two commits is repaired by the replay.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow_array::builder::{Int32Builder, Int64Builder, StringBuilder};
+use arrow_array::{ArrayRef, RecordBatch, StringArray, new_null_array};
+use arrow_schema::{Schema as ArrowSchema, SchemaRef};
+use arrow_select::concat::concat;
+
+use iceberg::TableIdent;
+use serde::Serialize;
+
+use super::change::Op;
+use super::changelog::ChangelogAppend;
+use super::envelope::{Unwrapped, Unwrapper};
+use super::keyed::{KeyedApply, KeyedChanges};
+use super::mirror::MirrorStats;
+use crate::catalog::Catalogs;
+use crate::commit::Watermarks;
+use crate::config::{Config, FailPoint};
+use crate::dead_letter::{DeadLetterBuilder, Reject};
+use crate::decode::RecordDecoder;
+use crate::error::{Error, Result};
+use crate::event::{KafkaRecordIn, TopicPartition};
+use crate::pipeline::upsert::{OPERATION, SOURCE_POSITION, Upsert};
+use crate::pipeline::{Pipeline, format_name};
+use crate::recovery::dead_lettered_offsets;
+use crate::schema::SourceSchema;
+use crate::sink::{Append, AppendSink};
+use crate::schema::json_schema::JsonSchema;
+use crate::tables::lineage;
+
+pub use crate::tables::is_written_by_icestream;
+
+/// Lineage columns (and the source position) of decoded rows, filled per record.
+#[derive(Default)]
+pub struct Lineage {
+    topic: StringBuilder,
+    partition: Int32Builder,
+    offset: Int64Builder,
+    position: Int64Builder,
+}
+
+impl Lineage {
+    pub fn with_capacity(records: usize) -> Self {
+        Self {
+            topic: StringBuilder::with_capacity(records, records * 16),
+            partition: Int32Builder::with_capacity(records),
+            offset: Int64Builder::with_capacity(records),
+            position: Int64Builder::new(),
+        }
+    }
+
+    /// The Kafka position of one row.
+    pub fn append(&mut self, tp: &TopicPartition, offset: i64) {
+        self.topic.append_value(&tp.topic);
+        self.partition.append_value(tp.partition);
+        self.offset.append_value(offset);
+    }
+
+    fn append_sourced(&mut self, tp: &TopicPartition, offset: i64, position: Option<i64>) {
+        self.append(tp, offset);
+        self.position.append_option(position);
+    }
+
+    /// Columns of `schema` in order: lineage and position from here, the rest from `decoded`.
+    pub fn batch(&mut self, schema: SchemaRef, decoded: Vec<ArrayRef>) -> Result<RecordBatch> {
+        let mut decoded = decoded.into_iter();
+        let (topic, partition, offset, position): (ArrayRef, ArrayRef, ArrayRef, ArrayRef) = (
+            Arc::new(self.topic.finish()),
+            Arc::new(self.partition.finish()),
+            Arc::new(self.offset.finish()),
+            Arc::new(self.position.finish()),
+        );
+        let mut columns = Vec::with_capacity(schema.fields().len());
+        for field in schema.fields() {
+            let column = match field.name().as_str() {
+                lineage::TOPIC => topic.clone(),
+                lineage::PARTITION => partition.clone(),
+                lineage::OFFSET => offset.clone(),
+                SOURCE_POSITION => position.clone(),
+                _ => decoded.next().ok_or_else(|| Error::Invariant(format!("the decoder returned no column for {:?}", field.name())))?,
+            };
+            let column = if column.data_type() == field.data_type() { column } else { arrow_cast::cast(&column, field.data_type())? };
+            columns.push(column);
+        }
+        Ok(RecordBatch::try_new(schema, columns)?)
+    }
+}
+
+/// Decodes one upsert pipeline's records.
+pub struct UpsertDecoder {
+    unwrapper: Unwrapper,
+    rows: RecordDecoder,
+    row_ops: Vec<Op>,
+    row_lineage: Lineage,
+    /// Key (and order column) images of deletes.
+    deletes: RecordDecoder,
+    delete_lineage: Lineage,
+    /// The table's schema and the deletes' (key, order column, lineage).
+    data_schema: SchemaRef,
+    delete_schema: SchemaRef,
+    pub rejects: DeadLetterBuilder,
+    /// Records that change no row (Kafka tombstones after a delete, DMS control records).
+    pub control: usize,
+    pub skipped_replay: usize,
+}
+
+/// Schema of the deletes batch: key columns, the order column, lineage, source position.
+fn delete_schema(data: &ArrowSchema, key: &[String], upsert: &Upsert) -> SchemaRef {
+    let wanted = |name: &str| key.iter().any(|k| k == name) || name == upsert.order_column() || is_written_by_icestream(name);
+    let fields: Vec<_> = data.fields().iter().filter(|f| wanted(f.name())).cloned().collect();
+    Arc::new(ArrowSchema::new(fields))
+}
+
+impl UpsertDecoder {
+    pub fn new(pipeline: &Pipeline, upsert: &Upsert, data_schema: SchemaRef, rejected_at_us: i64) -> Result<Self> {
+        let decoded = |schema: &ArrowSchema| Arc::new(ArrowSchema::new(schema.fields().iter().filter(|f| !is_written_by_icestream(f.name())).cloned().collect::<Vec<_>>()));
+        let rows = RecordDecoder::new(&pipeline.source, decoded(&data_schema))?;
+        let delete_schema = delete_schema(&data_schema, &pipeline.key, upsert);
+        // Key images are JSON objects (a Debezium `before`, DMS `data`, a JSON record key) of
+        // the source's key and order fields, whatever the values' format.
+        let image_fields = pipeline.source.fields().iter().filter(|f| delete_schema.field_with_name(&f.name).is_ok()).cloned().collect();
+        let deletes = RecordDecoder::new(&SourceSchema::Json(JsonSchema { fields: image_fields }), decoded(&delete_schema))?;
+        Ok(Self {
+            unwrapper: Unwrapper::new(upsert.envelope, &upsert.order, &data_schema, &pipeline.key),
+            rows,
+            row_ops: Vec::new(),
+            row_lineage: Lineage::default(),
+            deletes,
+            delete_lineage: Lineage::default(),
+            data_schema,
+            delete_schema,
+            rejects: DeadLetterBuilder::new(rejected_at_us, &format!("{}-{}", format_name(pipeline.format), upsert.envelope)),
+            control: 0,
+            skipped_replay: 0,
+        })
+    }
+
+    /// Decode every record not in `skip` (held by the tables, or already dead-lettered).
+    pub fn decode(&mut self, partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>, skip: impl Fn(&TopicPartition, i64) -> bool) {
+        for (tp, records) in partitions {
+            for record in records {
+                if skip(tp, record.offset) {
+                    self.skipped_replay += 1;
+                    continue;
+                }
+                if let Err(error) = self.append(tp, record) {
+                    self.rejects.append(Reject::of(tp, record, &error));
+                }
+            }
+        }
+    }
+
+    fn append(&mut self, tp: &TopicPartition, record: &KafkaRecordIn) -> std::result::Result<(), String> {
+        if let Some(e) = &record.value_error {
+            return Err(e.clone());
+        }
+        match self.unwrapper.unwrap(record.key.as_deref(), record.value.as_deref())? {
+            Unwrapped::Control => self.control += 1,
+            Unwrapped::Raw(row) => self.push_row(row, Op::Update, tp, record.offset, None)?,
+            Unwrapped::Upsert { row, op, position } => self.push_row(&row, op, tp, record.offset, position)?,
+            Unwrapped::Delete { image, position } => {
+                self.deletes.append(&image)?;
+                self.delete_lineage.append_sourced(tp, record.offset, position);
+            }
+        }
+        Ok(())
+    }
+
+    fn push_row(&mut self, row: &[u8], op: Op, tp: &TopicPartition, offset: i64, position: Option<i64>) -> std::result::Result<(), String> {
+        self.rows.append(row)?;
+        self.row_ops.push(op);
+        self.row_lineage.append_sourced(tp, offset, position);
+        Ok(())
+    }
+
+    /// The rows (table schema) and deletes (key, order, lineage) decoded so far, with the
+    /// operation of each row.
+    pub fn finish(&mut self) -> Result<(RecordBatch, RecordBatch, Vec<Op>)> {
+        let rows = self.row_lineage.batch(self.data_schema.clone(), self.rows.finish()?)?;
+        let deletes = self.delete_lineage.batch(self.delete_schema.clone(), self.deletes.finish()?)?;
+        Ok((rows, deletes, std::mem::take(&mut self.row_ops)))
+    }
+}
+
+/// The changelog rows of a batch: `operation`, then the rows' columns; deletes carry their
+/// key, order and lineage columns, the rest null.
+pub fn changelog_rows(schema: SchemaRef, rows: &RecordBatch, ops: &[Op], deletes: &RecordBatch) -> Result<RecordBatch> {
+    let mut columns = Vec::with_capacity(schema.fields().len());
+    for field in schema.fields() {
+        let column: ArrayRef = if field.name() == OPERATION {
+            let codes = ops.iter().map(|op| op.code()).chain(std::iter::repeat_n(Op::Delete.code(), deletes.num_rows()));
+            Arc::new(StringArray::from_iter_values(codes))
+        } else {
+            let from_rows = rows.column_by_name(field.name()).cloned().unwrap_or_else(|| new_null_array(field.data_type(), rows.num_rows()));
+            let from_deletes = deletes.column_by_name(field.name()).cloned().unwrap_or_else(|| new_null_array(field.data_type(), deletes.num_rows()));
+            concat(&[from_rows.as_ref(), from_deletes.as_ref()])?
+        };
+        columns.push(column);
+    }
+    Ok(RecordBatch::try_new(schema, columns)?)
+}
+
+/// Whether every table of the pipeline holds `offset` (or the dead-letter table does).
+pub fn held_everywhere<'a>(
+    marks: &'a [Watermarks],
+    dead_lettered: &'a HashMap<TopicPartition, HashSet<i64>>,
+) -> impl Fn(&TopicPartition, i64) -> bool + 'a {
+    move |tp, offset| marks.iter().all(|m| m.covers(tp, offset)) || dead_lettered.get(tp).is_some_and(|held| held.contains(&offset))
+}
+
+/// An upsert pipeline's tables, as opened at start.
+pub struct UpsertTables<'a> {
+    pub pipeline: &'a Pipeline,
+    pub upsert: &'a Upsert,
+    pub data: &'a TableIdent,
+    pub dead_letter: &'a TableIdent,
+    pub dead_letter_schema: SchemaRef,
+    /// `<table>_changelog` and its schema, when the pipeline keeps one.
+    pub changelog: Option<(&'a TableIdent, SchemaRef)>,
+}
+
+/// What one upsert pipeline did with its share of an event.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct UpsertOutcome {
+    pub changes: usize,
+    pub control: usize,
+    pub dead_letter: usize,
+    pub skipped_replay: usize,
+    pub changelog_written: usize,
+    /// Repeated deliveries of a change the changelog dropped.
+    pub duplicates: usize,
+    pub mirror: MirrorStats,
+    pub files: usize,
+    pub bytes: u64,
+    pub commit_attempts: u32,
+    pub commit_ms: u64,
+    /// The table's new snapshot, if it changed.
+    pub snapshot_id: Option<i64>,
+    pub oldest_timestamp_ms: Option<i64>,
+}
+
+/// First and last offset per topic-partition, and the oldest Kafka timestamp.
+fn ranges_of(partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>) -> (BTreeMap<TopicPartition, (i64, i64)>, Option<i64>) {
+    let ranges = partitions
+        .iter()
+        .filter_map(|(tp, records)| Some((tp.clone(), (records.first()?.offset, records.last()?.offset))))
+        .collect();
+    (ranges, partitions.values().flatten().map(|r| r.timestamp_ms).min())
+}
+
+/// Dead letters, then the changelog, then the guarded apply: each table loaded once, each
+/// commit exactly once by offsets.
+pub async fn ingest(
+    catalogs: &Catalogs,
+    config: &Config,
+    sink: &AppendSink,
+    tables: UpsertTables<'_>,
+    partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
+    deadline: Instant,
+) -> Result<UpsertOutcome> {
+    let catalog = catalogs.catalog();
+    let data_table = catalog.load_table(tables.data).await?;
+    let dead_letter_table = catalog.load_table(tables.dead_letter).await?;
+    let changelog_table = match &tables.changelog {
+        Some((ident, _)) => Some(catalog.load_table(ident).await?),
+        None => None,
+    };
+    let data_marks = Watermarks::from_properties(data_table.metadata().properties());
+    let dead_letter_marks = Watermarks::from_properties(dead_letter_table.metadata().properties());
+    let mut marks = vec![data_marks.clone()];
+    marks.extend(changelog_table.iter().map(|t| Watermarks::from_properties(t.metadata().properties())));
+    let dead_lettered = dead_lettered_offsets(&dead_letter_table, partitions, &data_marks, &dead_letter_marks).await?;
+    let (ranges, oldest_timestamp_ms) = ranges_of(partitions);
+
+    // The table's schema as it is now (another engine may have changed it since start).
+    let data_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(data_table.metadata().current_schema())?);
+    let mut decoder = UpsertDecoder::new(tables.pipeline, tables.upsert, data_schema, chrono::Utc::now().timestamp_micros())?;
+    decoder.decode(partitions, held_everywhere(&marks, &dead_lettered));
+    let (rows, deletes, ops) = decoder.finish()?;
+    let mut out = UpsertOutcome {
+        changes: rows.num_rows() + deletes.num_rows(),
+        control: decoder.control,
+        skipped_replay: decoder.skipped_replay,
+        oldest_timestamp_ms,
+        ..Default::default()
+    };
+
+    // Dead letters first: if we crash before the other commits, the replay finds them.
+    let rejects = std::mem::replace(&mut decoder.rejects, DeadLetterBuilder::new(0, "")).finish(tables.dead_letter_schema.clone())?;
+    let started = Instant::now();
+    let append = Append { ident: tables.dead_letter, table: Some(dead_letter_table), rows: rejects, ranges: &ranges, oldest_record_ms: oldest_timestamp_ms, writers: vec![] };
+    let appended = sink.append(catalogs, config, append, deadline).await?;
+    out.commit_ms += started.elapsed().as_millis() as u64;
+    out.commit_attempts += appended.commit_attempts;
+    out.dead_letter = appended.rows;
+    out.files += appended.files;
+    out.bytes += appended.bytes;
+
+    let key = &tables.pipeline.key;
+    let order = tables.upsert.order_column();
+    if let (Some(table), Some((_, schema))) = (changelog_table, &tables.changelog) {
+        let started = Instant::now();
+        let batch = changelog_rows(schema.clone(), &rows, &ops, &deletes)?;
+        let mut planner = ChangelogAppend::new(batch, key, order, ranges.clone(), &config.compression, config.target_file_size_bytes)?;
+        let outcome = catalogs.committer.commit_to(table, deadline, &mut planner).await?;
+        out.commit_ms += started.elapsed().as_millis() as u64;
+        out.commit_attempts += outcome.attempts;
+        out.duplicates = planner.duplicates;
+        if outcome.committed
+            && let Some(append) = planner.append()
+        {
+            out.changelog_written = append.rows_planned;
+            out.files += append.files_planned;
+        }
+    }
+    if config.fail_point == FailPoint::AfterCommit {
+        crate::failpoint::abort("after-commit (changelog committed, upsert table not)");
+    }
+
+    // The guarded apply runs even with no change left, so the table's watermarks stay
+    // contiguous over dead letters and control records.
+    let started = Instant::now();
+    let mut planner = KeyedApply::new(KeyedChanges { rows, deletes }, key, order, &ranges, &config.compression, config.target_file_size_bytes)?;
+    let outcome = catalogs.committer.commit_to(data_table, deadline, &mut planner).await?;
+    out.commit_ms += started.elapsed().as_millis() as u64;
+    out.commit_attempts += outcome.attempts;
+    out.mirror = planner.stats;
+    out.snapshot_id = outcome.snapshot_id;
+    if outcome.committed {
+        out.files += out.mirror.data_files + out.mirror.delete_files;
+    }
+    Ok(out)
+}
