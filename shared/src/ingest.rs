@@ -58,14 +58,14 @@ pub struct Summary {
 }
 
 /// One pipeline's tables as loaded at start: where rows go and in which Arrow layout.
-struct PipelineTables {
-    data: TableIdent,
-    dead_letter: TableIdent,
+pub(crate) struct PipelineTables {
+    pub(crate) data: TableIdent,
+    pub(crate) dead_letter: TableIdent,
     /// The table's columns in its own order (lineage included).
-    data_schema: SchemaRef,
+    pub(crate) data_schema: SchemaRef,
     /// The columns the decoder fills: the table's, lineage left out, in table order.
-    decoded_schema: SchemaRef,
-    dead_letter_schema: SchemaRef,
+    pub(crate) decoded_schema: SchemaRef,
+    pub(crate) dead_letter_schema: SchemaRef,
 }
 
 /// Config, catalog and pipelines: built once per process, reused per invocation.
@@ -102,6 +102,13 @@ impl IngestPipeline {
 
     pub fn pipelines(&self) -> &PipelineSet {
         &self.set
+    }
+
+    /// The pipeline writing `table`, with its tables as loaded at start (dead-letter replay
+    /// decodes with exactly what ingest uses).
+    pub(crate) fn pipeline_of(&self, table: &str) -> Option<(&Pipeline, &PipelineTables)> {
+        let index = self.set.pipelines.iter().position(|p| p.table == table)?;
+        Some((&self.set.pipelines[index], &self.tables[index]))
     }
 
     /// Handle a raw event (JSON bytes).

@@ -3,6 +3,7 @@
 //! Everything the Lambda functions and the `icestream` CLI share lives here; the functions'
 //! `main.rs` only build a pipeline once and hand it each event.
 
+pub mod audit;
 pub mod aws;
 pub mod catalog;
 pub mod catalog_calls;
@@ -27,6 +28,7 @@ pub mod maintenance;
 pub mod metrics;
 pub mod pipeline;
 pub mod recovery;
+pub mod replay;
 pub mod report;
 pub mod schema;
 pub mod tables;
