@@ -1,7 +1,9 @@
 //! `icestream`: the command line for people. Every command that touches tables runs the same
 //! library code as the Lambda functions.
 
+mod audit;
 mod committer;
+mod dead_letters;
 mod demo;
 mod maintain;
 mod pipelines;
@@ -24,6 +26,13 @@ commands:
                       validate a pipeline file; print each pipeline's Iceberg schema (field ids),
                       partition spec and topics
   report TABLE        snapshots, files, rows and offset watermarks of a table
+  audit TABLE [bootstrap=HOST:PORT]
+                      prove exactly-once from the table: no offset twice across the table and its
+                      dead letters, rows under their watermarks, gaps listed (explained by the
+                      broker with bootstrap=); prints the verdict and JSON; exits 1 on a failure
+  dead-letters replay TABLE [since=TIME|AGE] [reason=TEXT] [dry-run=true]
+                      decode the table's dead letters again with the current pipeline and append
+                      those that now decode, once (marked, never deleted); prints JSON
   gen-event           write a synthetic MSK event (see `icestream help gen-event`)
   maintain [action=purge-tombstones|compact|rewrite-manifests|expire|remove-orphans|report] [table=NAME] [dry-run=true]
                       run the maintenance function's code; prints the report as JSON
@@ -116,6 +125,8 @@ async fn run() -> Result<()> {
             }
         }
         "maintain" => maintain::run(args).await?,
+        "audit" => audit::run(args).await?,
+        "dead-letters" => dead_letters::run(args).await?,
         "pipelines" => pipelines::run(args).await?,
         "committer" => committer::run(args).await?,
         "demo" => demo::run(args).await?,

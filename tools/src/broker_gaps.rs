@@ -1,0 +1,116 @@
+//! Why offsets are missing from a table, as the broker tells it (`icestream audit
+//! bootstrap=...`): below the partition's log start offset they were deleted by retention (or
+//! DeleteRecords) before anyone read them; a record the broker still serves was dropped by
+//! dedup, or else lost; an offset the broker skips is compacted away (a compacted topic) or a
+//! transaction marker / aborted record (any other topic).
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use icestream::audit::{Gap, GapCause};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
+use rdkafka::client::DefaultClientContext;
+
+/// At most this many offsets of one gap are fetched to look at; the rest keep no cause.
+pub const FETCH_MAX: i64 = 100_000;
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Asks one broker about gaps.
+pub struct BrokerGaps {
+    consumer: BaseConsumer,
+    admin: AdminClient<DefaultClientContext>,
+    /// Whether the table's pipeline drops repeats of its key (then a record still on the
+    /// broker was dropped by dedup, not lost).
+    dedup: bool,
+}
+
+impl BrokerGaps {
+    pub fn connect(bootstrap: &str, dedup: bool) -> Result<Self> {
+        let mut config = crate::kafka::client_config(bootstrap);
+        config
+            .set("group.id", "icestream-audit")
+            .set("enable.auto.commit", "false")
+            .set("enable.partition.eof", "true")
+            .set("isolation.level", "read_committed");
+        let consumer: BaseConsumer = config.create().with_context(|| format!("Kafka consumer for {bootstrap}"))?;
+        let admin: AdminClient<DefaultClientContext> = crate::kafka::client_config(bootstrap).create().with_context(|| format!("Kafka admin client for {bootstrap}"))?;
+        Ok(Self { consumer, admin, dedup })
+    }
+
+    /// The gap split into sub-ranges with their causes.
+    pub async fn explain(&self, gap: &Gap) -> Result<Vec<Gap>> {
+        let (low, _high) = self
+            .consumer
+            .fetch_watermarks(&gap.topic, gap.partition, TIMEOUT)
+            .with_context(|| format!("log start offset of {}-{}", gap.topic, gap.partition))?;
+        let compacted = self.compacted(&gap.topic).await;
+        let fetch_to = gap.to.min(gap.from.max(low) + FETCH_MAX - 1);
+        let present = if fetch_to >= gap.from.max(low) { self.present(gap, gap.from.max(low), fetch_to)? } else { BTreeSet::new() };
+        let cause_of = |offset: i64| -> Option<GapCause> {
+            if offset < low {
+                Some(GapCause::DeletedByRetention)
+            } else if offset > fetch_to {
+                None
+            } else if present.contains(&offset) {
+                Some(if self.dedup { GapCause::DroppedByDedup } else { GapCause::Lost })
+            } else if compacted {
+                Some(GapCause::CompactedAway)
+            } else {
+                Some(GapCause::TransactionMarkers)
+            }
+        };
+        let mut out: Vec<Gap> = Vec::new();
+        for offset in gap.from..=gap.to {
+            let cause = cause_of(offset);
+            match out.last_mut() {
+                Some(last) if last.cause == cause && last.to + 1 == offset => last.to = offset,
+                _ => out.push(Gap { topic: gap.topic.clone(), partition: gap.partition, from: offset, to: offset, cause }),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The offsets in `from..=to` the broker serves (read-committed).
+    fn present(&self, gap: &Gap, from: i64, to: i64) -> Result<BTreeSet<i64>> {
+        let mut assignment = TopicPartitionList::new();
+        assignment.add_partition_offset(&gap.topic, gap.partition, Offset::Offset(from))?;
+        self.consumer.assign(&assignment)?;
+        let mut present = BTreeSet::new();
+        let started = Instant::now();
+        while started.elapsed() < TIMEOUT {
+            match self.consumer.poll(Duration::from_millis(200)) {
+                Some(Ok(message)) => {
+                    if message.offset() > to {
+                        break;
+                    }
+                    present.insert(message.offset());
+                }
+                Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => break,
+                Some(Err(e)) => return Err(e).with_context(|| format!("fetching {}-{} from offset {from}", gap.topic, gap.partition)),
+                None => {
+                    // Nothing more within the poll interval: the partition end is reached when
+                    // the position has passed the range or the log has no more records.
+                    let (_, high) = self.consumer.fetch_watermarks(&gap.topic, gap.partition, TIMEOUT)?;
+                    if present.last().is_some_and(|l| *l + 1 >= high) || high <= from {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(present)
+    }
+
+    /// Whether the topic's `cleanup.policy` includes `compact` (unknown counts as not).
+    async fn compacted(&self, topic: &str) -> bool {
+        let resources = [ResourceSpecifier::Topic(topic)];
+        let Ok(results) = self.admin.describe_configs(&resources, &AdminOptions::new().request_timeout(Some(TIMEOUT))).await else {
+            return false;
+        };
+        results.into_iter().flatten().any(|config| config.get("cleanup.policy").and_then(|e| e.value.as_deref()).is_some_and(|v| v.contains("compact")))
+    }
+}
