@@ -177,10 +177,11 @@ pub const MAINTENANCE: FunctionContract = FunctionContract {
     function: "maintenance",
     knobs: knobs![
         "target_file_size_bytes", "compression", "hot_partition_hours", "snapshot_max_age_hours", "min_snapshots_to_keep",
-        "orphan_margin_hours", "s3tables_maintenance", "tombstone_retention_days", "pipelines"
+        "orphan_margin_hours", "s3tables_maintenance", "tombstone_retention_days", "pipelines", "table", "source", "dedup"
     ],
-    // Without a pipeline file, maintenance looks after every table of the namespace.
-    optional_knobs: &[LOCAL_ONLY_KNOBS[0], "s3tables_maintenance", "pipelines"],
+    // Without a pipeline file, maintenance looks after every table of the namespace, and
+    // `replay-dead-letters` decodes with the pipeline that table/source/dedup describe.
+    optional_knobs: &[LOCAL_ONLY_KNOBS[0], "s3tables_maintenance", "pipelines", "table", "source", "dedup"],
     calls: &[
         CATALOG_CALLS,
         &[

@@ -34,7 +34,8 @@ commands:
                       decode the table's dead letters again with the current pipeline and append
                       those that now decode, once (marked, never deleted); prints JSON
   gen-event           write a synthetic MSK event (see `icestream help gen-event`)
-  maintain [action=purge-tombstones|compact|rewrite-manifests|expire|remove-orphans|report] [table=NAME] [dry-run=true]
+  maintain [action=purge-tombstones|compact|rewrite-manifests|expire|remove-orphans|replay-dead-letters|audit|report]
+                      [table=NAME] [dry-run=true] [since=TIME|AGE] [reason=TEXT]
                       run the maintenance function's code; prints the report as JSON
   committer EVENT.json|poll [max_messages=N] [visibility_timeout_s=N]
                       run the committer function's code on an SQS event file, or on one batch
