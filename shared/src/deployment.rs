@@ -245,6 +245,8 @@ pub fn contract_json(metrics: serde_json::Value) -> serde_json::Value {
             let flat: Vec<&Calls> = f.calls.iter().flat_map(|group| group.iter()).collect();
             let mut value = serde_json::json!({"knobs": f.knobs, "optional_knobs": f.optional_knobs, "calls": flat});
             value["metrics"] = metrics.get(f.function).cloned().unwrap_or(serde_json::Value::Null);
+            // Metrics of the per-table lines (dimensions Function and Table).
+            value["table_metrics"] = metrics.get(format!("{}_per_table", f.function)).cloned().unwrap_or(serde_json::Value::Null);
             (f.function.to_string(), value)
         })
         .collect();
@@ -252,7 +254,8 @@ pub fn contract_json(metrics: serde_json::Value) -> serde_json::Value {
         "functions": functions,
         "metrics": {
             "namespace": crate::metrics::NAMESPACE,
-            "dimensions": [[crate::metrics::DIMENSION]],
+            "dimensions": [[crate::metrics::DIMENSION], [crate::metrics::DIMENSION, crate::metrics::TABLE_DIMENSION]],
+            "table_dimension": crate::metrics::TABLE_DIMENSION,
             "dimension_value_env": crate::metrics::FUNCTION_NAME_ENV,
         },
         "commit_queue": CommitQueueContract { message_group: "table", deduplication_id: "request-offsets" },

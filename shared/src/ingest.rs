@@ -18,6 +18,7 @@ use crate::config::{Config, Dedup, FailPoint};
 use crate::dead_letter::{DeadLetterBuilder, Reject};
 use crate::decode::RecordDecoder;
 use crate::error::{Error, Result};
+use crate::freshness::{Freshness, RecordTimes};
 use crate::event::{KafkaRecordIn, ParsedEvent, TopicPartition, parse_event};
 use crate::pipeline::{Pipeline, PipelineSet, format_name};
 use crate::recovery::dead_lettered_offsets;
@@ -54,7 +55,19 @@ pub struct Summary {
     pub commit_requests: usize,
     /// Pipeline tables this event fed.
     pub tables: usize,
+    /// Per pipeline table: rows, dead letters and freshness at commit (the per-table EMF lines).
+    pub table_metrics: Vec<TableMetrics>,
     pub duration_ms: u64,
+}
+
+/// One pipeline table's share of an invocation.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct TableMetrics {
+    pub table: String,
+    pub written: usize,
+    pub dead_letter: usize,
+    /// Ages of the records at the data commit (none when nothing new was committed directly).
+    pub freshness: Option<Freshness>,
 }
 
 /// One pipeline's tables as loaded at start: where rows go and in which Arrow layout.
@@ -186,9 +199,17 @@ impl IngestPipeline {
         // Queued mode sends a request even with no row left, so the watermarks stay contiguous.
         // Each table was loaded once above: that load starts its commit.
         let appends = [(&tables.dead_letter, dead_letter_table, rejects, false), (&tables.data, data_table, rows, true)];
+        let mut metrics = TableMetrics { table: tables.data.name().to_string(), ..Default::default() };
         for (ident, table, batch, is_data) in appends {
             let commit_started = Instant::now();
-            let append = Append { ident, table: Some(table), rows: batch, ranges: &decoded.ranges, oldest_record_ms: decoded.oldest_timestamp_ms };
+            let append = Append {
+                ident,
+                table: Some(table),
+                rows: batch,
+                ranges: &decoded.ranges,
+                oldest_record_ms: decoded.oldest_timestamp_ms,
+                record_times: Some(&decoded.record_times),
+            };
             let appended = self.sink.append(&self.catalogs, &self.config, append, deadline).await?;
             summary.commit_ms += commit_started.elapsed().as_millis() as u64;
             summary.commit_attempts += appended.commit_attempts;
@@ -198,13 +219,18 @@ impl IngestPipeline {
             summary.commit_requests += appended.requests_sent;
             if is_data {
                 summary.written += appended.rows;
+                metrics.written = appended.rows;
+                metrics.freshness = appended.freshness;
             } else {
                 summary.dead_letter += appended.rows;
+                metrics.dead_letter = appended.rows;
             }
             if appended.snapshot_id.is_some() {
                 summary.snapshot_id = appended.snapshot_id;
             }
         }
+        tracing::info!(table = %metrics.table, written = metrics.written, dead_letter = metrics.dead_letter, "table committed");
+        summary.table_metrics.push(metrics);
         Ok(decoded.oldest_timestamp_ms)
     }
 
@@ -257,6 +283,8 @@ pub struct DecodedPartitions {
     /// First and last offset per topic-partition in the event.
     pub ranges: BTreeMap<TopicPartition, (i64, i64)>,
     pub oldest_timestamp_ms: Option<i64>,
+    /// Kafka timestamps of every record of the event (freshness at commit).
+    pub record_times: RecordTimes,
 }
 
 impl DecodedPartitions {
@@ -300,6 +328,7 @@ pub fn decode_partitions(
         skipped_replay: 0,
         ranges: BTreeMap::new(),
         oldest_timestamp_ms: None,
+        record_times: RecordTimes::default(),
     };
     for (tp, records) in partitions {
         if let (Some(first), Some(last)) = (records.first(), records.last()) {
@@ -309,6 +338,7 @@ pub fn decode_partitions(
         let dead_lettered = marks.dead_lettered.get(tp);
         for record in records {
             out.oldest_timestamp_ms = Some(out.oldest_timestamp_ms.map_or(record.timestamp_ms, |o| o.min(record.timestamp_ms)));
+            out.record_times.push(record.timestamp_ms);
             if marks.data.covers(tp, record.offset) || dead_lettered.is_some_and(|held| held.contains(&record.offset)) {
                 out.skipped_replay += 1;
                 continue;

@@ -20,6 +20,7 @@ pub mod deployment;
 pub mod error;
 pub mod event;
 pub mod failpoint;
+pub mod freshness;
 pub mod generate;
 pub mod ingest;
 pub mod logging;

@@ -21,6 +21,7 @@ use crate::commit::Watermarks;
 use crate::config::{CommitMode, Config, FailPoint};
 use crate::error::Result;
 use crate::event::TopicPartition;
+use crate::freshness::{Freshness, RecordTimes};
 use crate::queued::sqs::CommitQueue;
 use crate::queued::{CommitRequest, REQUEST_VERSION};
 use crate::writer::write_data_files;
@@ -38,6 +39,8 @@ pub struct Appended {
     pub snapshot_id: Option<i64>,
     /// Commit requests sent (queued).
     pub requests_sent: usize,
+    /// Ages of the records when the snapshot was written (direct, with record times).
+    pub freshness: Option<Freshness>,
 }
 
 /// One append: rows (with lineage columns) for a table, covering `ranges` (first and last
@@ -51,6 +54,9 @@ pub struct Append<'a> {
     pub ranges: &'a BTreeMap<TopicPartition, (i64, i64)>,
     /// Kafka timestamp of the oldest record covered, epoch milliseconds.
     pub oldest_record_ms: Option<i64>,
+    /// Kafka timestamps of the records covered: a direct commit records their ages
+    /// ([`crate::freshness`]) in its snapshot summary.
+    pub record_times: Option<&'a RecordTimes>,
 }
 
 /// The configured way appends reach their table, built once per process.
@@ -78,11 +84,12 @@ impl AppendSink {
 }
 
 async fn direct(catalogs: &Catalogs, config: &Config, append: Append<'_>, deadline: Instant) -> Result<Appended> {
-    let Append { ident, table, rows, ranges, .. } = append;
+    let Append { ident, table, rows, ranges, record_times, .. } = append;
     if rows.num_rows() == 0 {
         return Ok(Appended::default());
     }
     let mut planner = OffsetAppend::new(rows, ranges.clone(), &config.compression, config.target_file_size_bytes, config.fail_point);
+    planner.record_times = record_times.cloned();
     let outcome = match table {
         Some(table) => catalogs.committer.commit_to(table, deadline, &mut planner).await?,
         None => catalogs.committer.commit(ident, deadline, &mut planner).await?,
@@ -97,11 +104,12 @@ async fn direct(catalogs: &Catalogs, config: &Config, append: Append<'_>, deadli
         commit_attempts: outcome.attempts,
         snapshot_id: outcome.snapshot_id,
         requests_sent: 0,
+        freshness: if ours { planner.freshness } else { None },
     })
 }
 
 async fn queued(queue: &CommitQueue, catalogs: &Catalogs, config: &Config, append: Append<'_>) -> Result<Appended> {
-    let Append { ident, table, rows, ranges, oldest_record_ms } = append;
+    let Append { ident, table, rows, ranges, oldest_record_ms, .. } = append;
     let table = match table {
         Some(table) => table,
         None => catalogs.catalog().load_table(ident).await?,

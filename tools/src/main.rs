@@ -74,6 +74,9 @@ async fn run() -> Result<()> {
             let pipeline = IngestPipeline::new(config).await?;
             let summary = pipeline.handle_json(&json, std::time::Instant::now() + budget).await?;
             eprintln!("{}", icestream::metrics::emf_line("ingest", &summary));
+            for line in icestream::metrics::table_emf_lines("ingest", &summary) {
+                eprintln!("{line}");
+            }
             println!("{}", serde_json::to_string(&summary)?);
         }
         "cdc" => {

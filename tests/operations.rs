@@ -1,6 +1,7 @@
 //! Operating it: the audit proves exactly-once from the tables (and fails on a duplicate file
-//! committed behind ingest's back), and dead letters made by a stale schema are replayed once
-//! after the fix, with the audit still adding up.
+//! committed behind ingest's back), dead letters made by a stale schema are replayed once after
+//! the fix with the audit still adding up, and the per-table EMF line and snapshot summary carry
+//! the records' ages at commit.
 
 use std::path::Path;
 
@@ -41,16 +42,69 @@ fn order(id: i64, note: &str, extra: Option<i64>) -> Vec<u8> {
     out
 }
 
-/// An MSK event on topic `orders`, partition 0, offsets 0..10: 0-5 written with V1, 6-9 with V2.
-fn event() -> Value {
+/// An MSK event on topic `orders`, partition 0, offsets 0..10: 0-5 written with V1, 6-9 with V2;
+/// record `i` has the Kafka timestamp `timestamps[i]`.
+fn event_at(timestamps: &[i64; 10]) -> Value {
     let records: Vec<Value> = (0..10)
         .map(|i| {
             let value = order(i, &format!("order {i}"), (i >= 6).then_some(i * 100));
-            json!({"topic": "orders", "partition": 0, "offset": i, "timestamp": 1_764_000_000_000i64 + i, "timestampType": "CREATE_TIME",
+            json!({"topic": "orders", "partition": 0, "offset": i, "timestamp": timestamps[i as usize], "timestampType": "CREATE_TIME",
                    "value": base64::engine::general_purpose::STANDARD.encode(value), "headers": []})
         })
         .collect();
     json!({"eventSource": "aws:kafka", "records": {"orders-0": records}})
+}
+
+fn event() -> Value {
+    event_at(&std::array::from_fn(|i| 1_764_000_000_000 + i as i64))
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+#[tokio::test]
+async fn the_per_table_emf_line_and_the_snapshot_carry_the_records_ages_at_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    let pipelines = pipeline_file(dir.path());
+    let pipeline = icestream::IngestPipeline::new(config(&wh, &[&format!("pipelines={pipelines}")])).await.unwrap();
+    // Ten records, 10 minutes to 1 minute old, in shuffled order.
+    let now = now_ms();
+    let ages_s: [i64; 10] = [420, 600, 60, 300, 540, 120, 360, 180, 480, 240];
+    let timestamps: [i64; 10] = std::array::from_fn(|i| now - ages_s[i] * 1000);
+    let before = now_ms();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let summary = pipeline.handle_json(event_at(&timestamps).to_string().as_bytes(), deadline).await.unwrap();
+    let after = now_ms();
+
+    let lines = icestream::metrics::table_emf_lines("ingest", &summary);
+    assert_eq!(lines.len(), 1);
+    let line: Value = serde_json::from_str(&lines[0]).unwrap();
+    assert_eq!((line["Table"].as_str(), line["Function"].as_str()), (Some("orders"), Some("ingest")), "{line}");
+    assert_eq!(line["_aws"]["CloudWatchMetrics"][0]["Dimensions"], json!([["Function", "Table"]]));
+    assert_eq!((line["Written"].as_f64(), line["DeadLettered"].as_f64()), (Some(6.0), Some(4.0)));
+    // Every record of the event counts (its offsets are what the commit covers). Sorted
+    // timestamps: the oldest is 600 s old, the newest 60 s; nearest-rank p50 of ten ages is
+    // the 5th youngest (300 s), p99 the oldest.
+    let within = |name: &str, age_s: i64| {
+        let ts = now - age_s * 1000;
+        let value = line[name].as_f64().unwrap_or_else(|| panic!("{name} missing: {line}")) as i64;
+        assert!((before - ts..=after - ts).contains(&value), "{name} = {value}, expected the commit time minus {ts} ({line})");
+    };
+    within("NewestRecordAge", 60);
+    within("RecordAgeMax", 600);
+    within("RecordAgeP50", 300);
+    within("RecordAgeP99", 600);
+    let latency = line["CommitLatency"].as_f64().unwrap() as i64;
+    assert!((0..=after - before).contains(&latency), "{line}");
+
+    // The snapshot records the same figures.
+    let catalogs = Catalogs::connect(&config(&wh, &[])).await.unwrap();
+    let table = catalogs.catalog().load_table(&catalogs.ident("orders")).await.unwrap();
+    let recorded = icestream::freshness::Freshness::from_summary(&table.metadata().current_snapshot().unwrap().summary().additional_properties).unwrap();
+    assert_eq!(Some(recorded), summary.table_metrics[0].freshness);
+    assert_eq!(recorded.newest_record_ms, now - 60_000);
 }
 
 fn pipeline_file(dir: &Path) -> String {
