@@ -105,6 +105,17 @@ async fn the_per_table_emf_line_and_the_snapshot_carry_the_records_ages_at_commi
     let recorded = icestream::freshness::Freshness::from_summary(&table.metadata().current_snapshot().unwrap().summary().additional_properties).unwrap();
     assert_eq!(Some(recorded), summary.table_metrics[0].freshness);
     assert_eq!(recorded.newest_record_ms, now - 60_000);
+
+    // `icestream status` reads the same figures back, with the last hour's counts.
+    let out = icestream(&["status", "output=json", &format!("warehouse={}", wh.display()), &format!("pipelines={pipelines}")], &[]);
+    let status = &summary_of(&out)[0];
+    assert_eq!(status["table"], "orders");
+    assert_eq!((status["rows_last_hour"].as_u64(), status["dead_letters_last_hour"].as_u64()), (Some(6), Some(4)), "{status}");
+    // Six rows of an unpartitioned table: one (small) file.
+    assert_eq!((status["files_last_hour"].as_u64(), status["small_files"].as_u64()), (Some(1), Some(1)), "{status}");
+    assert_eq!(status["freshness"], serde_json::to_value(recorded).unwrap());
+    assert!(status["newest_record_age_ms"].as_i64().unwrap() >= 60_000, "{status}");
+    assert!(status["last_commit"].as_str().is_some() && status["pending_commit_requests"].is_null(), "{status}");
 }
 
 fn pipeline_file(dir: &Path) -> String {

@@ -32,6 +32,7 @@ pub mod recovery;
 pub mod replay;
 pub mod report;
 pub mod schema;
+pub mod status;
 pub mod tables;
 #[cfg(test)]
 pub(crate) mod testkit;

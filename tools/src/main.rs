@@ -7,6 +7,7 @@ mod dead_letters;
 mod demo;
 mod maintain;
 mod pipelines;
+mod status;
 
 use std::time::Duration;
 
@@ -30,6 +31,10 @@ commands:
                       prove exactly-once from the table: no offset twice across the table and its
                       dead letters, rows under their watermarks, gaps listed (explained by the
                       broker with bootstrap=); prints the verdict and JSON; exits 1 on a failure
+  status [output=text|json]
+                      per pipeline table: last commit, freshness, rows and files in the last hour,
+                      small files waiting for compaction, dead letters in the last hour, pending
+                      queued commit requests
   dead-letters replay TABLE [since=TIME|AGE] [reason=TEXT] [dry-run=true]
                       decode the table's dead letters again with the current pipeline and append
                       those that now decode, once (marked, never deleted); prints JSON
@@ -130,6 +135,7 @@ async fn run() -> Result<()> {
         }
         "maintain" => maintain::run(args).await?,
         "audit" => audit::run(args).await?,
+        "status" => status::run(args).await?,
         "dead-letters" => dead_letters::run(args).await?,
         "pipelines" => pipelines::run(args).await?,
         "committer" => committer::run(args).await?,
