@@ -211,3 +211,45 @@ async fn audit_passes_replay_adds_once_and_a_duplicate_file_fails_the_audit() {
         assert_eq!((d["topic"].as_str(), d["partition"].as_i64(), d["in_table"].as_u64()), (Some("orders"), Some(0), Some(2)), "{d}");
     }
 }
+
+/// A log sink the test reads back.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn json_log_lines_about_a_batch_carry_the_request_id_table_and_offsets() {
+    use tracing::Instrument;
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let _guard = tracing::subscriber::set_default(icestream::logging::json_subscriber(move || writer.clone()));
+    let dir = tempfile::tempdir().unwrap();
+    let pipelines = pipeline_file(dir.path());
+    let pipeline = icestream::IngestPipeline::new(config(&dir.path().join("wh"), &[&format!("pipelines={pipelines}")])).await.unwrap();
+    // What lambda_runtime wraps each invocation in.
+    let invocation = tracing::info_span!("Lambda runtime invoke", requestId = "req-42");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    pipeline.handle_json(event().to_string().as_bytes(), deadline).instrument(invocation).await.unwrap();
+
+    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}"))).collect();
+    let span = |line: &Value, name: &str| line["spans"].as_array().and_then(|s| s.iter().find(|s| s["name"] == name).cloned());
+    let batch_lines: Vec<&Value> = lines.iter().filter(|l| span(l, "batch").is_some()).collect();
+    assert!(batch_lines.iter().any(|l| l["message"] == "table committed" && l["written"] == 6), "{text}");
+    for line in batch_lines {
+        let batch = span(line, "batch").unwrap();
+        assert_eq!((batch["table"].as_str(), batch["offsets"].as_str()), (Some("bigdata.orders"), Some("orders-0:0-9")), "{line}");
+        assert_eq!(span(line, "Lambda runtime invoke").unwrap()["requestId"], "req-42", "{line}");
+        assert!(line["level"].is_string() && line["timestamp"].is_string(), "{line}");
+    }
+}

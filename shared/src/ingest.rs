@@ -11,6 +11,7 @@ use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{Schema as ArrowSchema, SchemaRef};
 use iceberg::TableIdent;
 use serde::Serialize;
+use tracing::Instrument;
 
 use crate::catalog::Catalogs;
 use crate::commit::Watermarks;
@@ -141,7 +142,9 @@ impl IngestPipeline {
         }
         let mut oldest: Option<i64> = None;
         for (index, partitions) in routed {
-            let pipeline_oldest = self.ingest_pipeline(index, &partitions, deadline, &mut summary).await?;
+            // Every log line about this share of the batch names the table and the offsets.
+            let span = tracing::info_span!("batch", table = %self.tables[index].data, offsets = %offset_ranges(&partitions));
+            let pipeline_oldest = self.ingest_pipeline(index, &partitions, deadline, &mut summary).instrument(span).await?;
             oldest = match (oldest, pipeline_oldest) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
@@ -237,6 +240,12 @@ impl IngestPipeline {
     fn now_us(&self) -> i64 {
         chrono::Utc::now().timestamp_micros()
     }
+}
+
+/// `topic-partition:first-last` per partition, comma-separated: the offsets a batch covers.
+fn offset_ranges(partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>) -> String {
+    let ranges = partitions.iter().filter_map(|(tp, records)| Some(format!("{tp}:{}-{}", records.first()?.offset, records.last()?.offset)));
+    ranges.collect::<Vec<_>>().join(",")
 }
 
 /// Create the pipeline's tables if missing, and check an existing table can take its rows:
