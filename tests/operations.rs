@@ -253,3 +253,45 @@ async fn json_log_lines_about_a_batch_carry_the_request_id_table_and_offsets() {
         assert!(line["level"].is_string() && line["timestamp"].is_string(), "{line}");
     }
 }
+
+/// Produce `orders` values (V1) with ids `ids` to partition 0 of `topic`.
+fn produce_orders(bootstrap: &str, ids: std::ops::Range<i64>) {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let producer: BaseProducer = icestream_tools::kafka::client_config(bootstrap).create().unwrap();
+    for id in ids {
+        let value = order(id, &format!("order {id}"), None);
+        producer.send(BaseRecord::<(), [u8]>::to("orders").partition(0).payload(&value)).unwrap();
+    }
+    producer.flush(std::time::Duration::from_secs(30)).unwrap();
+}
+
+/// Tansu 0.6.0 (the local broker) cannot remove records: DeleteRecords resets the connection
+/// and its memory storage enforces no `retention.ms`. So the gap here is one the broker still
+/// holds: batches a broken mapping never delivered. The broker tells it apart (lost; dropped by
+/// dedup when the pipeline dedups); the retention cause (below the log start offset) is
+/// classified by the same code, unit-tested in tools/src/broker_gaps.rs.
+#[tokio::test]
+async fn a_gap_the_broker_still_holds_is_reported_lost_and_fails_the_audit() {
+    use icestream_integration::broker::Broker;
+    let broker = Broker::start(&[("orders", 1)]);
+    let bootstrap = broker.bootstrap();
+    produce_orders(&bootstrap, 0..30);
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    let (warehouse, pipelines) = (format!("warehouse={}", wh.display()), format!("pipelines={}", pipeline_file(dir.path())));
+    // The same records as the broker holds, delivered without offsets 10-19.
+    for (name, offsets) in [("a.json", 0..10), ("b.json", 20..30)] {
+        let records: Vec<Value> = offsets
+            .map(|i| json!({"topic": "orders", "partition": 0, "offset": i, "timestamp": now_ms(), "headers": [],
+                            "value": base64::engine::general_purpose::STANDARD.encode(order(i, &format!("order {i}"), None))}))
+            .collect();
+        let event = write_event(dir.path(), name, &json!({"eventSource": "aws:kafka", "records": {"orders-0": records}}));
+        summary_of(&icestream(&["ingest", event.to_str().unwrap(), &warehouse, &pipelines], &[]));
+    }
+    let (code, report) = audit(&[&warehouse, &pipelines]);
+    assert_eq!((code, report["gap_offsets"].as_u64()), (0, Some(10)), "a gap alone fails nothing: {report}");
+    assert!(report["gaps"][0]["cause"].is_null(), "without the broker a gap is unexplained: {report}");
+    let (code, report) = audit(&[&warehouse, &pipelines, &format!("bootstrap={bootstrap}")]);
+    assert_eq!((code, report["verdict"].as_str()), (1, Some("fail")), "{report}");
+    assert_eq!(report["gaps"], json!([{"topic": "orders", "partition": 0, "from": 10, "to": 19, "cause": "lost"}]), "{report}");
+}

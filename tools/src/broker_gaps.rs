@@ -20,6 +20,49 @@ pub const FETCH_MAX: i64 = 100_000;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
+/// What the broker said about one partition.
+pub struct BrokerFacts {
+    /// The partition's log start offset (earliest offset still held).
+    pub log_start: i64,
+    /// Offsets up to this one were fetched; later ones keep no cause.
+    pub looked_up_to: i64,
+    /// Offsets the broker served (read-committed) in the range fetched.
+    pub present: BTreeSet<i64>,
+    /// The topic's `cleanup.policy` includes `compact`.
+    pub compacted: bool,
+    /// The table's pipeline drops repeats of its key.
+    pub dedup: bool,
+}
+
+impl BrokerFacts {
+    fn cause(&self, offset: i64) -> Option<GapCause> {
+        if offset < self.log_start {
+            Some(GapCause::DeletedByRetention)
+        } else if offset > self.looked_up_to {
+            None
+        } else if self.present.contains(&offset) {
+            Some(if self.dedup { GapCause::DroppedByDedup } else { GapCause::Lost })
+        } else if self.compacted {
+            Some(GapCause::CompactedAway)
+        } else {
+            Some(GapCause::TransactionMarkers)
+        }
+    }
+
+    /// `gap` split into runs of one cause.
+    pub fn split(&self, gap: &Gap) -> Vec<Gap> {
+        let mut out: Vec<Gap> = Vec::new();
+        for offset in gap.from..=gap.to {
+            let cause = self.cause(offset);
+            match out.last_mut() {
+                Some(last) if last.cause == cause && last.to + 1 == offset => last.to = offset,
+                _ => out.push(Gap { topic: gap.topic.clone(), partition: gap.partition, from: offset, to: offset, cause }),
+            }
+        }
+        out
+    }
+}
+
 /// Asks one broker about gaps.
 pub struct BrokerGaps {
     consumer: BaseConsumer,
@@ -51,28 +94,8 @@ impl BrokerGaps {
         let compacted = self.compacted(&gap.topic).await;
         let fetch_to = gap.to.min(gap.from.max(low) + FETCH_MAX - 1);
         let present = if fetch_to >= gap.from.max(low) { self.present(gap, gap.from.max(low), fetch_to)? } else { BTreeSet::new() };
-        let cause_of = |offset: i64| -> Option<GapCause> {
-            if offset < low {
-                Some(GapCause::DeletedByRetention)
-            } else if offset > fetch_to {
-                None
-            } else if present.contains(&offset) {
-                Some(if self.dedup { GapCause::DroppedByDedup } else { GapCause::Lost })
-            } else if compacted {
-                Some(GapCause::CompactedAway)
-            } else {
-                Some(GapCause::TransactionMarkers)
-            }
-        };
-        let mut out: Vec<Gap> = Vec::new();
-        for offset in gap.from..=gap.to {
-            let cause = cause_of(offset);
-            match out.last_mut() {
-                Some(last) if last.cause == cause && last.to + 1 == offset => last.to = offset,
-                _ => out.push(Gap { topic: gap.topic.clone(), partition: gap.partition, from: offset, to: offset, cause }),
-            }
-        }
-        Ok(out)
+        let facts = BrokerFacts { log_start: low, looked_up_to: fetch_to, present, compacted, dedup: self.dedup };
+        Ok(facts.split(gap))
     }
 
     /// The offsets in `from..=to` the broker serves (read-committed).
@@ -112,5 +135,23 @@ impl BrokerGaps {
             return false;
         };
         results.into_iter().flatten().any(|config| config.get("cleanup.policy").and_then(|e| e.value.as_deref()).is_some_and(|v| v.contains("compact")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_offset_gets_the_cause_the_broker_facts_give() {
+        let gap = Gap { topic: "t".into(), partition: 0, from: 5, to: 16, cause: None };
+        let facts = |compacted, dedup| BrokerFacts { log_start: 8, looked_up_to: 14, present: [10, 11].into(), compacted, dedup };
+        let runs = |f: BrokerFacts| f.split(&gap).into_iter().map(|g| (g.from, g.to, g.cause)).collect::<Vec<_>>();
+        use GapCause::*;
+        assert_eq!(
+            runs(facts(false, false)),
+            [(5, 7, Some(DeletedByRetention)), (8, 9, Some(TransactionMarkers)), (10, 11, Some(Lost)), (12, 14, Some(TransactionMarkers)), (15, 16, None)]
+        );
+        assert_eq!(runs(facts(true, true))[1..3], [(8, 9, Some(CompactedAway)), (10, 11, Some(DroppedByDedup))]);
     }
 }
