@@ -116,6 +116,16 @@ async fn the_per_table_emf_line_and_the_snapshot_carry_the_records_ages_at_commi
     assert_eq!(status["freshness"], serde_json::to_value(recorded).unwrap());
     assert!(status["newest_record_age_ms"].as_i64().unwrap() >= 60_000, "{status}");
     assert!(status["last_commit"].as_str().is_some() && status["pending_commit_requests"].is_null(), "{status}");
+
+    // Queued commits: a request the committer has not taken yet is a staged manifest.
+    let data_file = {
+        let list = icestream::manifest_cache::manifest_list(&table, table.metadata().current_snapshot().unwrap()).await.unwrap();
+        icestream::manifest_cache::manifest(&table, &list[0]).await.unwrap().entries()[0].data_file().clone()
+    };
+    icestream::commit::staged::write_staged_manifest(&table, &[data_file]).await.unwrap();
+    let queued = ["commit_mode=queued", "commit_queue_url=http://127.0.0.1:9/queue.fifo"];
+    let out = icestream(&[&["status", "output=json", &format!("warehouse={}", wh.display()), &format!("pipelines={pipelines}")], &queued[..]].concat(), &[]);
+    assert_eq!(summary_of(&out)[0]["pending_commit_requests"], 1);
 }
 
 fn pipeline_file(dir: &Path) -> String {
