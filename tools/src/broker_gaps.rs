@@ -49,15 +49,24 @@ impl BrokerFacts {
         }
     }
 
-    /// `gap` split into runs of one cause.
+    /// `gap` split into runs of one cause. Offset by offset only where the broker was asked
+    /// (at most [`FETCH_MAX`]): below the log start and past the fetched range are one run each.
     pub fn split(&self, gap: &Gap) -> Vec<Gap> {
         let mut out: Vec<Gap> = Vec::new();
-        for offset in gap.from..=gap.to {
-            let cause = self.cause(offset);
-            match out.last_mut() {
-                Some(last) if last.cause == cause && last.to + 1 == offset => last.to = offset,
-                _ => out.push(Gap { topic: gap.topic.clone(), partition: gap.partition, from: offset, to: offset, cause }),
-            }
+        let mut push = |from: i64, to: i64, cause: Option<GapCause>| match out.last_mut() {
+            Some(last) if last.cause == cause && last.to + 1 == from => last.to = to,
+            _ => out.push(Gap { topic: gap.topic.clone(), partition: gap.partition, from, to, cause }),
+        };
+        let (looked_from, looked_to) = (gap.from.max(self.log_start), gap.to.min(self.looked_up_to));
+        if gap.from < self.log_start {
+            push(gap.from, gap.to.min(self.log_start - 1), self.cause(gap.from));
+        }
+        for offset in looked_from..=looked_to {
+            push(offset, offset, self.cause(offset));
+        }
+        if gap.to > self.looked_up_to.max(self.log_start - 1) {
+            let from = looked_to.max(looked_from - 1) + 1;
+            push(from, gap.to, None);
         }
         out
     }
@@ -153,5 +162,10 @@ mod tests {
             [(5, 7, Some(DeletedByRetention)), (8, 9, Some(TransactionMarkers)), (10, 11, Some(Lost)), (12, 14, Some(TransactionMarkers)), (15, 16, None)]
         );
         assert_eq!(runs(facts(true, true))[1..3], [(8, 9, Some(CompactedAway)), (10, 11, Some(DroppedByDedup))]);
+        // A billion missing offsets: only the fetched ones are looked at one by one.
+        let huge = Gap { topic: "t".into(), partition: 0, from: 0, to: 1_000_000_000, cause: None };
+        let facts = BrokerFacts { log_start: 999_999_990, looked_up_to: 999_999_995, present: [].into(), compacted: false, dedup: false };
+        let runs: Vec<_> = facts.split(&huge).into_iter().map(|g| (g.from, g.to, g.cause)).collect();
+        assert_eq!(runs, [(0, 999_999_989, Some(DeletedByRetention)), (999_999_990, 999_999_995, Some(TransactionMarkers)), (999_999_996, 1_000_000_000, None)]);
     }
 }

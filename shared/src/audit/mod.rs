@@ -179,6 +179,8 @@ pub fn check(t: &Tables<'_>) -> AuditReport {
             gap_offsets: 0,
         };
         let mut previous: Option<i64> = None;
+        // Offsets held above the watermark (or without one): a redelivery would add them again.
+        let mut above: Vec<i64> = Vec::new();
         for (offset, in_table, in_dead) in merge_counts(data, dead) {
             p.first_offset.get_or_insert(offset);
             p.highest_offset = Some(offset);
@@ -190,15 +192,11 @@ pub fn check(t: &Tables<'_>) -> AuditReport {
                 if report.duplicates.len() < LISTED_MAX {
                     report.duplicates.push(Duplicate { topic: tp.topic.clone(), partition: tp.partition, offset, in_table, in_dead_letters: in_dead });
                 }
-            } else if replayed {
-                report.problems.push(format!("{tp}: offset {offset} is marked replayed but the table does not hold it"));
             }
             match mark {
                 Some(w) if offset > w && in_table == 0 && dead_mark.is_some_and(|d| offset <= d) => report.in_flight += 1,
-                Some(w) if offset > w => report.problems.push(format!(
-                    "{tp}: offset {offset} is above the watermark {w}: a redelivery would add it again"
-                )),
-                None if in_table > 0 => report.problems.push(format!("{tp}: rows held but the table has no offset watermark for the partition")),
+                Some(w) if offset > w => above.push(offset),
+                None if in_table > 0 => above.push(offset),
                 _ => {}
             }
             if let Some(prev) = previous
@@ -215,10 +213,16 @@ pub fn check(t: &Tables<'_>) -> AuditReport {
         {
             p.gap_offsets += add_gap(&mut report, tp, prev + 1, w);
         }
-        for offset in t.replayed.0.get(tp).into_iter().flatten() {
-            if data.binary_search(offset).is_err() {
-                report.problems.push(format!("{tp}: offset {offset} is marked replayed but the table does not hold it"));
-            }
+        if let (Some(first), Some(last)) = (above.first(), above.last()) {
+            let watermark = mark.map_or("no watermark".to_string(), |w| format!("the watermark {w}"));
+            report.problems.push(format!(
+                "{tp}: {} offset(s) from {first} to {last} are held above {watermark}: a redelivery would add them again",
+                above.len()
+            ));
+        }
+        let unheld: Vec<&i64> = t.replayed.0.get(tp).into_iter().flatten().filter(|o| data.binary_search(o).is_err()).collect();
+        if let (Some(first), Some(last)) = (unheld.first(), unheld.last()) {
+            report.problems.push(format!("{tp}: {} offset(s) from {first} to {last} are marked replayed but the table does not hold them", unheld.len()));
         }
         report.rows += p.rows;
         report.dead_letters += p.dead_letters;
