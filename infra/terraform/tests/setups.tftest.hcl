@@ -157,6 +157,22 @@ run "per_table_freshness_and_dead_letter_alarms" {
   }
 }
 
+run "scheduled_audit_of_each_pipeline_table" {
+  command = plan
+
+  variables {
+    pipeline_file         = "tests/fixtures/pipelines/pipelines.toml"
+    maintenance_schedules = { audit = "rate(1 day)" }
+  }
+
+  assert {
+    condition = length(aws_scheduler_schedule.maintenance) == length(local.ingest_table_names) && alltrue([
+      for t in local.ingest_table_names : jsondecode(aws_scheduler_schedule.maintenance["audit-${t}"].target[0].input) == { action = "audit", table = t }
+    ])
+    error_message = "An audit schedule runs per pipeline table (not on dead-letter tables), with the action and table as input."
+  }
+}
+
 run "queued_committer_reserved_below_mapping_concurrency" {
   command = plan
 
