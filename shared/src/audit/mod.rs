@@ -22,7 +22,7 @@ use crate::commit::Watermarks;
 use crate::error::Result;
 use crate::event::TopicPartition;
 use crate::replay::marks::ReplayedOffsets;
-use offsets::HeldOffsets;
+use offsets::{HeldOffsets, OffsetSet};
 
 /// At most this many duplicates and gap ranges are listed (all are counted).
 pub const LISTED_MAX: usize = 1000;
@@ -162,7 +162,7 @@ pub fn check(t: &Tables<'_>) -> AuditReport {
         t.data.0.keys().chain(t.dead_letters.0.keys()).chain(t.marks.0.keys()).chain(t.replayed.0.keys()).collect();
     partitions.sort();
     partitions.dedup();
-    let empty = Vec::new();
+    let empty = OffsetSet::default();
     for tp in partitions {
         let data = t.data.0.get(tp).unwrap_or(&empty);
         let dead = t.dead_letters.0.get(tp).unwrap_or(&empty);
@@ -173,8 +173,8 @@ pub fn check(t: &Tables<'_>) -> AuditReport {
             highest_offset: None,
             watermark: mark,
             dead_letter_watermark: dead_mark,
-            rows: data.len() as u64,
-            dead_letters: dead.len() as u64,
+            rows: data.rows(),
+            dead_letters: dead.rows(),
             replayed: 0,
             gap_offsets: 0,
         };
@@ -220,7 +220,7 @@ pub fn check(t: &Tables<'_>) -> AuditReport {
                 above.len()
             ));
         }
-        let unheld: Vec<&i64> = t.replayed.0.get(tp).into_iter().flatten().filter(|o| data.binary_search(o).is_err()).collect();
+        let unheld: Vec<&i64> = t.replayed.0.get(tp).into_iter().flatten().filter(|o| !data.contains(**o)).collect();
         if let (Some(first), Some(last)) = (unheld.first(), unheld.last()) {
             report.problems.push(format!("{tp}: {} offset(s) from {first} to {last} are marked replayed but the table does not hold them", unheld.len()));
         }
@@ -249,25 +249,18 @@ fn verdict(report: &AuditReport) -> Verdict {
     if report.duplicate_offsets > 0 || !report.problems.is_empty() || lost { Verdict::Fail } else { Verdict::Pass }
 }
 
-/// Distinct offsets of two sorted lists with their number of copies in each.
-fn merge_counts<'a>(a: &'a [i64], b: &'a [i64]) -> impl Iterator<Item = (i64, u32, u32)> + 'a {
-    let (mut i, mut j) = (0, 0);
+/// Distinct offsets of two sets in ascending order, with their number of copies in each.
+fn merge_counts<'a>(a: &'a OffsetSet, b: &'a OffsetSet) -> impl Iterator<Item = (i64, u32, u32)> + 'a {
+    let (mut a, mut b) = (a.iter().peekable(), b.iter().peekable());
     std::iter::from_fn(move || {
-        let next = match (a.get(i), b.get(j)) {
+        let next = match (a.peek(), b.peek()) {
             (None, None) => return None,
-            (Some(x), None) => *x,
-            (None, Some(y)) => *y,
-            (Some(x), Some(y)) => *x.min(y),
+            (Some(x), None) => x.0,
+            (None, Some(y)) => y.0,
+            (Some(x), Some(y)) => x.0.min(y.0),
         };
-        let (mut in_a, mut in_b) = (0, 0);
-        while a.get(i) == Some(&next) {
-            in_a += 1;
-            i += 1;
-        }
-        while b.get(j) == Some(&next) {
-            in_b += 1;
-            j += 1;
-        }
+        let in_a = a.next_if(|x| x.0 == next).map_or(0, |x| x.1);
+        let in_b = b.next_if(|y| y.0 == next).map_or(0, |y| y.1);
         Some((next, in_a, in_b))
     })
 }

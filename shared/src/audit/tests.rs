@@ -7,9 +7,9 @@ fn tp(p: i32) -> TopicPartition {
 fn held(entries: &[(i32, &[i64])]) -> HeldOffsets {
     let mut h = HeldOffsets::default();
     for (p, offsets) in entries {
-        let mut list = offsets.to_vec();
-        list.sort_unstable();
-        h.0.insert(tp(*p), list);
+        for o in *offsets {
+            h.insert(&tp(*p), *o);
+        }
     }
     h
 }
