@@ -59,12 +59,13 @@ test-rust: venv system-deps
 test-python: venv build-cli build
 	ICESTREAM_BIN=$(BIN) $(TEST_TOOLS) $(VENV)/bin/pytest -q tests/python
 
-bench: system-deps
+bench: system-deps venv
 	cargo build --release --bin icestream
 	cargo bench -p icestream --bench ingest
 	cargo bench -p icestream --bench commit
 	cargo bench -p icestream --bench cdc
 	cargo bench -p icestream --bench audit
+	$(PY) scripts/bench_registry.py $(CARGO_TARGET_DIR)/release/icestream
 
 build: venv system-deps
 	PATH=$(VENV)/bin:$$PATH scripts/build-lambdas.sh

@@ -13,9 +13,10 @@ use icestream_integration::*;
 use serde_json::{Value, json};
 
 const V1: &str = r#"{"type":"record","name":"Order","fields":[{"name":"id","type":"long"},{"name":"note","type":"string"}]}"#;
-/// The producer's newer writer schema: one field more. Values written with it do not decode
-/// with V1 (bytes left over), so they are dead letters until the pipeline has V2.
-const V2: &str = r#"{"type":"record","name":"Order","fields":[{"name":"id","type":"long"},{"name":"note","type":"string"},{"name":"extra","type":"long"}]}"#;
+/// The producer's newer writer schema: one optional field more. Values written with it do not
+/// decode with V1 (bytes left over), so they are dead letters until the pipeline has V2 (then the
+/// table gains the column in the replay's commit).
+const V2: &str = r#"{"type":"record","name":"Order","fields":[{"name":"id","type":"long"},{"name":"note","type":"string"},{"name":"extra","type":["null","long"],"default":null}]}"#;
 
 /// Avro binary encoding of a long (zigzag varint).
 fn long(out: &mut Vec<u8>, v: i64) {
@@ -37,6 +38,8 @@ fn order(id: i64, note: &str, extra: Option<i64>) -> Vec<u8> {
     long(&mut out, note.len() as i64);
     out.extend_from_slice(note.as_bytes());
     if let Some(extra) = extra {
+        // The union's second branch (long), then the value.
+        long(&mut out, 1);
         long(&mut out, extra);
     }
     out
@@ -193,6 +196,16 @@ async fn audit_passes_replay_adds_once_and_a_duplicate_file_fails_the_audit() {
     assert_eq!((first["matched"].as_u64(), first["replayed"].as_u64()), (Some(4), Some(4)), "{first}");
     assert!(first["still_failing"].as_object().unwrap().is_empty());
     assert_eq!(offsets_of(&scan(&wh, "orders").await), (0..10).collect::<Vec<_>>(), "every offset once");
+    // The replay's commit evolved the table: the new optional column holds the replayed values.
+    let mut extras: Vec<(i64, Option<i64>)> = Vec::new();
+    for b in scan(&wh, "orders").await {
+        use arrow_array::cast::AsArray;
+        use arrow_array::types::Int64Type;
+        let (offsets, extra) = (b.column_by_name("kafka_offset").unwrap().as_primitive::<Int64Type>(), b.column_by_name("extra").unwrap().as_primitive::<Int64Type>());
+        extras.extend((0..b.num_rows()).map(|i| (offsets.value(i), (!arrow_array::Array::is_null(extra, i)).then(|| extra.value(i)))));
+    }
+    extras.sort();
+    assert_eq!(extras, (0..10).map(|i| (i, (i >= 6).then_some(i * 100))).collect::<Vec<_>>());
     // The second replay, and an audit, as the scheduled maintenance function runs them.
     let maintained = summary_of(&icestream(&["maintain", "action=audit,replay-dead-letters", "table=orders", &warehouse, &pipelines], &[]));
     let second = &maintained["tables"][0]["replay_dead_letters"];

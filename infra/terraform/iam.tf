@@ -121,6 +121,20 @@ locals {
       Action   = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"],
       Resource = [local.commit_queue_arn]
     },
+    # --- Schema registries the pipeline file names: ingest fetches writer schemas (Glue) or
+    # a Confluent registry's credentials (Secrets Manager); nothing else reads them.
+    {
+      when = f == "ingest" && length(local.glue_registry_names) > 0, Sid = "ReadGlueSchemaRegistries", Action = ["glue:GetSchemaVersion"],
+      Resource = flatten([for r in local.glue_registry_names : [
+        "arn:${local.partition}:glue:${local.region}:${local.account}:registry/${r}",
+        "arn:${local.partition}:glue:${local.region}:${local.account}:schema/${r}/*",
+      ]])
+    },
+    {
+      when = f == "ingest" && length(local.registry_secrets) > 0, Sid = "ReadSchemaRegistryCredentials", Action = ["secretsmanager:GetSecretValue"],
+      # A name matches its ARN's random six-character suffix; an ARN is used as it is.
+      Resource = [for s in local.registry_secrets : startswith(s, "arn:") ? s : "arn:${local.partition}:secretsmanager:${local.region}:${local.account}:secret:${s}-??????"]
+    },
     # --- The pipeline file and its schemas (ingest and maintenance copy the file's directory
     # once per cold start: listed under that prefix, then read) -----------------------------
     { when = local.pipeline_file != null && contains(["ingest", "maintenance"], f), Sid = "ReadPipelineFile", Action = ["s3:GetObject"], Resource = ["${coalesce(local.pipeline_object_arn_prefix, "none")}/*"] },

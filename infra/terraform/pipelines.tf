@@ -4,7 +4,9 @@
 # of the file with regular expressions:
 #   * an optional top-level `namespace = "..."` line before the first block;
 #   * per `[[pipeline]]` block, one `table = "..."` line and one
-#     `topics = ["...", ...]` line (on one line or spread over several).
+#     `topics = ["...", ...]` line (on one line or spread over several), and the
+#     schema-registry lines `registry`, `registry_name` and `registry_secret`
+#     (each one `key = "..."` line), which decide what ingest's role may read.
 # `topic_pattern` blocks cannot be deployed (a mapping needs exact topic names).
 # tests/infra/test_pipelines.py checks, for every shipped pipeline file, that
 # what this file derives equals what a TOML parser reads.
@@ -26,8 +28,12 @@ locals {
   pipeline_blocks = local.pipeline_file == null ? [] : slice(local.pipeline_chunks, 1, length(local.pipeline_chunks))
 
   pipelines = [for b in local.pipeline_blocks : {
-    table  = try(regex("(?m)^[ \\t]*table[ \\t]*=[ \\t]*\"([^\"]+)\"", b)[0], null)
-    topics = [for t in regexall("\"([^\"]+)\"", try(regex("(?s)(?:^|\\n)[ \\t]*topics[ \\t]*=[ \\t]*\\[([^\\]]*)\\]", b)[0], "")) : t[0]]
+    table    = try(regex("(?m)^[ \\t]*table[ \\t]*=[ \\t]*\"([^\"]+)\"", b)[0], null)
+    topics   = [for t in regexall("\"([^\"]+)\"", try(regex("(?s)(?:^|\\n)[ \\t]*topics[ \\t]*=[ \\t]*\\[([^\\]]*)\\]", b)[0], "")) : t[0]]
+    registry = try(regex("(?m)^[ \\t]*registry[ \\t]*=[ \\t]*\"([^\"]+)\"", b)[0], null)
+    # The code's default registry name (pipeline/mod.rs).
+    registry_name   = try(regex("(?m)^[ \\t]*registry_name[ \\t]*=[ \\t]*\"([^\"]+)\"", b)[0], "default-registry")
+    registry_secret = try(regex("(?m)^[ \\t]*registry_secret[ \\t]*=[ \\t]*\"([^\"]+)\"", b)[0], null)
   }]
   pipeline_namespace = local.pipeline_file == null ? var.namespace : try(
     regex("(?m)^[ \\t]*namespace[ \\t]*=[ \\t]*\"([^\"]+)\"", local.pipeline_chunks[0])[0], "bigdata"
@@ -36,6 +42,10 @@ locals {
   # What the rest of the module consumes.
   ingest_table_names = local.pipeline_file == null ? [var.table] : distinct([for p in local.pipelines : p.table])
   ingest_topics      = local.pipeline_file == null ? var.ingest_topics : distinct(flatten([for p in local.pipelines : p.topics]))
+
+  # Schema registries ingest reads (iam.tf grants exactly these).
+  glue_registry_names = distinct([for p in local.pipelines : p.registry_name if p.registry == "glue"])
+  registry_secrets    = distinct([for p in local.pipelines : p.registry_secret if p.registry == "confluent" && p.registry_secret != null])
 
   # Upload: everything beside the file except hidden entries and Terraform's files.
   pipeline_files = local.pipeline_file == null ? [] : sort([

@@ -109,6 +109,12 @@ pub const KNOBS: &[Knob] = &[
         help: "Pipeline file (TOML): a path, or s3://bucket/key (fetched once per cold start, schema paths relative to it). Empty: one telemetry pipeline from `table`, `source` and `dedup` that claims every topic",
     },
     Knob {
+        key: "registry_auth",
+        default: "",
+        allowed: Allowed::OptionalText,
+        help: "Basic-auth credentials (user:password) for pipelines with registry = \"confluent\" and no `registry_secret`; never logged",
+    },
+    Knob {
         key: "namespace",
         default: "bigdata",
         allowed: Allowed::Text,
@@ -431,6 +437,22 @@ fn is_table_bucket_arn(arn: &str) -> bool {
             && resource.strip_prefix("bucket/").is_some_and(|name| !name.is_empty() && !name.contains('/')))
 }
 
+/// A secret knob value: printed as `<redacted>`, read with [`Redacted::expose`].
+#[derive(Clone, PartialEq, Eq)]
+pub struct Redacted(pub String);
+
+impl Redacted {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
 /// The typed configuration every entry point takes.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -441,6 +463,8 @@ pub struct Config {
     pub namespace: String,
     /// The pipeline file (`pipelines`), if any.
     pub pipelines: Option<String>,
+    /// `registry_auth`: Confluent registry credentials (`user:password`).
+    pub registry_auth: Option<Redacted>,
     pub table: String,
     pub source: Source,
     pub dedup: Dedup,
@@ -515,6 +539,7 @@ impl Config {
             },
             namespace: s.get("namespace").to_string(),
             pipelines: Some(s.get("pipelines").trim().to_string()).filter(|p| !p.is_empty()),
+            registry_auth: Some(s.get("registry_auth").to_string()).filter(|a| !a.is_empty()).map(Redacted),
             table: s.get("table").to_string(),
             source: match s.get("source") {
                 "avro" => Source::Avro,

@@ -11,6 +11,7 @@ use serde::Serialize;
 use crate::catalog::{GLUE_ACTIONS, S3TABLES_ACTIONS, S3TABLES_BUCKET_ACTIONS, S3TABLES_MAINTENANCE_ACTIONS, WAREHOUSE_PREFLIGHT_ACTIONS};
 use crate::pipeline::location::{PIPELINE_FETCH_ACTIONS, PIPELINE_LIST_ACTIONS};
 use crate::queued::sqs::{DEFER_ACTIONS, SEND_ACTIONS};
+use crate::registry::{GLUE_REGISTRY_ACTIONS, REGISTRY_SECRET_ACTIONS};
 
 /// What an action is called on. The test maps each kind to the deployment's ARNs.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -39,6 +40,10 @@ pub enum Resource {
     PipelineFiles,
     /// The bucket of the pipeline file, listed under the file's directory only.
     PipelineBucket,
+    /// The Glue schema registries the pipelines name (`registry_name`) and their schemas.
+    GlueSchemaRegistries,
+    /// The Secrets Manager secrets the pipelines name (`registry_secret`).
+    RegistrySecrets,
 }
 
 /// When a call happens: always, or only under one catalog or commit mode.
@@ -51,6 +56,10 @@ pub enum When {
     Queued,
     /// The `pipelines` knob names an s3:// pipeline file.
     PipelineFile,
+    /// A pipeline has `registry = "glue"`.
+    GlueRegistry,
+    /// A pipeline has `registry_secret`.
+    RegistrySecret,
 }
 
 /// A condition key the call itself satisfies, and with what value (e.g. `s3:prefix` = the
@@ -122,10 +131,17 @@ macro_rules! knobs {
 
 pub const INGEST: FunctionContract = FunctionContract {
     function: "ingest",
-    knobs: knobs!["target_file_size_bytes", "compression", "fail_point", "commit_mode", "commit_queue_url", "pipelines", "table", "source", "dedup", "dedup_window_minutes"],
+    knobs: knobs![
+        "target_file_size_bytes", "compression", "fail_point", "commit_mode", "commit_queue_url", "pipelines", "table", "source", "dedup",
+        "dedup_window_minutes", "registry_auth"
+    ],
     // Direct commits leave commit_mode/commit_queue_url unset; a pipeline file replaces
-    // table/source/dedup; the dedup window matters only with dedup = window.
-    optional_knobs: &[LOCAL_ONLY_KNOBS[0], LOCAL_ONLY_KNOBS[1], "commit_mode", "commit_queue_url", "pipelines", "table", "source", "dedup", "dedup_window_minutes"],
+    // table/source/dedup; the dedup window matters only with dedup = window; registry
+    // credentials come from a secret the file names, or this knob, or none.
+    optional_knobs: &[
+        LOCAL_ONLY_KNOBS[0], LOCAL_ONLY_KNOBS[1], "commit_mode", "commit_queue_url", "pipelines", "table", "source", "dedup",
+        "dedup_window_minutes", "registry_auth",
+    ],
     calls: &[
         CATALOG_CALLS,
         &[
@@ -133,6 +149,8 @@ pub const INGEST: FunctionContract = FunctionContract {
             calls(SEND_ACTIONS, Resource::CommitQueue, When::Queued),
             PIPELINE_FILE_CALLS[0],
             PIPELINE_FILE_CALLS[1],
+            calls(GLUE_REGISTRY_ACTIONS, Resource::GlueSchemaRegistries, When::GlueRegistry),
+            calls(REGISTRY_SECRET_ACTIONS, Resource::RegistrySecrets, When::RegistrySecret),
         ],
     ],
 };

@@ -28,6 +28,10 @@ pub enum Error {
     /// A file could not be read or written; names the path.
     #[error("storage: {path}: {source}")]
     Storage { path: String, source: iceberg::Error },
+    /// A schema registry could not be reached or does not know a record's writer schema: fails
+    /// the invocation before anything is written, so the mapping retries it.
+    #[error("schema registry: {0}")]
+    Registry(String),
     /// The Lambda event itself is malformed (not records with per-record errors).
     #[error("malformed event: {0}")]
     Event(String),

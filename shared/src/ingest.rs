@@ -23,6 +23,9 @@ use crate::freshness::{Freshness, RecordTimes};
 use crate::event::{KafkaRecordIn, ParsedEvent, TopicPartition, parse_event};
 use crate::pipeline::{Pipeline, PipelineSet, format_name};
 use crate::recovery::dead_lettered_offsets;
+use crate::registry::Registry;
+use crate::schema::SourceSchema;
+use crate::writer_plan::{Framed, WriterPlan, evolve_table};
 use crate::sink::{Append, AppendSink};
 use crate::tables::lineage;
 
@@ -56,6 +59,12 @@ pub struct Summary {
     pub commit_requests: usize,
     /// Pipeline tables this event fed.
     pub tables: usize,
+    /// Records dead-lettered because their writer schema is one the table cannot take.
+    pub schema_rejects: usize,
+    /// Tables whose schema this event evolved.
+    pub schema_changes: usize,
+    /// Schema-registry calls made during this event (0 when the cache knew every writer).
+    pub registry_calls: u64,
     /// Per pipeline table: rows, dead letters and freshness at commit (the per-table EMF lines).
     pub table_metrics: Vec<TableMetrics>,
     pub duration_ms: u64,
@@ -71,15 +80,14 @@ pub struct TableMetrics {
     pub freshness: Option<Freshness>,
 }
 
-/// One pipeline's tables as loaded at start: where rows go and in which Arrow layout.
+/// One pipeline's tables as found at start. The data table's schema is read per invocation:
+/// it evolves.
 pub(crate) struct PipelineTables {
     pub(crate) data: TableIdent,
     pub(crate) dead_letter: TableIdent,
-    /// The table's columns in its own order (lineage included).
-    pub(crate) data_schema: SchemaRef,
-    /// The columns the decoder fills: the table's, lineage left out, in table order.
-    pub(crate) decoded_schema: SchemaRef,
     pub(crate) dead_letter_schema: SchemaRef,
+    /// The pipeline's registry client (its cache lives as long as the container).
+    pub(crate) registry: Option<Registry>,
 }
 
 /// Config, catalog and pipelines: built once per process, reused per invocation.
@@ -100,7 +108,11 @@ impl IngestPipeline {
         let catalogs = Catalogs::connect(&config).await?;
         let mut tables = Vec::with_capacity(set.pipelines.len());
         for pipeline in &set.pipelines {
-            tables.push(open_tables(&catalogs, pipeline).await?);
+            let registry = match &pipeline.registry {
+                Some(spec) => Some(Registry::connect(spec, config.registry_auth.as_ref().map(|a| a.expose())).await?),
+                None => None,
+            };
+            tables.push(open_tables(&catalogs, pipeline, registry).await?);
         }
         let sink = AppendSink::from_config(&config).await;
         Ok(Self { config, catalogs, sink, set, tables })
@@ -180,11 +192,22 @@ impl IngestPipeline {
         let dead_letter_marks = Watermarks::from_properties(dead_letter_table.metadata().properties());
         let dead_lettered = dead_lettered_offsets(&dead_letter_table, partitions, &data_marks, &dead_letter_marks).await?;
 
-        let decoder = RecordDecoder::new(&pipeline.source, tables.decoded_schema.clone())?;
+        // Each record's writer schema, and the table schema that takes them all (evolved in the
+        // data commit below).
         let marks = Marks { data: &data_marks, dead_lettered: &dead_lettered };
-        let mut decoded = decode_partitions(pipeline, decoder, partitions, &marks, self.now_us())?;
+        let marks_ref = &marks;
+        let unseen = partitions.iter().flat_map(|(tp, records)| records.iter().filter(move |r| !marks_ref.holds(tp, r.offset)));
+        let calls_before = tables.registry.as_ref().map_or(0, Registry::calls);
+        let plan = WriterPlan::new(pipeline, tables.registry.as_ref(), unseen, data_table.metadata()).await?;
+        summary.registry_calls += tables.registry.as_ref().map_or(0, Registry::calls) - calls_before;
+        let data_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(&plan.target)?);
+        let decoded_fields: Vec<_> = data_schema.fields().iter().filter(|f| !lineage::is_lineage(f.name())).cloned().collect();
+        let writers: Vec<&SourceSchema> = plan.writers.iter().map(|w| w.as_ref()).collect();
+        let decoder = RecordDecoder::with_writers(&writers, Arc::new(ArrowSchema::new(decoded_fields)))?;
+        let mut decoded = decode_partitions(pipeline, &plan, decoder, partitions, &marks, self.now_us())?;
         summary.skipped_replay += decoded.skipped_replay;
-        let mut rows = decoded.rows(tables.data_schema.clone())?;
+        summary.schema_rejects += decoded.schema_rejects;
+        let mut rows = decoded.rows(data_schema)?;
         let rejects = decoded.rejects.finish(tables.dead_letter_schema.clone())?;
         if pipeline.dedup != Dedup::None {
             let (kept, dropped) = crate::dedup::dedup_batch(&rows, &pipeline.key)?;
@@ -201,9 +224,14 @@ impl IngestPipeline {
         // the dead-letter watermark and keeps every offset in exactly one table.
         // Queued mode sends a request even with no row left, so the watermarks stay contiguous.
         // Each table was loaded once above: that load starts its commit.
-        let appends = [(&tables.dead_letter, dead_letter_table, rejects, false), (&tables.data, data_table, rows, true)];
+        let schema_before = data_table.metadata().current_schema_id();
+        let appends = [
+            (&tables.dead_letter, dead_letter_table, rejects, vec![]),
+            (&tables.data, data_table, rows, plan.writers.clone()),
+        ];
         let mut metrics = TableMetrics { table: tables.data.name().to_string(), ..Default::default() };
-        for (ident, table, batch, is_data) in appends {
+        for (ident, table, batch, writers) in appends {
+            let is_data = !writers.is_empty();
             let commit_started = Instant::now();
             let append = Append {
                 ident,
@@ -212,6 +240,7 @@ impl IngestPipeline {
                 ranges: &decoded.ranges,
                 oldest_record_ms: decoded.oldest_timestamp_ms,
                 record_times: Some(&decoded.record_times),
+                writers,
             };
             let appended = self.sink.append(&self.catalogs, &self.config, append, deadline).await?;
             summary.commit_ms += commit_started.elapsed().as_millis() as u64;
@@ -224,6 +253,9 @@ impl IngestPipeline {
                 summary.written += appended.rows;
                 metrics.written = appended.rows;
                 metrics.freshness = appended.freshness;
+                if appended.schema_id.is_some_and(|id| id != schema_before) {
+                    summary.schema_changes += 1;
+                }
             } else {
                 summary.dead_letter += appended.rows;
                 metrics.dead_letter = appended.rows;
@@ -249,27 +281,31 @@ fn offset_ranges(partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>) -> S
 }
 
 /// Create the pipeline's tables if missing, and check an existing table can take its rows:
-/// the lineage columns are there and every column fits the pipeline's schema (by name).
-async fn open_tables(catalogs: &Catalogs, pipeline: &Pipeline) -> Result<PipelineTables> {
+/// the lineage columns are there and the pipeline's schema fits, or evolves the table in a way
+/// it allows (then the first commit that needs it evolves it).
+async fn open_tables(catalogs: &Catalogs, pipeline: &Pipeline, registry: Option<Registry>) -> Result<PipelineTables> {
     let data = catalogs.ensure_table(&pipeline.def).await?;
     let ident = data.identifier().clone();
     let refuse = |what: String| Error::Config(format!("pipeline `{}` cannot write table {ident}: {what}; nothing was written", pipeline.table));
-    let data_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(data.metadata().current_schema())?);
+    let metadata = data.metadata();
+    let current = metadata.current_schema();
     for name in [lineage::TOPIC, lineage::PARTITION, lineage::OFFSET] {
-        if data_schema.field_with_name(name).is_err() {
+        if current.field_by_name(name).is_none() {
             return Err(refuse(format!("it has no column {name:?} (icestream keeps Kafka lineage on every row for exactly-once)")));
         }
     }
-    let decoded_fields: Vec<_> = data_schema.fields().iter().filter(|f| !is_lineage(f.name())).cloned().collect();
-    let decoded_schema = Arc::new(ArrowSchema::new(decoded_fields));
-    RecordDecoder::new(&pipeline.source, decoded_schema.clone()).map_err(|e| refuse(e.to_string()))?;
+    // With a registry each record brings its writer schema (checked per record); the pipeline's
+    // schema only created the table.
+    if pipeline.registry.is_none() {
+        let mut last = metadata.last_column_id();
+        let target = evolve_table(metadata, current, &pipeline.source, &mut last).map_err(refuse)?.unwrap_or_else(|| (**current).clone());
+        let target = iceberg::arrow::schema_to_arrow_schema(&target)?;
+        let decoded_fields: Vec<_> = target.fields().iter().filter(|f| !lineage::is_lineage(f.name())).cloned().collect();
+        RecordDecoder::new(&pipeline.source, Arc::new(ArrowSchema::new(decoded_fields))).map_err(|e| refuse(e.to_string()))?;
+    }
     let dead_letter = catalogs.ensure_table(&pipeline.dead_letter).await?;
     let dead_letter_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(dead_letter.metadata().current_schema())?);
-    Ok(PipelineTables { data: ident, dead_letter: dead_letter.identifier().clone(), data_schema, decoded_schema, dead_letter_schema })
-}
-
-fn is_lineage(name: &str) -> bool {
-    [lineage::TOPIC, lineage::PARTITION, lineage::OFFSET].contains(&name)
+    Ok(PipelineTables { data: ident, dead_letter: dead_letter.identifier().clone(), dead_letter_schema, registry })
 }
 
 /// What the tables already hold, as far as decoding needs to know.
@@ -281,6 +317,13 @@ pub struct Marks<'a> {
     pub dead_lettered: &'a HashMap<TopicPartition, HashSet<i64>>,
 }
 
+impl Marks<'_> {
+    /// Whether one of the tables holds `offset` already.
+    pub fn holds(&self, tp: &TopicPartition, offset: i64) -> bool {
+        self.data.covers(tp, offset) || self.dead_lettered.get(tp).is_some_and(|held| held.contains(&offset))
+    }
+}
+
 /// One pipeline's records decoded: rows (without lineage yet), rejects, and what was skipped.
 pub struct DecodedPartitions {
     decoder: RecordDecoder,
@@ -289,6 +332,8 @@ pub struct DecodedPartitions {
     offset: Int64Builder,
     pub rejects: DeadLetterBuilder,
     pub skipped_replay: usize,
+    /// Records rejected because the table cannot take their writer schema.
+    pub schema_rejects: usize,
     /// First and last offset per topic-partition in the event.
     pub ranges: BTreeMap<TopicPartition, (i64, i64)>,
     pub oldest_timestamp_ms: Option<i64>,
@@ -322,6 +367,7 @@ impl DecodedPartitions {
 /// lands in exactly one of the two tables.
 pub fn decode_partitions(
     pipeline: &Pipeline,
+    plan: &WriterPlan,
     decoder: RecordDecoder,
     partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
     marks: &Marks<'_>,
@@ -335,6 +381,7 @@ pub fn decode_partitions(
         offset: Int64Builder::with_capacity(records),
         rejects: DeadLetterBuilder::new(rejected_at_us, format_name(pipeline.format)),
         skipped_replay: 0,
+        schema_rejects: 0,
         ranges: BTreeMap::new(),
         oldest_timestamp_ms: None,
         record_times: RecordTimes::default(),
@@ -357,7 +404,16 @@ pub fn decode_partitions(
                 (Some(v), None) => Ok(v.as_slice()),
                 (None, None) => Err("value is absent (null)".to_string()),
             };
-            match value.and_then(|v| out.decoder.append(v)) {
+            let decoded = value.and_then(|v| match plan.read(pipeline, v) {
+                Framed::Reader(reader, payload) => out.decoder.append_as(reader, &payload),
+                Framed::Reject(reason) => {
+                    if reason.starts_with("schema:") {
+                        out.schema_rejects += 1;
+                    }
+                    Err(reason)
+                }
+            });
+            match decoded {
                 Ok(()) => {
                     out.topic.append_value(&tp.topic);
                     out.partition.append_value(tp.partition);

@@ -28,7 +28,9 @@ pub mod manifest_cache;
 pub mod maintenance;
 pub mod metrics;
 pub mod pipeline;
+pub mod project;
 pub mod recovery;
+pub mod registry;
 pub mod replay;
 pub mod report;
 pub mod schema;
@@ -40,6 +42,7 @@ pub mod window;
 pub mod queued;
 pub mod sink;
 pub mod writer;
+pub mod writer_plan;
 
 pub use config::Config;
 pub use error::{Error, Result};

@@ -8,22 +8,27 @@
 //! guarded apply) commit directly.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use arrow_array::RecordBatch;
 use iceberg::TableIdent;
+use iceberg::arrow::schema_to_arrow_schema;
+use iceberg::spec::Operation;
 use iceberg::table::Table;
 
 use crate::catalog::Catalogs;
-use crate::commit::append::{OffsetAppend, unseen_rows};
+use crate::commit::append::{OffsetAppend, target_schema, unseen_rows};
 use crate::commit::staged::write_staged_manifest;
-use crate::commit::Watermarks;
+use crate::commit::{ChangeSet, Planner, Watermarks};
 use crate::config::{CommitMode, Config, FailPoint};
 use crate::error::Result;
 use crate::event::TopicPartition;
 use crate::freshness::{Freshness, RecordTimes};
 use crate::queued::sqs::CommitQueue;
+use crate::project::project_batch;
 use crate::queued::{CommitRequest, REQUEST_VERSION};
+use crate::schema::SourceSchema;
 use crate::writer::write_data_files;
 
 /// What one append did.
@@ -41,6 +46,8 @@ pub struct Appended {
     pub requests_sent: usize,
     /// Ages of the records when the snapshot was written (direct, with record times).
     pub freshness: Option<Freshness>,
+    /// The table's current schema id after the append (it may have evolved).
+    pub schema_id: Option<i32>,
 }
 
 /// One append: rows (with lineage columns) for a table, covering `ranges` (first and last
@@ -57,6 +64,8 @@ pub struct Append<'a> {
     /// Kafka timestamps of the records covered: a direct commit records their ages
     /// ([`crate::freshness`]) in its snapshot summary.
     pub record_times: Option<&'a RecordTimes>,
+    /// The writer schemas of the rows (none for dead letters): the table evolves to take them.
+    pub writers: Vec<Arc<SourceSchema>>,
 }
 
 /// The configured way appends reach their table, built once per process.
@@ -78,17 +87,29 @@ impl AppendSink {
     pub async fn append(&self, catalogs: &Catalogs, config: &Config, append: Append<'_>, deadline: Instant) -> Result<Appended> {
         match self {
             Self::Direct => direct(catalogs, config, append, deadline).await,
-            Self::Queued(queue) => queued(queue, catalogs, config, append).await,
+            Self::Queued(queue) => queued(queue, catalogs, config, append, deadline).await,
         }
     }
 }
 
+/// A commit that only evolves the schema (queued mode), re-planned against each attempt's table.
+struct EvolveSchema<'a> {
+    writers: &'a [Arc<SourceSchema>],
+}
+
+impl Planner for EvolveSchema<'_> {
+    async fn plan(&mut self, table: &Table, _attempt: u32) -> Result<Option<ChangeSet>> {
+        Ok(target_schema(table, self.writers)?.1.map(|schema| ChangeSet { schema: Some(schema), ..ChangeSet::new(Operation::Append) }))
+    }
+}
+
 async fn direct(catalogs: &Catalogs, config: &Config, append: Append<'_>, deadline: Instant) -> Result<Appended> {
-    let Append { ident, table, rows, ranges, record_times, .. } = append;
+    let Append { ident, table, rows, ranges, writers, record_times, .. } = append;
     if rows.num_rows() == 0 {
         return Ok(Appended::default());
     }
-    let mut planner = OffsetAppend::new(rows, ranges.clone(), &config.compression, config.target_file_size_bytes, config.fail_point);
+    let mut planner =
+        OffsetAppend::new(rows, ranges.clone(), &config.compression, config.target_file_size_bytes, config.fail_point).with_writers(writers);
     planner.record_times = record_times.cloned();
     let outcome = match table {
         Some(table) => catalogs.committer.commit_to(table, deadline, &mut planner).await?,
@@ -105,15 +126,23 @@ async fn direct(catalogs: &Catalogs, config: &Config, append: Append<'_>, deadli
         snapshot_id: outcome.snapshot_id,
         requests_sent: 0,
         freshness: if ours { planner.freshness } else { None },
+        schema_id: Some(outcome.table.metadata().current_schema_id()),
     })
 }
 
-async fn queued(queue: &CommitQueue, catalogs: &Catalogs, config: &Config, append: Append<'_>) -> Result<Appended> {
-    let Append { ident, table, rows, ranges, oldest_record_ms, .. } = append;
-    let table = match table {
+async fn queued(queue: &CommitQueue, catalogs: &Catalogs, config: &Config, append: Append<'_>, deadline: Instant) -> Result<Appended> {
+    let Append { ident, table, rows, ranges, oldest_record_ms, writers, .. } = append;
+    let mut table = match table {
         Some(table) => table,
         None => catalogs.catalog().load_table(ident).await?,
     };
+    // The committer adds files, never schemas: a schema the rows need is committed first, on
+    // its own (new optional columns and widenings are invisible until rows use them).
+    if rows.num_rows() > 0 && target_schema(&table, &writers)?.1.is_some() {
+        table = catalogs.committer.commit_to(table, deadline, &mut EvolveSchema { writers: &writers }).await?.table;
+    }
+    let layout = Arc::new(schema_to_arrow_schema(table.metadata().current_schema())?);
+    let rows = project_batch(&rows, &layout)?;
     // Committed watermarks: what the table holds for sure. The committer checks again.
     let marks = Watermarks::from_properties(table.metadata().properties());
     if ranges.iter().all(|(tp, (_, last))| marks.covers(tp, *last)) {
@@ -135,6 +164,7 @@ async fn queued(queue: &CommitQueue, catalogs: &Catalogs, config: &Config, appen
         bytes: files.iter().map(|f| f.file_size_in_bytes()).sum(),
         skipped_replay: rows.num_rows() - unseen.num_rows(),
         requests_sent: 1,
+        schema_id: Some(table.metadata().current_schema_id()),
         ..Default::default()
     };
     let request = CommitRequest {

@@ -36,11 +36,21 @@ pub mod telemetry {
     pub const CHARGING: &str = "charging";
 }
 
+/// The dead-letter table of pipeline table `table`.
+pub fn dead_letter_name(table: &str) -> String {
+    format!("{table}_dead_letter")
+}
+
 /// Lineage column names, present in every table fed from Kafka.
 pub mod lineage {
     pub const TOPIC: &str = "kafka_topic";
     pub const PARTITION: &str = "kafka_partition";
     pub const OFFSET: &str = "kafka_offset";
+
+    /// Whether `name` is one of the lineage columns.
+    pub fn is_lineage(name: &str) -> bool {
+        [TOPIC, PARTITION, OFFSET].contains(&name)
+    }
 }
 
 /// Table properties of the reference recipe, plus the ones iceberg-rust needs set explicitly.

@@ -57,3 +57,8 @@ pub fn data_file(table: &Table, name: &str) -> DataFile {
         .build()
         .unwrap()
 }
+
+/// Runs a future to completion on a fresh current-thread runtime (for sync tests).
+pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a test runtime").block_on(future)
+}

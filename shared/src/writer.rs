@@ -4,7 +4,7 @@
 
 use arrow_array::RecordBatch;
 use iceberg::arrow::RecordBatchPartitionSplitter;
-use iceberg::spec::{DataContentType, DataFile, DataFileFormat};
+use iceberg::spec::{DataContentType, DataFile, DataFileFormat, SchemaRef};
 use iceberg::table::Table;
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
 use iceberg::writer::file_writer::ParquetWriterBuilder;
@@ -43,8 +43,19 @@ pub async fn write_data_files(
     compression: &str,
     target_file_size: usize,
 ) -> Result<Vec<DataFile>> {
+    write_data_files_as(table, table.metadata().current_schema().clone(), batches, compression, target_file_size).await
+}
+
+/// [`write_data_files`] with `schema` (the table's next schema, when the commit evolves it):
+/// the files carry its field ids.
+pub async fn write_data_files_as(
+    table: &Table,
+    schema: SchemaRef,
+    batches: &[RecordBatch],
+    compression: &str,
+    target_file_size: usize,
+) -> Result<Vec<DataFile>> {
     let metadata = table.metadata();
-    let schema = metadata.current_schema().clone();
     let spec = metadata.default_partition_spec().clone();
     let rolling = RollingFileWriterBuilder::new(
         ParquetWriterBuilder::new(writer_properties(compression)?, schema.clone()),

@@ -160,7 +160,27 @@ def _requests(run: Run, role: str, resource_kind: str, condition: dict | None, p
         yield f"arn:aws:s3:::{bucket}/{key}", {}
         yield f"arn:aws:s3:::{bucket}/{directory}/schemas/x.proto", {}
         return
+    if resource_kind == "glue-schema-registries":
+        # GetSchemaVersion by version id is authorized on the registry and the schema.
+        for p in _registry_pipelines(pipeline_file, "glue"):
+            name = p.get("registry_name", "default-registry")
+            yield f"arn:aws:glue:{region}:{account}:registry/{name}", {}
+            yield f"arn:aws:glue:{region}:{account}:schema/{name}/{p.get('registry_schema', p['topics'][0])}", {}
+        return
+    if resource_kind == "registry-secrets":
+        for p in _registry_pipelines(pipeline_file, "confluent"):
+            if "registry_secret" in p:
+                secret = p["registry_secret"]
+                yield secret if secret.startswith("arn:") else f"arn:aws:secretsmanager:{region}:{account}:secret:{secret}-AbC123", {}
+        return
     raise AssertionError(f"contract names a resource kind the check does not know: {resource_kind}")
+
+
+def _registry_pipelines(pipeline_file: Path | None, registry: str) -> list[dict]:
+    """The pipelines of the file (read by a TOML parser, not the module) with this registry."""
+    if pipeline_file is None:
+        return []
+    return [p for p in tomllib.loads(pipeline_file.read_text())["pipeline"] if p.get("registry") == registry]
 
 
 def iam_problems(run: Run, contract: dict, pipeline_file: Path | None = None) -> list[str]:
@@ -170,7 +190,9 @@ def iam_problems(run: Run, contract: dict, pipeline_file: Path | None = None) ->
     queued = run.outputs.get("commit_queue_url") is not None
     for role, fn in functions_of(run).items():
         applies = {"always": True, "glue": glue, "s3tables": not glue, "queued": queued,
-                   "pipeline-file": env_of(fn).get("ICESTREAM_PIPELINES", "").startswith("s3://")}
+                   "pipeline-file": env_of(fn).get("ICESTREAM_PIPELINES", "").startswith("s3://"),
+                   "glue-registry": bool(_registry_pipelines(pipeline_file, "glue")),
+                   "registry-secret": any("registry_secret" in p for p in _registry_pipelines(pipeline_file, "confluent"))}
         policy = policy_of(run, role)
         for call in contract["functions"][role]["calls"]:
             if not applies[call["when"]]:

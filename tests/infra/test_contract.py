@@ -134,6 +134,22 @@ def test_iam_check_catches_tables_outside_the_pipeline_scope(runs, contract):
     assert any("vehicle_telemetry" in p and "s3tables:GetTable" in p for p in problems), problems
 
 
+def test_registry_grants_are_ingests_alone_and_the_check_catches_a_missing_one(runs, contract):
+    setup = "s3tables_existing_cluster_and_vpc_with_pipelines"
+    run = runs[setup]
+    for role in checks.functions_of(run):
+        actions = {a for st in checks.policy_of(run, role)["Statement"] for a in st["Action"]}
+        has = {"glue:GetSchemaVersion", "secretsmanager:GetSecretValue"} & actions
+        assert has == ({"glue:GetSchemaVersion", "secretsmanager:GetSecretValue"} if role == "ingest" else set()), (role, has)
+    for sid, needle in [("ReadGlueSchemaRegistries", "registry/shop"), ("ReadSchemaRegistryCredentials", "secret:icestream/schema-registry")]:
+        def drop(values, sid=sid):
+            policy = json.loads(values["policy"])
+            policy["Statement"] = [st for st in policy["Statement"] if st["Sid"] != sid]
+            values["policy"] = json.dumps(policy)
+        problems = checks.iam_problems(mutated(run, 'aws_iam_role_policy.function["ingest"]', drop), contract, PIPELINE_FILE)
+        assert any(needle in p for p in problems), (sid, problems)
+
+
 def test_knob_check_catches_tombstone_retention_on_the_wrong_function(runs, contract):
     def move(run):
         cdc = run.resources['aws_lambda_function.this["cdc"]']["environment"][0]["variables"]

@@ -36,7 +36,11 @@ def expected(path: Path) -> dict:
     parsed = tomllib.loads(path.read_text())
     return {
         "namespace": parsed.get("namespace", "bigdata"),
-        "pipelines": [{"table": p["table"], "topics": p["topics"]} for p in parsed["pipeline"]],
+        "pipelines": [
+            {"table": p["table"], "topics": p["topics"], "registry": p.get("registry"),
+             "registry_name": p.get("registry_name", "default-registry"), "registry_secret": p.get("registry_secret")}
+            for p in parsed["pipeline"]
+        ],
     }
 
 

@@ -441,11 +441,9 @@ def test_an_existing_table_in_another_column_order_is_written_by_name(tmp_path: 
 
 
 @pytest.mark.parametrize("columns, needles", [
-    (lambda pa: [pa.field("a", pa.int64(), nullable=False), pa.field("b", pa.string(), nullable=False),
-                 pa.field("must", pa.string(), nullable=False)], ["existing", "must"]),
     (lambda pa: [pa.field("a", pa.string(), nullable=False), pa.field("b", pa.string(), nullable=False)], ["existing", "a", "string", "long"]),
     (lambda pa: [pa.field("a", pa.int64(), nullable=False), pa.field("b", pa.string(), nullable=False)], ["existing", "kafka_"]),
-], ids=["required-column-missing", "type-misfit", "no-lineage"])
+], ids=["type-misfit", "no-lineage"])
 def test_a_pipeline_that_cannot_write_an_existing_table_is_refused(tmp_path: Path, columns: Any, needles: list[str]) -> None:
     import pyarrow as pa
 
@@ -463,6 +461,20 @@ def test_a_pipeline_that_cannot_write_an_existing_table_is_refused(tmp_path: Pat
     assert readers.metadata_location_sql(wh, NAMESPACE, "existing") == before, "nothing written"
 
 
+def test_a_required_column_the_schema_lacks_becomes_optional_never_dropped(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    cols = [pa.field("a", pa.int64(), nullable=False), pa.field("b", pa.string(), nullable=False),
+            pa.field("must", pa.string(), nullable=False), *lineage()]
+    wh, pipelines = existing_setup(tmp_path, cols)
+    path = tmp_path / "e.json"
+    path.write_text(json.dumps(event({"t": [avro_value(1, "x", None)]})))
+    icestream("ingest", str(path), f"pipelines={pipelines}", f"warehouse={wh}")
+    table = readers.pyiceberg_sql_table(wh, NAMESPACE, "existing")
+    assert table.schema().find_field("must").optional
+    assert [(r["a"], r["must"]) for r in table.scan().to_arrow().to_pylist()] == [(1, None)]
+
+
 def test_check_refuses_a_broken_file_naming_pipeline_key_and_what_is_allowed(tmp_path: Path) -> None:
     (tmp_path / "r.avsc").write_text(EXISTING_AVSC)
     broken = tmp_path / "broken.toml"
@@ -474,3 +486,36 @@ def test_check_refuses_a_broken_file_naming_pipeline_key_and_what_is_allowed(tmp
     good.write_text('[[pipeline]]\ntable = "orders"\ntopics = ["t"]\nformat = "avro"\nschema = "r.avsc"\n')
     text = icestream("pipelines", "check", str(good)).stdout
     assert "pipeline `orders` (avro): t -> bigdata.orders" in text and "kafka_offset" in text, text
+
+
+def test_a_schema_file_with_new_fields_evolves_the_table_unless_a_name_is_a_partition_field(tmp_path: Path) -> None:
+    wh = tmp_path / "wh"
+    schema = tmp_path / "r.avsc"
+    schema.write_text(EXISTING_AVSC)
+    pipelines = tmp_path / "p.toml"
+    pipelines.write_text(f'namespace = "{NAMESPACE}"\n[[pipeline]]\ntable = "evolving"\ntopics = ["t"]\nformat = "avro"\n'
+                         'schema = "r.avsc"\npartition_by = ["bucket(4, a)"]\n')
+    first = tmp_path / "e1.json"
+    first.write_text(json.dumps(event({"t": [avro_value(1, "x", None)]})))
+    icestream("ingest", str(first), f"pipelines={pipelines}", f"warehouse={wh}")
+    # The user's next schema adds `d` (and is deployed): the table gains it in the data commit.
+    v2 = json.loads(EXISTING_AVSC)
+    v2["fields"].append({"name": "d", "type": ["null", "string"], "default": None})
+    schema.write_text(json.dumps(v2))
+    import fastavro
+
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(v2), {"a": 2, "b": "y", "c": None, "d": "new"})
+    second = tmp_path / "e2.json"
+    second.write_text(json.dumps(event({"t": [buf.getvalue()]}, start_offset=1)))
+    assert json.loads(icestream("ingest", str(second), f"pipelines={pipelines}", f"warehouse={wh}").stdout.splitlines()[-1])["written"] == 1
+    table = readers.pyiceberg_sql_table(wh, NAMESPACE, "evolving")
+    assert table.schema().find_field("d").optional
+    assert sorted((r["a"], r["d"]) for r in table.scan().to_arrow().to_pylist()) == [(1, None), (2, "new")]
+    # A new field named like the partition field `a_bucket` cannot be a column: refused at start.
+    v2["fields"].append({"name": "a_bucket", "type": ["null", "int"], "default": None})
+    schema.write_text(json.dumps(v2))
+    before = readers.metadata_location_sql(wh, NAMESPACE, "evolving")
+    out = icestream("ingest", str(second), f"pipelines={pipelines}", f"warehouse={wh}", check=False)
+    assert out.returncode != 0 and "a_bucket" in out.stderr and "partition field" in out.stderr, out.stderr
+    assert readers.metadata_location_sql(wh, NAMESPACE, "evolving") == before

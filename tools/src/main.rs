@@ -20,7 +20,8 @@ use icestream::{Config, IngestPipeline};
 const USAGE: &str = "usage: icestream <command> [key=value ...]
 
 commands:
-  ingest EVENT.json   run the ingest function's code on one MSK event file; prints a one-line JSON summary
+  ingest EVENT.json [EVENT.json ...]   run the ingest function's code on MSK event files in order, as one warm
+                      function instance would (clients and caches built once); prints a one-line JSON summary each
   cdc EVENT.json      run the cdc function's code on one MSK event file (changelog + guarded mirror); prints a JSON summary
   cdc-rebuild         recompute the mirror from the changelog in one commit; prints a JSON report
   pipelines check FILE [output=text|json]
@@ -71,18 +72,22 @@ async fn run() -> Result<()> {
     let command = args.remove(0);
     match command.as_str() {
         "ingest" => {
-            let (file, rest) = split_first(args, "ingest needs an event file")?;
+            let (file, mut rest) = split_first(args, "ingest needs an event file")?;
+            let more = rest.iter().take_while(|a| !a.contains('=')).count();
+            let files: Vec<String> = std::iter::once(file).chain(rest.drain(..more)).collect();
             let config = Config::from_env_and_args(&rest)?;
             icestream::logging::init(&config.log_format);
-            let json = std::fs::read(&file).with_context(|| format!("reading {file}"))?;
             let budget = Duration::from_millis(config.commit_timeout_ms);
             let pipeline = IngestPipeline::new(config).await?;
-            let summary = pipeline.handle_json(&json, std::time::Instant::now() + budget).await?;
-            eprintln!("{}", icestream::metrics::emf_line("ingest", &summary));
-            for line in icestream::metrics::table_emf_lines("ingest", &summary) {
-                eprintln!("{line}");
+            for file in files {
+                let json = std::fs::read(&file).with_context(|| format!("reading {file}"))?;
+                let summary = pipeline.handle_json(&json, std::time::Instant::now() + budget).await?;
+                eprintln!("{}", icestream::metrics::emf_line("ingest", &summary));
+                for line in icestream::metrics::table_emf_lines("ingest", &summary) {
+                    eprintln!("{line}");
+                }
+                println!("{}", serde_json::to_string(&summary)?);
             }
-            println!("{}", serde_json::to_string(&summary)?);
         }
         "cdc" => {
             let (file, rest) = split_first(args, "cdc needs an event file")?;

@@ -7,6 +7,11 @@ use iceberg::spec::{NestedFieldRef, StructType, Type};
 use icestream::config::{Allowed, Knob, Settings};
 use icestream::pipeline::{Pipeline, PipelineSet, Topics, format_name};
 use icestream::Config;
+use icestream::catalog::Catalogs;
+use icestream::registry::Registry;
+use icestream::schema::evolve::evolve_for;
+use iceberg::TableIdent;
+use std::sync::Arc;
 use serde_json::{Value, json};
 
 const CHECK_OPTIONS: &[Knob] = &[Knob {
@@ -29,12 +34,93 @@ pub async fn run(mut args: Vec<String>) -> Result<()> {
     let mut config = Config::from_env_and_args(&knobs)?;
     config.pipelines = Some(file);
     let set = PipelineSet::from_config(&config).await?;
+    let registries = registry_checks(&set, &config).await?;
     if options.get("output") == "json" {
-        println!("{}", serde_json::to_string_pretty(&describe(&set))?);
+        let mut described = describe(&set);
+        for (pipeline, check) in described["pipelines"].as_array_mut().into_iter().flatten().zip(&registries) {
+            if let Some(check) = check {
+                pipeline["registry"] = check.clone();
+            }
+        }
+        println!("{}", serde_json::to_string_pretty(&described)?);
     } else {
         print!("{}", text(&set));
+        for (p, check) in set.pipelines.iter().zip(&registries) {
+            if let Some(check) = check {
+                print!("{}", registry_text(&p.table, check));
+            }
+        }
     }
     Ok(())
+}
+
+/// Per pipeline with a registry: its latest registered schema and whether the table (as the
+/// catalog has it, else as the pipeline would create it) can take it.
+async fn registry_checks(set: &PipelineSet, config: &Config) -> Result<Vec<Option<Value>>> {
+    if set.pipelines.iter().all(|p| p.registry.is_none()) {
+        return Ok(vec![None; set.pipelines.len()]);
+    }
+    let catalogs = Catalogs::connect(config).await.ok();
+    let mut out = Vec::with_capacity(set.pipelines.len());
+    for p in &set.pipelines {
+        let (Some(spec), Some(subject)) = (&p.registry, &p.registry_subject) else {
+            out.push(None);
+            continue;
+        };
+        let registry = Registry::connect(spec, config.registry_auth.as_ref().map(|a| a.expose())).await?;
+        let (version, latest) = registry.latest_writer(subject, p.format, p.source.message_name()).await?;
+        let ident = TableIdent::from_strs([set.namespace.as_str(), p.table.as_str()])?;
+        let table = match &catalogs {
+            Some(c) => c.catalog().load_table(&ident).await.ok(),
+            None => None,
+        };
+        let (against, current, last) = match &table {
+            Some(t) => ("table", t.metadata().current_schema().as_ref().clone(), t.metadata().last_column_id()),
+            None => ("pipeline schema (the table does not exist yet)", p.def.schema.clone(), p.def.schema.highest_field_id()),
+        };
+        let mut check = json!({"kind": spec.kind(), "subject": subject, "latest_version": version, "against": against});
+        match latest {
+            Err(reason) => {
+                check["verdict"] = json!("refused");
+                check["reason"] = json!(reason);
+            }
+            Ok(latest) => {
+                check["latest_schema"] = json!(fields_json(latest.to_iceberg()?.as_struct()));
+                match evolve_for(&current, last, &[Arc::new(latest)]) {
+                    Ok(None) => check["verdict"] = json!("fits"),
+                    Ok(Some(evolved)) => {
+                        check["verdict"] = json!("evolves");
+                        check["evolved_schema"] = json!(fields_json(evolved.as_struct()));
+                    }
+                    Err(reason) => {
+                        check["verdict"] = json!("refused");
+                        check["reason"] = json!(reason);
+                    }
+                }
+            }
+        }
+        out.push(Some(check));
+    }
+    Ok(out)
+}
+
+fn registry_text(table: &str, check: &Value) -> String {
+    let mut out = format!(
+        "\npipeline `{table}`: registry {} subject {}: latest {} against the {}: {}\n",
+        check["kind"].as_str().unwrap_or_default(),
+        check["subject"].as_str().unwrap_or_default(),
+        check["latest_version"].as_str().unwrap_or_default(),
+        check["against"].as_str().unwrap_or_default(),
+        check["verdict"].as_str().unwrap_or_default(),
+    );
+    if let Some(reason) = check["reason"].as_str() {
+        out += &format!("  {reason}\n");
+    }
+    if let Some(fields) = check["evolved_schema"].as_array() {
+        let names: Vec<String> = fields.iter().map(|f| format!("{} {}", f["name"].as_str().unwrap_or_default(), f["type"].as_str().unwrap_or_default())).collect();
+        out += &format!("  the table would become: {}\n", names.join(", "));
+    }
+    out
 }
 
 /// The set as JSON: what scripts and the Terraform cross-check read.

@@ -162,6 +162,7 @@ impl CdcPipeline {
                 ranges: &decoded.ranges,
                 oldest_record_ms: decoded.oldest_timestamp_ms,
                 record_times: None,
+                writers: vec![],
             };
             let appended = self.sink.append(&self.catalogs, &self.config, append, deadline).await?;
             summary.commit_ms += t.elapsed().as_millis() as u64;

@@ -8,13 +8,15 @@
 //! written again and the first files are left unreferenced (orphan cleanup removes them).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type};
 use arrow_array::{BooleanArray, RecordBatch};
 use arrow_select::filter::filter_record_batch;
-use iceberg::spec::DataFile;
+use iceberg::arrow::schema_to_arrow_schema;
+use iceberg::spec::{DataFile, Schema, SchemaRef};
 use iceberg::table::Table;
 
 use super::{ChangeSet, Planner, Watermarks};
@@ -23,7 +25,10 @@ use crate::error::{Error, Result};
 use crate::event::TopicPartition;
 use crate::freshness::{Freshness, RecordTimes};
 use crate::tables::lineage;
-use crate::writer::write_data_files;
+use crate::project::project_batch;
+use crate::schema::SourceSchema;
+use crate::schema::evolve::evolve_for;
+use crate::writer::write_data_files_as;
 
 /// Append rows of one batch with the offsets they cover.
 pub struct OffsetAppend {
@@ -35,8 +40,11 @@ pub struct OffsetAppend {
     compression: String,
     target_file_size: usize,
     fail_point: FailPoint,
-    /// Table watermarks (of our partitions) the cached files were filtered against.
-    cached: Option<(Vec<Option<i64>>, Vec<DataFile>, usize)>,
+    /// The writer schemas the rows were decoded with: each attempt folds them onto the table's
+    /// schema as it is then (evolution re-planned, never replayed blindly).
+    writers: Vec<Arc<SourceSchema>>,
+    /// Table watermarks (of our partitions) and the schema the cached files were written for.
+    cached: Option<(Vec<Option<i64>>, SchemaRef, Vec<DataFile>, usize)>,
     /// Rows dropped because the table already held them, as of the last plan.
     pub skipped_replay: usize,
     /// Rows in the files of the last plan.
@@ -71,6 +79,7 @@ impl OffsetAppend {
             compression: compression.to_string(),
             target_file_size,
             fail_point,
+            writers: Vec::new(),
             cached: None,
             skipped_replay: 0,
             rows_planned: 0,
@@ -81,6 +90,26 @@ impl OffsetAppend {
             started: Instant::now(),
         }
     }
+}
+
+impl OffsetAppend {
+    /// Rows decoded with these writer schemas: the commit evolves the table to take them.
+    pub fn with_writers(mut self, writers: Vec<Arc<SourceSchema>>) -> Self {
+        self.writers = writers;
+        self
+    }
+}
+
+/// The schema `table` must have to take rows of `writers`: its current one, or the evolved one
+/// the commit adds (`Some` in the second place).
+pub fn target_schema(table: &Table, writers: &[Arc<SourceSchema>]) -> Result<(SchemaRef, Option<Schema>)> {
+    let metadata = table.metadata();
+    let evolved = evolve_for(metadata.current_schema(), metadata.last_column_id(), writers)
+        .map_err(|e| Error::Schema(format!("table {} cannot take the batch's rows: {e}", table.identifier())))?;
+    Ok(match evolved {
+        Some(schema) => (Arc::new(schema.clone()), Some(schema)),
+        None => (metadata.current_schema().clone(), None),
+    })
 }
 
 /// The rows of `rows` whose offset is above `marks` for their topic-partition. `ranges` (first
@@ -127,20 +156,25 @@ impl Planner for OffsetAppend {
             (self.rows_planned, self.files_planned, self.bytes_planned) = (0, 0, 0);
             return Ok(None);
         }
+        let (schema, evolved) = target_schema(table, &self.writers)?;
         let (files, kept) = match &self.cached {
-            Some((cached_key, files, kept)) if *cached_key == key => (files.clone(), *kept),
+            Some((cached_key, cached_schema, files, kept)) if *cached_key == key && cached_schema.as_struct() == schema.as_struct() => {
+                (files.clone(), *kept)
+            }
             _ => {
                 let unseen = unseen_rows(&self.rows, &self.ranges, &marks)?;
                 let kept = unseen.num_rows();
                 let files = if kept == 0 {
                     vec![]
                 } else {
-                    write_data_files(table, &[unseen], &self.compression, self.target_file_size).await?
+                    let layout = Arc::new(schema_to_arrow_schema(&schema)?);
+                    let rows = project_batch(&unseen, &layout)?;
+                    write_data_files_as(table, schema.clone(), &[rows], &self.compression, self.target_file_size).await?
                 };
                 if self.fail_point == FailPoint::AfterWrite {
                     crate::failpoint::abort("after-write");
                 }
-                self.cached = Some((key, files.clone(), kept));
+                self.cached = Some((key, schema, files.clone(), kept));
                 (files, kept)
             }
         };
@@ -153,6 +187,7 @@ impl Planner for OffsetAppend {
         }
         let mut change = ChangeSet::append(files);
         change.watermarks = self.covers.clone();
+        change.schema = evolved;
         let latency = self.started.elapsed().as_millis() as u64;
         self.freshness = self.record_times.as_ref().and_then(|t| t.at(chrono::Utc::now().timestamp_millis(), latency));
         if let Some(freshness) = &self.freshness {

@@ -52,6 +52,9 @@ pub struct ChangeSet {
     pub removed_snapshot_ids: Vec<i64>,
     /// Rewrite every live data-manifest entry into few new manifests (no data change).
     pub rewrite_manifests: bool,
+    /// The table's next schema (evolution), made current in the same swap as the files that
+    /// were written with it.
+    pub schema: Option<iceberg::spec::Schema>,
 }
 
 impl ChangeSet {
@@ -66,6 +69,7 @@ impl ChangeSet {
             summary: HashMap::new(),
             removed_snapshot_ids: vec![],
             rewrite_manifests: false,
+            schema: None,
         }
     }
 
@@ -254,5 +258,7 @@ async fn delete_quietly(table: &Table, paths: Vec<String>) {
 
 #[cfg(any(test, feature = "fault-injection"))]
 pub mod fault;
+#[cfg(test)]
+mod evolution_tests;
 #[cfg(test)]
 mod tests;

@@ -4,10 +4,11 @@
 //! `ManifestWriterBuilder`, `ManifestListWriter`, `Snapshot::builder` and `TableUpdate`.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use iceberg::spec::{
     DataContentType, DataFile, DataFileFormat, FormatVersion, MAIN_BRANCH, ManifestContentType, ManifestFile,
-    ManifestListWriter, ManifestWriter, ManifestWriterBuilder, Snapshot,
+    ManifestListWriter, ManifestWriter, ManifestWriterBuilder, Schema, SchemaRef, Snapshot,
     SnapshotReference, SnapshotRetention, SnapshotSummaryCollector, Summary, TableMetadata,
     TableMetadataBuildResult,
 };
@@ -50,10 +51,11 @@ fn new_snapshot_id(metadata: &TableMetadata) -> i64 {
     }
 }
 
-/// A manifest writer for `table`'s current schema and spec (`snapshot_id` None: staged, owned
+/// A manifest writer for `schema` and `table`'s default spec (`snapshot_id` None: staged, owned
 /// by no snapshot yet).
 pub(super) fn manifest_writer(
     table: &Table,
+    schema: &SchemaRef,
     path: String,
     snapshot_id: Option<i64>,
     content: ManifestContentType,
@@ -62,7 +64,7 @@ pub(super) fn manifest_writer(
     let builder = ManifestWriterBuilder::new(
         table.file_io().new_output(path)?,
         snapshot_id,
-        metadata.current_schema().clone(),
+        schema.clone(),
         metadata.default_partition_spec().as_ref().clone(),
     );
     Ok(match (metadata.format_version(), content) {
@@ -93,6 +95,9 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
     }
 
     if !change.makes_snapshot() {
+        if let Some(evolved) = &change.schema {
+            builder = builder.add_current_schema(evolved.clone())?;
+        }
         if !properties.is_empty() {
             builder = TableUpdate::SetProperties { updates: properties }.apply(builder)?;
         }
@@ -109,7 +114,15 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
         format!("{meta_dir}/{commit_id}-m{manifest_count}.{}", DataFileFormat::Avro)
     };
 
-    let schema = metadata.current_schema().clone();
+    // A schema change lands in the same metadata as the files written with it.
+    let (schema, schema_id) = match &change.schema {
+        Some(evolved) => {
+            let id = schema_id_for(metadata, evolved);
+            builder = builder.add_current_schema(evolved.clone())?;
+            (Arc::new(evolved.clone().into_builder().with_schema_id(id).build()?), id)
+        }
+        None => (metadata.current_schema().clone(), metadata.current_schema_id()),
+    };
     let spec = metadata.default_partition_spec().clone();
     let mut collector = SnapshotSummaryCollector::default();
     let mut manifests: Vec<ManifestFile> = Vec::new();
@@ -152,7 +165,7 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
             }
             let path = next_manifest_path();
             written.push(path.clone());
-            let mut writer = manifest_writer(table, path, Some(snapshot_id), manifest_file.content)?;
+            let mut writer = manifest_writer(table, &schema, path, Some(snapshot_id), manifest_file.content)?;
             for entry in manifest.entries() {
                 if !entry.is_alive() {
                     continue;
@@ -176,7 +189,7 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
     for chunk in to_rewrite.chunks(ENTRIES_PER_REWRITTEN_MANIFEST) {
         let path = next_manifest_path();
         written.push(path.clone());
-        let mut writer = manifest_writer(table, path, Some(snapshot_id), ManifestContentType::Data)?;
+        let mut writer = manifest_writer(table, &schema, path, Some(snapshot_id), ManifestContentType::Data)?;
         for e in chunk {
             if e.removed {
                 collector.remove_file(&e.data_file, schema.clone(), spec.clone());
@@ -205,7 +218,7 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
         }
         let path = next_manifest_path();
         written.push(path.clone());
-        let mut writer = manifest_writer(table, path, Some(snapshot_id), content)?;
+        let mut writer = manifest_writer(table, &schema, path, Some(snapshot_id), content)?;
         for file in files {
             let expected = match content {
                 ManifestContentType::Data => DataContentType::Data,
@@ -262,7 +275,7 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
         .with_parent_snapshot_id(metadata.current_snapshot_id())
         .with_sequence_number(next_seq)
         .with_summary(summary)
-        .with_schema_id(metadata.current_schema_id())
+        .with_schema_id(schema_id)
         .with_timestamp_ms(chrono::Utc::now().timestamp_millis().max(metadata.last_updated_ms()));
     let snapshot = match next_row_id {
         Some(next) => snapshot.with_row_range(metadata.next_row_id(), next - metadata.next_row_id()).build(),
@@ -279,6 +292,17 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
         builder = TableUpdate::SetProperties { updates: properties }.apply(builder)?;
     }
     Ok(Staged { snapshot_id: Some(snapshot_id), build: builder.build()?, written })
+}
+
+/// The id `TableMetadataBuilder::add_schema` gives `schema`: an equal schema's, or the next.
+fn schema_id_for(metadata: &TableMetadata, schema: &Schema) -> i32 {
+    let same = metadata
+        .schemas_iter()
+        .find(|s| s.as_struct() == schema.as_struct() && s.identifier_field_ids().eq(schema.identifier_field_ids()));
+    match same {
+        Some(s) => s.schema_id(),
+        None => metadata.schemas_iter().map(|s| s.schema_id()).max().unwrap_or(0) + 1,
+    }
 }
 
 /// Fill the `total-*` summary fields from the parent's totals plus this snapshot's changes

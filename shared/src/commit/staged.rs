@@ -28,7 +28,7 @@ pub async fn write_staged_manifest(table: &Table, files: &[DataFile]) -> Result<
         DataFileFormat::Avro
     );
     // No snapshot owns these entries yet: the committer adds the files to its own manifest.
-    let mut writer = super::snapshot::manifest_writer(table, path.clone(), None, ManifestContentType::Data)?;
+    let mut writer = super::snapshot::manifest_writer(table, table.metadata().current_schema(), path.clone(), None, ManifestContentType::Data)?;
     for file in files {
         writer.add_file(file.clone(), -1)?;
     }

@@ -25,9 +25,10 @@ use crate::error::{Error, Result};
 use crate::schema::{Field, Prim, SourceSchema, Ty, join};
 use column::Col;
 
-/// Decodes one topic's record values into rows of one table.
+/// Decodes one topic's record values into rows of one table, each value with its writer's
+/// schema (one reader per writer schema, all filling the same columns).
 pub struct RecordDecoder {
-    reader: Reader,
+    readers: Vec<Reader>,
     /// A struct column holding the target's columns, so one truncate undoes a record.
     row: Col,
 }
@@ -43,25 +44,40 @@ impl RecordDecoder {
     /// int→long, float→double, wider decimal precision; a required column may take an optional
     /// field, checked per record) and refuses misfits naming the column and both types.
     pub fn new(source: &SourceSchema, target: SchemaRef) -> Result<Self> {
-        check_struct(source.fields(), target.fields(), "")?;
-        let root = std::sync::Arc::new(ArrowField::new("", DataType::Struct(target.fields().clone()), false));
-        let row = Col::new(&root).ok_or_else(|| Error::Schema("the target schema has a column type no Iceberg table has".into()))?;
-        let reader = match source {
-            SourceSchema::Avro(s) => Reader::Avro(avro::AvroReader::new(s, target.fields())),
-            SourceSchema::Protobuf(s) => Reader::Protobuf(protobuf::ProtoReader::new(s, target.fields())),
-            SourceSchema::Json(s) => Reader::Json(json::JsonReader::new(s, target.fields())),
-        };
-        Ok(RecordDecoder { reader, row })
+        Self::with_writers(&[source], target)
     }
 
-    /// Decodes one value and appends one row; on error appends nothing.
+    /// A decoder with one reader per writer schema (see [`Self::append_as`]), each checked as
+    /// [`Self::new`] checks its one.
+    pub fn with_writers(sources: &[&SourceSchema], target: SchemaRef) -> Result<Self> {
+        let root = std::sync::Arc::new(ArrowField::new("", DataType::Struct(target.fields().clone()), false));
+        let row = Col::new(&root).ok_or_else(|| Error::Schema("the target schema has a column type no Iceberg table has".into()))?;
+        let mut readers = Vec::with_capacity(sources.len());
+        for source in sources {
+            check_struct(source.fields(), target.fields(), "")?;
+            readers.push(match source {
+                SourceSchema::Avro(s) => Reader::Avro(avro::AvroReader::new(s, target.fields())),
+                SourceSchema::Protobuf(s) => Reader::Protobuf(protobuf::ProtoReader::new(s, target.fields())),
+                SourceSchema::Json(s) => Reader::Json(json::JsonReader::new(s, target.fields())),
+            });
+        }
+        Ok(RecordDecoder { readers, row })
+    }
+
+    /// Decodes one value with the first writer schema and appends one row; on error appends nothing.
     pub fn append(&mut self, value: &[u8]) -> std::result::Result<(), String> {
+        self.append_as(0, value)
+    }
+
+    /// [`Self::append`] with writer schema `writer` (its index in [`Self::with_writers`]).
+    pub fn append_as(&mut self, writer: usize, value: &[u8]) -> std::result::Result<(), String> {
         if value.is_empty() {
             return Err("empty value".into());
         }
+        let reader = self.readers.get(writer).ok_or_else(|| format!("no reader for writer schema #{writer}"))?;
         let before = self.row.len();
         // The reason starts with the format, as a dead letter's reader wants to see it.
-        let (format, decoded) = match &self.reader {
+        let (format, decoded) = match reader {
             Reader::Avro(r) => ("avro", r.append(value, &mut self.row)),
             Reader::Protobuf(r) => ("protobuf", r.append(value, &mut self.row)),
             Reader::Json(r) => ("json", r.append(value, &mut self.row)),

@@ -127,9 +127,10 @@ pub async fn pipeline_tables(config: &mut Config) -> Result<Option<Vec<String>>>
     if config.pipelines.is_none() {
         return Ok(None);
     }
-    let set = crate::pipeline::PipelineSet::from_config(config).await?;
-    config.namespace = set.namespace.clone();
-    Ok(Some(set.tables()))
+    // Names only: maintenance never needs the schemas (nor a schema registry).
+    let (namespace, tables) = crate::pipeline::PipelineSet::table_names(config).await?;
+    config.namespace = namespace;
+    Ok(Some(tables))
 }
 
 impl MaintenanceRequest {

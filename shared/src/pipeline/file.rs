@@ -41,11 +41,22 @@ pub struct PipelineSpec {
     pub event_time: Option<String>,
     /// How far back `dedup = "window"` looks (default: the `dedup_window_minutes` knob).
     pub dedup_window_minutes: Option<i64>,
+    /// `glue` | `confluent`: values carry their writer schema's id in a registry frame.
+    pub registry: Option<String>,
+    /// Glue registry name (default `default-registry`).
+    pub registry_name: Option<String>,
+    /// Confluent registry base URL.
+    pub registry_url: Option<String>,
+    /// The subject (Confluent) or schema name (Glue) whose latest version is the table's initial
+    /// schema when `schema` is absent (default: `<first topic>-value` / `<first topic>`).
+    pub registry_schema: Option<String>,
+    /// Secrets Manager secret with the Confluent registry's credentials.
+    pub registry_secret: Option<String>,
 }
 
 /// The keys a `[[pipeline]]` may have, for messages.
-pub const PIPELINE_KEYS: &str =
-    "table, topics, topic_pattern, format, schema, message, partition_by, key, dedup, event_time, dedup_window_minutes";
+pub const PIPELINE_KEYS: &str = "table, topics, topic_pattern, format, schema, message, partition_by, key, dedup, event_time, \
+     dedup_window_minutes, registry, registry_name, registry_url, registry_schema, registry_secret";
 
 /// The parsed file: namespace and pipelines, in file order.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -17,6 +17,7 @@ use regex::Regex;
 
 use crate::config::{Config, Dedup, Source};
 use crate::error::{Error, Result};
+use crate::registry::{Registry, RegistrySpec};
 use crate::schema::{Format, SourceSchema};
 use crate::tables::{self, TableDef, lineage};
 
@@ -81,6 +82,10 @@ pub struct Pipeline {
     pub dedup: Dedup,
     pub event_time: Option<String>,
     pub dedup_window_minutes: i64,
+    /// Values framed by a schema registry: each record names its writer schema.
+    pub registry: Option<RegistrySpec>,
+    /// The registry subject (Confluent) or schema name (Glue) of the pipeline's values.
+    pub registry_subject: Option<String>,
 }
 
 /// Every pipeline of one deployment, and where they came from.
@@ -100,25 +105,48 @@ impl PipelineSet {
             None => Self::telemetry(config),
             Some(name) => {
                 let local = location::fetch(name).await?;
-                Self::load(&local, name, config)
+                Self::load(&local, name, config).await
             }
         }
     }
 
-    /// The pipeline file at `path` (`shown` names it in messages, e.g. its s3:// URI).
-    pub fn load(path: &Path, shown: &str, config: &Config) -> Result<Self> {
+    /// The pipeline file at `path` (`shown` names it in messages, e.g. its s3:// URI). A
+    /// pipeline with a registry and no `schema` takes the latest registered version.
+    pub async fn load(path: &Path, shown: &str, config: &Config) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::Config(format!("pipeline file {shown}: {e}")))?;
         let parsed = file::parse(shown, &text).map_err(Error::Config)?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let mut pipelines = Vec::with_capacity(parsed.pipelines.len());
         for (i, spec) in parsed.pipelines.iter().enumerate() {
             let label = format!("{shown}: pipeline `{}` (#{})", spec.table, i + 1);
-            let pipeline = resolve(spec, &base, config).map_err(|e| Error::Config(format!("{label}: {e}")))?;
+            let labelled = |e: String| Error::Config(format!("{label}: {e}"));
+            let registry = registry_spec(spec).map_err(labelled)?;
+            let source = match (&spec.schema, &registry) {
+                (None, Some(registry)) => Some(latest_schema(spec, registry, config).await.map_err(|e| match e {
+                    Error::Registry(m) => Error::Registry(format!("{label}: key `schema` absent, so the table's schema is the registry's latest: {m}")),
+                    other => labelled(other.to_string()),
+                })?),
+                _ => None,
+            };
+            let pipeline = resolve(spec, &base, config, registry, source).map_err(labelled)?;
             pipelines.push(pipeline);
         }
         let set = Self { file: Some(shown.to_string()), namespace: parsed.namespace.unwrap_or_else(|| config.namespace.clone()), pipelines };
         set.check_claims()?;
         Ok(set)
+    }
+
+    /// The namespace and tables (dead-letter tables included) of the configured pipeline file,
+    /// read without loading schemas or asking a registry; `None` file: the knobs' table.
+    pub async fn table_names(config: &Config) -> Result<(String, Vec<String>)> {
+        let Some(name) = &config.pipelines else {
+            return Ok((config.namespace.clone(), vec![config.table.clone(), tables::dead_letter_name(&config.table)]));
+        };
+        let local = location::fetch(name).await?;
+        let text = std::fs::read_to_string(&local).map_err(|e| Error::Config(format!("pipeline file {name}: {e}")))?;
+        let parsed = file::parse(name, &text).map_err(Error::Config)?;
+        let tables = parsed.pipelines.iter().flat_map(|p| [p.table.clone(), tables::dead_letter_name(&p.table)]).collect();
+        Ok((parsed.namespace.unwrap_or_else(|| config.namespace.clone()), tables))
     }
 
     /// The knob-only telemetry pipeline: the shipped schema of `source`, every topic.
@@ -141,8 +169,13 @@ impl PipelineSet {
             dedup: Some(config.dedup.to_string()),
             event_time: Some(reference::EVENT_TIME.to_string()),
             dedup_window_minutes: None,
+            registry: None,
+            registry_name: None,
+            registry_url: None,
+            registry_schema: None,
+            registry_secret: None,
         };
-        let mut pipeline = build(&spec, format, source, config).map_err(|e| Error::Config(format!("telemetry pipeline: {e}")))?;
+        let mut pipeline = build(&spec, format, source, None, config).map_err(|e| Error::Config(format!("telemetry pipeline: {e}")))?;
         pipeline.topics = Topics::Any;
         Ok(Self { file: None, namespace: config.namespace.clone(), pipelines: vec![pipeline] })
     }
@@ -201,20 +234,103 @@ impl PipelineSet {
 
 const TABLE_NAME_RULE: &str = "lowercase letters, digits and _, starting with a letter, at most 100 characters";
 
-/// Check one spec and load its schema (relative to `base`).
-fn resolve(spec: &PipelineSpec, base: &Path, config: &Config) -> std::result::Result<Pipeline, String> {
+/// Check one spec and load its schema (relative to `base`), unless `fetched` (the registry's
+/// latest) stands in for an absent `schema`.
+fn resolve(
+    spec: &PipelineSpec,
+    base: &Path,
+    config: &Config,
+    registry: Option<RegistrySpec>,
+    fetched: Option<SourceSchema>,
+) -> std::result::Result<Pipeline, String> {
     let format = parse_format(&spec.format).ok_or_else(|| format!("key `format`: {:?} is not allowed: allowed are avro | protobuf | json", spec.format))?;
-    let schema_path = spec.schema.as_deref().ok_or("key `schema`: missing: the schema file of the values (.avsc | .proto or .pb/.desc | JSON Schema)")?;
-    let path: PathBuf = base.join(schema_path);
     if spec.message.is_some() && format != Format::Protobuf {
         return Err(format!("key `message`: only for format = \"protobuf\", not {:?}", spec.format));
     }
-    let source = SourceSchema::load(format, &path, spec.message.as_deref()).map_err(|e| format!("key `schema`: {e}"))?;
-    build(spec, format, source, config)
+    let source = match (fetched, spec.schema.as_deref()) {
+        (Some(source), _) => source,
+        (None, Some(schema_path)) => {
+            let path: PathBuf = base.join(schema_path);
+            SourceSchema::load(format, &path, spec.message.as_deref()).map_err(|e| format!("key `schema`: {e}"))?
+        }
+        (None, None) => {
+            return Err("key `schema`: missing: the schema file of the values (.avsc | .proto or .pb/.desc | JSON Schema), \
+                        or a `registry` whose latest version is the table's schema"
+                .into());
+        }
+    };
+    build(spec, format, source, registry, config)
+}
+
+/// The registry keys of a spec, checked.
+fn registry_spec(spec: &PipelineSpec) -> std::result::Result<Option<RegistrySpec>, String> {
+    let only = |key: &str, kind: &str| format!("key `{key}`: only with registry = \"{kind}\"");
+    match spec.registry.as_deref() {
+        None => {
+            for (key, value) in [("registry_name", &spec.registry_name), ("registry_url", &spec.registry_url), ("registry_schema", &spec.registry_schema), ("registry_secret", &spec.registry_secret)] {
+                if value.is_some() {
+                    return Err(format!("key `{key}`: only with `registry` (glue | confluent)"));
+                }
+            }
+            Ok(None)
+        }
+        Some("glue") => {
+            if spec.registry_url.is_some() {
+                return Err(only("registry_url", "confluent"));
+            }
+            if spec.registry_secret.is_some() {
+                return Err(only("registry_secret", "confluent"));
+            }
+            let registry_name = spec.registry_name.clone().unwrap_or_else(|| "default-registry".into());
+            if registry_name.is_empty() || registry_name.len() > 255 {
+                return Err(format!("key `registry_name`: {registry_name:?} is not a Glue registry name (1 to 255 characters)"));
+            }
+            Ok(Some(RegistrySpec::Glue { registry_name }))
+        }
+        Some("confluent") => {
+            if spec.registry_name.is_some() {
+                return Err(only("registry_name", "glue"));
+            }
+            let url = spec.registry_url.clone().ok_or("key `registry_url`: required with registry = \"confluent\" (http(s)://host[:port])")?;
+            if !(url.starts_with("https://") || url.starts_with("http://")) || url.len() < 10 {
+                return Err(format!("key `registry_url`: {url:?} is not an http:// or https:// URL"));
+            }
+            Ok(Some(RegistrySpec::Confluent { url, secret: spec.registry_secret.clone() }))
+        }
+        Some(other) => Err(format!("key `registry`: {other:?} is not allowed: allowed are glue | confluent")),
+    }
+}
+
+/// The registry subject of a pipeline's values: `registry_schema`, else the first topic's
+/// `<topic>-value` on Confluent (the serializers' default naming) and `<topic>` on Glue.
+fn registry_subject(spec: &PipelineSpec, registry: &RegistrySpec) -> Option<String> {
+    match (&spec.registry_schema, spec.topics.first(), registry) {
+        (Some(subject), _, _) => Some(subject.clone()),
+        (None, Some(topic), RegistrySpec::Confluent { .. }) => Some(format!("{topic}-value")),
+        (None, Some(topic), RegistrySpec::Glue { .. }) => Some(topic.clone()),
+        (None, None, _) => None,
+    }
+}
+
+/// The latest registered schema of the pipeline's subject, as its writer schema.
+async fn latest_schema(spec: &PipelineSpec, registry: &RegistrySpec, config: &Config) -> Result<SourceSchema> {
+    let format = parse_format(&spec.format).ok_or_else(|| Error::Config(format!("key `format`: {:?} is not allowed", spec.format)))?;
+    let subject = registry_subject(spec, registry).ok_or_else(|| {
+        Error::Config("key `registry_schema`: required with `topic_pattern` and no `schema` (which subject is the table's schema)".into())
+    })?;
+    let client = Registry::connect(registry, config.registry_auth.as_ref().map(|a| a.expose())).await?;
+    let (version, source) = client.latest_writer(&subject, format, spec.message.as_deref()).await?;
+    source.map_err(|e| Error::Config(format!("key `registry_schema`: {subject:?} ({version}): {e}")))
 }
 
 /// A pipeline from a checked spec and its loaded schema.
-fn build(spec: &PipelineSpec, format: Format, source: SourceSchema, config: &Config) -> std::result::Result<Pipeline, String> {
+fn build(
+    spec: &PipelineSpec,
+    format: Format,
+    source: SourceSchema,
+    registry: Option<RegistrySpec>,
+    config: &Config,
+) -> std::result::Result<Pipeline, String> {
     let name_ok = spec.table.len() <= 100
         && spec.table.starts_with(|c: char| c.is_ascii_lowercase())
         && spec.table.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
@@ -272,7 +388,7 @@ fn build(spec: &PipelineSpec, format: Format, source: SourceSchema, config: &Con
         partition_spec,
         properties: tables::reference_properties(&config.compression, config.target_file_size_bytes),
     };
-    let dead_letter = tables::dead_letter_table(&format!("{}_dead_letter", spec.table), &config.compression).map_err(|e| e.to_string())?;
+    let dead_letter = tables::dead_letter_table(&tables::dead_letter_name(&spec.table), &config.compression).map_err(|e| e.to_string())?;
     Ok(Pipeline {
         table: spec.table.clone(),
         topics,
@@ -284,6 +400,8 @@ fn build(spec: &PipelineSpec, format: Format, source: SourceSchema, config: &Con
         dedup,
         event_time: spec.event_time.clone(),
         dedup_window_minutes: window,
+        registry_subject: registry.as_ref().and_then(|r| registry_subject(spec, r)),
+        registry,
     })
 }
 

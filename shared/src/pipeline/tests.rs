@@ -21,7 +21,7 @@ fn dir_with(files: &[(&str, &str)]) -> tempfile::TempDir {
 fn load(files: &[(&str, &str)]) -> Result<PipelineSet> {
     let dir = dir_with(files);
     let path = dir.path().join("pipelines.toml");
-    PipelineSet::load(&path, "pipelines.toml", &config())
+    crate::testkit::block_on(PipelineSet::load(&path, "pipelines.toml", &config()))
 }
 
 fn load_err(files: &[(&str, &str)]) -> String {
@@ -66,7 +66,7 @@ fn the_knob_pipeline_matches_the_telemetry_table_in_every_format() {
 #[test]
 fn the_shipped_reference_file_is_the_telemetry_pipeline() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines/reference.toml");
-    let set = PipelineSet::load(&path, "reference.toml", &config()).unwrap();
+    let set = crate::testkit::block_on(PipelineSet::load(&path, "reference.toml", &config())).unwrap();
     let knobs = PipelineSet::telemetry(&config()).unwrap();
     assert_eq!(columns(&set.pipelines[0].def.schema), columns(&knobs.pipelines[0].def.schema));
     assert_eq!(set.pipelines[0].dead_letter.name, "vehicle_telemetry_dead_letter");

@@ -14,6 +14,7 @@
 pub mod marks;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Instant;
 
 use arrow_array::cast::AsArray;
@@ -22,18 +23,23 @@ use arrow_array::{Array, BooleanArray, RecordBatch};
 use arrow_select::filter::filter_record_batch;
 use futures::TryStreamExt;
 use iceberg::expr::Reference;
-use iceberg::spec::{DataFile, Datum};
+use arrow_schema::Schema as ArrowSchema;
+use iceberg::spec::{DataFile, Datum, SchemaRef};
 use iceberg::table::Table;
 use serde::Serialize;
 
 use crate::columns::Columns;
+use crate::commit::append::target_schema;
 use crate::commit::{ChangeSet, Planner, Watermarks};
 use crate::decode::RecordDecoder;
 use crate::error::{Error, Result};
 use crate::event::{KafkaRecordIn, TopicPartition};
 use crate::ingest::{IngestPipeline, Marks, decode_partitions};
+use crate::project::project_batch;
+use crate::schema::SourceSchema;
 use crate::tables::{dead_letter as col, lineage};
-use crate::writer::write_data_files;
+use crate::writer::write_data_files_as;
+use crate::writer_plan::WriterPlan;
 use marks::ReplayedOffsets;
 
 /// Which dead letters to replay.
@@ -121,11 +127,17 @@ pub async fn replay(pipeline: &IngestPipeline, table: &str, filter: &ReplayFilte
         records.sort_by_key(|r| r.offset);
         records.dedup_by_key(|r| r.offset);
     }
-    let decoder = RecordDecoder::new(&spec.source, tables.decoded_schema.clone())?;
+    // Decoded as ingest decodes: each record's writer schema (registry frames), the table schema
+    // that takes them all (evolved in the replay's commit), the same decoder.
+    let plan = WriterPlan::new(spec, tables.registry.as_ref(), partitions.values().flatten(), data.metadata()).await?;
+    let data_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(&plan.target)?);
+    let decoded_fields: Vec<_> = data_schema.fields().iter().filter(|f| !lineage::is_lineage(f.name())).cloned().collect();
+    let writers: Vec<&SourceSchema> = plan.writers.iter().map(|w| w.as_ref()).collect();
+    let decoder = RecordDecoder::with_writers(&writers, Arc::new(ArrowSchema::new(decoded_fields)))?;
     let nothing_held = (Watermarks::default(), Default::default());
     let held = Marks { data: &nothing_held.0, dead_lettered: &nothing_held.1 };
-    let mut decoded = decode_partitions(spec, decoder, &partitions, &held, 0)?;
-    let rows = decoded.rows(tables.data_schema.clone())?;
+    let mut decoded = decode_partitions(spec, &plan, decoder, &partitions, &held, 0)?;
+    let rows = decoded.rows(data_schema)?;
     let rejects = std::mem::replace(&mut decoded.rejects, crate::dead_letter::DeadLetterBuilder::new(0, ""));
     let rejects = rejects.finish(tables.dead_letter_schema.clone())?;
     if let Some(reasons) = rejects.column_by_name(col::ERROR) {
@@ -139,7 +151,14 @@ pub async fn replay(pipeline: &IngestPipeline, table: &str, filter: &ReplayFilte
         return Ok(report);
     }
     let config = pipeline.config();
-    let mut planner = ReplayAppend { rows, compression: config.compression.clone(), target_file_size: config.target_file_size_bytes, cached: None, planned: 0 };
+    let mut planner = ReplayAppend {
+        rows,
+        writers: plan.writers.clone(),
+        compression: config.compression.clone(),
+        target_file_size: config.target_file_size_bytes,
+        cached: None,
+        planned: 0,
+    };
     let outcome = pipeline.catalogs().committer.commit_to(data, deadline, &mut planner).await?;
     report.replayed = if outcome.committed { planner.planned } else { 0 };
     report.snapshot_id = outcome.snapshot_id;
@@ -193,10 +212,12 @@ async fn read_dead_letters(table: &Table, filter: &ReplayFilter) -> Result<Vec<(
 /// Appends replayed rows with their marks; every attempt drops the rows marked by then.
 struct ReplayAppend {
     rows: RecordBatch,
+    /// The rows' writer schemas: the commit evolves the table to take them, as ingest's does.
+    writers: Vec<Arc<SourceSchema>>,
     compression: String,
     target_file_size: usize,
-    /// The marks the cached files were filtered against, the files and their marks.
-    cached: Option<(ReplayedOffsets, Vec<DataFile>, ReplayedOffsets)>,
+    /// The marks and table schema the cached files were written against, the files and their marks.
+    cached: Option<(ReplayedOffsets, SchemaRef, Vec<DataFile>, ReplayedOffsets)>,
     /// Rows in the files of the last plan.
     planned: usize,
 }
@@ -204,17 +225,22 @@ struct ReplayAppend {
 impl Planner for ReplayAppend {
     async fn plan(&mut self, table: &Table, _attempt: u32) -> Result<Option<ChangeSet>> {
         let current = ReplayedOffsets::from_properties(table.metadata().properties());
+        let (schema, evolved) = target_schema(table, &self.writers)?;
         let (files, ours) = match &self.cached {
-            Some((seen, files, ours)) if *seen == current => (files.clone(), ours.clone()),
+            Some((seen, cached_schema, files, ours)) if *seen == current && cached_schema.as_struct() == schema.as_struct() => {
+                (files.clone(), ours.clone())
+            }
             _ => {
                 let (unmarked, ours) = unmarked_rows(&self.rows, &current)?;
                 self.planned = unmarked.num_rows();
                 let files = if unmarked.num_rows() == 0 {
                     vec![]
                 } else {
-                    write_data_files(table, &[unmarked], &self.compression, self.target_file_size).await?
+                    let layout = Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema)?);
+                    let rows = project_batch(&unmarked, &layout)?;
+                    write_data_files_as(table, schema.clone(), &[rows], &self.compression, self.target_file_size).await?
                 };
-                self.cached = Some((current.clone(), files.clone(), ours.clone()));
+                self.cached = Some((current.clone(), schema, files.clone(), ours.clone()));
                 (files, ours)
             }
         };
@@ -223,6 +249,7 @@ impl Planner for ReplayAppend {
             return Ok(None);
         }
         let mut change = ChangeSet::append(files);
+        change.schema = evolved;
         change.properties = current.property_updates(&ours);
         change.summary.insert("icestream.replayed-dead-letters".into(), ours.len().to_string());
         Ok(Some(change))

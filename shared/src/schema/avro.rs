@@ -1,7 +1,7 @@
 //! Avro schemas (`.avsc`): parsed by apache-avro, then compiled into [`AvroType`], a tree with
 //! named references resolved that the datum reader (`crate::decode::avro`) walks per record.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use apache_avro::Schema;
 use apache_avro::schema::{Name, ResolvedSchema};
@@ -49,12 +49,13 @@ impl AvroSchema {
     pub fn parse(text: &str) -> Result<Self> {
         let schema = Schema::parse_str(text).map_err(|e| Error::Schema(format!("invalid Avro schema: {e}")))?;
         let resolved = ResolvedSchema::try_from(&schema).map_err(|e| Error::Schema(format!("invalid Avro schema: {e}")))?;
-        let mut compiler = Compiler { names: resolved.get_names(), expanding: Vec::new() };
+        let mut compiler = Compiler { names: resolved.get_names(), expanding: Vec::new(), defaulted: HashSet::new() };
         let root = compiler.compile(&schema, "")?;
         let AvroType::Record(_) = &root else {
             return Err(Error::Schema("the top-level Avro type must be a record".into()));
         };
-        let Ty::Struct(fields) = to_ty(&root, "")?.1 else { unreachable!("a record maps to a struct") };
+        let Ty::Struct(mut fields) = to_ty(&root, "")?.1 else { unreachable!("a record maps to a struct") };
+        mark_defaults(&mut fields, "", &compiler.defaulted);
         Ok(AvroSchema { root, fields })
     }
 }
@@ -63,6 +64,19 @@ struct Compiler<'a> {
     names: &'a HashMap<Name, &'a Schema>,
     /// Named types being expanded, to refuse recursion instead of looping.
     expanding: Vec<String>,
+    /// Dotted paths of record fields that declare a `default`.
+    defaulted: HashSet<String>,
+}
+
+/// Sets `has_default` on the fields whose path the compiler saw a `default` for.
+fn mark_defaults(fields: &mut [Field], path: &str, defaulted: &HashSet<String>) {
+    for field in fields {
+        let here = join(path, &field.name);
+        field.has_default = defaulted.contains(&here);
+        if let Ty::Struct(children) = &mut field.ty {
+            mark_defaults(children, &here, defaulted);
+        }
+    }
 }
 
 impl Compiler<'_> {
@@ -118,7 +132,13 @@ impl Compiler<'_> {
                 let fields = r
                     .fields
                     .iter()
-                    .map(|f| Ok((f.name.clone(), self.compile(&f.schema, &join(path, &f.name))?)))
+                    .map(|f| {
+                        let here = join(path, &f.name);
+                        if f.default.is_some() {
+                            self.defaulted.insert(here.clone());
+                        }
+                        Ok((f.name.clone(), self.compile(&f.schema, &here)?))
+                    })
                     .collect::<Result<Vec<_>>>()?;
                 self.expanding.pop();
                 AvroType::Record(fields)

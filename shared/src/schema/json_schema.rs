@@ -87,7 +87,8 @@ impl<'a> Parser<'a> {
                     .iter()
                     .map(|(name, schema)| {
                         let (nullable, ty) = self.node(schema, &join(path, name))?;
-                        Ok(Field::new(name, nullable || !required.contains(&name.as_str()), ty))
+                        let has_default = schema.get("default").is_some();
+                        Ok(Field::new(name, nullable || !required.contains(&name.as_str()), ty).with_default(has_default))
                     })
                     .collect::<Result<_>>()?;
                 Ok(Ty::Struct(fields))

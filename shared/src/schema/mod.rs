@@ -6,6 +6,7 @@
 //! The type mapping (source type → Iceberg type) is in the top-level `README.md`, "Pipelines".
 
 pub mod avro;
+pub mod evolve;
 pub mod json_schema;
 pub mod protobuf;
 
@@ -64,6 +65,14 @@ impl SourceSchema {
             Format::Avro => avro::AvroSchema::parse(text).map(SourceSchema::Avro),
             Format::Json => json_schema::JsonSchema::parse(text).map(SourceSchema::Json),
             Format::Protobuf => protobuf::ProtoSchema::from_source(text, message).map(SourceSchema::Protobuf),
+        }
+    }
+
+    /// The Protobuf message the values are, if the format is Protobuf.
+    pub fn message_name(&self) -> Option<&str> {
+        match self {
+            SourceSchema::Protobuf(s) => Some(s.message.full_name()),
+            _ => None,
         }
     }
 
@@ -135,11 +144,17 @@ pub(crate) struct Field {
     pub name: String,
     pub optional: bool,
     pub ty: Ty,
+    /// The writer's schema gives the field a value when a record lacks it (Avro `default`,
+    /// JSON Schema `default`, every protobuf field): a table may add it as a new column.
+    pub has_default: bool,
 }
 
 impl Field {
     pub fn new(name: impl Into<String>, optional: bool, ty: Ty) -> Self {
-        Field { name: name.into(), optional, ty }
+        Field { name: name.into(), optional, ty, has_default: false }
+    }
+    pub fn with_default(self, has_default: bool) -> Self {
+        Field { has_default, ..self }
     }
     pub fn element(optional: bool, ty: Ty) -> Self {
         Field::new("element", optional, ty)
@@ -173,14 +188,14 @@ impl std::fmt::Display for Ty {
     }
 }
 
-fn iceberg_field(f: &Field, next_id: &mut i32) -> NestedFieldRef {
+pub(crate) fn iceberg_field(f: &Field, next_id: &mut i32) -> NestedFieldRef {
     *next_id += 1;
     let id = *next_id;
     let ty = iceberg_type(&f.ty, next_id);
     Arc::new(NestedField::new(id, &f.name, ty, !f.optional))
 }
 
-fn iceberg_type(ty: &Ty, next_id: &mut i32) -> Type {
+pub(crate) fn iceberg_type(ty: &Ty, next_id: &mut i32) -> Type {
     match ty {
         Ty::Prim(p) => Type::Primitive(match *p {
             Prim::Boolean => PrimitiveType::Boolean,

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use prost_reflect::{DescriptorPool, FieldDescriptor, Kind, MessageDescriptor};
+use prost_reflect::{DescriptorPool, FieldDescriptor, FileDescriptor, Kind, MessageDescriptor};
 
 use super::{Field, Prim, Ty, join, unsupported};
 use crate::error::{Error, Result};
@@ -63,16 +63,18 @@ impl ProtoSchema {
 
     /// `.proto` source importing nothing beyond the well-known types.
     pub fn from_source(source: &str, message: Option<&str>) -> Result<Self> {
-        let file = protox::file::File::from_source("schema.proto", source).map_err(compile_error)?;
-        let mut resolver = protox::file::ChainFileResolver::new();
-        resolver.add(OneFile(file));
-        resolver.add(protox::file::GoogleFileResolver::new());
-        let mut compiler = protox::Compiler::with_file_resolver(resolver);
-        compiler.include_imports(true).open_file("schema.proto").map_err(compile_error)?;
         if message.is_none() {
             return Err(Error::Schema("a .proto schema needs `message` (the full name of the value's message type)".into()));
         }
-        Self::from_pool(&compiler.descriptor_pool(), message)
+        Self::from_pool(&compile_source(source)?, message)
+    }
+
+    /// `.proto` source (as a registry holds it) and the message `select` picks from its file.
+    pub fn from_source_selecting(source: &str, select: impl FnOnce(&FileDescriptor) -> Result<MessageDescriptor>) -> Result<Self> {
+        let pool = compile_source(source)?;
+        let file = pool.get_file_by_name(SOURCE_NAME).ok_or_else(|| Error::Schema("the compiled .proto is missing".into()))?;
+        let message = select(&file)?;
+        Self::from_pool(&pool, Some(message.full_name()))
     }
 
     fn from_pool(pool: &DescriptorPool, message: Option<&str>) -> Result<Self> {
@@ -93,6 +95,37 @@ impl ProtoSchema {
         let fields = message_fields(&message, "", &mut expanding)?;
         Ok(ProtoSchema { message, fields })
     }
+}
+
+/// The name the in-memory `.proto` source compiles under.
+const SOURCE_NAME: &str = "schema.proto";
+
+/// `.proto` text, or a base64 `FileDescriptorProto` (how Confluent's serializers register
+/// Protobuf schemas, and what a registry serves with `format=serialized`).
+fn compile_source(source: &str) -> Result<DescriptorPool> {
+    let file = match protox::file::File::from_source(SOURCE_NAME, source) {
+        Ok(file) => file,
+        Err(e) => match serialized_descriptor(source) {
+            Some(mut descriptor) => {
+                descriptor.name = Some(SOURCE_NAME.to_string());
+                protox::file::File::from_file_descriptor_proto(descriptor)
+            }
+            None => return Err(compile_error(e)),
+        },
+    };
+    let mut resolver = protox::file::ChainFileResolver::new();
+    resolver.add(OneFile(file));
+    resolver.add(protox::file::GoogleFileResolver::new());
+    let mut compiler = protox::Compiler::with_file_resolver(resolver);
+    compiler.include_imports(true).open_file(SOURCE_NAME).map_err(compile_error)?;
+    Ok(compiler.descriptor_pool())
+}
+
+fn serialized_descriptor(source: &str) -> Option<prost_types::FileDescriptorProto> {
+    use base64::Engine;
+    use prost::Message;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(source.trim()).ok()?;
+    prost_types::FileDescriptorProto::decode(bytes.as_slice()).ok().filter(|d| !d.message_type.is_empty())
 }
 
 fn user_messages(pool: &DescriptorPool) -> impl Iterator<Item = MessageDescriptor> {
@@ -137,13 +170,14 @@ fn field(fd: &FieldDescriptor, path: &str, expanding: &mut Vec<String>) -> Resul
         let value_fd = entry.map_entry_value_field();
         let value = value_ty(&value_fd.kind(), &join(path, "value"), expanding)?;
         let value_optional = matches!(value_fd.kind(), Kind::Message(_));
-        return Ok(Field::new(fd.name(), false, Field::map(key, Field::new("value", value_optional, value))));
+        return Ok(Field::new(fd.name(), false, Field::map(key, Field::new("value", value_optional, value))).with_default(true));
     }
     let ty = value_ty(&fd.kind(), path, expanding)?;
     if fd.is_list() {
-        return Ok(Field::new(fd.name(), false, Ty::List(Box::new(Field::element(false, ty)))));
+        return Ok(Field::new(fd.name(), false, Ty::List(Box::new(Field::element(false, ty)))).with_default(true));
     }
-    Ok(Field::new(fd.name(), fd.supports_presence(), ty))
+    // Every protobuf field has a value when absent (its zero value, or presence = null).
+    Ok(Field::new(fd.name(), fd.supports_presence(), ty).with_default(true))
 }
 
 fn value_ty(kind: &Kind, path: &str, expanding: &mut Vec<String>) -> Result<Ty> {

@@ -1,0 +1,142 @@
+//! A Confluent-compatible schema registry over its REST API: `GET /schemas/ids/{id}` for a
+//! frame's writer schema, `GET /subjects/{subject}/versions/latest` for a pipeline's initial
+//! schema. Basic auth (`user:password`) from a Secrets Manager secret or the `registry_auth` knob.
+
+use std::time::Duration;
+
+use base64::Engine;
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde::Deserialize;
+
+use super::{RegisteredSchema, parse_data_format};
+use crate::error::{Error, Result};
+
+/// A registry call slower than this fails the invocation (retried), not the whole timeout.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Responses larger than this are refused.
+const MAX_RESPONSE: usize = 8 << 20;
+
+type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Empty<Bytes>>;
+
+#[derive(Clone)]
+pub struct ConfluentRegistry {
+    base: String,
+    authorization: Option<String>,
+    client: HttpsClient,
+}
+
+impl std::fmt::Debug for ConfluentRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConfluentRegistry").field("base", &self.base).field("auth", &self.authorization.is_some()).finish()
+    }
+}
+
+/// What the registry answers for a schema (by id or a subject's version).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SchemaResponse {
+    schema: String,
+    /// Absent for Avro.
+    schema_type: Option<String>,
+    id: Option<u32>,
+    version: Option<u32>,
+    #[serde(default)]
+    references: Vec<serde_json::Value>,
+}
+
+impl ConfluentRegistry {
+    /// `url`: `http(s)://host[:port][/path]`; `auth`: `user:password`.
+    pub fn new(url: &str, auth: Option<String>) -> Result<Self> {
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_native_roots()
+            .map_err(|e| Error::Registry(format!("no TLS root certificates for {url}: {e}")))?
+            .https_or_http()
+            .enable_http1()
+            .build();
+        let client = Client::builder(TokioExecutor::new()).build(connector);
+        let authorization = auth.map(|a| format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(a)));
+        Ok(Self { base: url.trim_end_matches('/').to_string(), authorization, client })
+    }
+
+    pub async fn by_id(&self, id: u32) -> Result<RegisteredSchema> {
+        let response = self.get(&format!("/schemas/ids/{id}")).await?;
+        to_registered(response, &format!("schema id {id}"), Some(id))
+    }
+
+    pub async fn latest(&self, subject: &str) -> Result<RegisteredSchema> {
+        let encoded: String = subject.bytes().map(|b| if b.is_ascii_alphanumeric() || b"-._".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") }).collect();
+        let response = self.get(&format!("/subjects/{encoded}/versions/latest")).await?;
+        to_registered(response, &format!("subject {subject:?}"), None)
+    }
+
+    async fn get(&self, path: &str) -> Result<SchemaResponse> {
+        let url = format!("{}{path}", self.base);
+        let unreachable = |e: String| Error::Registry(format!("GET {url}: {e}"));
+        let mut request = hyper::Request::get(&url).header("Accept", "application/vnd.schemaregistry.v1+json, application/json");
+        if let Some(auth) = &self.authorization {
+            request = request.header("Authorization", auth);
+        }
+        let request = request.body(Empty::new()).map_err(|e| unreachable(e.to_string()))?;
+        let response = tokio::time::timeout(CALL_TIMEOUT, self.client.request(request))
+            .await
+            .map_err(|_| unreachable(format!("no answer within {CALL_TIMEOUT:?}")))?
+            .map_err(|e| unreachable(e.to_string()))?;
+        let status = response.status();
+        let body = tokio::time::timeout(CALL_TIMEOUT, response.into_body().collect())
+            .await
+            .map_err(|_| unreachable(format!("body not read within {CALL_TIMEOUT:?}")))?
+            .map_err(|e| unreachable(e.to_string()))?
+            .to_bytes();
+        if body.len() > MAX_RESPONSE {
+            return Err(unreachable(format!("response of {} bytes", body.len())));
+        }
+        if !status.is_success() {
+            let text = String::from_utf8_lossy(&body[..body.len().min(300)]).to_string();
+            return Err(unreachable(format!("HTTP {status}: {text}")));
+        }
+        serde_json::from_slice(&body).map_err(|e| unreachable(format!("not a schema response: {e}")))
+    }
+}
+
+fn to_registered(response: SchemaResponse, what: &str, id: Option<u32>) -> Result<RegisteredSchema> {
+    let type_name = response.schema_type.as_deref().unwrap_or("AVRO");
+    let format = parse_data_format(type_name).ok_or_else(|| Error::Registry(format!("{what}: schema type {type_name:?} (expected AVRO, PROTOBUF or JSON)")))?;
+    // The well-known Protobuf types are compiled in; other referenced subjects are not fetched
+    // (the writer schema would be incomplete).
+    for reference in &response.references {
+        let name = reference.get("name").and_then(|n| n.as_str()).unwrap_or("?");
+        if !name.starts_with("google/protobuf/") {
+            return Err(Error::Registry(format!("{what}: references another schema ({name}), which is not supported")));
+        }
+    }
+    let id = response.id.or(id).map(|i| i.to_string()).unwrap_or_default();
+    let version = response.version.map(|v| format!(" v{v}")).unwrap_or_default();
+    Ok(RegisteredSchema { format, text: response.schema, version: format!("Confluent id {id}{version}") })
+}
+
+/// `user:password` from a Secrets Manager secret: JSON `{"username": …, "password": …}` or the
+/// plain `user:password` string.
+pub async fn secret_auth(sdk: &aws_config::SdkConfig, secret: &str) -> Result<String> {
+    let client = aws_sdk_secretsmanager::Client::new(sdk);
+    let out = client
+        .get_secret_value()
+        .secret_id(secret)
+        .send()
+        .await
+        .map_err(|e| Error::Registry(format!("registry credentials: {}", crate::aws::error("secretsmanager:GetSecretValue", secret, e))))?;
+    let text = out.secret_string().ok_or_else(|| Error::Registry(format!("secret {secret} has no string value")))?;
+    #[derive(Deserialize)]
+    struct Credentials {
+        username: String,
+        password: String,
+    }
+    match serde_json::from_str::<Credentials>(text) {
+        Ok(c) => Ok(format!("{}:{}", c.username, c.password)),
+        Err(_) if text.contains(':') && !text.trim_start().starts_with('{') => Ok(text.trim().to_string()),
+        Err(_) => Err(Error::Registry(format!("secret {secret}: expected {{\"username\", \"password\"}} JSON or user:password"))),
+    }
+}

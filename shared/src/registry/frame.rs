@@ -1,0 +1,206 @@
+//! The framing a registry serializer puts in front of a record value: which writer schema
+//! wrote it, then the payload.
+//!
+//! - Confluent: magic byte `0`, the schema id (4 bytes, big-endian); for Protobuf then the
+//!   message-index path (zigzag varints: a count, then the indexes; a lone `0` means `[0]`).
+//! - AWS Glue Schema Registry: header version `3`, compression (`0` none, `5` zlib), the schema
+//!   version id (16-byte UUID); for Protobuf the payload starts with the message's index (an
+//!   unsigned varint) among all messages of the schema, nested ones included, sorted by full name.
+
+use std::borrow::Cow;
+use std::io::Read;
+
+use crate::schema::Format;
+
+/// Which writer schema a record names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WriterId {
+    Confluent(u32),
+    Glue(uuid::Uuid),
+}
+
+impl std::fmt::Display for WriterId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WriterId::Confluent(id) => write!(f, "schema id {id}"),
+            WriterId::Glue(id) => write!(f, "schema version {id}"),
+        }
+    }
+}
+
+/// Which message of a Protobuf schema the payload is.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum MessageIndex {
+    /// Confluent: indexes from the file's top-level messages down through nested ones.
+    Path(Vec<i32>),
+    /// Glue: position among all messages, sorted by full name.
+    Sorted(u32),
+}
+
+/// A framed value: the writer schema, the message (Protobuf), and the payload bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame<'a> {
+    pub writer: WriterId,
+    pub message: Option<MessageIndex>,
+    pub payload: Cow<'a, [u8]>,
+}
+
+/// Glue compression byte values.
+const GLUE_NONE: u8 = 0;
+const GLUE_ZLIB: u8 = 5;
+const GLUE_HEADER_VERSION: u8 = 3;
+/// A decompressed payload larger than this is refused (a 6 MB event cannot hold a sane one).
+const MAX_INFLATED: u64 = 64 << 20;
+
+/// Reads the Confluent frame of `value`; `format` says whether message indexes follow.
+pub fn confluent(value: &[u8], format: Format) -> Result<Frame<'_>, String> {
+    let (&magic, rest) = value.split_first().ok_or("empty value: no Confluent schema-registry frame")?;
+    if magic != 0 {
+        return Err(format!("not Confluent schema-registry framed: first byte is {magic}, expected 0"));
+    }
+    let (id, mut rest) = rest.split_first_chunk::<4>().ok_or("Confluent frame cut short: fewer than 4 schema-id bytes")?;
+    let writer = WriterId::Confluent(u32::from_be_bytes(*id));
+    let message = if format == Format::Protobuf {
+        let count = zigzag(read_varint(&mut rest)?);
+        if !(0..=64).contains(&count) {
+            return Err(format!("Confluent protobuf frame: {count} message indexes"));
+        }
+        let path = if count == 0 { vec![0] } else { (0..count).map(|_| read_varint(&mut rest).map(zigzag)).collect::<Result<_, _>>()? };
+        let path: Vec<i32> = path.into_iter().map(|i| i32::try_from(i).map_err(|_| format!("message index {i} out of range"))).collect::<Result<_, _>>()?;
+        Some(MessageIndex::Path(path))
+    } else {
+        None
+    };
+    Ok(Frame { writer, message, payload: Cow::Borrowed(rest) })
+}
+
+/// Reads the Glue frame of `value`, inflating a zlib payload.
+pub fn glue(value: &[u8], format: Format) -> Result<Frame<'_>, String> {
+    let [version, compression, rest @ ..] = value else {
+        return Err("value too short for a Glue schema-registry frame".into());
+    };
+    if *version != GLUE_HEADER_VERSION {
+        return Err(format!("not Glue schema-registry framed: header version byte is {version}, expected {GLUE_HEADER_VERSION}"));
+    }
+    let (id, rest) = rest.split_first_chunk::<16>().ok_or("Glue frame cut short: fewer than 16 schema-version-id bytes")?;
+    let writer = WriterId::Glue(uuid::Uuid::from_bytes(*id));
+    let mut payload = match *compression {
+        GLUE_NONE => Cow::Borrowed(rest),
+        GLUE_ZLIB => {
+            let mut out = Vec::new();
+            flate2::read::ZlibDecoder::new(rest)
+                .take(MAX_INFLATED + 1)
+                .read_to_end(&mut out)
+                .map_err(|e| format!("Glue frame: zlib payload does not inflate: {e}"))?;
+            if out.len() as u64 > MAX_INFLATED {
+                return Err(format!("Glue frame: payload inflates past {MAX_INFLATED} bytes"));
+            }
+            Cow::Owned(out)
+        }
+        other => return Err(format!("Glue frame: unknown compression byte {other} (0 none, 5 zlib)")),
+    };
+    let message = if format == Format::Protobuf {
+        let mut bytes: &[u8] = &payload;
+        let index = read_varint(&mut bytes)?;
+        let index = u32::try_from(index).map_err(|_| format!("Glue protobuf frame: message index {index} out of range"))?;
+        let consumed = payload.len() - bytes.len();
+        payload = match payload {
+            Cow::Borrowed(b) => Cow::Borrowed(&b[consumed..]),
+            Cow::Owned(mut v) => {
+                v.drain(..consumed);
+                Cow::Owned(v)
+            }
+        };
+        Some(MessageIndex::Sorted(index))
+    } else {
+        None
+    };
+    Ok(Frame { writer, message, payload })
+}
+
+/// An unsigned LEB128 varint (at most 10 bytes), advancing `input`.
+fn read_varint(input: &mut &[u8]) -> Result<u64, String> {
+    let mut value = 0u64;
+    for shift in (0..70).step_by(7) {
+        let (&byte, rest) = input.split_first().ok_or("frame cut short inside a varint")?;
+        *input = rest;
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Ok(value);
+        }
+    }
+    Err("frame has a varint longer than 10 bytes".into())
+}
+
+fn zigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn confluent_avro_and_protobuf_frames() {
+        let f = confluent(&[0, 0, 0, 1, 2, 9, 9], Format::Avro).unwrap();
+        assert_eq!(f.writer, WriterId::Confluent(258));
+        assert_eq!(&*f.payload, &[9, 9]);
+        assert_eq!(f.message, None);
+        // A lone 0: the first message.
+        let f = confluent(&[0, 0, 0, 0, 7, 0, 8], Format::Protobuf).unwrap();
+        assert_eq!(f.message, Some(MessageIndex::Path(vec![0])));
+        assert_eq!(&*f.payload, &[8]);
+        // Two indexes [1, 2]: count 2 → zigzag 4; 1 → 2; 2 → 4.
+        let f = confluent(&[0, 0, 0, 0, 7, 4, 2, 4, 8], Format::Protobuf).unwrap();
+        assert_eq!(f.message, Some(MessageIndex::Path(vec![1, 2])));
+        assert_eq!(&*f.payload, &[8]);
+    }
+
+    #[test]
+    fn glue_frames_plain_and_zlib() {
+        let id = uuid::Uuid::from_u128(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef);
+        let mut value = vec![3, 0];
+        value.extend_from_slice(id.as_bytes());
+        value.extend_from_slice(b"payload");
+        let f = glue(&value, Format::Json).unwrap();
+        assert_eq!((f.writer, &*f.payload), (WriterId::Glue(id), &b"payload"[..]));
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        z.write_all(&[2, 8, 1]).unwrap();
+        let mut value = vec![3, 5];
+        value.extend_from_slice(id.as_bytes());
+        value.extend_from_slice(&z.finish().unwrap());
+        let f = glue(&value, Format::Protobuf).unwrap();
+        assert_eq!(f.message, Some(MessageIndex::Sorted(2)));
+        assert_eq!(&*f.payload, &[8, 1]);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)) {
+            for format in [Format::Avro, Format::Protobuf, Format::Json] {
+                if let Ok(frame) = confluent(&bytes, format) {
+                    proptest::prop_assert!(frame.payload.len() + 5 <= bytes.len());
+                }
+                let _ = glue(&bytes, format);
+            }
+        }
+    }
+
+    #[test]
+    fn malformed_frames_say_what_is_wrong() {
+        assert!(confluent(&[], Format::Avro).unwrap_err().contains("empty"));
+        assert!(confluent(&[1, 0, 0, 0, 1], Format::Avro).unwrap_err().contains("first byte is 1"));
+        assert!(confluent(&[0, 0, 1], Format::Avro).unwrap_err().contains("cut short"));
+        assert!(confluent(&[0, 0, 0, 0, 1, 0xff], Format::Protobuf).unwrap_err().contains("varint"));
+        assert!(glue(&[3], Format::Avro).unwrap_err().contains("too short"));
+        assert!(glue(&[2, 0, 1], Format::Avro).unwrap_err().contains("header version byte is 2"));
+        let mut v = vec![3, 9];
+        v.extend_from_slice(&[0; 16]);
+        assert!(glue(&v, Format::Avro).unwrap_err().contains("compression byte 9"));
+        let mut v = vec![3, 5];
+        v.extend_from_slice(&[0; 16]);
+        v.extend_from_slice(b"not zlib");
+        assert!(glue(&v, Format::Avro).unwrap_err().contains("inflate"));
+    }
+}

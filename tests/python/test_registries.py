@@ -1,0 +1,256 @@
+"""Schema registries and schema evolution end to end.
+
+Producers of four schema versions (see registry_writers.py) write through a Confluent-compatible
+registry (the stand-in in confluent_registry.py, frames by confluent-kafka's serializers) and
+the AWS Glue Schema Registry (moto; frames built from its documented format). `icestream
+ingest` decodes every record with its writer's schema; the table evolves in the data commit;
+PyIceberg and DuckDB read the evolved schema with nulls where older writers had no value.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+import readers
+from conftest import AWS_ENV
+from confluent_registry import ConfluentRegistry
+from registry_writers import avro_datum, avro_schema, confluent_producers, expected_row, glue_frame, record, schema_file
+
+BIN = os.environ.get("ICESTREAM_BIN", "")
+pytestmark = pytest.mark.skipif(not BIN, reason="set ICESTREAM_BIN to the icestream binary (make test does)")
+NAMESPACE = "reg"
+AUTH = "icestream:s3cret"
+
+# (partition, version, i): batch 1 has v1 and v2 interleaved on two partitions; batch 2 adds v3
+# and the incompatible v4 among v1/v2 records.
+BATCH1 = [(0, "v1", 0), (0, "v2", 1), (1, "v2", 10), (0, "v1", 2), (1, "v1", 11), (0, "v2", 3), (1, "v2", 12)]
+BATCH2 = [(0, "v3", 4), (1, "v4", 13), (0, "v1", 5), (1, "v3", 14), (0, "v4", 6), (0, "v2", 7), (1, "v1", 15), (0, "v3", 8)]
+Placed = list[tuple[int, int, str, int]]  # (partition, offset, version, i)
+
+
+def icestream(*args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("ICESTREAM_")}
+    out = subprocess.run([BIN, *args], capture_output=True, text=True, env={**base, "RUST_LOG": "warn", **(env or {})})
+    if check and out.returncode != 0:
+        raise AssertionError(f"icestream {' '.join(args)} failed ({out.returncode}): {out.stderr}")
+    return out
+
+
+def summary(out: subprocess.CompletedProcess) -> dict:
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def place(batch: list[tuple[int, str, int]], next_offset: dict[int, int]) -> Placed:
+    """Give each record the next offset of its partition."""
+    out = []
+    for partition, version, i in batch:
+        out.append((partition, next_offset.get(partition, 0), version, i))
+        next_offset[partition] = next_offset.get(partition, 0) + 1
+    return out
+
+
+def write_event(path: Path, topic: str, placed: Placed, produce: Callable[[str, int], bytes]) -> Path:
+    records: dict[str, list[dict]] = {}
+    for partition, offset, version, i in placed:
+        records.setdefault(f"{topic}-{partition}", []).append(
+            {"topic": topic, "partition": partition, "offset": offset, "timestamp": 1714564800000 + offset,
+             "timestampType": "CREATE_TIME", "value": base64.b64encode(produce(version, i)).decode(), "headers": []})
+    path.write_text(json.dumps({"eventSource": "aws:kafka", "eventSourceArn": "arn:aws:kafka:us-east-1:1:cluster/c/1",
+                                "bootstrapServers": "127.0.0.1:9092", "records": records}))
+    return path
+
+
+def read_rows(warehouse: Path, table: str) -> list[tuple[str, list[dict]]]:
+    key = lambda r: (r["kafka_partition"], r["kafka_offset"])  # noqa: E731
+    py = readers.pyiceberg_sql_table(warehouse, NAMESPACE, table).scan().to_arrow().to_pylist()
+    duck = readers.duckdb_scan(readers.metadata_location_sql(warehouse, NAMESPACE, table)).to_pylist()
+    return [("pyiceberg", sorted(py, key=key)), ("duckdb", sorted(duck, key=key))]
+
+
+def assert_evolved(warehouse: Path, placed: Placed) -> None:
+    """Every v1–v3 record once, as its writer wrote it, in the v3 shape; v4 nowhere."""
+    want = sorted(((p, o), expected_row(v, i)) for p, o, v, i in placed if v != "v4")
+    for reader, rows in read_rows(warehouse, "orders"):
+        got = [((r["kafka_partition"], r["kafka_offset"]), {k: r[k] for k in ("id", "name", "qty", "note", "ship")}) for r in rows]
+        assert got == want, f"{reader} rows differ"
+    schema = readers.pyiceberg_sql_table(warehouse, NAMESPACE, "orders").schema()
+    assert [f.name for f in schema.fields] == ["id", "name", "qty", "ship", "kafka_topic", "kafka_partition", "kafka_offset", "note"]
+    assert str(schema.find_field("qty").field_type) == "long"
+    assert schema.find_field("ship.zip").optional and schema.find_field("note").optional
+
+
+def assert_v4_dead_letters(warehouse: Path, placed: Placed) -> None:
+    dead = readers.pyiceberg_sql_table(warehouse, NAMESPACE, "orders_dead_letter").scan().to_arrow().to_pylist()
+    assert sorted((d["kafka_partition"], d["kafka_offset"]) for d in dead) == sorted((p, o) for p, o, v, _ in placed if v == "v4")
+    for d in dead:
+        assert "field `name`" in d["error"] and "long" in d["error"] and "string" in d["error"], d["error"]
+
+
+def confluent_pipeline(tmp: Path, fmt: str, topic: str, url: str, initial: str | None) -> Path:
+    lines = [f'namespace = "{NAMESPACE}"', "[[pipeline]]", 'table = "orders"', f'topics = ["{topic}"]', f'format = "{fmt}"',
+             'registry = "confluent"', f'registry_url = "{url}"']
+    if initial:
+        path, message = schema_file(fmt, initial, tmp)
+        lines.append(f'schema = "{path}"')
+        if message:
+            lines.append(f'message = "{message}"')
+    pipeline = tmp / "pipelines.toml"
+    pipeline.write_text("\n".join(lines) + "\n")
+    return pipeline
+
+
+@pytest.fixture(scope="module")
+def registry() -> Any:
+    r = ConfluentRegistry(auth=AUTH).start()
+    yield r
+    r.stop()
+
+
+@pytest.mark.parametrize("fmt", ["avro", "protobuf", "json"])
+def test_confluent_writers_v1_to_v4_interleaved_evolve_the_table(fmt: str, tmp_path: Path, registry: ConfluentRegistry) -> None:
+    topic = f"shop.orders.{fmt}"
+    producers = confluent_producers(fmt, registry.url, AUTH, topic, tmp_path)
+    produce = lambda v, i: producers[v](i)  # noqa: E731
+    pipeline = confluent_pipeline(tmp_path, fmt, topic, registry.url, initial="v1")
+    warehouse = tmp_path / "wh"
+    knobs = (f"pipelines={pipeline}", f"warehouse={warehouse}", f"registry_auth={AUTH}")
+    next_offset: dict[int, int] = {}
+    first, second = place(BATCH1, next_offset), place(BATCH2, next_offset)
+    # Split batch 1 in two events handled by one warm instance: the second asks the registry nothing.
+    e1a = write_event(tmp_path / "e1a.json", topic, first[:4], produce)
+    e1b = write_event(tmp_path / "e1b.json", topic, first[4:], produce)
+    out = icestream("ingest", str(e1a), str(e1b), *knobs)
+    s1a, s1b = (json.loads(line) for line in out.stdout.strip().splitlines()[-2:])
+    assert (s1a["written"] + s1b["written"], s1a["dead_letter"] + s1b["dead_letter"]) == (len(first), 0), (s1a, s1b)
+    assert s1a["schema_changes"] == 1 and s1b["schema_changes"] == 0, (s1a, s1b)
+    assert (s1a["registry_calls"], s1b["registry_calls"]) == (2, 0), f"one fetch per writer schema (v1, v2), then cached: {s1a} {s1b}"
+    e2 = write_event(tmp_path / "e2.json", topic, second, produce)
+    s2 = summary(icestream("ingest", str(e2), *knobs))
+    assert (s2["written"], s2["dead_letter"], s2["schema_rejects"], s2["schema_changes"]) == (6, 2, 2, 1), s2
+    assert s2["registry_calls"] == 4, f"a cold instance fetches each of v1..v4 once: {s2}"
+    # A redelivery adds nothing; the table and its dead letters hold each record once.
+    s3 = summary(icestream("ingest", str(e2), *knobs))
+    assert (s3["written"], s3["dead_letter"], s3["skipped_replay"]) == (0, 0, len(second)), s3
+    assert_evolved(warehouse, first + second)
+    assert_v4_dead_letters(warehouse, first + second)
+
+
+def test_pipelines_check_shows_the_latest_registered_schema_and_the_verdict(tmp_path: Path, registry: ConfluentRegistry) -> None:
+    topic = "shop.orders.checked"
+    producers = confluent_producers("avro", registry.url, AUTH, topic, tmp_path)
+    producers["v1"](0)
+    pipeline = confluent_pipeline(tmp_path, "avro", topic, registry.url, initial=None)
+    knobs = (f"warehouse={tmp_path / 'wh'}", f"registry_auth={AUTH}")
+    checked = json.loads(icestream("pipelines", "check", str(pipeline), "output=json", *knobs).stdout)["pipelines"][0]
+    assert checked["registry"]["verdict"] == "fits" and checked["registry"]["subject"] == f"{topic}-value"
+    assert [f["name"] for f in checked["schema"]][:4] == ["id", "name", "qty", "ship"], "no `schema`: the latest version is the table's"
+    # The table is created with v1; then a producer registers v2.
+    empty = write_event(tmp_path / "empty.json", topic, [], lambda v, i: b"")
+    icestream("ingest", str(empty), f"pipelines={pipeline}", *knobs)
+    producers["v2"](1)
+    checked = json.loads(icestream("pipelines", "check", str(pipeline), "output=json", *knobs).stdout)["pipelines"][0]["registry"]
+    assert checked["against"] == "table" and checked["verdict"] == "evolves", checked
+    assert "note" in [f["name"] for f in checked["evolved_schema"]], checked
+    producers["v4"](2)
+    text = icestream("pipelines", "check", str(pipeline), *knobs).stdout
+    assert "refused" in text and "field `name`" in text, text
+    wrong = icestream("pipelines", "check", str(pipeline), f"warehouse={tmp_path / 'wh'}", "registry_auth=icestream:wrong", check=False)
+    assert wrong.returncode != 0 and "401" in wrong.stderr, wrong.stderr
+
+
+def test_registry_down_or_unknown_id_fails_the_invocation_and_the_redelivery_lands_once(tmp_path: Path) -> None:
+    registry = ConfluentRegistry().start()
+    try:
+        topic = "shop.orders.flaky"
+        producers = confluent_producers("avro", registry.url, None, topic, tmp_path)
+        produce = lambda v, i: producers[v](i)  # noqa: E731
+        pipeline = confluent_pipeline(tmp_path, "avro", topic, registry.url, initial="v1")
+        warehouse = tmp_path / "wh"
+        knobs = (f"pipelines={pipeline}", f"warehouse={warehouse}")
+        placed = place(BATCH1, {})
+        ev = write_event(tmp_path / "e.json", topic, placed, produce)
+        icestream("ingest", str(write_event(tmp_path / "none.json", topic, [], produce)), *knobs)  # creates the tables
+        registry.stop()
+        down = icestream("ingest", str(ev), *knobs, check=False)
+        assert down.returncode != 0 and "schema registry" in down.stderr, down.stderr
+        for table in ("orders", "orders_dead_letter"):
+            assert readers.pyiceberg_sql_table(warehouse, NAMESPACE, table).current_snapshot() is None, f"{table} was written"
+        unknown = write_event(tmp_path / "u.json", topic, [(0, 0, "v1", 0)], lambda v, i: b"\x00\x00\x00\x03\xe7" + avro_datum(v, record(v, i)))
+        registry.start()
+        failed = icestream("ingest", str(unknown), *knobs, check=False)
+        assert failed.returncode != 0 and "schema id 999" in failed.stderr, failed.stderr
+        assert readers.pyiceberg_sql_table(warehouse, NAMESPACE, "orders_dead_letter").current_snapshot() is None
+        assert summary(icestream("ingest", str(ev), *knobs))["written"] == len(placed)
+        assert summary(icestream("ingest", str(ev), *knobs))["written"] == 0
+        rows = read_rows(warehouse, "orders")[0][1]
+        assert sorted((r["kafka_partition"], r["kafka_offset"]) for r in rows) == sorted((p, o) for p, o, _, _ in placed)
+    finally:
+        registry.stop()
+
+
+def test_glue_registry_frames_plain_and_zlib_with_the_latest_version_as_initial_schema(
+    tmp_path: Path, aws_client: Callable[[str], Any], moto_endpoint: str
+) -> None:
+    glue = aws_client("glue")
+    glue.create_registry(RegistryName="shop")
+    versions = {"v1": glue.create_schema(RegistryId={"RegistryName": "shop"}, SchemaName="orders", DataFormat="AVRO",
+                                         Compatibility="NONE", SchemaDefinition=avro_schema("v1"))["SchemaVersionId"]}
+    pipeline = tmp_path / "pipelines.toml"
+    pipeline.write_text(f'namespace = "{NAMESPACE}"\n[[pipeline]]\ntable = "orders"\ntopics = ["shop.orders"]\nformat = "avro"\n'
+                        'registry = "glue"\nregistry_name = "shop"\nregistry_schema = "orders"\n')
+    env = {**AWS_ENV, "AWS_ENDPOINT_URL": moto_endpoint}
+    warehouse = tmp_path / "wh"
+    knobs = (f"pipelines={pipeline}", f"warehouse={warehouse}")
+    next_offset: dict[int, int] = {}
+    produce = lambda v, i: glue_frame(versions[v], avro_datum(v, record(v, i)), zlib_compressed=i % 2 == 1)  # noqa: E731
+    first = place([r for r in BATCH1 if r[1] == "v1"], next_offset)
+    assert summary(icestream("ingest", str(write_event(tmp_path / "e1.json", "shop.orders", first, produce)), *knobs, env=env))["written"] == len(first)
+    for v in ("v2", "v3", "v4"):
+        out = glue.register_schema_version(SchemaId={"RegistryName": "shop", "SchemaName": "orders"}, SchemaDefinition=avro_schema(v))
+        versions[v] = out["SchemaVersionId"]
+    rest = place([r for r in BATCH1 if r[1] != "v1"] + BATCH2, next_offset)
+    bad_frame = (0, next_offset[0], "v1", 99)
+    ev = write_event(tmp_path / "e2.json", "shop.orders", rest + [bad_frame],
+                     lambda v, i: b"\x02garbage" if i == 99 else produce(v, i))
+    s = summary(icestream("ingest", str(ev), *knobs, env=env))
+    assert (s["dead_letter"], s["schema_rejects"]) == (3, 2), s
+    assert_evolved(warehouse, first + rest)
+    dead = readers.pyiceberg_sql_table(warehouse, NAMESPACE, "orders_dead_letter").scan().to_arrow().to_pylist()
+    frame_error = [d["error"] for d in dead if d["kafka_offset"] == bad_frame[1] and d["kafka_partition"] == 0]
+    assert frame_error and "header version byte is 2" in frame_error[0], frame_error
+
+
+def test_glue_protobuf_frames_name_the_message_by_its_sorted_index(
+    tmp_path: Path, aws_client: Callable[[str], Any], moto_endpoint: str
+) -> None:
+    from registry_writers import proto_modules, proto_message, proto_source
+
+    glue = aws_client("glue")
+    glue.create_registry(RegistryName="shop_pb")
+    ids = {"v1": glue.create_schema(RegistryId={"RegistryName": "shop_pb"}, SchemaName="orders", DataFormat="PROTOBUF",
+                                    Compatibility="NONE", SchemaDefinition=proto_source("v1"))["SchemaVersionId"]}
+    ids["v2"] = glue.register_schema_version(SchemaId={"RegistryName": "shop_pb", "SchemaName": "orders"},
+                                             SchemaDefinition=proto_source("v2"))["SchemaVersionId"]
+    modules = proto_modules(tmp_path)
+    # Messages sorted by full name: shop.vN.Order = 0, shop.vN.Order.Ship = 1.
+    produce = lambda v, i: glue_frame(ids[v], b"\x00" + proto_message(modules[v], record(v, i)).SerializeToString())  # noqa: E731
+    pipeline = tmp_path / "pipelines.toml"
+    pipeline.write_text(f'namespace = "{NAMESPACE}"\n[[pipeline]]\ntable = "orders"\ntopics = ["shop.pb"]\nformat = "protobuf"\n'
+                        'registry = "glue"\nregistry_name = "shop_pb"\nregistry_schema = "orders"\n')
+    env = {**AWS_ENV, "AWS_ENDPOINT_URL": moto_endpoint}
+    warehouse = tmp_path / "wh"
+    placed = place([r for r in BATCH1], {})
+    s = summary(icestream("ingest", str(write_event(tmp_path / "e.json", "shop.pb", placed, produce)),
+                          f"pipelines={pipeline}", f"warehouse={warehouse}", env=env))
+    assert (s["written"], s["dead_letter"]) == (len(placed), 0), s
+    for reader, rows in read_rows(warehouse, "orders"):
+        got = [((r["kafka_partition"], r["kafka_offset"]), r["note"], r["ship"]) for r in rows]
+        want = sorted(((p, o), expected_row(v, i)["note"], expected_row(v, i)["ship"]) for p, o, v, i in placed)
+        assert got == want, reader
