@@ -16,7 +16,7 @@ WAREHOUSE ?= ./warehouse
 help:
 	@echo "make demo     generate telemetry, ingest it into Iceberg on the embedded catalog, read it back"
 	@echo "make test     every test: Rust units and integration, local Kafka + cargo lambda watch, the Lambda zips (make build) under qemu, independent readers (PyIceberg, DuckDB), moto (Glue, S3 Tables, SQS), Terraform checks"
-	@echo "make bench    throughput against the bare arrow-rs Parquet floor, peak RSS on a 6 MB event, CDC apply rate, upsert read cost per batch as the table grows"
+	@echo "make bench    throughput against the bare arrow-rs Parquet floor, peak RSS on a 6 MB event, CDC apply rate, upsert read cost per batch as the table grows, audit time on 10M rows, registry framing against a fixed schema"
 	@echo "make build    Lambda zips (cargo lambda build --release --arm64 --output-format zip)"
 	@echo "make fuzz     cargo-fuzz (nightly) on the event parser, the CDC parsers and the three record decoders, FUZZ_SECONDS (60) per target; a crash input lands in fuzz/artifacts/"
 	@echo "make infra-check  terraform fmt, checkov, validate/test and the Terraform/code cross-checks"
@@ -64,6 +64,7 @@ bench: system-deps venv
 	cargo bench -p icestream --bench ingest
 	cargo bench -p icestream --bench commit
 	cargo bench -p icestream --bench cdc
+	cargo bench -p icestream --bench audit
 	$(PY) scripts/bench_registry.py $(CARGO_TARGET_DIR)/release/icestream
 	cargo bench -p icestream --bench upsert
 

@@ -4,6 +4,10 @@
 # DLQ depth) to an optional SNS topic, and a dashboard.
 # EMF: namespace `icestream`, metric `DeadLettered`, dimension `Function` =
 # the deployed function name (AWS_LAMBDA_FUNCTION_NAME; shared/src/metrics.rs).
+# Per pipeline table, the ingest function's per-table EMF lines (dimensions
+# Function and Table: Written, DeadLettered, RecordAgeP50/P99/Max,
+# NewestRecordAge, CommitLatency) feed a freshness alarm (NewestRecordAge above
+# alarm_freshness_threshold_ms), a dead-letter alarm and the dashboard's rows.
 # tests/infra/test_contract.py checks every icestream alarm and widget against
 # what `icestream contract` says the code emits.
 ################################################################################
@@ -15,6 +19,25 @@ locals {
   failure_queue_alarmed  = var.create_alarms && var.on_failure_destination == "sqs"
   commit_dlq_alarmed     = var.create_alarms && local.queued
   dashboard_function_ids = keys(local.functions)
+  # Pipeline tables with per-table metrics: those the ingest function writes.
+  metric_tables = contains(keys(local.functions), "ingest") ? local.ingest_table_names : []
+  table_dims    = { for t in local.metric_tables : t => { Function = local.function_names["ingest"], Table = t } }
+  table_alarms = merge([for t in local.metric_tables : {
+    "${t}-freshness" = {
+      table       = t
+      metric      = "NewestRecordAge"
+      statistic   = "Maximum"
+      threshold   = var.alarm_freshness_threshold_ms
+      description = "the newest record of ${t} was over ${var.alarm_freshness_threshold_ms} ms old when it was committed (the table falls behind its topics)."
+    }
+    "${t}-dead-lettered" = {
+      table       = t
+      metric      = "DeadLettered"
+      statistic   = "Sum"
+      threshold   = var.alarm_dead_letter_threshold
+      description = "records of ${t} go to ${t}_dead_letter (undecodable input; `icestream dead-letters replay` after a fix)."
+    }
+  }]...)
 }
 
 resource "aws_sns_topic" "alarms" {
@@ -95,6 +118,25 @@ resource "aws_cloudwatch_metric_alarm" "dead_lettered" {
   evaluation_periods  = 1
   comparison_operator = "GreaterThanThreshold"
   threshold           = var.alarm_dead_letter_threshold
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  ok_actions          = local.alarm_actions
+  tags                = local.tags
+}
+
+resource "aws_cloudwatch_metric_alarm" "table" {
+  for_each = var.create_alarms ? local.table_alarms : {}
+
+  alarm_name          = "${var.name}-${each.key}"
+  alarm_description   = "icestream: ${each.value.description}"
+  namespace           = local.emf_namespace
+  metric_name         = each.value.metric
+  dimensions          = local.table_dims[each.value.table]
+  statistic           = each.value.statistic
+  period              = 300
+  evaluation_periods  = 1
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = each.value.threshold
   treat_missing_data  = "notBreaching"
   alarm_actions       = local.alarm_actions
   ok_actions          = local.alarm_actions
@@ -215,6 +257,48 @@ resource "aws_cloudwatch_dashboard" "this" {
           metrics = [for f in local.dead_letter_functions : [local.emf_namespace, "DeadLettered", "Function", local.function_names[f], { label = f }]]
         }
       }],
+      # Per pipeline table: freshness at commit, then rows and dead letters.
+      flatten([for i, t in local.metric_tables : [
+        {
+          type   = "metric"
+          x      = 0
+          y      = 24 + i * 6
+          width  = 12
+          height = 6
+          properties = {
+            title  = "${t}: record age at commit (ms)"
+            region = local.region
+            period = 300
+            view   = "timeSeries"
+            metrics = [
+              [local.emf_namespace, "NewestRecordAge", "Function", local.function_names["ingest"], "Table", t, { stat = "Maximum", label = "newest record" }],
+              [local.emf_namespace, "RecordAgeP50", "Function", local.function_names["ingest"], "Table", t, { stat = "Average", label = "p50" }],
+              [local.emf_namespace, "RecordAgeP99", "Function", local.function_names["ingest"], "Table", t, { stat = "Maximum", label = "p99" }],
+              [local.emf_namespace, "RecordAgeMax", "Function", local.function_names["ingest"], "Table", t, { stat = "Maximum", label = "oldest record" }],
+              [local.emf_namespace, "CommitLatency", "Function", local.function_names["ingest"], "Table", t, { stat = "p99", label = "commit latency p99" }],
+            ]
+            annotations = { horizontal = [{ label = "freshness alarm", value = var.alarm_freshness_threshold_ms }] }
+          }
+        },
+        {
+          type   = "metric"
+          x      = 12
+          y      = 24 + i * 6
+          width  = 12
+          height = 6
+          properties = {
+            title  = "${t}: rows and dead letters"
+            region = local.region
+            stat   = "Sum"
+            period = 300
+            view   = "timeSeries"
+            metrics = [
+              [local.emf_namespace, "Written", "Function", local.function_names["ingest"], "Table", t, { label = "rows" }],
+              [local.emf_namespace, "DeadLettered", "Function", local.function_names["ingest"], "Table", t, { label = "dead letters", yAxis = "right" }],
+            ]
+          }
+        },
+      ]]),
       local.queued ? [{
         type   = "metric"
         x      = 0

@@ -140,6 +140,17 @@ variable "alarm_dead_letter_threshold" {
   }
 }
 
+variable "alarm_freshness_threshold_ms" {
+  description = "Per pipeline table: the age of the newest record at commit (icestream EMF metric NewestRecordAge, milliseconds) above which the table's freshness alarm fires."
+  type        = number
+  default     = 900000
+
+  validation {
+    condition     = var.alarm_freshness_threshold_ms > 0
+    error_message = "alarm_freshness_threshold_ms must be > 0."
+  }
+}
+
 variable "alarm_commit_queue_age_seconds" {
   description = "Age of the oldest commit request (seconds) above which the commit queue age alarm fires (commit_mode = queued)."
   type        = number

@@ -167,7 +167,7 @@ variable "commit_queue_max_receive_count" {
 ################################################################################
 
 variable "maintenance_schedules" {
-  description = "Schedule expression per maintenance action (purge-tombstones, compact, expire, rewrite-manifests, remove-orphans); one EventBridge Scheduler schedule per action and table (purge-tombstones: the CDC mirror only). Leave an action out to not schedule it."
+  description = "Schedule expression per maintenance action (purge-tombstones, compact, expire, rewrite-manifests, remove-orphans, audit); one EventBridge Scheduler schedule per action and table (purge-tombstones: the CDC mirror only; audit: the ingest pipeline tables only, a failed audit fails the invocation and its Errors alarm fires). Leave an action out to not schedule it."
   type        = map(string)
   default = {
     compact             = "rate(1 hour)"
@@ -178,8 +178,8 @@ variable "maintenance_schedules" {
   }
 
   validation {
-    condition     = alltrue([for a in keys(var.maintenance_schedules) : contains(["purge-tombstones", "compact", "expire", "rewrite-manifests", "remove-orphans"], a)])
-    error_message = "maintenance_schedules keys must be among: purge-tombstones, compact, expire, rewrite-manifests, remove-orphans."
+    condition     = alltrue([for a in keys(var.maintenance_schedules) : contains(["purge-tombstones", "compact", "expire", "rewrite-manifests", "remove-orphans", "audit"], a)])
+    error_message = "maintenance_schedules keys must be among: purge-tombstones, compact, expire, rewrite-manifests, remove-orphans, audit."
   }
 
   validation {

@@ -195,10 +195,11 @@ pub const MAINTENANCE: FunctionContract = FunctionContract {
     function: "maintenance",
     knobs: knobs![
         "target_file_size_bytes", "compression", "hot_partition_hours", "snapshot_max_age_hours", "min_snapshots_to_keep",
-        "orphan_margin_hours", "s3tables_maintenance", "tombstone_retention_days", "pipelines"
+        "orphan_margin_hours", "s3tables_maintenance", "tombstone_retention_days", "pipelines", "table", "source", "dedup"
     ],
-    // Without a pipeline file, maintenance looks after every table of the namespace.
-    optional_knobs: &[LOCAL_ONLY_KNOBS[0], "s3tables_maintenance", "pipelines"],
+    // Without a pipeline file, maintenance looks after every table of the namespace, and
+    // `replay-dead-letters` decodes with the pipeline that table/source/dedup describe.
+    optional_knobs: &[LOCAL_ONLY_KNOBS[0], "s3tables_maintenance", "pipelines", "table", "source", "dedup"],
     calls: &[
         CATALOG_CALLS,
         &[
@@ -262,6 +263,8 @@ pub fn contract_json(metrics: serde_json::Value) -> serde_json::Value {
             let flat: Vec<&Calls> = f.calls.iter().flat_map(|group| group.iter()).collect();
             let mut value = serde_json::json!({"knobs": f.knobs, "optional_knobs": f.optional_knobs, "calls": flat});
             value["metrics"] = metrics.get(f.function).cloned().unwrap_or(serde_json::Value::Null);
+            // Metrics of the per-table lines (dimensions Function and Table).
+            value["table_metrics"] = metrics.get(format!("{}_per_table", f.function)).cloned().unwrap_or(serde_json::Value::Null);
             (f.function.to_string(), value)
         })
         .collect();
@@ -269,7 +272,8 @@ pub fn contract_json(metrics: serde_json::Value) -> serde_json::Value {
         "functions": functions,
         "metrics": {
             "namespace": crate::metrics::NAMESPACE,
-            "dimensions": [[crate::metrics::DIMENSION]],
+            "dimensions": [[crate::metrics::DIMENSION], [crate::metrics::DIMENSION, crate::metrics::TABLE_DIMENSION]],
+            "table_dimension": crate::metrics::TABLE_DIMENSION,
             "dimension_value_env": crate::metrics::FUNCTION_NAME_ENV,
         },
         "commit_queue": CommitQueueContract { message_group: "table", deduplication_id: "request-offsets" },

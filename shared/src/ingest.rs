@@ -10,6 +10,7 @@ use arrow_array::RecordBatch;
 use arrow_schema::{Schema as ArrowSchema, SchemaRef};
 use iceberg::TableIdent;
 use serde::Serialize;
+use tracing::Instrument;
 
 use crate::catalog::Catalogs;
 use crate::commit::Watermarks;
@@ -18,6 +19,7 @@ use crate::dead_letter::{DeadLetterBuilder, Reject};
 use crate::decode::RecordDecoder;
 use crate::error::{Error, Result};
 use crate::cdc::upsert::{Lineage, UpsertTables};
+use crate::freshness::{Freshness, RecordTimes};
 use crate::event::{KafkaRecordIn, ParsedEvent, TopicPartition, parse_event};
 use crate::pipeline::{Pipeline, PipelineSet, format_name};
 use crate::recovery::dead_lettered_offsets;
@@ -73,19 +75,31 @@ pub struct Summary {
     pub key_bytes_read: u64,
     /// Rows appended to `<table>_changelog` tables.
     pub changelog_written: usize,
+    /// Per pipeline table: rows, dead letters and freshness at commit (the per-table EMF lines).
+    pub table_metrics: Vec<TableMetrics>,
     pub duration_ms: u64,
+}
+
+/// One pipeline table's share of an invocation.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct TableMetrics {
+    pub table: String,
+    pub written: usize,
+    pub dead_letter: usize,
+    /// Ages of the records at the data commit (none when nothing new was committed directly).
+    pub freshness: Option<Freshness>,
 }
 
 /// One pipeline's tables as found at start. The data table's schema is read per invocation:
 /// it evolves.
-struct PipelineTables {
-    data: TableIdent,
-    dead_letter: TableIdent,
-    dead_letter_schema: SchemaRef,
+pub(crate) struct PipelineTables {
+    pub(crate) data: TableIdent,
+    pub(crate) dead_letter: TableIdent,
+    pub(crate) dead_letter_schema: SchemaRef,
     /// The pipeline's registry client (its cache lives as long as the container).
-    registry: Option<Registry>,
+    pub(crate) registry: Option<Registry>,
     /// `<table>_changelog` of an upsert pipeline that keeps one.
-    changelog: Option<(TableIdent, SchemaRef)>,
+    pub(crate) changelog: Option<(TableIdent, SchemaRef)>,
 }
 
 /// Config, catalog and pipelines: built once per process, reused per invocation.
@@ -128,6 +142,13 @@ impl IngestPipeline {
         &self.set
     }
 
+    /// The pipeline writing `table`, with its tables as loaded at start (dead-letter replay
+    /// decodes with exactly what ingest uses).
+    pub(crate) fn pipeline_of(&self, table: &str) -> Option<(&Pipeline, &PipelineTables)> {
+        let index = self.set.pipelines.iter().position(|p| p.table == table)?;
+        Some((&self.set.pipelines[index], &self.tables[index]))
+    }
+
     /// Handle a raw event (JSON bytes).
     pub async fn handle_json(&self, json: &[u8], deadline: Instant) -> Result<Summary> {
         self.handle(parse_event(json)?, deadline).await
@@ -145,7 +166,9 @@ impl IngestPipeline {
         }
         let mut oldest: Option<i64> = None;
         for (index, partitions) in routed {
-            let pipeline_oldest = self.ingest_pipeline(index, &partitions, deadline, &mut summary).await?;
+            // Every log line about this share of the batch names the table and the offsets.
+            let span = tracing::info_span!("batch", table = %self.tables[index].data, offsets = %offset_ranges(&partitions));
+            let pipeline_oldest = self.ingest_pipeline(index, &partitions, deadline, &mut summary).instrument(span).await?;
             oldest = match (oldest, pipeline_oldest) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
@@ -221,11 +244,19 @@ impl IngestPipeline {
             (&tables.dead_letter, dead_letter_table, rejects, vec![]),
             (&tables.data, data_table, rows, plan.writers.clone()),
         ];
+        let mut metrics = TableMetrics { table: tables.data.name().to_string(), ..Default::default() };
         for (ident, table, batch, writers) in appends {
             let is_data = !writers.is_empty();
             let commit_started = Instant::now();
-            let append =
-                Append { ident, table: Some(table), rows: batch, ranges: &decoded.ranges, oldest_record_ms: decoded.oldest_timestamp_ms, writers };
+            let append = Append {
+                ident,
+                table: Some(table),
+                rows: batch,
+                ranges: &decoded.ranges,
+                oldest_record_ms: decoded.oldest_timestamp_ms,
+                record_times: Some(&decoded.record_times),
+                writers,
+            };
             let appended = self.sink.append(&self.catalogs, &self.config, append, deadline).await?;
             summary.commit_ms += commit_started.elapsed().as_millis() as u64;
             summary.commit_attempts += appended.commit_attempts;
@@ -235,16 +266,21 @@ impl IngestPipeline {
             summary.commit_requests += appended.requests_sent;
             if is_data {
                 summary.written += appended.rows;
+                metrics.written = appended.rows;
+                metrics.freshness = appended.freshness;
                 if appended.schema_id.is_some_and(|id| id != schema_before) {
                     summary.schema_changes += 1;
                 }
             } else {
                 summary.dead_letter += appended.rows;
+                metrics.dead_letter = appended.rows;
             }
             if appended.snapshot_id.is_some() {
                 summary.snapshot_id = appended.snapshot_id;
             }
         }
+        tracing::info!(table = %metrics.table, written = metrics.written, dead_letter = metrics.dead_letter, "table committed");
+        summary.table_metrics.push(metrics);
         Ok(decoded.oldest_timestamp_ms)
     }
 
@@ -289,6 +325,12 @@ impl IngestPipeline {
     fn now_us(&self) -> i64 {
         chrono::Utc::now().timestamp_micros()
     }
+}
+
+/// `topic-partition:first-last` per partition, comma-separated: the offsets a batch covers.
+fn offset_ranges(partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>) -> String {
+    let ranges = partitions.iter().filter_map(|(tp, records)| Some(format!("{tp}:{}-{}", records.first()?.offset, records.last()?.offset)));
+    ranges.collect::<Vec<_>>().join(",")
 }
 
 /// Create the pipeline's tables if missing, and check an existing table can take its rows:
@@ -364,6 +406,8 @@ pub struct DecodedPartitions {
     /// First and last offset per topic-partition in the event.
     pub ranges: BTreeMap<TopicPartition, (i64, i64)>,
     pub oldest_timestamp_ms: Option<i64>,
+    /// Kafka timestamps of every record of the event (freshness at commit).
+    pub record_times: RecordTimes,
 }
 
 impl DecodedPartitions {
@@ -394,6 +438,7 @@ pub fn decode_partitions(
         schema_rejects: 0,
         ranges: BTreeMap::new(),
         oldest_timestamp_ms: None,
+        record_times: RecordTimes::default(),
     };
     for (tp, records) in partitions {
         if let (Some(first), Some(last)) = (records.first(), records.last()) {
@@ -403,6 +448,7 @@ pub fn decode_partitions(
         let dead_lettered = marks.dead_lettered.get(tp);
         for record in records {
             out.oldest_timestamp_ms = Some(out.oldest_timestamp_ms.map_or(record.timestamp_ms, |o| o.min(record.timestamp_ms)));
+            out.record_times.push(record.timestamp_ms);
             if marks.data.covers(tp, record.offset) || dead_lettered.is_some_and(|held| held.contains(&record.offset)) {
                 out.skipped_replay += 1;
                 continue;

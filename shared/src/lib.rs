@@ -3,6 +3,7 @@
 //! Everything the Lambda functions and the `icestream` CLI share lives here; the functions'
 //! `main.rs` only build a pipeline once and hand it each event.
 
+pub mod audit;
 pub mod aws;
 pub mod catalog;
 pub mod catalog_calls;
@@ -19,6 +20,7 @@ pub mod deployment;
 pub mod error;
 pub mod event;
 pub mod failpoint;
+pub mod freshness;
 pub mod generate;
 pub mod ingest;
 pub mod logging;
@@ -29,8 +31,10 @@ pub mod pipeline;
 pub mod project;
 pub mod recovery;
 pub mod registry;
+pub mod replay;
 pub mod report;
 pub mod schema;
+pub mod status;
 pub mod tables;
 #[cfg(test)]
 pub(crate) mod testkit;

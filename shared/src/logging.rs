@@ -1,17 +1,41 @@
 //! Logs go to standard error (the CLI keeps standard output for its one-line summary), as text
 //! or JSON per the `log_format` knob; the level comes from `RUST_LOG` (default `info`).
+//!
+//! JSON lines carry the fields of every enclosing span under `spans`: the Lambda runtime's
+//! invocation span (`requestId`, `xrayTraceId`), and for everything about one pipeline's share
+//! of a batch, ingest's `batch` span (`table`, `offsets` = `topic-partition:first-last,...`).
+//! A line's own fields sit at the top level with `message`, so CloudWatch Logs Insights reads
+//! `spans.0.requestId` and `message` alike.
 
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::MakeWriter;
 
 /// Install the global subscriber once; later calls are no-ops.
 pub fn init(format: &str) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     let _ = if format == "json" {
-        builder.json().with_current_span(false).try_init()
+        tracing::subscriber::set_global_default(json_subscriber(std::io::stderr)).map_err(|e| e.to_string())
     } else {
-        builder.with_target(false).try_init()
+        tracing_subscriber::fmt().with_env_filter(filter()).with_writer(std::io::stderr).with_target(false).try_init().map_err(|e| e.to_string())
     };
+}
+
+fn filter() -> EnvFilter {
+    EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"))
+}
+
+/// The JSON subscriber of `log_format=json`, writing to `writer` (tests capture it).
+pub fn json_subscriber<W>(writer: W) -> impl tracing::Subscriber + Send + Sync
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    tracing_subscriber::fmt()
+        .with_env_filter(filter())
+        .with_writer(writer)
+        .json()
+        .flatten_event(true)
+        .with_current_span(false)
+        .with_span_list(true)
+        .finish()
 }
 
 /// Lambda-Runtime-Deadline-Ms values below this (2001-09-09 as epoch ms) are not epoch times:

@@ -16,6 +16,9 @@ pub const NAMESPACE: &str = "icestream";
 /// The one dimension of every metric.
 pub const DIMENSION: &str = "Function";
 
+/// The second dimension of the per-table lines ([`table_emf_lines`]).
+pub const TABLE_DIMENSION: &str = "Table";
+
 /// Where the dimension's value comes from under Lambda: the deployed function's name, so two
 /// deployments in one account and region keep apart. Outside Lambda (the CLI) it is the
 /// function's role name (`ingest`, `cdc`, `committer`).
@@ -47,6 +50,33 @@ pub fn emf_line(function: &str, summary: &Summary) -> String {
         ("ChangelogWritten", "Count", summary.changelog_written as f64),
     ];
     emf_line_of(function, &metrics)
+}
+
+/// One EMF line per pipeline table an ingest invocation fed (dimensions `Function` and
+/// `Table`): rows, dead letters, and the records' ages at the commit (p50, p99, max = the
+/// oldest record, the newest record) and the commit latency. The dashboard and the freshness
+/// and dead-letter alarms read these.
+pub fn table_emf_lines(function: &str, summary: &Summary) -> Vec<String> {
+    summary
+        .table_metrics
+        .iter()
+        .map(|t| {
+            let mut metrics = vec![("Written", "Count", t.written as f64), ("DeadLettered", "Count", t.dead_letter as f64)];
+            if let Some(f) = &t.freshness {
+                metrics.extend([
+                    ("RecordAgeP50", "Milliseconds", f.age_p50_ms as f64),
+                    ("RecordAgeP99", "Milliseconds", f.age_p99_ms as f64),
+                    ("RecordAgeMax", "Milliseconds", f.age_max_ms as f64),
+                    ("NewestRecordAge", "Milliseconds", f.newest_age_ms as f64),
+                    ("CommitLatency", "Milliseconds", f.commit_latency_ms as f64),
+                ]);
+            }
+            let mut line: serde_json::Value = serde_json::from_str(&emf_line_of(function, &metrics)).unwrap_or_default();
+            line["_aws"]["CloudWatchMetrics"][0]["Dimensions"] = json!([[DIMENSION, TABLE_DIMENSION]]);
+            line[TABLE_DIMENSION] = json!(t.table);
+            line.to_string()
+        })
+        .collect()
 }
 
 /// The EMF JSON line for one committer invocation: per batch, summed over its tables.
@@ -88,10 +118,17 @@ pub fn declared_metrics(line: &str) -> Vec<String> {
 pub fn emitted_metrics() -> serde_json::Value {
     json!({
         "ingest": declared_metrics(&emf_line("ingest", &Summary::default())),
+        "ingest_per_table": declared_metrics(&table_emf_lines("ingest", &table_metrics_sample())[0]),
         "cdc": declared_metrics(&emf_line_of("cdc", &crate::cdc::CdcSummary::default().metrics())),
         "committer": declared_metrics(&committer_emf_line(&BatchReport::default())),
         "maintenance": [],
     })
+}
+
+/// A summary with one table and every per-table figure, for the metric names.
+fn table_metrics_sample() -> Summary {
+    let freshness = Some(crate::freshness::Freshness::default());
+    Summary { table_metrics: vec![crate::ingest::TableMetrics { freshness, ..Default::default() }], ..Default::default() }
 }
 
 fn emf_line_with(dimension: &str, metrics: &[(&str, &str, f64)]) -> String {

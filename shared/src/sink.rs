@@ -24,6 +24,7 @@ use crate::commit::{ChangeSet, Planner, Watermarks};
 use crate::config::{CommitMode, Config, FailPoint};
 use crate::error::Result;
 use crate::event::TopicPartition;
+use crate::freshness::{Freshness, RecordTimes};
 use crate::queued::sqs::CommitQueue;
 use crate::project::project_batch;
 use crate::queued::{CommitRequest, REQUEST_VERSION};
@@ -43,6 +44,8 @@ pub struct Appended {
     pub snapshot_id: Option<i64>,
     /// Commit requests sent (queued).
     pub requests_sent: usize,
+    /// Ages of the records when the snapshot was written (direct, with record times).
+    pub freshness: Option<Freshness>,
     /// The table's current schema id after the append (it may have evolved).
     pub schema_id: Option<i32>,
 }
@@ -58,6 +61,9 @@ pub struct Append<'a> {
     pub ranges: &'a BTreeMap<TopicPartition, (i64, i64)>,
     /// Kafka timestamp of the oldest record covered, epoch milliseconds.
     pub oldest_record_ms: Option<i64>,
+    /// Kafka timestamps of the records covered: a direct commit records their ages
+    /// ([`crate::freshness`]) in its snapshot summary.
+    pub record_times: Option<&'a RecordTimes>,
     /// The writer schemas of the rows (none for dead letters): the table evolves to take them.
     pub writers: Vec<Arc<SourceSchema>>,
 }
@@ -98,12 +104,13 @@ impl Planner for EvolveSchema<'_> {
 }
 
 async fn direct(catalogs: &Catalogs, config: &Config, append: Append<'_>, deadline: Instant) -> Result<Appended> {
-    let Append { ident, table, rows, ranges, writers, .. } = append;
+    let Append { ident, table, rows, ranges, writers, record_times, .. } = append;
     if rows.num_rows() == 0 {
         return Ok(Appended::default());
     }
     let mut planner =
         OffsetAppend::new(rows, ranges.clone(), &config.compression, config.target_file_size_bytes, config.fail_point).with_writers(writers);
+    planner.record_times = record_times.cloned();
     let outcome = match table {
         Some(table) => catalogs.committer.commit_to(table, deadline, &mut planner).await?,
         None => catalogs.committer.commit(ident, deadline, &mut planner).await?,
@@ -118,12 +125,13 @@ async fn direct(catalogs: &Catalogs, config: &Config, append: Append<'_>, deadli
         commit_attempts: outcome.attempts,
         snapshot_id: outcome.snapshot_id,
         requests_sent: 0,
+        freshness: if ours { planner.freshness } else { None },
         schema_id: Some(outcome.table.metadata().current_schema_id()),
     })
 }
 
 async fn queued(queue: &CommitQueue, catalogs: &Catalogs, config: &Config, append: Append<'_>, deadline: Instant) -> Result<Appended> {
-    let Append { ident, table, rows, ranges, oldest_record_ms, writers } = append;
+    let Append { ident, table, rows, ranges, oldest_record_ms, writers, .. } = append;
     let mut table = match table {
         Some(table) => table,
         None => catalogs.catalog().load_table(ident).await?,

@@ -238,8 +238,9 @@ def _metric_problem(where: str, namespace: str, metric: str, dims: dict[str, str
     value = dims.get("Function")
     if value not in names:
         return f"{where}: Function = {value!r} is no deployed function name ({sorted(names)}; the code emits ${emf['dimension_value_env']})"
-    if metric not in (contract["functions"][names[value]]["metrics"] or []):
-        return f"{where}: {names[value]} emits no metric {metric!r}"
+    per_table = emf.get("table_dimension") in dims
+    if metric not in (contract["functions"][names[value]]["table_metrics" if per_table else "metrics"] or []):
+        return f"{where}: {names[value]} emits no metric {metric!r}" + (" per table" if per_table else "")
     return None
 
 

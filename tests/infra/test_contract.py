@@ -175,6 +175,13 @@ def test_metric_check_catches_a_dimension_the_code_does_not_emit(runs, contract)
     assert any("emits no metric 'DeadLetters'" in p for p in checks.metric_problems(broken, contract))
 
 
+def test_metric_check_catches_a_per_table_alarm_on_a_metric_emitted_only_per_function(runs, contract):
+    address = 'aws_cloudwatch_metric_alarm.table["vehicle_telemetry-freshness"]'
+    assert not checks.metric_problems(runs["defaults"], contract)
+    broken = mutated(runs["defaults"], address, lambda values: values.update(metric_name="MaxRecordAge"))
+    assert any("emits no metric 'MaxRecordAge' per table" in p for p in checks.metric_problems(broken, contract))
+
+
 def test_serialisation_check_catches_a_standard_queue_and_a_throttling_reservation(runs, contract):
     queue = 'aws_sqs_queue.commit[0]'
     broken = mutated(runs["queued"], queue, lambda q: q.update(fifo_queue=False))

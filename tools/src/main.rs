@@ -1,10 +1,13 @@
 //! `icestream`: the command line for people. Every command that touches tables runs the same
 //! library code as the Lambda functions.
 
+mod audit;
 mod committer;
+mod dead_letters;
 mod demo;
 mod maintain;
 mod pipelines;
+mod status;
 
 use std::time::Duration;
 
@@ -25,8 +28,20 @@ commands:
                       validate a pipeline file; print each pipeline's Iceberg schema (field ids),
                       partition spec and topics
   report TABLE        snapshots, files, rows and offset watermarks of a table
+  audit TABLE [bootstrap=HOST:PORT]
+                      prove exactly-once from the table: no offset twice across the table and its
+                      dead letters, rows under their watermarks, gaps listed (explained by the
+                      broker with bootstrap=); prints the verdict and JSON; exits 1 on a failure
+  status [output=text|json]
+                      per pipeline table: last commit, freshness, rows and files in the last hour,
+                      small files waiting for compaction, dead letters in the last hour, pending
+                      queued commit requests
+  dead-letters replay TABLE [since=TIME|AGE] [reason=TEXT] [dry-run=true]
+                      decode the table's dead letters again with the current pipeline and append
+                      those that now decode, once (marked, never deleted); prints JSON
   gen-event           write a synthetic MSK event (see `icestream help gen-event`)
-  maintain [action=purge-tombstones|compact|rewrite-manifests|expire|remove-orphans|report] [table=NAME] [dry-run=true]
+  maintain [action=purge-tombstones|compact|rewrite-manifests|expire|remove-orphans|replay-dead-letters|audit|report]
+                      [table=NAME] [dry-run=true] [since=TIME|AGE] [reason=TEXT]
                       run the maintenance function's code; prints the report as JSON
   committer EVENT.json|poll [max_messages=N] [visibility_timeout_s=N]
                       run the committer function's code on an SQS event file, or on one batch
@@ -68,6 +83,9 @@ async fn run() -> Result<()> {
                 let json = std::fs::read(&file).with_context(|| format!("reading {file}"))?;
                 let summary = pipeline.handle_json(&json, std::time::Instant::now() + budget).await?;
                 eprintln!("{}", icestream::metrics::emf_line("ingest", &summary));
+                for line in icestream::metrics::table_emf_lines("ingest", &summary) {
+                    eprintln!("{line}");
+                }
                 println!("{}", serde_json::to_string(&summary)?);
             }
         }
@@ -121,6 +139,9 @@ async fn run() -> Result<()> {
             }
         }
         "maintain" => maintain::run(args).await?,
+        "audit" => audit::run(args).await?,
+        "status" => status::run(args).await?,
+        "dead-letters" => dead_letters::run(args).await?,
         "pipelines" => pipelines::run(args).await?,
         "committer" => committer::run(args).await?,
         "demo" => demo::run(args).await?,

@@ -13,10 +13,12 @@ const MAINTAIN_OPTIONS: &[Knob] = &[
         key: "action",
         default: "",
         allowed: Allowed::Text,
-        help: "compact, rewrite-manifests, expire, remove-orphans or report; comma-separated; none = all in a safe order",
+        help: "purge-tombstones, compact, rewrite-manifests, expire, remove-orphans, replay-dead-letters, audit or report; comma-separated; none = all but replay-dead-letters and audit, in a safe order",
     },
     Knob { key: "table", default: "", allowed: Allowed::Text, help: "Table name(s), comma-separated; none = every table of the pipeline file (or of the namespace without one)" },
     Knob { key: "dry-run", default: "false", allowed: Allowed::OneOf(&["true", "false"]), help: "Only report what each action would do" },
+    Knob { key: "since", default: "", allowed: Allowed::Text, help: "replay-dead-letters: only dead letters rejected since this RFC 3339 time or age (90m, 6h, 7d)" },
+    Knob { key: "reason", default: "", allowed: Allowed::Text, help: "replay-dead-letters: only dead letters whose reason contains this text" },
 ];
 
 fn list(value: &str) -> Vec<String> {
@@ -34,6 +36,7 @@ pub async fn run(args: Vec<String>) -> Result<()> {
         settings.get("dry-run") == "true",
         &config,
     )?
+    .with_replay_filter(settings.get("since"), settings.get("reason"))?
     .or_tables(tables.as_ref());
     let catalogs = Catalogs::connect(&config).await?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(config.commit_timeout_ms);

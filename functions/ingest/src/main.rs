@@ -32,5 +32,8 @@ async fn handle(pipeline: &IngestPipeline, event: LambdaEvent<KafkaEvent>) -> Re
     let parsed = from_kafka_event(event.payload)?;
     let summary = pipeline.handle(parsed, deadline).await?;
     println!("{}", icestream::metrics::emf_line("ingest", &summary));
+    for line in icestream::metrics::table_emf_lines("ingest", &summary) {
+        println!("{line}");
+    }
     Ok(summary)
 }

@@ -133,6 +133,46 @@ run "queued" {
   }
 }
 
+run "per_table_freshness_and_dead_letter_alarms" {
+  command = plan
+
+  variables {
+    pipeline_file                = "tests/fixtures/pipelines/pipelines.toml"
+    alarm_freshness_threshold_ms = 120000
+  }
+
+  assert {
+    condition = alltrue([for t in local.ingest_table_names : (
+      aws_cloudwatch_metric_alarm.table["${t}-freshness"].metric_name == "NewestRecordAge" &&
+      aws_cloudwatch_metric_alarm.table["${t}-freshness"].threshold == 120000 &&
+      aws_cloudwatch_metric_alarm.table["${t}-freshness"].dimensions["Table"] == t &&
+      aws_cloudwatch_metric_alarm.table["${t}-dead-lettered"].metric_name == "DeadLettered"
+    )]) && length(aws_cloudwatch_metric_alarm.table) == 2 * length(local.ingest_table_names)
+    error_message = "Every pipeline table has a freshness alarm at the threshold variable and a dead-letter alarm."
+  }
+
+  assert {
+    condition     = length([for w in jsondecode(aws_cloudwatch_dashboard.this[0].dashboard_body).widgets : w if endswith(w.properties.title, "record age at commit (ms)")]) == length(local.ingest_table_names)
+    error_message = "The dashboard shows each pipeline table's freshness."
+  }
+}
+
+run "scheduled_audit_of_each_pipeline_table" {
+  command = plan
+
+  variables {
+    pipeline_file         = "tests/fixtures/pipelines/pipelines.toml"
+    maintenance_schedules = { audit = "rate(1 day)" }
+  }
+
+  assert {
+    condition = length(aws_scheduler_schedule.maintenance) == length(local.ingest_table_names) && alltrue([
+      for t in local.ingest_table_names : jsondecode(aws_scheduler_schedule.maintenance["audit-${t}"].target[0].input) == { action = "audit", table = t }
+    ])
+    error_message = "An audit schedule runs per pipeline table (not on dead-letter tables), with the action and table as input."
+  }
+}
+
 run "queued_committer_reserved_below_mapping_concurrency" {
   command = plan
 

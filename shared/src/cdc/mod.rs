@@ -170,6 +170,7 @@ impl CdcPipeline {
                 rows: rejects,
                 ranges: &decoded.ranges,
                 oldest_record_ms: decoded.oldest_timestamp_ms,
+                record_times: None,
                 writers: vec![],
             };
             let appended = self.sink.append(&self.catalogs, &self.config, append, deadline).await?;

@@ -296,7 +296,7 @@ pub async fn ingest(
     // Dead letters first: if we crash before the other commits, the replay finds them.
     let rejects = std::mem::replace(&mut decoder.rejects, DeadLetterBuilder::new(0, "")).finish(tables.dead_letter_schema.clone())?;
     let started = Instant::now();
-    let append = Append { ident: tables.dead_letter, table: Some(dead_letter_table), rows: rejects, ranges: &ranges, oldest_record_ms: oldest_timestamp_ms, writers: vec![] };
+    let append = Append { ident: tables.dead_letter, table: Some(dead_letter_table), rows: rejects, ranges: &ranges, oldest_record_ms: oldest_timestamp_ms, writers: vec![], record_times: None };
     let appended = sink.append(catalogs, config, append, deadline).await?;
     out.commit_ms += started.elapsed().as_millis() as u64;
     out.commit_attempts += appended.commit_attempts;

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type};
@@ -22,6 +23,7 @@ use super::{ChangeSet, Planner, Watermarks};
 use crate::config::FailPoint;
 use crate::error::{Error, Result};
 use crate::event::TopicPartition;
+use crate::freshness::{Freshness, RecordTimes};
 use crate::tables::lineage;
 use crate::project::project_batch;
 use crate::schema::SourceSchema;
@@ -51,6 +53,11 @@ pub struct OffsetAppend {
     pub files_planned: usize,
     /// Bytes of the data files of the last plan.
     pub bytes_planned: u64,
+    /// Kafka timestamps of the records covered: their ages go into the snapshot summary.
+    pub record_times: Option<RecordTimes>,
+    /// The ages recorded by the last plan.
+    pub freshness: Option<Freshness>,
+    started: Instant,
 }
 
 impl OffsetAppend {
@@ -78,6 +85,9 @@ impl OffsetAppend {
             rows_planned: 0,
             files_planned: 0,
             bytes_planned: 0,
+            record_times: None,
+            freshness: None,
+            started: Instant::now(),
         }
     }
 }
@@ -178,6 +188,11 @@ impl Planner for OffsetAppend {
         let mut change = ChangeSet::append(files);
         change.watermarks = self.covers.clone();
         change.schema = evolved;
+        let latency = self.started.elapsed().as_millis() as u64;
+        self.freshness = self.record_times.as_ref().and_then(|t| t.at(chrono::Utc::now().timestamp_millis(), latency));
+        if let Some(freshness) = &self.freshness {
+            change.summary.extend(freshness.summary_properties());
+        }
         Ok(Some(change))
     }
 }

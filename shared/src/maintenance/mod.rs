@@ -32,6 +32,10 @@ pub enum Action {
     RewriteManifests,
     Expire,
     RemoveOrphans,
+    /// Only when asked for: decoding again what failed is an operator's decision.
+    ReplayDeadLetters,
+    /// Only when asked for; after a replay when both are.
+    Audit,
     Report,
 }
 
@@ -42,7 +46,8 @@ impl Action {
     pub const SAFE_ORDER: [Action; 5] =
         [Action::PurgeTombstones, Action::Compact, Action::RewriteManifests, Action::Expire, Action::RemoveOrphans];
 
-    pub const NAMES: &'static [&'static str] = &["purge-tombstones", "compact", "rewrite-manifests", "expire", "remove-orphans", "report"];
+    pub const NAMES: &'static [&'static str] =
+        &["purge-tombstones", "compact", "rewrite-manifests", "expire", "remove-orphans", "replay-dead-letters", "audit", "report"];
 
     pub fn parse(name: &str) -> Result<Self> {
         Ok(match name.trim() {
@@ -51,6 +56,8 @@ impl Action {
             "rewrite-manifests" => Action::RewriteManifests,
             "expire" => Action::Expire,
             "remove-orphans" => Action::RemoveOrphans,
+            "replay-dead-letters" => Action::ReplayDeadLetters,
+            "audit" => Action::Audit,
             "report" => Action::Report,
             other => {
                 return Err(Error::Config(format!(
@@ -77,6 +84,8 @@ pub struct MaintenanceSettings {
     pub s3tables_set_in_bucket: Option<String>,
     /// "Now" for hot partitions, retention and the orphan margin.
     pub clock: crate::clock::Clock,
+    /// The whole configuration: `replay-dead-letters` builds the ingest pipeline from it.
+    pub config: Config,
 }
 
 impl From<&Config> for MaintenanceSettings {
@@ -93,6 +102,7 @@ impl From<&Config> for MaintenanceSettings {
             s3tables_set_in_bucket: (c.catalog == crate::config::CatalogKind::S3Tables && c.s3tables_maintenance_set)
                 .then(|| c.warehouse.clone()),
             clock: crate::clock::Clock::System,
+            config: c.clone(),
         }
     }
 }
@@ -105,6 +115,8 @@ pub struct MaintenanceRequest {
     /// Empty = every table of the namespace (see [`MaintenanceRequest::or_tables`]).
     pub tables: Vec<String>,
     pub dry_run: bool,
+    /// Which dead letters `replay-dead-letters` takes.
+    pub replay: crate::replay::ReplayFilter,
     pub settings: MaintenanceSettings,
 }
 
@@ -151,13 +163,16 @@ impl OneOrMany {
 }
 
 /// The EventBridge Scheduler input: `{"action": "compact", "table": "vehicle_telemetry",
-/// "dry_run": false}`; `action` and `table` may be lists or comma-separated, and may be absent.
+/// "dry_run": false}`; `action` and `table` may be lists or comma-separated, and may be absent;
+/// `since` and `reason` select the dead letters of `replay-dead-letters`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ScheduleInput {
     action: Option<OneOrMany>,
     table: Option<OneOrMany>,
     dry_run: Option<bool>,
+    since: Option<String>,
+    reason: Option<String>,
 }
 
 impl MaintenanceRequest {
@@ -173,7 +188,13 @@ impl MaintenanceRequest {
             // BTreeSet order is the safe order (the enum is declared in it).
             (parsed.into_iter().collect(), dry_run)
         };
-        Ok(Self { actions, tables: tables.to_vec(), dry_run, settings: MaintenanceSettings::from(config) })
+        Ok(Self { actions, tables: tables.to_vec(), dry_run, replay: Default::default(), settings: MaintenanceSettings::from(config) })
+    }
+
+    /// Which dead letters `replay-dead-letters` takes (see [`crate::replay::ReplayFilter::parse`]).
+    pub fn with_replay_filter(mut self, since: &str, reason: &str) -> Result<Self> {
+        self.replay = crate::replay::ReplayFilter::parse(since, reason, self.settings.clock.now_us())?;
+        Ok(self)
     }
 
     /// From a schedule's JSON input; an EventBridge rule event's `detail` is accepted too.
@@ -192,7 +213,8 @@ impl MaintenanceRequest {
             &input.table.map(OneOrMany::into_vec).unwrap_or_default(),
             input.dry_run.unwrap_or(false),
             config,
-        )
+        )?
+        .with_replay_filter(input.since.as_deref().unwrap_or_default(), input.reason.as_deref().unwrap_or_default())
     }
 }
 
@@ -240,6 +262,10 @@ pub struct TableMaintenance {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remove_orphans: Option<orphans::OrphanReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub replay_dead_letters: Option<crate::replay::ReplayReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit: Option<crate::audit::AuditReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 
@@ -260,6 +286,12 @@ async fn maintain_tables(catalogs: &Catalogs, request: &MaintenanceRequest, dead
     } else {
         request.tables.clone()
     };
+    // Replays decode with the ingest pipeline, built once per run and only when asked for.
+    let ingest = if request.actions.contains(&Action::ReplayDeadLetters) {
+        Some(crate::ingest::IngestPipeline::new(request.settings.config.clone()).await?)
+    } else {
+        None
+    };
     let mut report = MaintenanceReport {
         dry_run: request.dry_run,
         actions: request.actions.clone(),
@@ -269,7 +301,7 @@ async fn maintain_tables(catalogs: &Catalogs, request: &MaintenanceRequest, dead
     };
     for name in tables {
         let mut out = TableMaintenance { table: name.clone(), ..Default::default() };
-        if let Err(e) = maintain_table(catalogs, request, &name, deadline, &mut out).await {
+        if let Err(e) = maintain_table(catalogs, request, ingest.as_ref(), &name, deadline, &mut out).await {
             tracing::error!(table = %name, error = %e, "maintenance failed");
             out.error = Some(e.to_string());
         }
@@ -282,6 +314,7 @@ async fn maintain_tables(catalogs: &Catalogs, request: &MaintenanceRequest, dead
 async fn maintain_table(
     catalogs: &Catalogs,
     request: &MaintenanceRequest,
+    ingest: Option<&crate::ingest::IngestPipeline>,
     name: &str,
     deadline: Instant,
     out: &mut TableMaintenance,
@@ -326,6 +359,23 @@ async fn maintain_table(
             Action::RemoveOrphans => {
                 out.remove_orphans = Some(orphans::remove_orphans(catalogs, &ident, &request.settings, dry_run, deadline).await?);
             }
+            Action::ReplayDeadLetters => match ingest.filter(|i| i.pipelines().pipelines.iter().any(|p| p.table == name)) {
+                Some(ingest) => out.replay_dead_letters = Some(crate::replay::replay(ingest, name, &request.replay, dry_run, deadline).await?),
+                None => out.skipped.push("replay-dead-letters: no pipeline writes this table".into()),
+            },
+            Action::Audit => {
+                let dead_letter = catalogs.ident(&format!("{name}_dead_letter"));
+                if !catalogs.catalog().table_exists(&dead_letter).await? {
+                    out.skipped.push(format!("audit: no dead-letter table {dead_letter}"));
+                    continue;
+                }
+                let audit = crate::audit::audit(catalogs, name).await?;
+                // A failed audit fails the invocation: the schedule's alarms must see it.
+                if audit.verdict == crate::audit::Verdict::Fail {
+                    out.error = Some(audit.verdict_line());
+                }
+                out.audit = Some(audit);
+            }
             Action::Report => {}
         }
     }
@@ -339,6 +389,8 @@ fn action_name(action: Action) -> &'static str {
         Action::RewriteManifests => "rewrite-manifests",
         Action::Expire => "expire",
         Action::RemoveOrphans => "remove-orphans",
+        Action::ReplayDeadLetters => "replay-dead-letters",
+        Action::Audit => "audit",
         Action::Report => "report",
     }
 }
@@ -446,6 +498,19 @@ mod tests {
         // An EventBridge rule event wraps the input in `detail`.
         let r = MaintenanceRequest::from_event(serde_json::json!({"detail": {"action": "expire", "dry_run": true}}), &config()).unwrap();
         assert_eq!((r.actions, r.dry_run), (vec![Action::Expire], true));
+    }
+
+    #[test]
+    fn audit_and_replay_run_only_when_asked_for_replay_first_with_its_filter() {
+        let r = MaintenanceRequest::from_event(serde_json::json!({}), &config()).unwrap();
+        assert!(!r.actions.contains(&Action::Audit) && !r.actions.contains(&Action::ReplayDeadLetters));
+        let input = serde_json::json!({"action": "audit,replay-dead-letters", "table": "orders", "since": "6h", "reason": "avro:"});
+        let r = MaintenanceRequest::from_event(input, &config()).unwrap();
+        assert_eq!(r.actions, vec![Action::ReplayDeadLetters, Action::Audit]);
+        assert_eq!(r.replay.reason.as_deref(), Some("avro:"));
+        assert!(r.replay.since_us.is_some());
+        let err = MaintenanceRequest::from_event(serde_json::json!({"action": "audit", "since": "soon"}), &config()).unwrap_err().to_string();
+        assert!(err.contains("since=\"soon\""), "{err}");
     }
 
     #[test]

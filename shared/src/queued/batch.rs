@@ -29,6 +29,7 @@ use iceberg::spec::DataFile;
 use iceberg::table::Table;
 use iceberg::{NamespaceIdent, TableIdent};
 use serde::Serialize;
+use tracing::Instrument;
 
 use super::{CommitRequest, Message};
 use crate::catalog::Catalogs;
@@ -98,7 +99,11 @@ pub async fn commit_batch(catalogs: &Catalogs, config: &Config, messages: &[Mess
     }
     for ((namespace, table), pending) in by_table {
         let ident = TableIdent::new(NamespaceIdent::new(namespace), table);
-        let (table_report, failures, deferred, age) = commit_table(catalogs, config, &ident, pending, deadline).await;
+        // Every log line about this table's requests names the table and the offsets (as ingest's).
+        let offsets: Vec<String> =
+            pending.iter().flat_map(|p| &p.request.ranges).map(|r| format!("{}-{}:{}-{}", r.topic, r.partition, r.first, r.last)).collect();
+        let span = tracing::info_span!("batch", table = %ident, offsets = %offsets.join(","));
+        let (table_report, failures, deferred, age) = commit_table(catalogs, config, &ident, pending, deadline).instrument(span).await;
         report.batch_item_failures.extend(failures);
         report.batch_item_failures.extend(deferred.iter().cloned());
         report.deferred.extend(deferred);

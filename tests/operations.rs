@@ -1,0 +1,323 @@
+//! Operating it: the audit proves exactly-once from the tables (and fails on a duplicate file
+//! committed behind ingest's back), dead letters made by a stale schema are replayed once after
+//! the fix with the audit still adding up, and the per-table EMF line and snapshot summary carry
+//! the records' ages at commit.
+
+use std::path::Path;
+
+use base64::Engine;
+use iceberg::table::Table;
+use icestream::catalog::Catalogs;
+use icestream::commit::{ChangeSet, Planner};
+use icestream_integration::*;
+use serde_json::{Value, json};
+
+const V1: &str = r#"{"type":"record","name":"Order","fields":[{"name":"id","type":"long"},{"name":"note","type":"string"}]}"#;
+/// The producer's newer writer schema: one optional field more. Values written with it do not
+/// decode with V1 (bytes left over), so they are dead letters until the pipeline has V2 (then the
+/// table gains the column in the replay's commit).
+const V2: &str = r#"{"type":"record","name":"Order","fields":[{"name":"id","type":"long"},{"name":"note","type":"string"},{"name":"extra","type":["null","long"],"default":null}]}"#;
+
+/// Avro binary encoding of a long (zigzag varint).
+fn long(out: &mut Vec<u8>, v: i64) {
+    let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    loop {
+        let byte = (z & 0x7f) as u8;
+        z >>= 7;
+        if z == 0 {
+            out.push(byte);
+            break;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+fn order(id: i64, note: &str, extra: Option<i64>) -> Vec<u8> {
+    let mut out = Vec::new();
+    long(&mut out, id);
+    long(&mut out, note.len() as i64);
+    out.extend_from_slice(note.as_bytes());
+    if let Some(extra) = extra {
+        // The union's second branch (long), then the value.
+        long(&mut out, 1);
+        long(&mut out, extra);
+    }
+    out
+}
+
+/// An MSK event on topic `orders`, partition 0, offsets 0..10: 0-5 written with V1, 6-9 with V2;
+/// record `i` has the Kafka timestamp `timestamps[i]`.
+fn event_at(timestamps: &[i64; 10]) -> Value {
+    let records: Vec<Value> = (0..10)
+        .map(|i| {
+            let value = order(i, &format!("order {i}"), (i >= 6).then_some(i * 100));
+            json!({"topic": "orders", "partition": 0, "offset": i, "timestamp": timestamps[i as usize], "timestampType": "CREATE_TIME",
+                   "value": base64::engine::general_purpose::STANDARD.encode(value), "headers": []})
+        })
+        .collect();
+    json!({"eventSource": "aws:kafka", "records": {"orders-0": records}})
+}
+
+fn event() -> Value {
+    event_at(&std::array::from_fn(|i| 1_764_000_000_000 + i as i64))
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+#[tokio::test]
+async fn the_per_table_emf_line_and_the_snapshot_carry_the_records_ages_at_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    let pipelines = pipeline_file(dir.path());
+    let pipeline = icestream::IngestPipeline::new(config(&wh, &[&format!("pipelines={pipelines}")])).await.unwrap();
+    // Ten records, 10 minutes to 1 minute old, in shuffled order.
+    let now = now_ms();
+    let ages_s: [i64; 10] = [420, 600, 60, 300, 540, 120, 360, 180, 480, 240];
+    let timestamps: [i64; 10] = std::array::from_fn(|i| now - ages_s[i] * 1000);
+    let before = now_ms();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let summary = pipeline.handle_json(event_at(&timestamps).to_string().as_bytes(), deadline).await.unwrap();
+    let after = now_ms();
+
+    let lines = icestream::metrics::table_emf_lines("ingest", &summary);
+    assert_eq!(lines.len(), 1);
+    let line: Value = serde_json::from_str(&lines[0]).unwrap();
+    assert_eq!((line["Table"].as_str(), line["Function"].as_str()), (Some("orders"), Some("ingest")), "{line}");
+    assert_eq!(line["_aws"]["CloudWatchMetrics"][0]["Dimensions"], json!([["Function", "Table"]]));
+    assert_eq!((line["Written"].as_f64(), line["DeadLettered"].as_f64()), (Some(6.0), Some(4.0)));
+    // Every record of the event counts (its offsets are what the commit covers). Sorted
+    // timestamps: the oldest is 600 s old, the newest 60 s; nearest-rank p50 of ten ages is
+    // the 5th youngest (300 s), p99 the oldest.
+    let within = |name: &str, age_s: i64| {
+        let ts = now - age_s * 1000;
+        let value = line[name].as_f64().unwrap_or_else(|| panic!("{name} missing: {line}")) as i64;
+        assert!((before - ts..=after - ts).contains(&value), "{name} = {value}, expected the commit time minus {ts} ({line})");
+    };
+    within("NewestRecordAge", 60);
+    within("RecordAgeMax", 600);
+    within("RecordAgeP50", 300);
+    within("RecordAgeP99", 600);
+    let latency = line["CommitLatency"].as_f64().unwrap() as i64;
+    assert!((0..=after - before).contains(&latency), "{line}");
+
+    // The snapshot records the same figures.
+    let catalogs = Catalogs::connect(&config(&wh, &[])).await.unwrap();
+    let table = catalogs.catalog().load_table(&catalogs.ident("orders")).await.unwrap();
+    let recorded = icestream::freshness::Freshness::from_summary(&table.metadata().current_snapshot().unwrap().summary().additional_properties).unwrap();
+    assert_eq!(Some(recorded), summary.table_metrics[0].freshness);
+    assert_eq!(recorded.newest_record_ms, now - 60_000);
+
+    // `icestream status` reads the same figures back, with the last hour's counts.
+    let out = icestream(&["status", "output=json", &format!("warehouse={}", wh.display()), &format!("pipelines={pipelines}")], &[]);
+    let status = &summary_of(&out)[0];
+    assert_eq!(status["table"], "orders");
+    assert_eq!((status["rows_last_hour"].as_u64(), status["dead_letters_last_hour"].as_u64()), (Some(6), Some(4)), "{status}");
+    // Six rows of an unpartitioned table: one (small) file.
+    assert_eq!((status["files_last_hour"].as_u64(), status["small_files"].as_u64()), (Some(1), Some(1)), "{status}");
+    assert_eq!(status["freshness"], serde_json::to_value(recorded).unwrap());
+    assert!(status["newest_record_age_ms"].as_i64().unwrap() >= 60_000, "{status}");
+    assert!(status["last_commit"].as_str().is_some() && status["pending_commit_requests"].is_null(), "{status}");
+
+    // Queued commits: a request the committer has not taken yet is a staged manifest.
+    let data_file = {
+        let list = icestream::manifest_cache::manifest_list(&table, table.metadata().current_snapshot().unwrap()).await.unwrap();
+        icestream::manifest_cache::manifest(&table, &list[0]).await.unwrap().entries()[0].data_file().clone()
+    };
+    icestream::commit::staged::write_staged_manifest(&table, &[data_file]).await.unwrap();
+    let queued = ["commit_mode=queued", "commit_queue_url=http://127.0.0.1:9/queue.fifo"];
+    let out = icestream(&[&["status", "output=json", &format!("warehouse={}", wh.display()), &format!("pipelines={pipelines}")], &queued[..]].concat(), &[]);
+    assert_eq!(summary_of(&out)[0]["pending_commit_requests"], 1);
+}
+
+fn pipeline_file(dir: &Path) -> String {
+    std::fs::write(dir.join("order.avsc"), V1).unwrap();
+    let file = dir.join("pipelines.toml");
+    std::fs::write(&file, "[[pipeline]]\ntable = \"orders\"\ntopics = [\"orders\"]\nformat = \"avro\"\nschema = \"order.avsc\"\nkey = [\"id\"]\n").unwrap();
+    file.display().to_string()
+}
+
+/// `icestream audit orders`: the exit code and the JSON report (the last line).
+fn audit(args: &[&str]) -> (i32, Value) {
+    let out = icestream(&[&["audit", "orders"], args].concat(), &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or_else(|| panic!("no report: {}", String::from_utf8_lossy(&out.stderr)));
+    assert!(stdout.lines().next().unwrap().starts_with("audit bigdata.orders: "), "{stdout}");
+    (out.status.code().unwrap(), serde_json::from_str(last).unwrap())
+}
+
+fn offsets_of(batches: &[arrow_array::RecordBatch]) -> Vec<i64> {
+    use arrow_array::cast::AsArray;
+    let mut out: Vec<i64> = batches
+        .iter()
+        .flat_map(|b| b.column_by_name("kafka_offset").unwrap().as_primitive::<arrow_array::types::Int64Type>().values().to_vec())
+        .collect();
+    out.sort();
+    out
+}
+
+/// Re-adds a data file the table already holds: the duplicate a broken writer would commit.
+struct DuplicateFile;
+
+impl Planner for DuplicateFile {
+    async fn plan(&mut self, table: &Table, _attempt: u32) -> icestream::Result<Option<ChangeSet>> {
+        let snapshot = table.metadata().current_snapshot().unwrap();
+        let list = icestream::manifest_cache::manifest_list(table, snapshot).await?;
+        let manifest = icestream::manifest_cache::manifest(table, &list[0]).await?;
+        let file = manifest.entries()[0].data_file().clone();
+        Ok(Some(ChangeSet::append(vec![file])))
+    }
+}
+
+#[tokio::test]
+async fn audit_passes_replay_adds_once_and_a_duplicate_file_fails_the_audit() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    let (warehouse, pipelines) = (format!("warehouse={}", wh.display()), format!("pipelines={}", pipeline_file(dir.path())));
+    let event = write_event(dir.path(), "event.json", &event());
+    let s = summary_of(&icestream(&["ingest", event.to_str().unwrap(), &warehouse, &pipelines], &[]));
+    assert_eq!((s["written"].as_u64(), s["dead_letter"].as_u64()), (Some(6), Some(4)), "{s}");
+
+    let (code, report) = audit(&[&warehouse, &pipelines]);
+    assert_eq!((code, report["verdict"].as_str()), (0, Some("pass")), "{report}");
+    assert_eq!((report["rows"].as_u64(), report["dead_letters"].as_u64(), report["gap_offsets"].as_u64()), (Some(6), Some(4), Some(0)));
+
+    // The fix: the pipeline reads the producer's new schema (the table keeps its columns).
+    std::fs::write(dir.path().join("order.avsc"), V2).unwrap();
+    let replay = |extra: &[&str]| summary_of(&icestream(&[&["dead-letters", "replay", "orders", &warehouse, &pipelines], extra].concat(), &[]));
+    let dry = replay(&["dry-run=true"]);
+    assert_eq!((dry["replayed"].as_u64(), dry["snapshot_id"].as_i64()), (Some(4), None), "{dry}");
+    // A filter that matches nothing replays nothing.
+    assert_eq!(replay(&["dry-run=true", "reason=no such reason"])["matched"], 0);
+    assert_eq!(offsets_of(&scan(&wh, "orders").await), (0..6).collect::<Vec<_>>(), "a dry run commits nothing");
+
+    let first = replay(&["since=1h", "reason=left over"]);
+    assert_eq!((first["matched"].as_u64(), first["replayed"].as_u64()), (Some(4), Some(4)), "{first}");
+    assert!(first["still_failing"].as_object().unwrap().is_empty());
+    assert_eq!(offsets_of(&scan(&wh, "orders").await), (0..10).collect::<Vec<_>>(), "every offset once");
+    // The replay's commit evolved the table: the new optional column holds the replayed values.
+    let mut extras: Vec<(i64, Option<i64>)> = Vec::new();
+    for b in scan(&wh, "orders").await {
+        use arrow_array::cast::AsArray;
+        use arrow_array::types::Int64Type;
+        let (offsets, extra) = (b.column_by_name("kafka_offset").unwrap().as_primitive::<Int64Type>(), b.column_by_name("extra").unwrap().as_primitive::<Int64Type>());
+        extras.extend((0..b.num_rows()).map(|i| (offsets.value(i), (!arrow_array::Array::is_null(extra, i)).then(|| extra.value(i)))));
+    }
+    extras.sort();
+    assert_eq!(extras, (0..10).map(|i| (i, (i >= 6).then_some(i * 100))).collect::<Vec<_>>());
+    // The second replay, and an audit, as the scheduled maintenance function runs them.
+    let maintained = summary_of(&icestream(&["maintain", "action=audit,replay-dead-letters", "table=orders", &warehouse, &pipelines], &[]));
+    let second = &maintained["tables"][0]["replay_dead_letters"];
+    assert_eq!((second["replayed"].as_u64(), second["already_replayed"].as_u64()), (Some(0), Some(4)), "{maintained}");
+    assert_eq!(maintained["tables"][0]["audit"]["verdict"], "pass", "{maintained}");
+    assert_eq!(offsets_of(&scan(&wh, "orders").await).len(), 10);
+    assert_eq!(offsets_of(&scan(&wh, "orders_dead_letter").await), (6..10).collect::<Vec<_>>(), "dead letters stay");
+
+    let (code, report) = audit(&[&warehouse, &pipelines]);
+    assert_eq!((code, report["verdict"].as_str(), report["replayed"].as_u64()), (0, Some("pass"), Some(4)), "{report}");
+    // The redelivered batch still adds nothing.
+    let s = summary_of(&icestream(&["ingest", event.to_str().unwrap(), &warehouse, &pipelines], &[]));
+    assert_eq!((s["written"].as_u64(), s["skipped_replay"].as_u64()), (Some(0), Some(10)), "{s}");
+
+    // A file committed a second time, behind ingest's back.
+    let catalogs = Catalogs::connect(&config(&wh, &[])).await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    catalogs.committer.commit(&catalogs.ident("orders"), deadline, &mut DuplicateFile).await.unwrap();
+    let out = icestream(&["maintain", "action=audit", "table=orders", &warehouse, &pipelines], &[]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("FAIL"), "a failed audit fails the scheduled run");
+    let (code, report) = audit(&[&warehouse, &pipelines]);
+    assert_eq!((code, report["verdict"].as_str()), (1, Some("fail")), "{report}");
+    let duplicates = report["duplicates"].as_array().unwrap();
+    assert!(!duplicates.is_empty() && report["duplicate_offsets"].as_u64() == Some(duplicates.len() as u64), "{report}");
+    for d in duplicates {
+        assert_eq!((d["topic"].as_str(), d["partition"].as_i64(), d["in_table"].as_u64()), (Some("orders"), Some(0), Some(2)), "{d}");
+    }
+}
+
+/// A log sink the test reads back.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn json_log_lines_about_a_batch_carry_the_request_id_table_and_offsets() {
+    use tracing::Instrument;
+    let captured = Captured::default();
+    let writer = captured.clone();
+    // The process-wide subscriber: a thread-local one misses events when another test thread
+    // registers a callsite first (tracing caches interest per callsite). Other tests' lines
+    // land here too; the checks below look at this invocation's lines.
+    tracing::subscriber::set_global_default(icestream::logging::json_subscriber(move || writer.clone())).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let pipelines = pipeline_file(dir.path());
+    let pipeline = icestream::IngestPipeline::new(config(&dir.path().join("wh"), &[&format!("pipelines={pipelines}")])).await.unwrap();
+    // What lambda_runtime wraps each invocation in.
+    let invocation = tracing::info_span!("Lambda runtime invoke", requestId = "req-42");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    pipeline.handle_json(event().to_string().as_bytes(), deadline).instrument(invocation).await.unwrap();
+
+    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}"))).collect();
+    let span = |line: &Value, name: &str| line["spans"].as_array().and_then(|s| s.iter().find(|s| s["name"] == name).cloned());
+    let ours = |l: &&Value| span(l, "Lambda runtime invoke").is_some_and(|s| s["requestId"] == "req-42");
+    let batch_lines: Vec<&Value> = lines.iter().filter(ours).filter(|l| span(l, "batch").is_some()).collect();
+    assert!(batch_lines.iter().any(|l| l["message"] == "table committed" && l["written"] == 6), "{text}");
+    for line in batch_lines {
+        let batch = span(line, "batch").unwrap();
+        assert_eq!((batch["table"].as_str(), batch["offsets"].as_str()), (Some("bigdata.orders"), Some("orders-0:0-9")), "{line}");
+        assert!(line["level"].is_string() && line["timestamp"].is_string(), "{line}");
+    }
+}
+
+/// Produce `orders` values (V1) with ids `ids` to partition 0 of `topic`.
+fn produce_orders(bootstrap: &str, ids: std::ops::Range<i64>) {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let producer: BaseProducer = icestream_tools::kafka::client_config(bootstrap).create().unwrap();
+    for id in ids {
+        let value = order(id, &format!("order {id}"), None);
+        producer.send(BaseRecord::<(), [u8]>::to("orders").partition(0).payload(&value)).unwrap();
+    }
+    producer.flush(std::time::Duration::from_secs(30)).unwrap();
+}
+
+/// Tansu 0.6.0 (the local broker) cannot remove records: DeleteRecords resets the connection
+/// and its memory storage enforces no `retention.ms`. So the gap here is one the broker still
+/// holds: batches a broken mapping never delivered. The broker tells it apart (lost; dropped by
+/// dedup when the pipeline dedups); the retention cause (below the log start offset) is
+/// classified by the same code, unit-tested in tools/src/broker_gaps.rs.
+#[tokio::test]
+async fn a_gap_the_broker_still_holds_is_reported_lost_and_fails_the_audit() {
+    use icestream_integration::broker::Broker;
+    let broker = Broker::start(&[("orders", 1)]);
+    let bootstrap = broker.bootstrap();
+    produce_orders(&bootstrap, 0..30);
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    let (warehouse, pipelines) = (format!("warehouse={}", wh.display()), format!("pipelines={}", pipeline_file(dir.path())));
+    // The same records as the broker holds, delivered without offsets 10-19.
+    for (name, offsets) in [("a.json", 0..10), ("b.json", 20..30)] {
+        let records: Vec<Value> = offsets
+            .map(|i| json!({"topic": "orders", "partition": 0, "offset": i, "timestamp": now_ms(), "headers": [],
+                            "value": base64::engine::general_purpose::STANDARD.encode(order(i, &format!("order {i}"), None))}))
+            .collect();
+        let event = write_event(dir.path(), name, &json!({"eventSource": "aws:kafka", "records": {"orders-0": records}}));
+        summary_of(&icestream(&["ingest", event.to_str().unwrap(), &warehouse, &pipelines], &[]));
+    }
+    let (code, report) = audit(&[&warehouse, &pipelines]);
+    assert_eq!((code, report["gap_offsets"].as_u64()), (0, Some(10)), "a gap alone fails nothing: {report}");
+    assert!(report["gaps"][0]["cause"].is_null(), "without the broker a gap is unexplained: {report}");
+    let (code, report) = audit(&[&warehouse, &pipelines, &format!("bootstrap={bootstrap}")]);
+    assert_eq!((code, report["verdict"].as_str()), (1, Some("fail")), "{report}");
+    assert_eq!(report["gaps"], json!([{"topic": "orders", "partition": 0, "from": 10, "to": 19, "cause": "lost"}]), "{report}");
+}
