@@ -48,6 +48,13 @@ pub struct KafkaRecordIn {
     pub headers: Vec<(String, Vec<u8>)>,
 }
 
+impl KafkaRecordIn {
+    /// Bytes of key and value.
+    pub fn payload_len(&self) -> usize {
+        self.key.as_ref().map_or(0, Vec::len) + self.value.as_ref().map_or(0, Vec::len)
+    }
+}
+
 /// A parsed event: records by topic-partition, each list in ascending offset order.
 #[derive(Debug, Default, Clone)]
 pub struct ParsedEvent {

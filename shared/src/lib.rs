@@ -29,6 +29,7 @@ pub mod pipeline;
 pub mod recovery;
 pub mod report;
 pub mod schema;
+pub mod storage_calls;
 pub mod tables;
 #[cfg(test)]
 pub(crate) mod testkit;
