@@ -1,7 +1,8 @@
 //! Partitioned Parquet data files through iceberg-rust's writers: the partition splitter
-//! computes partition keys (arrow kernels, one `take` per partition), one rolling data-file
-//! writer per partition takes its rows, and the writers close side by side, so each file's
-//! upload overlaps the others' (one sequential round trip, not one per file). Every file name
+//! computes partition values (arrow kernels) and groups the rows by them (a per-row key, then one
+//! filter per partition), one rolling data-file writer per partition takes its rows, and the
+//! writers close side by side, so each file's upload overlaps the others' (one sequential round
+//! trip, not one per file). Every file name
 //! carries a fresh UUID so retries and concurrent writers never collide.
 
 use std::collections::HashMap;
