@@ -10,6 +10,9 @@ REQS := scripts/requirements.txt
 VENV_STAMP := $(VENV)/.stamp-$(shell cat $(REQS) 2>/dev/null | sha1sum | cut -c1-12)
 BIN := $(CARGO_TARGET_DIR)/debug/icestream
 WAREHOUSE ?= ./warehouse
+# The Lambda zips' Cargo profile: release for `make build` (deploy); `make test` builds them as
+# zip-check (unoptimised, a third of the cold CPU time; see Cargo.toml).
+PROFILE ?= release
 
 .PHONY: help demo test test-rust test-python build-cli bench build infra-check venv clean local kafka-start kafka-stop system-deps fuzz
 
@@ -17,7 +20,7 @@ help:
 	@echo "make demo     generate telemetry, ingest it into Iceberg on the embedded catalog, read it back"
 	@echo "make test     every test: Rust units and integration, local Kafka + cargo lambda watch, the Lambda zips (make build) under qemu, independent readers (PyIceberg, DuckDB), moto (Glue, S3 Tables, SQS), Terraform checks"
 	@echo "make bench    throughput against the bare arrow-rs Parquet floor, peak RSS on a 6 MB event, CDC apply rate, upsert read cost per batch as the table grows, audit time on 10M rows, registry framing against a fixed schema"
-	@echo "make build    Lambda zips (cargo lambda build --release --arm64 --output-format zip)"
+	@echo "make build    Lambda zips (cargo lambda build --release --arm64 --output-format zip); PROFILE=zip-check: unoptimised, for tests"
 	@echo "make fuzz     cargo-fuzz (nightly) on the event parser, the CDC parsers and the three record decoders, FUZZ_SECONDS (60) per target; a crash input lands in fuzz/artifacts/"
 	@echo "make infra-check  terraform fmt, checkov, validate/test and the Terraform/code cross-checks"
 	@echo "make local    Kafka (Tansu) + the ingest function under cargo lambda watch + the event source mapping + a producer; Ctrl-C stops all"
@@ -48,7 +51,7 @@ demo: build-cli
 test: venv system-deps
 	cargo build --workspace --all-targets
 	$(TEST_TOOLS) cargo test --workspace --no-fail-fast
-	$(MAKE) build
+	$(MAKE) build PROFILE=zip-check
 	ICESTREAM_BIN=$(BIN) $(TEST_TOOLS) $(VENV)/bin/pytest -q tests/python
 	ICESTREAM_BIN=$(BIN) scripts/infra-check.sh
 
@@ -69,7 +72,7 @@ bench: system-deps venv
 	cargo bench -p icestream --bench upsert
 
 build: venv system-deps
-	PATH=$(VENV)/bin:$$PATH scripts/build-lambdas.sh
+	PROFILE=$(PROFILE) PATH=$(VENV)/bin:$$PATH scripts/build-lambdas.sh
 
 # Untrusted-input parsers under libFuzzer; targets are fuzz/src/bin/*.rs.
 fuzz:

@@ -1,64 +1,22 @@
-//! `make bench`: decode -> partitioned Parquet throughput per format and size through the
-//! generic pipeline decoders (`RecordDecoder`, what ingest runs) and through the hand-written
-//! reference codec they replaced, next to the bare arrow-rs Parquet write of the same rows (the
-//! floor), on one core; and the peak RSS of `icestream ingest` on a maximal (6 MB) MSK event.
-//! Figures are printed, never asserted.
+//! `make bench`: the whole ingest path from event bytes — MSK event JSON → parse (base64,
+//! headers) → generic decoder (`RecordDecoder`, what ingest runs) → lineage → partition split →
+//! Parquet (zstd) → commit on the embedded catalog — per format and size, on one core, next to
+//! the bare arrow-rs Parquet write of the same rows measured in the same run (the floor); the
+//! catalog and storage round trips of each invocation; and the peak RSS of `icestream ingest`
+//! on a maximal (6 MB) MSK event. Figures are printed, never asserted.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use arrow_array::RecordBatch;
-use icestream::codec::{self, Reading, TelemetryBuilder};
+use icestream::codec::{self, TelemetryBuilder};
 use icestream::config::Source;
-use icestream::decode::RecordDecoder;
-use icestream::pipeline::PipelineSet;
-use icestream::{Config, catalog::Catalogs, tables};
+use icestream::event::parse_event;
+use icestream::generate::{GeneratorOptions, generate};
+use icestream::{Config, IngestPipeline, tables};
 use parquet::arrow::ArrowWriter;
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
 
-fn values(source: Source, n: usize) -> Vec<Vec<u8>> {
-    let mut rng = SmallRng::seed_from_u64(1);
-    let start_ms = 1_767_225_600_000i64;
-    (0..n)
-        .map(|i| {
-            let vehicle = rng.random_range(0..10_000);
-            codec::encode(
-                source,
-                &Reading {
-                    vehicle_id: vehicle,
-                    event_time_us: (start_ms + i as i64 * 3) * 1000,
-                    model: "Model-E".into(),
-                    speed_kmh: rng.random_range(0..180),
-                    soc_pct: rng.random_range(0..=100),
-                    odometer_km: 10_000 + vehicle,
-                    charging: rng.random_bool(0.1),
-                },
-            )
-        })
-        .collect()
-}
-
-/// The generic path: the pipeline's `RecordDecoder` for the shipped schema of `source`, then
-/// lineage columns, as `ingest` assembles them.
-fn decode_generic(source: Source, values: &[Vec<u8>], schema: arrow_schema::SchemaRef) -> RecordBatch {
-    use std::sync::Arc;
-    let config = Config::from_args([format!("source={}", format!("{source:?}").to_lowercase()), "warehouse=/tmp/unused".into()]).unwrap();
-    let set = PipelineSet::telemetry(&config).unwrap();
-    let data_fields: Vec<_> = schema.fields().iter().filter(|f| !f.name().starts_with("kafka_")).cloned().collect();
-    let mut decoder = RecordDecoder::new(&set.pipelines[0].source, Arc::new(arrow_schema::Schema::new(data_fields))).unwrap();
-    for v in values {
-        decoder.append(v).expect("bench values decode");
-    }
-    let mut columns = decoder.finish().unwrap();
-    let n = values.len();
-    columns.push(Arc::new(arrow_array::StringArray::from_iter_values(std::iter::repeat_n("vehicle-telemetry", n))));
-    columns.push(Arc::new(arrow_array::Int32Array::from(vec![0; n])));
-    columns.push(Arc::new(arrow_array::Int64Array::from_iter_values(0..n as i64)));
-    RecordBatch::try_new(schema, columns).expect("batch")
-}
-
-/// The hand-written reference codec the generic decoders replaced.
-fn decode(source: Source, values: &[Vec<u8>], schema: arrow_schema::SchemaRef) -> RecordBatch {
+/// The rows of the event's values, decoded by the hand-written reference codec (for the floor).
+fn rows(source: Source, values: &[&[u8]], schema: arrow_schema::SchemaRef) -> RecordBatch {
     let mut b = TelemetryBuilder::with_capacity(values.len());
     for (i, v) in values.iter().enumerate() {
         codec::decode_into(source, v, &mut b).expect("bench values decode");
@@ -67,14 +25,15 @@ fn decode(source: Source, values: &[Vec<u8>], schema: arrow_schema::SchemaRef) -
     b.finish(schema).expect("batch")
 }
 
-fn floor_write(batch: &RecordBatch, dir: &std::path::Path) -> u64 {
-    let path = dir.join("floor.parquet");
-    let file = std::fs::File::create(&path).unwrap();
+/// The floor: one bare arrow-rs `ArrowWriter` (zstd) of the rows into one file.
+fn floor_write(batch: &RecordBatch, dir: &std::path::Path) -> Duration {
+    let t0 = Instant::now();
+    let file = std::fs::File::create(dir.join("floor.parquet")).unwrap();
     let props = icestream::writer::writer_properties("zstd").unwrap();
     let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
     w.write(batch).unwrap();
     w.close().unwrap();
-    std::fs::metadata(path).unwrap().len()
+    t0.elapsed()
 }
 
 fn main() {
@@ -84,42 +43,52 @@ fn main() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let sizes: Vec<usize> = std::env::var("BENCH_SIZES")
         .map(|s| s.split(',').filter_map(|x| x.parse().ok()).collect())
-        .unwrap_or_else(|_| vec![10_000, 100_000, 1_000_000]);
-    println!("decode -> partitioned Parquet (zstd), one core; floor = bare arrow-rs ArrowWriter of the same rows");
-    println!("{:<6} {:>9} {:>14} {:>14} {:>14} {:>8} {:>7}", "format", "records", "generic r/s", "hand-made r/s", "floor r/s", "ratio", "files");
+        .unwrap_or_else(|_| vec![10_000, 1_000_000]);
+    println!("whole ingest path from event bytes (parse, decode, split, Parquet zstd, commit), one core;");
+    println!("floor = bare arrow-rs ArrowWriter (zstd) of the same rows; ratio = whole time / floor time");
+    println!(
+        "{:<6} {:>9} {:>9} {:>12} {:>8} {:>12} {:>7} {:>6} {:>6} {:>12}",
+        "format", "records", "event MB", "whole r/s", "parse %", "floor r/s", "ratio", "files", "loads", "swaps"
+    );
     for source in [Source::Proto, Source::Avro, Source::Json] {
+        let name = format!("{source:?}").to_lowercase();
         for &n in &sizes {
             let dir = tempfile::tempdir().unwrap();
-            let cfg = Config::from_args([format!("warehouse={}", dir.path().join("wh").display())]).unwrap();
-            let def = tables::vehicle_telemetry("bench", "zstd", cfg.target_file_size_bytes).unwrap();
-            let schema = def.arrow_schema().unwrap();
-            let vals = values(source, n);
-            let (files, ours, hand_made) = rt.block_on(async {
-                let catalogs = Catalogs::connect(&cfg).await.unwrap();
-                let table = catalogs.ensure_table(&def).await.unwrap();
+            let wh = dir.path().join("wh");
+            let g = generate(&GeneratorOptions::from_args([format!("records={n}"), format!("format={name}")]).unwrap()).unwrap();
+            let event = g.event.to_string().into_bytes();
+            drop(g);
+            let (whole, parse, summary, calls) = rt.block_on(async {
+                let config = Config::from_args([format!("warehouse={}", wh.display()), format!("source={name}")]).unwrap();
+                let pipeline = IngestPipeline::new(config).await.unwrap();
+                let before = pipeline.catalogs().calls();
+                let deadline = Instant::now() + Duration::from_secs(3600);
                 let t0 = Instant::now();
-                let batch = decode_generic(source, &vals, schema.clone());
-                let files = icestream::writer::write_data_files(&table, &[batch], "zstd", cfg.target_file_size_bytes).await.unwrap();
-                let ours = t0.elapsed();
-                let t0 = Instant::now();
-                let batch = decode(source, &vals, schema.clone());
-                icestream::writer::write_data_files(&table, &[batch], "zstd", cfg.target_file_size_bytes).await.unwrap();
-                (files.len(), ours, t0.elapsed())
+                let parsed = parse_event(&event).unwrap();
+                let parse = t0.elapsed();
+                let summary = pipeline.handle(parsed, deadline).await.unwrap();
+                (t0.elapsed(), parse, summary, pipeline.catalogs().calls() - before)
             });
-            let batch = decode(source, &vals, schema);
-            let t0 = Instant::now();
-            floor_write(&batch, dir.path());
-            let floor = t0.elapsed();
-            let rate = |d: std::time::Duration| n as f64 / d.as_secs_f64();
+            let parsed = parse_event(&event).unwrap();
+            // The generator's values all decode (no `corrupt=true`).
+            let values: Vec<&[u8]> = parsed.partitions.values().flatten().filter_map(|r| r.value.as_deref()).collect();
+            let cfg = Config::from_args([format!("warehouse={}", wh.display())]).unwrap();
+            let def = tables::vehicle_telemetry("bench", "zstd", cfg.target_file_size_bytes).unwrap();
+            let batch = rows(source, &values, def.arrow_schema().unwrap());
+            let floor = floor_write(&batch, dir.path());
+            let rate = |d: Duration, rows: usize| rows as f64 / d.as_secs_f64();
             println!(
-                "{:<6} {:>9} {:>14.0} {:>14.0} {:>14.0} {:>8.2} {:>7}",
-                format!("{source:?}").to_lowercase(),
+                "{:<6} {:>9} {:>9.1} {:>12.0} {:>8.1} {:>12.0} {:>7.2} {:>6} {:>6} {:>6}",
+                name,
                 n,
-                rate(ours),
-                rate(hand_made),
-                rate(floor),
-                ours.as_secs_f64() / floor.as_secs_f64(),
-                files
+                event.len() as f64 / 1e6,
+                rate(whole, n),
+                100.0 * parse.as_secs_f64() / whole.as_secs_f64(),
+                rate(floor, batch.num_rows()),
+                (whole.as_secs_f64() / n as f64) / (floor.as_secs_f64() / batch.num_rows() as f64),
+                summary.files,
+                calls.loads,
+                calls.swaps,
             );
         }
     }

@@ -13,12 +13,12 @@ use iceberg_catalog_s3tables::{
     S3TABLES_CATALOG_PROP_ENDPOINT_URL, S3TABLES_CATALOG_PROP_TABLE_BUCKET_ARN, S3TablesCatalogBuilder,
 };
 use iceberg_catalog_sql::{SqlBindStyle, SqlCatalogBuilder};
-use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 use iceberg::io::{S3_ENDPOINT, S3_PATH_STYLE_ACCESS, S3_REGION};
 
 use crate::aws::service_endpoint;
 use crate::catalog_calls::{CallCounter, CatalogCalls, CountingCatalog, CountingPointer};
 use crate::commit::{Committer, GluePointer, S3TablesPointer, SqlPointer};
+use crate::storage_calls::CountingStorageFactory;
 use crate::config::{CatalogKind, Config};
 use crate::error::{Error, Result};
 use crate::tables::TableDef;
@@ -41,9 +41,10 @@ pub const S3TABLES_ACTIONS: &[&str] = &["s3tables:GetTable", "s3tables:GetTableM
 /// The AWS-managed table maintenance, reported here and set by maintenance/managed.rs.
 pub const S3TABLES_MAINTENANCE_ACTIONS: &[&str] = &["s3tables:GetTableMaintenanceConfiguration", "s3tables:PutTableMaintenanceConfiguration"];
 
-/// File IO by URI scheme: `file://` locally, `s3://` for Glue and S3 Tables warehouses.
-fn storage_factory() -> Arc<dyn StorageFactory> {
-    Arc::new(OpenDalResolvingStorageFactory::new())
+/// File IO by URI scheme: `file://` locally, `s3://` for Glue and S3 Tables warehouses; every
+/// call counted in `calls`.
+fn storage_factory(calls: &Arc<CallCounter>) -> Arc<dyn StorageFactory> {
+    Arc::new(CountingStorageFactory::new(calls.clone()))
 }
 
 /// S3 file IO settings from the standard AWS configuration: region, endpoint override and
@@ -99,6 +100,8 @@ struct GlueCreate {
 impl Catalogs {
     pub async fn connect(config: &Config) -> Result<Self> {
         let namespace = NamespaceIdent::new(config.namespace.clone());
+        // Every catalog and storage call goes through the counters (see [`Self::calls`]).
+        let calls = Arc::new(CallCounter::default());
         let mut glue = None;
         let mut s3tables = None;
         let committer = match config.catalog {
@@ -112,7 +115,7 @@ impl Catalogs {
                     .uri(uri)
                     .warehouse_location(format!("file://{}", dir.display()))
                     .sql_bind_style(SqlBindStyle::QMark)
-                    .with_storage_factory(storage_factory())
+                    .with_storage_factory(storage_factory(&calls))
                     .load(LOCAL_CATALOG_NAME, HashMap::new())
                     .await?;
                 Committer::new(Arc::new(catalog), Arc::new(pointer))
@@ -125,7 +128,7 @@ impl Catalogs {
                     props.insert(GLUE_CATALOG_PROP_URI.to_string(), endpoint);
                 }
                 let catalog = GlueCatalogBuilder::default()
-                    .with_storage_factory(storage_factory())
+                    .with_storage_factory(storage_factory(&calls))
                     .load("glue", props)
                     .await?;
                 let client = aws_sdk_glue::Client::new(&sdk);
@@ -133,7 +136,7 @@ impl Catalogs {
                 glue = Some(GlueCreate {
                     client: client.clone(),
                     warehouse: config.warehouse.trim_end_matches('/').to_string(),
-                    file_io: FileIOBuilder::new(storage_factory()).with_props(s3_file_io_props(&sdk, config)).build(),
+                    file_io: FileIOBuilder::new(storage_factory(&calls)).with_props(s3_file_io_props(&sdk, config)).build(),
                 });
                 Committer::new(Arc::new(catalog), Arc::new(GluePointer { client }))
             }
@@ -145,7 +148,7 @@ impl Catalogs {
                     props.insert(S3TABLES_CATALOG_PROP_ENDPOINT_URL.to_string(), endpoint);
                 }
                 let catalog = S3TablesCatalogBuilder::default()
-                    .with_storage_factory(storage_factory())
+                    .with_storage_factory(storage_factory(&calls))
                     .load("s3tables", props)
                     .await?;
                 let client = aws_sdk_s3tables::Client::new(&sdk);
@@ -163,8 +166,6 @@ impl Catalogs {
                 )
             }
         };
-        // Every catalog call goes through the counters (see [`Self::calls`]).
-        let calls = Arc::new(CallCounter::default());
         let committer = Committer::new(
             Arc::new(CountingCatalog { inner: committer.catalog().clone(), counter: calls.clone() }),
             Arc::new(CountingPointer { inner: committer.pointer().clone(), counter: calls.clone() }),
@@ -215,9 +216,14 @@ impl Catalogs {
         self.committer.catalog()
     }
 
-    /// Catalog calls made through these catalogs so far.
+    /// Catalog and storage calls made through these catalogs so far.
     pub fn calls(&self) -> CatalogCalls {
         self.calls.snapshot()
+    }
+
+    /// The counters themselves, for calls made outside the catalogs (the commit queue).
+    pub fn call_counter(&self) -> &CallCounter {
+        &self.calls
     }
 
     pub fn ident(&self, table: &str) -> TableIdent {

@@ -4,10 +4,13 @@
 //! A malformed event (not JSON, no `records`) is an [`Error::Event`]; a malformed record (bad
 //! base64) is not: it travels on with the problem attached and becomes a dead-letter row.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 
 use crate::error::{Error, Result};
 
@@ -45,6 +48,13 @@ pub struct KafkaRecordIn {
     pub headers: Vec<(String, Vec<u8>)>,
 }
 
+impl KafkaRecordIn {
+    /// Bytes of key and value.
+    pub fn payload_len(&self) -> usize {
+        self.key.as_ref().map_or(0, Vec::len) + self.value.as_ref().map_or(0, Vec::len)
+    }
+}
+
 /// A parsed event: records by topic-partition, each list in ascending offset order.
 #[derive(Debug, Default, Clone)]
 pub struct ParsedEvent {
@@ -58,54 +68,42 @@ impl ParsedEvent {
     }
 }
 
-/// The MSK / self-managed Kafka event as the mapping sends it. Our own types rather than
-/// `aws_lambda_events`' `KafkaEvent`, whose timestamp deserializer goes through `f64` seconds and
-/// truncates (a millisecond lost) and `assert!`s on a fractional timestamp (a panic on input):
-/// timestamps here are integer milliseconds (fuzz/findings/msk_event-timestamp-truncated.json).
-#[derive(Debug, Clone, serde::Deserialize)]
+/// The MSK / self-managed Kafka event as the mapping sends it, read in one pass: each record is
+/// decoded (base64 key and value, headers) straight from the borrowed JSON text into a
+/// [`KafkaRecordIn`] under its topic-partition, with no copy of the text and no second parse.
+/// Our own types rather than `aws_lambda_events`' `KafkaEvent`, whose timestamp deserializer goes
+/// through `f64` seconds and truncates (a millisecond lost) and `assert!`s on a fractional
+/// timestamp (a panic on input): timestamps here are integer milliseconds
+/// (fuzz/findings/msk_event-timestamp-truncated.json).
+#[derive(Debug, Default, Clone, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct KafkaEvent {
     pub event_source: Option<String>,
     pub event_source_arn: Option<String>,
     pub bootstrap_servers: Option<String>,
-    pub records: BTreeMap<String, Vec<KafkaRecord>>,
+    /// `None`: the event has no `records` field (or it is `null`).
+    pub records: Option<Records>,
 }
 
-/// One record of a [`KafkaEvent`]: base64 key and value, signed-byte header values.
-#[derive(Debug, Clone, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct KafkaRecord {
-    pub topic: Option<String>,
-    pub partition: i64,
-    pub offset: i64,
-    /// Epoch milliseconds.
-    pub timestamp: i64,
-    pub timestamp_type: Option<String>,
-    pub key: Option<String>,
-    pub value: Option<String>,
-    #[serde(default)]
-    pub headers: Vec<BTreeMap<String, Vec<i8>>>,
-}
+/// The event's `records`: its topic-partition groups, flattened into lists in arrival order.
+#[derive(Debug, Default, Clone)]
+pub struct Records(pub BTreeMap<TopicPartition, Vec<KafkaRecordIn>>);
 
-/// Parse the raw event JSON straight into [`KafkaEvent`] (no intermediate JSON tree: a 6 MB
-/// event must fit a 128 MB function).
+/// Parse the raw event JSON (one pass, borrowed: a 6 MB event must fit a 128 MB function).
 pub fn parse_event(json: &[u8]) -> Result<ParsedEvent> {
-    /// Tells a missing `records` field from an empty one without building anything.
-    #[derive(serde::Deserialize)]
-    struct Probe {
-        records: Option<serde::de::IgnoredAny>,
-    }
-    let probe: Probe = serde_json::from_slice(json).map_err(|e| Error::Event(format!("event is not JSON: {e}")))?;
-    if probe.records.is_none() {
-        return Err(Error::Event("event has no `records` field".into()));
-    }
-    let event: KafkaEvent = serde_json::from_slice(json)
-        .map_err(|e| Error::Event(format!("event is not a Kafka event: {e}")))?;
+    let event: KafkaEvent = serde_json::from_slice(json).map_err(|e| match e.classify() {
+        serde_json::error::Category::Data => Error::Event(format!("event is not a Kafka event: {e}")),
+        _ => Error::Event(format!("event is not JSON: {e}")),
+    })?;
     from_kafka_event(event)
 }
 
-/// Flatten an already-deserialized `KafkaEvent` (what the Lambda runtime hands us).
+/// Check an already-deserialized [`KafkaEvent`] (what the Lambda runtime hands us) and put each
+/// topic-partition's records in offset order.
 pub fn from_kafka_event(event: KafkaEvent) -> Result<ParsedEvent> {
+    let Some(Records(mut partitions)) = event.records else {
+        return Err(Error::Event("event has no `records` field".into()));
+    };
     if let Some(source) = &event.event_source
         && !EVENT_SOURCES.contains(&source.as_str())
     {
@@ -114,73 +112,216 @@ pub fn from_kafka_event(event: KafkaEvent) -> Result<ParsedEvent> {
             EVENT_SOURCES.join(", ")
         )));
     }
-    let mut parsed = ParsedEvent { event_source: event.event_source, ..Default::default() };
-    for (group_key, records) in event.records {
-        for record in records {
-            let tp = topic_partition(&group_key, &record)?;
-            parsed.partitions.entry(tp).or_default().push(record_in(record));
-        }
-    }
-    for records in parsed.partitions.values_mut() {
+    for records in partitions.values_mut() {
+        // Stable, and near-linear on the (usual) already sorted list.
         records.sort_by_key(|r| r.offset);
         // A re-cut batch never repeats an offset within one event; if one does, keep one copy.
         records.dedup_by_key(|r| r.offset);
     }
-    Ok(parsed)
+    Ok(ParsedEvent { event_source: event.event_source, partitions })
+}
+
+/// How [`RawRecord::into_record`] says a field was not base64 (and [`record_json`] tells raw fields).
+const NOT_BASE64: &str = "is not base64";
+
+/// One record as it stands in the event JSON, its strings borrowed from the JSON text.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawRecord<'a> {
+    #[serde(borrow)]
+    topic: Option<Text<'a>>,
+    partition: i64,
+    offset: i64,
+    /// Epoch milliseconds.
+    timestamp: i64,
+    #[serde(borrow)]
+    key: Option<Text<'a>>,
+    #[serde(borrow)]
+    value: Option<Text<'a>>,
+    #[serde(default)]
+    headers: Headers,
+}
+
+impl RawRecord<'_> {
+    fn into_record(self) -> KafkaRecordIn {
+        // A key or value that is not base64 is kept as the raw text sent, for the record's
+        // dead-letter row (a bad key must not silently become no key).
+        let mut problems = Vec::new();
+        let mut decode = |text: Option<Text>, what: &str| {
+            let text = text?.0;
+            Some(match base64_decode(&text) {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    problems.push(format!("{what} {NOT_BASE64}: {e}"));
+                    text.into_owned().into_bytes()
+                }
+            })
+        };
+        let key = decode(self.key, "key");
+        let value = decode(self.value, "value");
+        let value_error = (!problems.is_empty()).then(|| problems.join("; "));
+        KafkaRecordIn { offset: self.offset, timestamp_ms: self.timestamp, key, value, value_error, headers: self.headers.0 }
+    }
+}
+
+/// Standard base64 with padding: SIMD first; whatever it refuses goes to the `base64` crate,
+/// which accepts what it always did and names the offending symbol.
+fn base64_decode(text: &str) -> std::result::Result<Vec<u8>, base64::DecodeError> {
+    match base64_simd::STANDARD.decode_to_vec(text) {
+        Ok(bytes) => Ok(bytes),
+        Err(_) => STANDARD.decode(text),
+    }
+}
+
+/// A JSON string, borrowed from the event text unless it had escapes.
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Text<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> std::result::Result<Text<'de>, E> {
+                Ok(Text(Cow::Borrowed(s)))
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> std::result::Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(s.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, s: String) -> std::result::Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(s)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// A record's headers: a list of `{name: [signed bytes]}` objects, read as (name, bytes) pairs
+/// in order (a name may repeat, as Kafka allows).
+#[derive(Default)]
+struct Headers(Vec<(String, Vec<u8>)>);
+
+impl<'de> serde::Deserialize<'de> for Headers {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct List;
+        impl<'de> Visitor<'de> for List {
+            type Value = Headers;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of header objects")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Headers, A::Error> {
+                let mut out = Vec::new();
+                while seq.next_element_seed(Object(&mut out))?.is_some() {}
+                Ok(Headers(out))
+            }
+        }
+        /// One `{name: [signed bytes], ..}` object, appended to the list.
+        struct Object<'o>(&'o mut Vec<(String, Vec<u8>)>);
+        impl<'de> DeserializeSeed<'de> for Object<'_> {
+            type Value = ();
+            fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+                d.deserialize_map(self)
+            }
+        }
+        impl<'de> Visitor<'de> for Object<'_> {
+            type Value = ();
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a header object {name: [signed bytes]}")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
+                while let Some(name) = map.next_key::<String>()? {
+                    let signed: Vec<i8> = map.next_value()?;
+                    self.0.push((name, signed.into_iter().map(|b| b as u8).collect()));
+                }
+                Ok(())
+            }
+        }
+        d.deserialize_seq(List)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Records {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Groups;
+        impl<'de> Visitor<'de> for Groups {
+            type Value = Records;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object of topic-partition record lists")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Records, A::Error> {
+                let mut out = BTreeMap::new();
+                while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
+                    map.next_value_seed(Group { key: &key, out: &mut out })?;
+                }
+                Ok(Records(out))
+            }
+        }
+        d.deserialize_map(Groups)
+    }
+}
+
+/// One group of `records` (`"topic-partition": [..]`), each record filed under its own
+/// topic-partition.
+struct Group<'g> {
+    key: &'g str,
+    out: &'g mut BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
+}
+
+impl<'de> DeserializeSeed<'de> for Group<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Group<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a list of Kafka records")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
+        // A group's records share one topic-partition in practice: collect a run of them and
+        // file it once, rather than looking the map up (and allocating a topic) per record.
+        let mut run: Option<(TopicPartition, Vec<KafkaRecordIn>)> = None;
+        while let Some(raw) = seq.next_element::<RawRecord<'de>>()? {
+            let (topic, partition) = topic_partition(self.key, &raw).map_err(de::Error::custom)?;
+            if !matches!(&run, Some((tp, _)) if tp.partition == partition && tp.topic == topic) {
+                let tp = TopicPartition { topic: topic.to_owned(), partition };
+                if let Some((done, records)) = run.replace((tp, Vec::new())) {
+                    self.out.entry(done).or_default().extend(records);
+                }
+            }
+            if let Some((_, records)) = &mut run {
+                records.push(raw.into_record());
+            }
+        }
+        if let Some((done, records)) = run {
+            self.out.entry(done).or_default().extend(records);
+        }
+        Ok(())
+    }
 }
 
 /// Topic from the record's own field; else from the group key `topic-partition`, split at the
 /// last `-` because topic names may contain dashes.
-fn topic_partition(group_key: &str, record: &KafkaRecord) -> Result<TopicPartition> {
-    let partition = i32::try_from(record.partition)
-        .map_err(|_| Error::Event(format!("partition {} out of range", record.partition)))?;
-    let topic = match &record.topic {
-        Some(t) if !t.is_empty() => t.clone(),
+fn topic_partition<'r>(group_key: &'r str, record: &'r RawRecord) -> std::result::Result<(&'r str, i32), String> {
+    let partition =
+        i32::try_from(record.partition).map_err(|_| format!("partition {} out of range", record.partition))?;
+    let topic = match record.topic.as_ref().map(|t| t.0.as_ref()) {
+        Some(t) if !t.is_empty() => t,
         _ => match group_key.rsplit_once('-') {
-            Some((topic, _)) if !topic.is_empty() => topic.to_string(),
+            Some((topic, _)) if !topic.is_empty() => topic,
             _ => {
-                return Err(Error::Event(format!(
+                return Err(format!(
                     "record at offset {} has no topic and its group key {group_key:?} is not topic-partition",
                     record.offset
-                )));
+                ));
             }
         },
     };
-    Ok(TopicPartition { topic, partition })
-}
-
-/// How [`record_in`] says a field was not base64 (and [`record_json`] tells raw fields).
-const NOT_BASE64: &str = "is not base64";
-
-fn record_in(record: KafkaRecord) -> KafkaRecordIn {
-    // A key or value that is not base64 is kept as the raw text sent, for the record's
-    // dead-letter row (a bad key must not silently become no key).
-    let mut problems = Vec::new();
-    let mut decode = |text: Option<String>, what: &str| match text.as_deref().map(|t| STANDARD.decode(t)) {
-        Some(Err(e)) => {
-            problems.push(format!("{what} {NOT_BASE64}: {e}"));
-            text.map(String::into_bytes)
-        }
-        Some(Ok(bytes)) => Some(bytes),
-        None => None,
-    };
-    let key = decode(record.key, "key");
-    let value = decode(record.value, "value");
-    let value_error = (!problems.is_empty()).then(|| problems.join("; "));
-    let headers = record
-        .headers
-        .into_iter()
-        .flat_map(|h| h.into_iter())
-        .map(|(name, bytes)| (name, bytes.into_iter().map(|b| b as u8).collect()))
-        .collect();
-    KafkaRecordIn {
-        offset: record.offset,
-        timestamp_ms: record.timestamp,
-        key,
-        value,
-        value_error,
-        headers,
-    }
+    Ok((topic, partition))
 }
 
 /// One record as the MSK mapping renders it: base64 key and value, signed-byte headers.
@@ -311,6 +452,75 @@ mod tests {
         assert!(e.contains("aws:sqs"), "{e}");
         let e = parse_event(br#"{"records":{"t-0":[{"partition":0}]}}"#).unwrap_err().to_string();
         assert!(e.contains("not a Kafka event"), "{e}");
+    }
+
+    #[test]
+    fn one_pass_reads_escaped_text_repeated_headers_and_mixed_groups() {
+        // `\/` is a legal JSON escape inside base64 ("/w==" = [255]); the escaped string cannot be
+        // borrowed and must decode the same. A group holding two topic-partitions files each under
+        // its own, merged with the other group of the same topic-partition.
+        let json = br#"{"records":{"t-0":[
+            {"partition":0,"offset":2,"timestamp":5,"value":"\/w==","headers":[{"a":[1]},{"a":[2],"b":[-128]}]},
+            {"topic":"u","partition":7,"offset":9,"timestamp":5,"value":"AQ==","headers":[]},
+            {"partition":0,"offset":1,"timestamp":5,"value":"AQ==","headers":[]}],
+          "u-7":[{"partition":7,"offset":3,"timestamp":5,"value":null,"headers":[]}]}}"#;
+        let parsed = parse_event(json).unwrap();
+        let t0 = &parsed.partitions[&TopicPartition { topic: "t".into(), partition: 0 }];
+        assert_eq!(t0.iter().map(|r| r.offset).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(t0[1].value.as_deref(), Some(&[255u8][..]));
+        let headers = [("a".to_string(), vec![1]), ("a".to_string(), vec![2]), ("b".to_string(), vec![128])];
+        assert_eq!(t0[1].headers, headers);
+        let u7 = &parsed.partitions[&TopicPartition { topic: "u".into(), partition: 7 }];
+        assert_eq!(u7.iter().map(|r| r.offset).collect::<Vec<_>>(), [3, 9]);
+        let again = parse_event(event_json("aws:kafka", "arn", "b", &parsed.partitions).to_string().as_bytes()).unwrap();
+        assert_eq!(again.partitions, parsed.partitions);
+    }
+
+    #[test]
+    fn text_is_borrowed_from_the_event_unless_escaped() {
+        let Text(plain) = serde_json::from_slice(br#""AQID""#).unwrap();
+        assert!(matches!(plain, Cow::Borrowed("AQID")), "{plain:?}");
+        let Text(escaped) = serde_json::from_slice(br#""\/w==""#).unwrap();
+        assert!(matches!(escaped, Cow::Owned(ref s) if s == "/w=="), "{escaped:?}");
+    }
+
+    #[test]
+    fn truncated_or_mistyped_events_say_which() {
+        let e = parse_event(br#"{"records":{"t-0":[{"partition":0,"#).unwrap_err().to_string();
+        assert!(e.contains("not JSON"), "{e}");
+        let e = parse_event(br#"{"records":{"t-0":[{"partition":0,"offset":1,"timestamp":0,"headers":[{"h":[300]}]}]}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a Kafka event"), "{e}");
+        let e = parse_event(br#"{"records":{"t-0":[{"partition":4294967296,"offset":1,"timestamp":0}]}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("partition 4294967296 out of range"), "{e}");
+        let e = parse_event(br#"{"records":{"nodash":[{"partition":0,"offset":1,"timestamp":0}]}}"#).unwrap_err().to_string();
+        assert!(e.contains("no topic"), "{e}");
+    }
+
+    #[test]
+    fn bad_base64_names_the_symbol() {
+        let json = br#"{"records":{"t-0":[{"partition":0,"offset":1,"timestamp":0,"value":"AQ!D"}]}}"#;
+        let parsed = parse_event(json).unwrap();
+        let r = &parsed.partitions[&TopicPartition { topic: "t".into(), partition: 0 }][0];
+        assert!(r.value_error.as_deref().unwrap().contains("value is not base64: Invalid symbol 33"), "{r:?}");
+    }
+
+    proptest::proptest! {
+        /// The SIMD decoder takes what the `base64` crate takes, to the same bytes; whatever it
+        /// takes renders back (canonically) to the same bytes.
+        #[test]
+        fn base64_decoding_agrees_with_the_base64_crate(text in "[A-Za-z0-9+/=]{0,40}", bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..64)) {
+            if let Ok(expected) = STANDARD.decode(&text) {
+                proptest::prop_assert_eq!(base64_decode(&text).unwrap(), expected);
+            }
+            if let Ok(got) = base64_decode(&text) {
+                proptest::prop_assert_eq!(base64_decode(&STANDARD.encode(&got)).unwrap(), got);
+            }
+            proptest::prop_assert_eq!(base64_decode(&STANDARD.encode(&bytes)).unwrap(), bytes);
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@ use crate::commit::Watermarks;
 use crate::config::{Config, Dedup, FailPoint};
 use crate::dead_letter::{DeadLetterBuilder, Reject};
 use crate::decode::RecordDecoder;
+use crate::catalog_calls::CatalogCalls;
 use crate::error::{Error, Result};
 use crate::cdc::upsert::{Lineage, UpsertTables};
 use crate::freshness::{Freshness, RecordTimes};
@@ -78,6 +79,10 @@ pub struct Summary {
     /// Per pipeline table: rows, dead letters and freshness at commit (the per-table EMF lines).
     pub table_metrics: Vec<TableMetrics>,
     pub duration_ms: u64,
+    /// Bytes of the event's record keys and values (the Kafka payload).
+    pub payload_bytes: u64,
+    /// Catalog, storage and queue calls of this invocation, and how many were sequential.
+    pub round_trips: CatalogCalls,
 }
 
 /// One pipeline table's share of an invocation.
@@ -158,7 +163,9 @@ impl IngestPipeline {
     /// before anything is written), then each pipeline's records in turn.
     pub async fn handle(&self, event: ParsedEvent, deadline: Instant) -> Result<Summary> {
         let started = Instant::now();
-        let mut summary = Summary { records: event.record_count(), ..Default::default() };
+        let calls_before = self.catalogs.calls();
+        let payload_bytes = event.partitions.values().flatten().map(|r| r.payload_len() as u64).sum();
+        let mut summary = Summary { records: event.record_count(), payload_bytes, ..Default::default() };
         let mut routed: BTreeMap<usize, BTreeMap<TopicPartition, Vec<KafkaRecordIn>>> = BTreeMap::new();
         for (tp, records) in event.partitions {
             let index = self.set.route(&tp.topic)?;
@@ -181,6 +188,7 @@ impl IngestPipeline {
         let now_ms = chrono::Utc::now().timestamp_millis();
         summary.max_record_age_ms = oldest.map(|t| (now_ms - t).max(0)).unwrap_or(0);
         summary.duration_ms = started.elapsed().as_millis() as u64;
+        summary.round_trips = self.catalogs.calls() - calls_before;
         Ok(summary)
     }
 
@@ -200,10 +208,10 @@ impl IngestPipeline {
         }
         let catalog = self.catalogs.catalog();
         // Watermarks as of now; the commit re-checks them, this only saves decoding replays.
-        // Each table is loaded once per invocation.
-        let data_table = catalog.load_table(&tables.data).await?;
+        // Each table is loaded once per invocation, both at once (one round trip, not two).
+        let (data_table, dead_letter_table) =
+            futures::try_join!(catalog.load_table(&tables.data), catalog.load_table(&tables.dead_letter))?;
         let data_marks = Watermarks::from_properties(data_table.metadata().properties());
-        let dead_letter_table = catalog.load_table(&tables.dead_letter).await?;
         let dead_letter_marks = Watermarks::from_properties(dead_letter_table.metadata().properties());
         let dead_lettered = dead_lettered_offsets(&dead_letter_table, partitions, &data_marks, &dead_letter_marks).await?;
 

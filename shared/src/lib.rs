@@ -35,6 +35,7 @@ pub mod replay;
 pub mod report;
 pub mod schema;
 pub mod status;
+pub mod storage_calls;
 pub mod tables;
 #[cfg(test)]
 pub(crate) mod testkit;

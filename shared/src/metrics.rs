@@ -48,6 +48,14 @@ pub fn emf_line(function: &str, summary: &Summary) -> String {
         ("KeyFilesRead", "Count", summary.key_files_read as f64),
         ("KeyBytesRead", "Bytes", summary.key_bytes_read as f64),
         ("ChangelogWritten", "Count", summary.changelog_written as f64),
+        ("PayloadBytes", "Bytes", summary.payload_bytes as f64),
+        ("Files", "Count", summary.files as f64),
+        ("FilesPerGB", "Count", per_gb(summary.files, summary.payload_bytes)),
+        ("CatalogCalls", "Count", summary.round_trips.catalog() as f64),
+        ("StorageReads", "Count", summary.round_trips.storage_reads as f64),
+        ("StorageWrites", "Count", summary.round_trips.storage_writes as f64),
+        ("QueueSends", "Count", summary.round_trips.queue_sends as f64),
+        ("SequentialRoundTrips", "Count", summary.round_trips.sequential as f64),
     ];
     emf_line_of(function, &metrics)
 }
@@ -77,6 +85,11 @@ pub fn table_emf_lines(function: &str, summary: &Summary) -> Vec<String> {
             line.to_string()
         })
         .collect()
+}
+
+/// `count` per GB (10^9 bytes) of record payload: what the cost model prices files by.
+fn per_gb(count: usize, payload_bytes: u64) -> f64 {
+    if payload_bytes == 0 { 0.0 } else { count as f64 * 1e9 / payload_bytes as f64 }
 }
 
 /// The EMF JSON line for one committer invocation: per batch, summed over its tables.

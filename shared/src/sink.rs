@@ -178,7 +178,10 @@ async fn queued(queue: &CommitQueue, catalogs: &Catalogs, config: &Config, appen
         bytes: appended.bytes,
         oldest_record_ms,
     };
-    let message_id = queue.send(&request).await?;
+    let message_id = {
+        let _call = catalogs.call_counter().queue_send().await;
+        queue.send(&request).await?
+    };
     tracing::debug!(table = %ident, %message_id, rows = appended.rows, "commit request sent");
     Ok(appended)
 }

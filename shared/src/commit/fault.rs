@@ -82,10 +82,10 @@ impl FaultyPointer {
         let table = self.catalog.load_table(ident).await?;
         let mut change = ChangeSet::new(Operation::Append);
         change.properties.insert("test.other-writer".into(), n.to_string());
-        let staged = snapshot::stage(&table, &change).await?;
+        let mut staged = snapshot::stage(&table, &change).await?;
         let current = table.metadata_location_result()?;
         let next = MetadataLocation::from_str(current)?.with_next_version().with_new_metadata(&staged.build.metadata);
-        staged.build.metadata.write_to(table.file_io(), &next).await?;
+        staged.write(table.file_io(), &next).await?;
         match self.inner.swap(ident, current, &next.to_string()).await {
             Ok(()) => Ok(()),
             Err(SwapError::Conflict(reason)) => Err(Error::Invariant(format!("test writer lost a race: {reason}"))),

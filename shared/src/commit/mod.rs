@@ -194,10 +194,10 @@ impl Committer {
     /// One attempt: stage, write metadata, swap. An ambiguous swap is settled by reloading and
     /// looking for our snapshot or metadata file (see [`holds_commit`]).
     async fn try_once(&self, table: &Table, change: &ChangeSet) -> Result<Landed> {
-        let staged = snapshot::stage(table, change).await?;
+        let mut staged = snapshot::stage(table, change).await?;
         let current = table.metadata_location_result()?;
         let next = MetadataLocation::from_str(current)?.with_next_version().with_new_metadata(&staged.build.metadata);
-        staged.build.metadata.write_to(table.file_io(), &next).await?;
+        staged.write(table.file_io(), &next).await?;
         let next = next.to_string();
         let expired: Vec<String> = if snapshot::delete_after_commit(&staged.build.metadata) {
             staged.build.expired_metadata_logs.iter().map(|l| l.metadata_file.clone()).collect()

@@ -12,8 +12,9 @@ use iceberg::spec::{
     SnapshotReference, SnapshotRetention, SnapshotSummaryCollector, Summary, TableMetadata,
     TableMetadataBuildResult,
 };
+use iceberg::io::FileIO;
 use iceberg::table::Table;
-use iceberg::TableUpdate;
+use iceberg::{MetadataLocation, TableUpdate};
 use uuid::Uuid;
 
 use super::ChangeSet;
@@ -25,6 +26,25 @@ pub struct Staged {
     pub build: TableMetadataBuildResult,
     /// Files the attempt wrote (manifests, manifest list): orphans if the swap loses.
     pub written: Vec<String>,
+    /// The manifest list, filled but not yet uploaded: [`Staged::write`] uploads it beside the
+    /// metadata file, which only names it.
+    manifest_list: Option<ManifestListWriter>,
+}
+
+impl Staged {
+    /// Write the manifest list and the new metadata file at once (one round trip, not two):
+    /// neither is visible to readers before the pointer swap.
+    pub async fn write(&mut self, file_io: &FileIO, next: &MetadataLocation) -> Result<()> {
+        let list = self.manifest_list.take();
+        let list = async {
+            match list {
+                Some(writer) => writer.close().await,
+                None => Ok(()),
+            }
+        };
+        futures::try_join!(list, self.build.metadata.write_to(file_io, next))?;
+        Ok(())
+    }
 }
 
 /// Entries per manifest when manifests are rewritten: ~8 MB of Avro for our schemas' stats.
@@ -101,7 +121,7 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
         if !properties.is_empty() {
             builder = TableUpdate::SetProperties { updates: properties }.apply(builder)?;
         }
-        return Ok(Staged { snapshot_id: None, build: builder.build()?, written: vec![] });
+        return Ok(Staged { snapshot_id: None, build: builder.build()?, written: vec![], manifest_list: None });
     }
 
     let snapshot_id = new_snapshot_id(metadata);
@@ -261,7 +281,6 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
     manifests.retain(|m| m.has_added_files() || m.has_existing_files() || m.added_snapshot_id == snapshot_id);
     list_writer.add_manifests(manifests.into_iter())?;
     let next_row_id = list_writer.next_row_id();
-    list_writer.close().await?;
 
     let mut summary_props = change.summary.clone();
     summary_props.extend(collector.build());
@@ -291,7 +310,7 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
     if !properties.is_empty() {
         builder = TableUpdate::SetProperties { updates: properties }.apply(builder)?;
     }
-    Ok(Staged { snapshot_id: Some(snapshot_id), build: builder.build()?, written })
+    Ok(Staged { snapshot_id: Some(snapshot_id), build: builder.build()?, written, manifest_list: Some(list_writer) })
 }
 
 /// The id `TableMetadataBuilder::add_schema` gives `schema`: an equal schema's, or the next.

@@ -224,12 +224,14 @@ mod tests {
         assert_eq!(batches.iter().map(|b| b.count).collect::<Vec<_>>(), [7, 7, 7, 7, 2]);
         let mut seen: BTreeMap<i32, i64> = BTreeMap::new();
         for b in &batches {
-            let event: KafkaEvent = serde_json::from_str(&b.event).unwrap();
-            for (key, list) in &event.records {
-                for r in list {
-                    assert_eq!(key, &format!("{}-{}", r.topic.as_deref().unwrap(), r.partition));
-                    let last = seen.insert(r.partition as i32, r.offset);
-                    assert!(last.is_none_or(|l| l < r.offset));
+            // The raw JSON: group keys and the order records are sent in.
+            let event: serde_json::Value = serde_json::from_str(&b.event).unwrap();
+            for (key, list) in event["records"].as_object().unwrap() {
+                for r in list.as_array().unwrap() {
+                    let (partition, offset) = (r["partition"].as_i64().unwrap() as i32, r["offset"].as_i64().unwrap());
+                    assert_eq!(key, &format!("{}-{partition}", r["topic"].as_str().unwrap()));
+                    let last = seen.insert(partition, offset);
+                    assert!(last.is_none_or(|l| l < offset));
                 }
             }
             for (tp, next) in b.next_offsets() {
