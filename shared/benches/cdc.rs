@@ -48,6 +48,7 @@ async fn run(changes: usize, accounts: i64) {
                 value: Some(c.to_csv().into_bytes()),
                 value_error: None,
                 headers: vec![],
+                value_schema: None,
             });
             *offset += 1;
         }

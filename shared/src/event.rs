@@ -46,6 +46,20 @@ pub struct KafkaRecordIn {
     /// dead letter, and the field that was not base64 holds the raw text as sent.
     pub value_error: Option<String>,
     pub headers: Vec<(String, Vec<u8>)>,
+    /// `valueSchemaMetadata`: set when the event source mapping's own schema-registry support
+    /// validated the value (its `SchemaRegistryConfig`): the writer schema's registry id, and the
+    /// value is the record as JSON (`EventRecordFormat = JSON`) or without its frame (`SOURCE`).
+    pub value_schema: Option<SchemaMetadata>,
+}
+
+/// What the mapping says of a value it validated against a schema registry.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SchemaMetadata {
+    /// `AVRO`, `PROTOBUF` or `JSON`.
+    pub data_format: String,
+    /// The registry's id of the writer schema: a Confluent schema id, or a Glue schema version UUID.
+    pub schema_id: String,
 }
 
 impl KafkaRecordIn {
@@ -140,6 +154,8 @@ struct RawRecord<'a> {
     value: Option<Text<'a>>,
     #[serde(default)]
     headers: Headers,
+    #[serde(default)]
+    value_schema_metadata: Option<SchemaMetadata>,
 }
 
 impl RawRecord<'_> {
@@ -160,7 +176,15 @@ impl RawRecord<'_> {
         let key = decode(self.key, "key");
         let value = decode(self.value, "value");
         let value_error = (!problems.is_empty()).then(|| problems.join("; "));
-        KafkaRecordIn { offset: self.offset, timestamp_ms: self.timestamp, key, value, value_error, headers: self.headers.0 }
+        KafkaRecordIn {
+            offset: self.offset,
+            timestamp_ms: self.timestamp,
+            key,
+            value,
+            value_error,
+            headers: self.headers.0,
+            value_schema: self.value_schema_metadata,
+        }
     }
 }
 
@@ -344,7 +368,7 @@ pub fn record_json(tp: &TopicPartition, r: &KafkaRecordIn) -> serde_json::Value 
         }
     };
     let (key, value) = (render(&r.key, "key"), render(&r.value, "value"));
-    serde_json::json!({
+    let mut record = serde_json::json!({
         "topic": tp.topic,
         "partition": tp.partition,
         "offset": r.offset,
@@ -353,7 +377,11 @@ pub fn record_json(tp: &TopicPartition, r: &KafkaRecordIn) -> serde_json::Value 
         "key": key,
         "value": value,
         "headers": headers,
-    })
+    });
+    if let Some(metadata) = &r.value_schema {
+        record["valueSchemaMetadata"] = serde_json::json!(metadata);
+    }
+    record
 }
 
 /// Build the event JSON the MSK mapping would send for these records (generator, poller, tests).
@@ -392,6 +420,18 @@ mod tests {
         assert_eq!(again.partitions, parsed.partitions);
         let fractional = r#"{"records":{"t-0":[{"partition":0,"offset":1,"timestamp":1700000000000.5,"headers":[]}]}}"#;
         assert!(parse_event(fractional.as_bytes()).unwrap_err().to_string().contains("not a Kafka event"));
+    }
+
+    /// The mapping's own registry support adds `valueSchemaMetadata`: kept, and rendered back.
+    #[test]
+    fn value_schema_metadata_is_read_and_rendered_back() {
+        let text = r#"{"records":{"t-0":[{"topic":"t","partition":0,"offset":3,"timestamp":1,"value":"e30=",
+            "valueSchemaMetadata":{"dataFormat":"AVRO","schemaId":"42"},"headers":[]}]}}"#;
+        let parsed = parse_event(text.as_bytes()).unwrap();
+        let record = &parsed.partitions[&TopicPartition { topic: "t".into(), partition: 0 }][0];
+        assert_eq!(record.value_schema, Some(SchemaMetadata { data_format: "AVRO".into(), schema_id: "42".into() }));
+        let again = parse_event(event_json("aws:kafka", "arn", "b", &parsed.partitions).to_string().as_bytes()).unwrap();
+        assert_eq!(again.partitions, parsed.partitions);
     }
 
     const SAMPLE: &str = r#"{

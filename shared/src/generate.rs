@@ -324,6 +324,7 @@ pub fn generate(opts: &GeneratorOptions) -> Result<Generated> {
             value: Some(generated.value.clone()),
             value_error: None,
             headers: vec![("producer".to_string(), b"icestream-gen".to_vec())],
+            value_schema: None,
         };
         if opts.max_bytes > 0 {
             // Exact size of the record as rendered, plus its comma and a possible new group key.

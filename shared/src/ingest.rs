@@ -466,7 +466,7 @@ pub fn decode_partitions(
                 (Some(v), None) => Ok(v.as_slice()),
                 (None, None) => Err("value is absent (null)".to_string()),
             };
-            let decoded = value.and_then(|v| match plan.read(pipeline, v) {
+            let decoded = value.and_then(|v| match plan.read(pipeline, record, v) {
                 Framed::Reader(reader, payload) => out.decoder.append_as(reader, &payload),
                 Framed::Reject(reason) => {
                     if reason.starts_with("schema:") {

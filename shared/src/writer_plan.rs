@@ -2,6 +2,11 @@
 //! take them all: the pipeline's schema when values are plain, the registry's schema per id
 //! when they are framed. Writer schemas the table cannot take (see `schema::evolve`) are kept
 //! with their reason: their records become dead letters, the others still land.
+//!
+//! A value the event source mapping already validated against a registry (its own
+//! `SchemaRegistryConfig`) comes without a frame, with `valueSchemaMetadata` naming the writer
+//! schema's id: as the record in JSON (`EventRecordFormat = JSON`, read with the writer's fields
+//! as JSON), or as the bare payload (`SOURCE`, read with the writer's own reader).
 
 use std::sync::Arc;
 
@@ -14,8 +19,38 @@ use crate::registry::{MessageIndex, Registry, WriterId};
 use crate::schema::SourceSchema;
 use crate::schema::evolve::evolve;
 
-/// A record's writer, as its frame names it.
-type WriterKey = (WriterId, Option<MessageIndex>);
+/// A record's writer, as its frame or the mapping's metadata names it, and whether the value is
+/// that record as JSON.
+type WriterKey = (WriterId, Option<MessageIndex>, bool);
+
+/// How the value of a record names its writer.
+enum Named<'a> {
+    Key(WriterKey, std::borrow::Cow<'a, [u8]>),
+    Bad(String),
+}
+
+/// Whether a value is a JSON object (the mapping's `EventRecordFormat = JSON`).
+fn is_json_object(value: &[u8]) -> bool {
+    value.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+}
+
+/// The writer a registry pipeline's record names: the mapping's metadata, else the frame.
+fn named<'a>(pipeline: &Pipeline, record: &KafkaRecordIn, value: &'a [u8]) -> Named<'a> {
+    let Some(spec) = &pipeline.registry else { return Named::Bad("no registry".into()) };
+    match &record.value_schema {
+        Some(meta) => match WriterId::parse(&meta.schema_id) {
+            Some(id) => Named::Key((id, None, is_json_object(value)), std::borrow::Cow::Borrowed(value)),
+            None => Named::Bad(format!(
+                "valueSchemaMetadata.schemaId {:?} is neither a Confluent schema id nor a Glue schema version id",
+                meta.schema_id
+            )),
+        },
+        None => match spec.frame(value, pipeline.format) {
+            Ok(frame) => Named::Key((frame.writer, frame.message, false), frame.payload),
+            Err(e) => Named::Bad(format!("registry frame: {e}")),
+        },
+    }
+}
 
 /// The batch's writer schemas and the table schema the rows are decoded into.
 pub struct WriterPlan {
@@ -25,7 +60,8 @@ pub struct WriterPlan {
     /// handful of writers: a list compared by id is cheaper per record than hashing.
     readers: Vec<(WriterKey, std::result::Result<usize, String>)>,
     /// Plain values (no registry): the pipeline's schema is reader 0, or why the table cannot
-    /// take it (a table changed since start by another engine: every record is a dead letter).
+    /// take it (a table changed since start by another engine: every record is a dead letter);
+    /// reader 1 reads the same schema's records as JSON (the mapping validated them).
     plain: std::result::Result<usize, String>,
     /// The table's schema with every accepted writer folded in.
     pub target: Schema,
@@ -65,23 +101,26 @@ impl WriterPlan {
         let (current, last_column_id) = (table.current_schema().as_ref(), table.last_column_id());
         let mut candidates: Vec<(Option<WriterKey>, std::result::Result<Arc<SourceSchema>, String>)> = Vec::new();
         match (registry, &pipeline.registry) {
-            (Some(registry), Some(spec)) => {
+            (Some(registry), Some(_)) => {
                 let mut seen: Vec<WriterKey> = Vec::new();
                 for record in records {
                     let Some(value) = record.value.as_deref() else { continue };
-                    if let Ok(frame) = spec.frame(value, pipeline.format) {
-                        let key = (frame.writer, frame.message);
-                        if !seen.contains(&key) {
-                            seen.push(key);
-                        }
+                    if let Named::Key(key, _) = named(pipeline, record, value)
+                        && !seen.contains(&key)
+                    {
+                        seen.push(key);
                     }
                 }
                 for key in seen {
                     let writer = registry.writer(key.0, key.1.as_ref(), pipeline.format).await?;
+                    let writer = if key.2 { writer.map(|w| Arc::new(w.as_json())) } else { writer };
                     candidates.push((Some(key), writer));
                 }
             }
-            _ => candidates.push((None, Ok(Arc::new(pipeline.source.clone())))),
+            _ => {
+                candidates.push((None, Ok(Arc::new(pipeline.source.clone()))));
+                candidates.push((None, Ok(Arc::new(pipeline.source.as_json()))));
+            }
         }
         let mut plan = WriterPlan { writers: Vec::new(), readers: Vec::new(), plain: Ok(0), target: current.clone(), evolves: false };
         let mut last = last_column_id;
@@ -101,26 +140,30 @@ impl WriterPlan {
             }
             match key {
                 Some(key) => plan.readers.push((key, accepted)),
-                None => plan.plain = accepted,
+                // Reader 0 decides; reader 1 (the same fields as JSON) is then index 1.
+                None if plan.plain.is_ok() => plan.plain = accepted.map(|_| 0),
+                None => {}
             }
         }
         Ok(plan)
     }
 
-    /// How to read `value` of `pipeline`.
-    pub fn read<'a>(&self, pipeline: &Pipeline, value: &'a [u8]) -> Framed<'a> {
-        let Some(spec) = &pipeline.registry else {
+    /// How to read `value`, the value of `record` of `pipeline`.
+    pub fn read<'a>(&self, pipeline: &Pipeline, record: &KafkaRecordIn, value: &'a [u8]) -> Framed<'a> {
+        if pipeline.registry.is_none() {
+            // The mapping validated it and hands it over as JSON: the same schema, read as JSON.
+            let as_json = record.value_schema.is_some() && pipeline.format != crate::schema::Format::Json && is_json_object(value);
             return match &self.plain {
-                Ok(reader) => Framed::Reader(*reader, std::borrow::Cow::Borrowed(value)),
+                Ok(reader) => Framed::Reader(reader + usize::from(as_json), std::borrow::Cow::Borrowed(value)),
                 Err(reason) => Framed::Reject(format!("schema: {reason}")),
             };
-        };
-        match spec.frame(value, pipeline.format) {
-            Err(e) => Framed::Reject(format!("registry frame: {e}")),
-            Ok(frame) => match self.readers.iter().find(|((writer, message), _)| *writer == frame.writer && *message == frame.message) {
-                Some((_, Ok(reader))) => Framed::Reader(*reader, frame.payload),
+        }
+        match named(pipeline, record, value) {
+            Named::Bad(reason) => Framed::Reject(reason),
+            Named::Key(key, payload) => match self.readers.iter().find(|(k, _)| *k == key) {
+                Some((_, Ok(reader))) => Framed::Reader(*reader, payload),
                 Some((_, Err(reason))) => Framed::Reject(format!("schema: {reason}")),
-                None => Framed::Reject(format!("registry frame: {} was not looked up (record not in the plan)", frame.writer)),
+                None => Framed::Reject(format!("registry: {} was not looked up (record not in the plan)", key.0)),
             },
         }
     }

@@ -56,12 +56,15 @@ def place(batch: list[tuple[int, str, int]], next_offset: dict[int, int]) -> Pla
     return out
 
 
-def write_event(path: Path, topic: str, placed: Placed, produce: Callable[[str, int], bytes]) -> Path:
+def write_event(path: Path, topic: str, placed: Placed, produce: Callable[[str, int], bytes],
+                metadata: Callable[[str, int], dict] | None = None) -> Path:
     records: dict[str, list[dict]] = {}
     for partition, offset, version, i in placed:
-        records.setdefault(f"{topic}-{partition}", []).append(
-            {"topic": topic, "partition": partition, "offset": offset, "timestamp": 1714564800000 + offset,
-             "timestampType": "CREATE_TIME", "value": base64.b64encode(produce(version, i)).decode(), "headers": []})
+        record = {"topic": topic, "partition": partition, "offset": offset, "timestamp": 1714564800000 + offset,
+                  "timestampType": "CREATE_TIME", "value": base64.b64encode(produce(version, i)).decode(), "headers": []}
+        if metadata is not None:
+            record["valueSchemaMetadata"] = metadata(version, i)
+        records.setdefault(f"{topic}-{partition}", []).append(record)
     path.write_text(json.dumps({"eventSource": "aws:kafka", "eventSourceArn": "arn:aws:kafka:us-east-1:1:cluster/c/1",
                                 "bootstrapServers": "127.0.0.1:9092", "records": records}))
     return path
@@ -254,3 +257,31 @@ def test_glue_protobuf_frames_name_the_message_by_its_sorted_index(
         got = [((r["kafka_partition"], r["kafka_offset"]), r["note"], r["ship"]) for r in rows]
         want = sorted(((p, o), expected_row(v, i)["note"], expected_row(v, i)["ship"]) for p, o, v, i in placed)
         assert got == want, reader
+
+
+def test_records_the_mapping_validated_arrive_as_json_or_source_with_value_schema_metadata(tmp_path: Path) -> None:
+    """The event source mapping's own registry support: no frame; `valueSchemaMetadata` names the
+    writer schema; the value is the record as JSON (EventRecordFormat JSON) or the bare Avro
+    datum (SOURCE). Both evolve the table like framed records."""
+    registry = ConfluentRegistry().start()
+    try:
+        topic = "shop.orders.esm"
+        ids = {v: registry.register(f"{topic}-value", avro_schema(v)) for v in ("v1", "v2")}
+        pipeline = confluent_pipeline(tmp_path, "avro", topic, registry.url, initial="v1")
+        warehouse = tmp_path / "wh"
+        placed = place(BATCH1, {})
+        as_json = lambda i: i % 2 == 0  # noqa: E731
+        produce = lambda v, i: json.dumps(record(v, i)).encode() if as_json(i) else avro_datum(v, record(v, i))  # noqa: E731
+        meta = lambda v, i: {"dataFormat": "AVRO", "schemaId": str(ids[v])}  # noqa: E731
+        ev = write_event(tmp_path / "e.json", topic, placed, produce, metadata=meta)
+        s = summary(icestream("ingest", str(ev), f"pipelines={pipeline}", f"warehouse={warehouse}"))
+        assert (s["written"], s["dead_letter"], s["schema_changes"]) == (len(placed), 0, 1), s
+        want = sorted(((p, o), expected_row(v, i)) for p, o, v, i in placed)
+        for reader, rows in read_rows(warehouse, "orders"):
+            got = [((r["kafka_partition"], r["kafka_offset"]), {k: r[k] for k in ("id", "name", "qty", "note", "ship")}) for r in rows]
+            assert got == want, f"{reader} rows differ"
+        # An id that is neither a Confluent id nor a Glue version id is a dead letter naming it.
+        bad = write_event(tmp_path / "bad.json", topic, [(0, 100, "v1", 100)], produce, metadata=lambda v, i: {"dataFormat": "AVRO", "schemaId": "x1"})
+        assert summary(icestream("ingest", str(bad), f"pipelines={pipeline}", f"warehouse={warehouse}"))["dead_letter"] == 1
+    finally:
+        registry.stop()

@@ -19,6 +19,15 @@ pub enum WriterId {
     Glue(uuid::Uuid),
 }
 
+impl WriterId {
+    /// An id as the event source mapping writes it in `valueSchemaMetadata.schemaId`: a number
+    /// (Confluent) or a UUID (a Glue schema version).
+    pub fn parse(id: &str) -> Option<WriterId> {
+        let id = id.trim();
+        id.parse::<u32>().ok().map(WriterId::Confluent).or_else(|| uuid::Uuid::parse_str(id).ok().map(WriterId::Glue))
+    }
+}
+
 impl std::fmt::Display for WriterId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -202,6 +202,7 @@ async fn read_dead_letters(table: &Table, filter: &ReplayFilter) -> Result<Vec<(
                 value: bytes(&values),
                 value_error: None,
                 headers: vec![],
+                value_schema: None,
             };
             out.push((TopicPartition { topic: topics.value(i).to_string(), partition: partitions.value(i) }, record));
         }

@@ -160,6 +160,7 @@ mod tests {
             value: Some((0..value_len).map(|i| (i * 7 + offset as usize) as u8).collect()),
             value_error: None,
             headers: vec![("h".into(), vec![0, 127, 128, 255])],
+            value_schema: None,
         }
     }
 

@@ -275,6 +275,7 @@ fn record_of(m: &BorrowedMessage<'_>) -> (TopicPartition, KafkaRecordIn) {
         value: m.payload().map(<[u8]>::to_vec),
         value_error: None,
         headers,
+        value_schema: None,
     };
     (TopicPartition { topic: m.topic().to_string(), partition: m.partition() }, record)
 }
