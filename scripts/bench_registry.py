@@ -8,7 +8,11 @@ registry (the test stand-in) with no schema in the file. Prints records/s of the
 (the summaries' `duration_ms`) per mode, the ratio, and the registry calls per event (cold
 first event, warm after).
 
-Usage: scripts/bench_registry.py [ICESTREAM_BIN] [events=10] [records=10000]
+With `callgrind=true` it counts instructions instead (valgrind; the same for the same binary
+and input whatever else runs): one event and two events per mode, the difference being one warm
+10k-record event, printed per record.
+
+Usage: scripts/bench_registry.py [ICESTREAM_BIN] [events=10] [records=10000] [callgrind=true]
 """
 
 from __future__ import annotations
@@ -48,6 +52,12 @@ def run(binary: str, files: list[str], pipeline: Path, warehouse: Path) -> list[
     return [json.loads(line) for line in out.stdout.strip().splitlines()]
 
 
+def instructions(binary: str, files: list[str], pipeline: Path, warehouse: Path) -> int:
+    out = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", binary, "ingest", *files,
+                          f"pipelines={pipeline}", f"warehouse={warehouse}"], capture_output=True, text=True, check=True)
+    return int([line for line in out.stderr.splitlines() if "Collected" in line][-1].split()[-1])
+
+
 def main() -> None:
     args = dict(a.split("=", 1) for a in sys.argv[1:] if "=" in a)
     binary = next((a for a in sys.argv[1:] if "=" not in a), str(Path.home() / ".cache/icestream-target/release/icestream"))
@@ -61,9 +71,17 @@ def main() -> None:
             head = f'[[pipeline]]\ntable = "orders"\ntopics = ["{TOPIC}"]\nformat = "avro"\n'
             (tmp / "plain.toml").write_text(head + 'schema = "v1.avsc"\n')
             (tmp / "framed.toml").write_text(head + f'registry = "confluent"\nregistry_url = "{registry.url}"\n')
-            plain = run(binary, write_events(tmp, "plain", events, per_event, b""), tmp / "plain.toml", tmp / "wh-plain")
-            framed = run(binary, write_events(tmp, "framed", events, per_event, b"\0" + schema_id.to_bytes(4, "big")),
-                         tmp / "framed.toml", tmp / "wh-framed")
+            plain_files = write_events(tmp, "plain", events, per_event, b"")
+            framed_files = write_events(tmp, "framed", events, per_event, b"\0" + schema_id.to_bytes(4, "big"))
+            if args.get("callgrind") == "true":
+                for mode, files in (("fixed schema", plain_files), ("registry framing", framed_files)):
+                    toml = tmp / ("plain.toml" if files is plain_files else "framed.toml")
+                    one = instructions(binary, files[:1], toml, tmp / f"cg1-{len(mode)}")
+                    two = instructions(binary, files[:2], toml, tmp / f"cg2-{len(mode)}")
+                    print(f"  {mode:<17}: {(two - one) / per_event:>10,.0f} instructions per record (one warm event)")
+                return
+            plain = run(binary, plain_files, tmp / "plain.toml", tmp / "wh-plain")
+            framed = run(binary, framed_files, tmp / "framed.toml", tmp / "wh-framed")
     finally:
         registry.stop()
     # The first event pays table creation and cold caches in both modes: rates are over the rest.
