@@ -16,7 +16,7 @@ use crate::error::Result;
 use crate::event::KafkaRecordIn;
 use crate::pipeline::Pipeline;
 use crate::registry::{MessageIndex, Registry, WriterId};
-use crate::schema::SourceSchema;
+use crate::schema::{Format, SourceSchema};
 use crate::schema::evolve::evolve;
 
 /// A record's writer, as its frame or the mapping's metadata names it, and whether the value is
@@ -119,7 +119,11 @@ impl WriterPlan {
             }
             _ => {
                 candidates.push((None, Ok(Arc::new(pipeline.source.clone()))));
-                candidates.push((None, Ok(Arc::new(pipeline.source.as_json()))));
+                // Reader 1 only for a batch the mapping validated and hands over as JSON.
+                let mut records = records;
+                if pipeline.format != Format::Json && records.any(|r| r.value_schema.is_some()) {
+                    candidates.push((None, Ok(Arc::new(pipeline.source.as_json()))));
+                }
             }
         }
         let mut plan = WriterPlan { writers: Vec::new(), readers: Vec::new(), plain: Ok(0), target: current.clone(), evolves: false };
@@ -152,7 +156,7 @@ impl WriterPlan {
     pub fn read<'a>(&self, pipeline: &Pipeline, record: &KafkaRecordIn, value: &'a [u8]) -> Framed<'a> {
         if pipeline.registry.is_none() {
             // The mapping validated it and hands it over as JSON: the same schema, read as JSON.
-            let as_json = record.value_schema.is_some() && pipeline.format != crate::schema::Format::Json && is_json_object(value);
+            let as_json = record.value_schema.is_some() && pipeline.format != Format::Json && is_json_object(value);
             return match &self.plain {
                 Ok(reader) => Framed::Reader(reader + usize::from(as_json), std::borrow::Cow::Borrowed(value)),
                 Err(reason) => Framed::Reject(format!("schema: {reason}")),

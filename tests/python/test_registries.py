@@ -109,6 +109,29 @@ def confluent_pipeline(tmp: Path, fmt: str, topic: str, url: str, initial: str |
     return pipeline
 
 
+def glue_schema(glue: Any, registry: str, data_format: str, versions: dict[str, str]) -> dict[str, str]:
+    """Register `versions` in order as schema `orders` of Glue registry `registry` (registry and
+    schema created with the first one the registry sees); returns each version's SchemaVersionId."""
+    ids = {}
+    for version, definition in versions.items():
+        if registry not in [r["RegistryName"] for r in glue.list_registries()["Registries"]]:
+            glue.create_registry(RegistryName=registry)
+            out = glue.create_schema(RegistryId={"RegistryName": registry}, SchemaName="orders", DataFormat=data_format,
+                                     Compatibility="NONE", SchemaDefinition=definition)
+        else:
+            out = glue.register_schema_version(SchemaId={"RegistryName": registry, "SchemaName": "orders"}, SchemaDefinition=definition)
+        ids[version] = out["SchemaVersionId"]
+    return ids
+
+
+def glue_pipeline(tmp: Path, registry: str, topic: str, fmt: str) -> Path:
+    """A pipeline file: table `orders` takes `topic` through Glue registry `registry`, no `schema`."""
+    pipeline = tmp / "pipelines.toml"
+    pipeline.write_text(f'namespace = "{NAMESPACE}"\n[[pipeline]]\ntable = "orders"\ntopics = ["{topic}"]\nformat = "{fmt}"\n'
+                        f'registry = "glue"\nregistry_name = "{registry}"\nregistry_schema = "orders"\n')
+    return pipeline
+
+
 @pytest.fixture(scope="module")
 def registry() -> Any:
     r = ConfluentRegistry(auth=AUTH).start()
@@ -202,12 +225,8 @@ def test_glue_registry_frames_plain_and_zlib_with_the_latest_version_as_initial_
     tmp_path: Path, aws_client: Callable[[str], Any], moto_endpoint: str
 ) -> None:
     glue = aws_client("glue")
-    glue.create_registry(RegistryName="shop")
-    versions = {"v1": glue.create_schema(RegistryId={"RegistryName": "shop"}, SchemaName="orders", DataFormat="AVRO",
-                                         Compatibility="NONE", SchemaDefinition=avro_schema("v1"))["SchemaVersionId"]}
-    pipeline = tmp_path / "pipelines.toml"
-    pipeline.write_text(f'namespace = "{NAMESPACE}"\n[[pipeline]]\ntable = "orders"\ntopics = ["shop.orders"]\nformat = "avro"\n'
-                        'registry = "glue"\nregistry_name = "shop"\nregistry_schema = "orders"\n')
+    versions = glue_schema(glue, "shop", "AVRO", {"v1": avro_schema("v1")})
+    pipeline = glue_pipeline(tmp_path, "shop", "shop.orders", "avro")
     env = {**AWS_ENV, "AWS_ENDPOINT_URL": moto_endpoint}
     warehouse = tmp_path / "wh"
     knobs = (f"pipelines={pipeline}", f"warehouse={warehouse}")
@@ -215,9 +234,7 @@ def test_glue_registry_frames_plain_and_zlib_with_the_latest_version_as_initial_
     produce = lambda v, i: glue_frame(versions[v], avro_datum(v, record(v, i)), zlib_compressed=i % 2 == 1)  # noqa: E731
     first = place([r for r in BATCH1 if r[1] == "v1"], next_offset)
     assert summary(icestream("ingest", str(write_event(tmp_path / "e1.json", "shop.orders", first, produce)), *knobs, env=env))["written"] == len(first)
-    for v in ("v2", "v3", "v4"):
-        out = glue.register_schema_version(SchemaId={"RegistryName": "shop", "SchemaName": "orders"}, SchemaDefinition=avro_schema(v))
-        versions[v] = out["SchemaVersionId"]
+    versions.update(glue_schema(glue, "shop", "AVRO", {v: avro_schema(v) for v in ("v2", "v3", "v4")}))
     rest = place([r for r in BATCH1 if r[1] != "v1"] + BATCH2, next_offset)
     bad_frame = (0, next_offset[0], "v1", 99)
     ev = write_event(tmp_path / "e2.json", "shop.orders", rest + [bad_frame],
@@ -235,18 +252,11 @@ def test_glue_protobuf_frames_name_the_message_by_its_sorted_index(
 ) -> None:
     from registry_writers import proto_modules, proto_message, proto_source
 
-    glue = aws_client("glue")
-    glue.create_registry(RegistryName="shop_pb")
-    ids = {"v1": glue.create_schema(RegistryId={"RegistryName": "shop_pb"}, SchemaName="orders", DataFormat="PROTOBUF",
-                                    Compatibility="NONE", SchemaDefinition=proto_source("v1"))["SchemaVersionId"]}
-    ids["v2"] = glue.register_schema_version(SchemaId={"RegistryName": "shop_pb", "SchemaName": "orders"},
-                                             SchemaDefinition=proto_source("v2"))["SchemaVersionId"]
+    ids = glue_schema(aws_client("glue"), "shop_pb", "PROTOBUF", {v: proto_source(v) for v in ("v1", "v2")})
     modules = proto_modules(tmp_path)
     # Messages sorted by full name: shop.vN.Order = 0, shop.vN.Order.Ship = 1.
     produce = lambda v, i: glue_frame(ids[v], b"\x00" + proto_message(modules[v], record(v, i)).SerializeToString())  # noqa: E731
-    pipeline = tmp_path / "pipelines.toml"
-    pipeline.write_text(f'namespace = "{NAMESPACE}"\n[[pipeline]]\ntable = "orders"\ntopics = ["shop.pb"]\nformat = "protobuf"\n'
-                        'registry = "glue"\nregistry_name = "shop_pb"\nregistry_schema = "orders"\n')
+    pipeline = glue_pipeline(tmp_path, "shop_pb", "shop.pb", "protobuf")
     env = {**AWS_ENV, "AWS_ENDPOINT_URL": moto_endpoint}
     warehouse = tmp_path / "wh"
     placed = place([r for r in BATCH1], {})
