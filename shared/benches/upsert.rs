@@ -3,9 +3,12 @@
 //! A Debezium-fed upsert table (key: tenant string + order id long, bucket(16, order_id),
 //! bloom filters on the key) is loaded with N keys (100k, 1M; `ICESTREAM_BENCH_UPSERT_KEYS`
 //! lists others, e.g. 10000000), compacted, then fed 10,000-change batches (updates and deletes
-//! of random existing keys, shuffled over 4 partitions). Per size: changes/s on one core (a
-//! current-thread runtime), and the data files and bytes the guarded apply read per batch.
-//! The read cost should stay flat while the table grows.
+//! shuffled over 4 partitions) of two workloads: `uniform` (updates and deletes of keys drawn
+//! from the whole table) and `recent` (inserts of new keys, updates and deletes of the newest
+//! 50k). Per size: changes/s on one core (a current-thread runtime), and the data files and
+//! bytes the guarded apply read per batch. Files are sorted by key in pages of 256 rows, so a
+//! batch reads the pages of its keys: `recent` stays flat as the table grows; `uniform` grows
+//! until nearly every page of the table holds a touched key, then is bounded by the page reads.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -76,7 +79,7 @@ impl Feed {
     }
 }
 
-async fn run(keys: u64) {
+async fn run(keys: u64, workload: Workload) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("orders.json"), SCHEMA).unwrap();
     std::fs::write(dir.path().join("pipelines.toml"), PIPELINES).unwrap();
@@ -97,9 +100,10 @@ async fn run(keys: u64) {
     let settings = icestream::maintenance::MaintenanceSettings::from(&config);
     icestream::maintenance::compact::compact(catalogs, &catalogs.ident("orders"), &settings, false, deadline()).await.unwrap();
     let load_s = load_started.elapsed().as_secs_f64();
+    let mut next_key = keys;
     let (mut files, mut bytes, mut elapsed) = (0usize, 0u64, 0f64);
     for _ in 0..MEASURED_BATCHES {
-        let changes: Vec<(&str, u64)> = (0..BATCH).map(|_| (if feed.rng.next() % 10 == 0 { "d" } else { "u" }, feed.rng.next() % keys)).collect();
+        let changes: Vec<(&str, u64)> = (0..BATCH).map(|_| workload.change(&mut feed.rng, keys, &mut next_key)).collect();
         let event = feed.event(changes);
         let started = Instant::now();
         let s = pipeline.handle(event, deadline()).await.unwrap();
@@ -109,12 +113,48 @@ async fn run(keys: u64) {
     }
     let n = MEASURED_BATCHES as f64;
     println!(
-        "{keys:>10} {:>12.0} {:>15.1} {:>16.0} {:>10.1}",
+        "{keys:>10} {:>8} {:>12.0} {:>15.1} {:>16.0} {:>10.1}",
+        workload.name(),
         (BATCH * MEASURED_BATCHES) as f64 / elapsed,
         files as f64 / n,
         bytes as f64 / n,
         load_s
     );
+}
+
+/// Which keys a measured batch changes.
+#[derive(Clone, Copy)]
+enum Workload {
+    /// Updates (90%) and deletes of keys drawn from the whole table: the worst case, where
+    /// every batch touches a key in nearly every part of the table.
+    Uniform,
+    /// Inserts of new keys (half) and updates and deletes of the newest keys: rows that change
+    /// while they are young, as in most databases.
+    Recent,
+}
+
+/// The newest keys the `Recent` workload changes.
+const RECENT_KEYS: u64 = 50_000;
+
+impl Workload {
+    fn name(self) -> &'static str {
+        match self {
+            Workload::Uniform => "uniform",
+            Workload::Recent => "recent",
+        }
+    }
+
+    fn change(self, rng: &mut Rng, keys: u64, next_key: &mut u64) -> (&'static str, u64) {
+        let op = if rng.next() % 10 == 0 { "d" } else { "u" };
+        match self {
+            Workload::Uniform => (op, rng.next() % keys),
+            Workload::Recent if rng.next() % 2 == 0 => {
+                *next_key += 1;
+                ("c", *next_key)
+            }
+            Workload::Recent => (op, *next_key - rng.next() % RECENT_KEYS.min(*next_key)),
+        }
+    }
 }
 
 fn main() {
@@ -123,8 +163,10 @@ fn main() {
         .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![100_000, 1_000_000]);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    println!("      keys    changes/s  files read/batch  bytes read/batch  load+compact s");
+    println!("      keys workload    changes/s  files read/batch  bytes read/batch  load+compact s");
     for keys in sizes {
-        runtime.block_on(run(keys));
+        for workload in [Workload::Uniform, Workload::Recent] {
+            runtime.block_on(run(keys, workload));
+        }
     }
 }

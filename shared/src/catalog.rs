@@ -256,6 +256,7 @@ impl Catalogs {
             .schema(def.schema.clone())
             .partition_spec(def.partition_spec.clone())
             .properties(def.properties.clone())
+            .sort_order_opt(def.sort_order.clone())
             .build();
         let created = match &self.glue {
             Some(glue) => glue_create_table(glue, &ident, creation).await,

@@ -42,6 +42,7 @@ pub(crate) mod testkit;
 pub mod window;
 pub mod queued;
 pub mod sink;
+pub mod sort_order;
 pub mod writer;
 pub mod writer_plan;
 

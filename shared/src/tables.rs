@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_schema::SchemaRef as ArrowSchemaRef;
-use iceberg::spec::{MapType, NestedField, PrimitiveType, Schema, Transform, Type, UnboundPartitionSpec};
+use iceberg::spec::{MapType, NestedField, PrimitiveType, Schema, SortOrder, Transform, Type, UnboundPartitionSpec};
 
 use crate::error::Result;
 
@@ -16,6 +16,8 @@ pub struct TableDef {
     pub schema: Schema,
     pub partition_spec: UnboundPartitionSpec,
     pub properties: HashMap<String, String>,
+    /// The order rows are written in (upsert tables: by key); `None`: unsorted.
+    pub sort_order: Option<SortOrder>,
 }
 
 impl TableDef {
@@ -107,6 +109,7 @@ pub fn vehicle_telemetry(name: &str, compression: &str, target_file_size: usize)
         schema,
         partition_spec,
         properties: reference_properties(compression, target_file_size),
+        sort_order: None,
     })
 }
 
@@ -156,6 +159,7 @@ pub fn dead_letter_table(name: &str, compression: &str) -> Result<TableDef> {
         schema,
         partition_spec,
         properties: reference_properties(compression, 32 * 1024 * 1024),
+        sort_order: None,
     })
 }
 
@@ -190,7 +194,7 @@ pub fn accounts_changelog(name: &str, compression: &str, target_file_size: usize
         .with_spec_id(0)
         .add_partition_field(4, "last_updated_day", Transform::Day)?
         .build();
-    Ok(TableDef { name: name.to_string(), schema, partition_spec, properties: reference_properties(compression, target_file_size) })
+    Ok(TableDef { name: name.to_string(), schema, partition_spec, properties: reference_properties(compression, target_file_size), sort_order: None })
 }
 
 /// `accounts_mirror`: one live row per account, the state of its newest applied change. Rows
@@ -218,19 +222,37 @@ pub fn accounts_mirror(name: &str, compression: &str, target_file_size: usize) -
         .build();
     let mut properties = reference_properties(compression, target_file_size);
     add_upsert_properties(&mut properties, &[ACCOUNT_ID]);
-    Ok(TableDef { name: name.to_string(), schema, partition_spec, properties })
+    let sort_order = Some(crate::sort_order::by_key(&schema, &[ACCOUNT_ID.to_string()])?);
+    Ok(TableDef { name: name.to_string(), schema, partition_spec, properties, sort_order })
 }
 
 /// Iceberg's table property that asks for a Parquet bloom filter on one column.
 pub const BLOOM_FILTER_PROPERTY_PREFIX: &str = "write.parquet.bloom-filter-enabled.column.";
 
+/// Iceberg's table property that caps the rows of one Parquet page.
+pub const PAGE_ROW_LIMIT_PROPERTY: &str = "write.parquet.page-row-limit";
+
+/// Iceberg's table property that caps a Parquet column chunk's dictionary (past it, the
+/// column's values are written plain).
+pub const DICTIONARY_SIZE_PROPERTY: &str = "write.parquet.dict-size-bytes";
+
+/// Rows per page in upsert tables: small pages, so a touched key costs one small read of its
+/// key and order columns (and the page index stays a small fraction of the file).
+pub const UPSERT_PAGE_ROWS: usize = 256;
+
+/// Dictionary bytes per column chunk in upsert tables: a key column's dictionary is read with
+/// any page of it, so a column of many distinct keys is written plain instead.
+pub const UPSERT_DICTIONARY_BYTES: usize = 8 * 1024;
+
 /// Properties of a table kept by guarded apply: merge-on-read (readers such as Spark and Trino
-/// told the same thing we do), and bloom filters on the key columns, so a batch reads only the
-/// row groups that may hold its keys.
+/// told the same thing we do), bloom filters on the key columns and small pages, so a batch
+/// reads only the row groups and pages that may hold its keys.
 pub fn add_upsert_properties(properties: &mut HashMap<String, String>, key: &[&str]) {
     for mode in ["write.delete.mode", "write.update.mode", "write.merge.mode"] {
         properties.insert(mode.to_string(), "merge-on-read".to_string());
     }
+    properties.insert(PAGE_ROW_LIMIT_PROPERTY.to_string(), UPSERT_PAGE_ROWS.to_string());
+    properties.insert(DICTIONARY_SIZE_PROPERTY.to_string(), UPSERT_DICTIONARY_BYTES.to_string());
     for column in key {
         properties.insert(format!("{BLOOM_FILTER_PROPERTY_PREFIX}{column}"), "true".to_string());
     }

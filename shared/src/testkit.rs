@@ -22,18 +22,26 @@ pub struct LocalTable {
 
 impl LocalTable {
     pub async fn new() -> Self {
+        Self::with(HashMap::new(), false).await
+    }
+
+    /// Table `t` as an upsert table keyed by `id`: its properties and sort order.
+    pub async fn keyed() -> Self {
+        let mut properties = HashMap::new();
+        crate::tables::add_upsert_properties(&mut properties, &["id"]);
+        Self::with(properties, true).await
+    }
+
+    async fn with(properties: HashMap<String, String>, sorted: bool) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let config = crate::Config::from_args([format!("warehouse={}", dir.path().display())]).unwrap();
         let catalogs = Catalogs::connect(&config).await.unwrap();
-        let def = TableDef {
-            name: "t".into(),
-            schema: Schema::builder()
-                .with_fields(vec![NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into()])
-                .build()
-                .unwrap(),
-            partition_spec: UnboundPartitionSpec::builder().build(),
-            properties: HashMap::new(),
-        };
+        let schema = Schema::builder()
+            .with_fields(vec![NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into()])
+            .build()
+            .unwrap();
+        let sort_order = sorted.then(|| crate::sort_order::by_key(&schema, &["id".into()]).unwrap());
+        let def = TableDef { name: "t".into(), schema, partition_spec: UnboundPartitionSpec::builder().build(), properties, sort_order };
         catalogs.ensure_table(&def).await.unwrap();
         let ident = catalogs.ident("t");
         Self { _dir: dir, catalogs, ident }

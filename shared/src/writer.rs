@@ -22,7 +22,7 @@ use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
 use crate::error::{Error, Result};
-use crate::tables::BLOOM_FILTER_PROPERTY_PREFIX;
+use crate::tables::{BLOOM_FILTER_PROPERTY_PREFIX, DICTIONARY_SIZE_PROPERTY, PAGE_ROW_LIMIT_PROPERTY};
 
 /// Rows handed to the rolling writer at a time (how often it checks the file size).
 const ROLL_CHECK_ROWS: usize = 8192;
@@ -41,19 +41,38 @@ pub fn writer_properties(compression: &str) -> Result<WriterProperties> {
     Ok(WriterProperties::builder().set_compression(codec).build())
 }
 
-/// [`writer_properties`] plus the bloom filters `properties` ask for (upsert tables ask for
-/// their key columns: a batch then reads only the row groups that may hold a touched key).
-fn table_writer_properties(compression: &str, properties: &std::collections::HashMap<String, String>) -> Result<WriterProperties> {
+/// [`writer_properties`] plus what the table's Iceberg properties ask of Parquet files: bloom
+/// filters on columns, a row limit per page and a dictionary size limit (upsert tables ask for
+/// all three, so a batch reads only the row groups and pages that may hold a touched key, and a
+/// key column's dictionary, read with any of its pages, stays small).
+pub(crate) fn table_writer_properties(compression: &str, properties: &std::collections::HashMap<String, String>) -> Result<WriterProperties> {
     let columns: Vec<&str> =
         properties.iter().filter(|(_, v)| v.as_str() == "true").filter_map(|(k, _)| k.strip_prefix(BLOOM_FILTER_PROPERTY_PREFIX)).collect();
-    if columns.is_empty() {
+    let page_rows = positive(properties, PAGE_ROW_LIMIT_PROPERTY)?;
+    let dictionary_bytes = positive(properties, DICTIONARY_SIZE_PROPERTY)?;
+    if columns.is_empty() && page_rows.is_none() && dictionary_bytes.is_none() {
         return writer_properties(compression);
     }
     let mut builder = writer_properties(compression)?.into_builder();
     for column in columns {
         builder = builder.set_column_bloom_filter_enabled(ColumnPath::from(column), true);
     }
+    if let Some(rows) = page_rows {
+        // The writer checks the page's row count once per write batch.
+        builder = builder.set_data_page_row_count_limit(rows).set_write_batch_size(rows.min(1024));
+    }
+    if let Some(bytes) = dictionary_bytes {
+        builder = builder.set_dictionary_page_size_limit(bytes);
+    }
     Ok(builder.build())
+}
+
+/// A table property that must be a whole number above 0, if set.
+fn positive(properties: &std::collections::HashMap<String, String>, key: &str) -> Result<Option<usize>> {
+    properties
+        .get(key)
+        .map(|v| v.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| Error::Config(format!("table property {key} = {v:?} is not allowed: a whole number above 0"))))
+        .transpose()
 }
 
 /// Write `batches` (rows of `table`'s current schema) as data files, split by the table's
@@ -78,6 +97,9 @@ pub async fn write_data_files_as(
 ) -> Result<Vec<DataFile>> {
     let metadata = table.metadata();
     let spec = metadata.default_partition_spec().clone();
+    // Rows go out in the table's sort order (upsert tables: by key); the split keeps it.
+    let in_order = crate::sort_order::sorted(&schema, metadata.default_sort_order(), batches)?;
+    let batches = in_order.as_ref().map_or(batches, std::slice::from_ref);
     let rolling = RollingFileWriterBuilder::new(
         ParquetWriterBuilder::new(table_writer_properties(compression, metadata.properties())?, schema.clone()),
         target_file_size,

@@ -1,8 +1,11 @@
-//! Reading the key and order columns of one data file at a cost that does not grow with the
-//! file: the footer, then each row group's bloom filters on the key columns (written for upsert
-//! tables, `write.parquet.bloom-filter-enabled.column.*`), then only the row groups that may
-//! hold a touched key, by range reads. Files without bloom filters are read whole, as before.
-//! Every byte fetched is counted.
+//! Reading the key and order columns of one data file at a cost bounded by the batch, not the
+//! file: the footer and page index (one suffix read when they fit in it); the row groups whose
+//! key statistics may hold a touched key; of those, the pages whose key bounds may hold one, by
+//! range reads (row groups without a page index: those whose bloom filters on the key columns,
+//! `write.parquet.bloom-filter-enabled.column.*`, may hold one). Upsert tables write their files
+//! sorted by key in small pages (`write.parquet.page-row-limit`), so a touched key falls in one
+//! page of one row group. Files other engines wrote are read the same way, pruning by whatever
+//! statistics they carry. Every byte fetched is counted.
 
 use std::collections::HashSet;
 use std::ops::Range;
@@ -11,20 +14,23 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Date32Type, Int32Type, Int64Type, TimestampMicrosecondType};
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::{ArrayRef, RecordBatch, UInt32Array};
 use arrow_schema::DataType;
 use bytes::Bytes;
 use futures::TryStreamExt;
 use futures::future::BoxFuture;
 use iceberg::arrow::ArrowFileReader;
+use iceberg::io::FileMetadata;
 use iceberg::spec::DataFile;
 use iceberg::table::Table;
 use parquet::arrow::ParquetRecordBatchStreamBuilder;
-use parquet::arrow::arrow_reader::ArrowReaderOptions;
+use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelection};
 use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::bloom_filter::Sbbf;
-use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
 
+use super::keys::KeyCodec;
 use crate::commit::row_delta::{leaf_indices, projection};
 use crate::error::Result;
 
@@ -33,6 +39,15 @@ struct Counting {
     inner: ArrowFileReader,
     size: u64,
     bytes: Arc<AtomicU64>,
+}
+
+impl Counting {
+    /// The file's size from its manifest entry: no request to ask storage for it.
+    async fn open(table: &Table, file: &DataFile, bytes: Arc<AtomicU64>) -> Result<Self> {
+        let input = table.file_io().new_input(file.file_path())?;
+        let size = file.file_size_in_bytes();
+        Ok(Self { size, inner: ArrowFileReader::new(FileMetadata { size }, input.reader().await?), bytes })
+    }
 }
 
 impl AsyncFileReader for Counting {
@@ -69,6 +84,54 @@ fn may_contain(filter: &Sbbf, column: &ArrayRef, i: usize) -> bool {
     }
 }
 
+/// The keys a batch touches, for pruning: their columns (for bloom filters) and their row
+/// encodings in key order (for statistics).
+pub struct TouchedKeys<'a> {
+    pub codec: &'a KeyCodec,
+    /// The key columns of every change, row by row.
+    pub columns: &'a [ArrayRef],
+    sorted: Vec<&'a [u8]>,
+}
+
+impl<'a> TouchedKeys<'a> {
+    /// `keys`: the same keys, encoded by `codec`.
+    pub fn new(codec: &'a KeyCodec, columns: &'a [ArrayRef], keys: impl IntoIterator<Item = &'a [u8]>) -> Self {
+        let mut sorted: Vec<&[u8]> = keys.into_iter().collect();
+        sorted.sort_unstable();
+        Self { codec, columns, sorted }
+    }
+
+    /// Which of some row ranges (row groups, page segments) may hold a touched key, given each
+    /// key column's minimum and maximum per range (null: unknown). A range's per-column
+    /// minimums are, as a tuple, at or below every row of it in key order (and the maximums at
+    /// or above), whether or not the file is sorted; so a range with no touched key between
+    /// them holds none.
+    fn may_hold(&self, mins: &[ArrayRef], maxes: &[ArrayRef]) -> Result<Vec<bool>> {
+        let n = mins.first().map_or(0, |m| m.len());
+        let cast = |arrays: &[ArrayRef]| -> Option<Vec<ArrayRef>> {
+            arrays.iter().zip(self.codec.fields()).map(|(a, f)| arrow_cast::cast(a, f.data_type()).ok()).collect()
+        };
+        // Statistics of a type the key cannot be compared with prune nothing.
+        let (Some(mins), Some(maxes)) = (cast(mins), cast(maxes)) else { return Ok(vec![true; n]) };
+        let (lows, highs) = (self.codec.encode(&mins)?, self.codec.encode(&maxes)?);
+        Ok((0..n)
+            .map(|i| {
+                if mins.iter().chain(&maxes).any(|a| a.is_null(i)) {
+                    return true;
+                }
+                let first = self.sorted.partition_point(|k| *k < lows.row(i).data());
+                self.sorted.get(first).is_some_and(|k| *k <= highs.row(i).data())
+            })
+            .collect())
+    }
+
+    /// Whether row `i` of some touched key could pass all `filters` (one per key column).
+    fn in_filters(&self, filters: &[Option<Sbbf>]) -> bool {
+        let rows = self.columns.first().map_or(0, |c| c.len());
+        (0..rows).any(|i| filters.iter().zip(self.columns).all(|(f, column)| f.as_ref().is_none_or(|f| may_contain(f, column, i))))
+    }
+}
+
 /// What was read from one data file: its live rows of `columns` (in file order, deletes
 /// applied), each row's position, and the bytes fetched.
 pub struct KeyRead {
@@ -77,41 +140,128 @@ pub struct KeyRead {
     pub bytes: u64,
 }
 
-/// The live rows of `columns` in the row groups of `file` whose bloom filters on `key` may
-/// hold one of the `touched` keys (the key columns of every change, row by row).
-pub async fn read_key_rows(
-    table: &Table,
-    file: &DataFile,
-    key: &[&str],
-    columns: &[&str],
-    touched: &[ArrayRef],
-    deleted: &HashSet<i64>,
-) -> Result<KeyRead> {
+/// The row ranges of row group `group` (relative to it) whose pages may hold a touched key, by
+/// the page index of the key columns (`leaves`); `None` when the file has none for them.
+fn pages_to_read(
+    metadata: &ParquetMetaData,
+    converters: &[StatisticsConverter<'_>],
+    leaves: &[usize],
+    group: usize,
+    keys: &TouchedKeys<'_>,
+) -> Result<Option<Vec<Range<usize>>>> {
+    let (Some(column_index), Some(offset_index)) = (metadata.column_index(), metadata.offset_index()) else { return Ok(None) };
+    let rows = metadata.row_group(group).num_rows() as usize;
+    // Each key column's pages start at their own rows: cut the row group into segments that
+    // lie in one page of every key column, bounded by those pages' statistics.
+    let starts: Vec<Vec<usize>> = leaves
+        .iter()
+        .map(|&leaf| offset_index[group].get(leaf).map(|o| o.page_locations().iter().map(|p| p.first_row_index as usize).collect()).unwrap_or_default())
+        .collect();
+    if starts.iter().any(|s: &Vec<usize>| s.first() != Some(&0)) {
+        return Ok(None);
+    }
+    let mut cuts: Vec<usize> = starts.iter().flatten().copied().collect();
+    cuts.sort_unstable();
+    cuts.dedup();
+    let segments: Vec<Range<usize>> = cuts.iter().zip(cuts.iter().skip(1).chain([&rows])).map(|(&a, &b)| a..b).collect();
+    let (mut mins, mut maxes) = (Vec::new(), Vec::new());
+    for (converter, column_starts) in converters.iter().zip(&starts) {
+        let page_of: UInt32Array = segments.iter().map(|s| (column_starts.partition_point(|&p| p <= s.start) - 1) as u32).collect();
+        let page_mins = converter.data_page_mins(column_index, offset_index, [&group])?;
+        let page_maxes = converter.data_page_maxes(column_index, offset_index, [&group])?;
+        mins.push(arrow_select::take::take(&page_mins, &page_of, None)?);
+        maxes.push(arrow_select::take::take(&page_maxes, &page_of, None)?);
+    }
+    let keep = keys.may_hold(&mins, &maxes)?;
+    // Neighbouring segments merge into one range (one read).
+    let mut ranges: Vec<Range<usize>> = Vec::new();
+    for (segment, _) in segments.into_iter().zip(keep).filter(|(_, k)| *k) {
+        match ranges.last_mut() {
+            Some(last) if last.end == segment.start => last.end = segment.end,
+            _ => ranges.push(segment),
+        }
+    }
+    Ok(Some(ranges))
+}
+
+/// The live rows of `columns` in the pages of `file` that may hold one of the touched keys.
+pub async fn read_key_rows(table: &Table, file: &DataFile, keys: &TouchedKeys<'_>, columns: &[&str], deleted: &HashSet<i64>) -> Result<KeyRead> {
     let path = file.file_path();
-    let input = table.file_io().new_input(path)?;
-    let metadata = input.metadata().await?;
     let bytes = Arc::new(AtomicU64::new(0));
-    let reader = Counting { size: metadata.size, inner: ArrowFileReader::new(metadata, input.reader().await?), bytes: bytes.clone() };
-    let mut builder = ParquetRecordBatchStreamBuilder::new(reader).await?;
-    let key_leaves = leaf_indices(table, builder.parquet_schema(), path, key)?;
-    let row_groups = builder.metadata().row_groups().iter().map(|g| g.num_rows()).collect::<Vec<_>>();
+    let mut reader = Counting::open(table, file, bytes.clone()).await?;
+    // Footer and page index in one suffix read when they fit in it (a second read of the
+    // index otherwise).
+    let size = reader.size;
+    let footer = ParquetMetaDataReader::new()
+        .with_prefetch_hint(Some(64 * 1024))
+        .with_page_index_policy(PageIndexPolicy::Optional)
+        .load_and_finish(&mut reader, size)
+        .await?;
+    let footer = Arc::new(footer);
+    let arrow = ArrowReaderMetadata::try_new(footer.clone(), ArrowReaderOptions::new())?;
+    let names: Vec<&str> = keys.codec.names().collect();
+    let leaves = leaf_indices(table, arrow.parquet_schema(), path, &names)?;
+    let converters = leaves
+        .iter()
+        .map(|&leaf| StatisticsConverter::try_new(arrow.parquet_schema().column(leaf).name(), arrow.schema(), arrow.parquet_schema()))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+
+    // Row groups: by statistics from the footer; then those with a page index on the key
+    // columns by their pages, the others by their bloom filters (a row group's filter is read
+    // whole: larger than the few pages a key needs).
+    let groups = footer.row_groups();
+    let mins = converters.iter().map(|c| c.row_group_mins(groups)).collect::<std::result::Result<Vec<_>, _>>()?;
+    let maxes = converters.iter().map(|c| c.row_group_maxes(groups)).collect::<std::result::Result<Vec<_>, _>>()?;
+    let by_statistics = keys.may_hold(&mins, &maxes)?;
+    let indexed = |g: usize| leaves.iter().all(|&l| groups[g].column(l).column_index_offset().is_some());
+    let mut builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, arrow.clone());
     let mut selected = Vec::new();
-    for group in 0..row_groups.len() {
-        let mut filters = Vec::with_capacity(key_leaves.len());
-        for leaf in &key_leaves {
+    for group in (0..groups.len()).filter(|g| by_statistics[*g]) {
+        if indexed(group) {
+            selected.push(group);
+            continue;
+        }
+        let mut filters = Vec::with_capacity(leaves.len());
+        for leaf in &leaves {
             filters.push(builder.get_row_group_column_bloom_filter(group, *leaf).await?);
         }
-        let rows = touched.first().map_or(0, |c| c.len());
-        let hit = (0..rows).any(|i| filters.iter().zip(touched).all(|(f, column)| f.as_ref().is_none_or(|f| may_contain(f, column, i))));
-        if hit {
+        if keys.in_filters(&filters) {
             selected.push(group);
         }
     }
-    // Positions of the selected row groups, in read order.
-    let starts: Vec<i64> = row_groups.iter().scan(0i64, |next, n| Some(std::mem::replace(next, *next + n))).collect();
-    let mut all_positions = selected.iter().flat_map(|&g| starts[g]..starts[g] + row_groups[g]);
+    if selected.is_empty() {
+        return Ok(KeyRead { batches: vec![], positions: vec![], bytes: bytes.load(Ordering::Relaxed) });
+    }
+
+    let mut ranges: Vec<(usize, Vec<Range<usize>>)> = Vec::with_capacity(selected.len());
+    for &group in &selected {
+        let rows = groups[group].num_rows() as usize;
+        let pages = if indexed(group) { pages_to_read(&footer, &converters, &leaves, group, keys)? } else { None };
+        ranges.push((group, pages.unwrap_or_else(|| vec![0..rows])));
+    }
+    ranges.retain(|(_, r)| !r.is_empty());
+    let selected: Vec<usize> = ranges.iter().map(|(g, _)| *g).collect();
+    if selected.is_empty() {
+        return Ok(KeyRead { batches: vec![], positions: vec![], bytes: bytes.load(Ordering::Relaxed) });
+    }
+
+    // The selection counts rows of the selected row groups only, in order.
+    let mut offset = 0;
+    let mut relative = Vec::new();
+    for (group, group_ranges) in &ranges {
+        relative.extend(group_ranges.iter().map(|r| r.start + offset..r.end + offset));
+        offset += groups[*group].num_rows() as usize;
+    }
+    let selection = RowSelection::from_consecutive_ranges(relative.into_iter(), offset);
+    let starts: Vec<i64> = groups.iter().scan(0i64, |next, g| Some(std::mem::replace(next, *next + g.num_rows()))).collect();
+    let mut file_ranges = Vec::new();
+    for (group, group_ranges) in &ranges {
+        file_ranges.extend(group_ranges.iter().map(|r| starts[*group] + r.start as i64..starts[*group] + r.end as i64));
+    }
+    let mut all_positions = file_ranges.into_iter().flatten();
+
     let mask = projection(table, builder.parquet_schema(), path, columns)?;
-    let mut stream = builder.with_projection(mask).with_row_groups(selected.clone()).build()?;
+    let mut stream = builder.with_projection(mask).with_row_groups(selected).with_row_selection(selection).build()?;
     let (mut batches, mut positions) = (Vec::new(), Vec::new());
     while let Some(batch) = stream.try_next().await? {
         let here: Vec<i64> = all_positions.by_ref().take(batch.num_rows()).collect();
@@ -124,49 +274,131 @@ pub async fn read_key_rows(
 
 #[cfg(test)]
 mod tests {
-    use arrow_array::Int64Array;
+    use arrow_array::{Int64Array, StringArray};
+    use arrow_schema::{Field, FieldRef};
     use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat};
     use parquet::arrow::ArrowWriter;
-    use parquet::file::properties::WriterProperties;
+    use parquet::file::properties::{EnabledStatistics, WriterProperties};
     use parquet::schema::types::ColumnPath;
 
     use super::*;
     use crate::testkit::LocalTable;
 
-    #[tokio::test]
-    async fn only_row_groups_whose_bloom_filters_may_hold_a_key_are_read() {
-        let fixture = LocalTable::new().await;
-        let table = fixture.load().await;
-        let rows = 20_000i64;
-        let batch = RecordBatch::try_from_iter([("id", Arc::new(Int64Array::from_iter_values(0..rows)) as ArrayRef)]).unwrap();
-        let props = WriterProperties::builder()
-            .set_max_row_group_row_count(Some(1000))
-            .set_column_bloom_filter_enabled(ColumnPath::from("id"), true)
-            .build();
+    /// `batch` written as one data file of `table` with `props`.
+    async fn data_file(table: &Table, name: &str, batch: &RecordBatch, props: WriterProperties) -> DataFile {
         let mut buffer = Vec::new();
         let mut writer = ArrowWriter::try_new(&mut buffer, batch.schema(), Some(props)).unwrap();
-        writer.write(&batch).unwrap();
+        writer.write(batch).unwrap();
         writer.close().unwrap();
         let size = buffer.len() as u64;
-        let path = format!("{}/data/bloom.parquet", table.metadata().location());
+        let path = format!("{}/data/{name}.parquet", table.metadata().location());
         table.file_io().new_output(&path).unwrap().write(buffer.into()).await.unwrap();
-        let file = DataFileBuilder::default()
+        DataFileBuilder::default()
             .content(DataContentType::Data)
             .file_path(path)
             .file_format(DataFileFormat::Parquet)
             .partition_spec_id(table.metadata().default_partition_spec_id())
-            .record_count(rows as u64)
+            .record_count(batch.num_rows() as u64)
             .file_size_in_bytes(size)
             .build()
-            .unwrap();
+            .unwrap()
+    }
+
+    fn codec(fields: &[(&str, DataType)]) -> KeyCodec {
+        KeyCodec::of_fields(fields.iter().map(|(n, t)| FieldRef::new(Field::new(*n, t.clone(), false))).collect()).unwrap()
+    }
+
+    /// Reads `file` for the keys in `touched` (key columns) and checks that the rows found are
+    /// exactly the touched keys' rows, at their positions.
+    async fn read(table: &Table, file: &DataFile, codec: &KeyCodec, touched: &[ArrayRef], deleted: &HashSet<i64>) -> KeyRead {
+        let encoded = codec.encode(touched).unwrap();
+        let keys: Vec<&[u8]> = (0..encoded.num_rows()).map(|i| encoded.row(i).data()).collect();
+        let names: Vec<&str> = codec.names().collect();
+        read_key_rows(table, file, &TouchedKeys::new(codec, touched, keys), &names, deleted).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn only_row_groups_whose_bloom_filters_may_hold_a_key_are_read() {
+        let fixture = LocalTable::new().await;
+        let table = fixture.load().await;
+        // A permutation: every row group's bounds span nearly all ids, and no page index (as
+        // some engines write): only the bloom filters can tell the row groups apart.
+        let rows = 100_000i64;
+        let ids = Int64Array::from_iter_values((0..rows).map(|i| (i * 7919) % rows));
+        let batch = RecordBatch::try_from_iter([("id", Arc::new(ids.clone()) as ArrayRef)]).unwrap();
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(5000))
+            .set_statistics_enabled(EnabledStatistics::Chunk)
+            .set_column_bloom_filter_enabled(ColumnPath::from("id"), true)
+            .build();
+        let file = data_file(&table, "bloom", &batch, props).await;
         let touched: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![4242, 17_001]))];
-        let deleted = HashSet::from([17_001]);
-        let read = read_key_rows(&table, &file, &["id"], &["id"], &touched, &deleted).await.unwrap();
-        assert!(read.positions.contains(&4242) && !read.positions.contains(&17_001), "deleted positions are left out");
-        let ids: Vec<i64> = read.batches.iter().flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec()).collect();
-        assert_eq!(ids.len(), read.positions.len());
-        assert!(ids.iter().zip(&read.positions).all(|(id, pos)| id == pos), "positions line up with the rows");
-        assert!(read.positions.len() < 5000, "{} rows read: the other row groups were skipped", read.positions.len());
-        assert!(read.bytes < size / 2, "{} of {size} bytes read", read.bytes);
+        let deleted_at = (0..rows).find(|&p| ids.value(p as usize) == 17_001).unwrap();
+        let read = read(&table, &file, &codec(&[("id", DataType::Int64)]), &touched, &HashSet::from([deleted_at])).await;
+        assert!(!read.positions.contains(&deleted_at), "deleted positions are left out");
+        let found: Vec<i64> = read.batches.iter().flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec()).collect();
+        assert_eq!(found.len(), read.positions.len());
+        assert!(found.iter().zip(&read.positions).all(|(id, pos)| *id == ids.value(*pos as usize)), "positions line up with the rows");
+        assert!(found.contains(&4242));
+        assert!(read.positions.len() < 20_000, "{} rows read: the other row groups were skipped", read.positions.len());
+        assert!(read.bytes < file.file_size_in_bytes() / 2, "{} of {} bytes read", read.bytes, file.file_size_in_bytes());
+    }
+
+    #[tokio::test]
+    async fn in_a_key_sorted_file_only_the_pages_that_may_hold_a_key_are_read() {
+        let fixture = LocalTable::new().await;
+        let table = fixture.load().await;
+        let rows = 1_000_000i64;
+        let tenants = StringArray::from_iter_values((0..rows).map(|i| ["acme", "globex"][(i * 2 / rows) as usize]));
+        let ids = Int64Array::from_iter_values((0..rows).map(|i| i % (rows / 2)));
+        let amounts = Int64Array::from_iter_values((0..rows).map(|i| i * 3));
+        let batch = RecordBatch::try_from_iter([
+            ("tenant", Arc::new(tenants) as ArrayRef),
+            ("id", Arc::new(ids) as ArrayRef),
+            ("amount", Arc::new(amounts) as ArrayRef),
+        ])
+        .unwrap();
+        // The properties the writer gives an upsert table.
+        let mut properties = std::collections::HashMap::new();
+        crate::tables::add_upsert_properties(&mut properties, &["tenant", "id"]);
+        let props = crate::writer::table_writer_properties("zstd", &properties).unwrap();
+        let file = data_file(&table, "sorted", &batch, props).await;
+        let codec = codec(&[("tenant", DataType::Utf8), ("id", DataType::Int64)]);
+        // Two keys that exist and one that does not (between the tenants' ranges).
+        let touched: Vec<ArrayRef> =
+            vec![Arc::new(StringArray::from(vec!["acme", "globex", "bogus"])), Arc::new(Int64Array::from(vec![777, 499_999, 5]))];
+        let read = read(&table, &file, &codec, &touched, &HashSet::new()).await;
+        let positions: HashSet<i64> = read.positions.iter().copied().collect();
+        assert!(positions.contains(&777) && positions.contains(&999_999), "both live keys are found");
+        assert!(read.positions.len() <= 4 * 256, "{} rows read: only the keys' pages", read.positions.len());
+        assert!(read.bytes < file.file_size_in_bytes() / 4, "{} of {} bytes read", read.bytes, file.file_size_in_bytes());
+    }
+
+    #[tokio::test]
+    async fn pruning_by_pages_never_misses_a_key_in_an_unsorted_file() {
+        let fixture = LocalTable::new().await;
+        let table = fixture.load().await;
+        let rows = 30_000usize;
+        // Composite keys in a scrambled order, pages of 100 rows.
+        let ids: Vec<i64> = (0..rows as i64).map(|i| (i * 7919) % rows as i64).collect();
+        let tenants: Vec<String> = ids.iter().map(|id| format!("t{}", id % 7)).collect();
+        let batch = RecordBatch::try_from_iter([
+            ("tenant", Arc::new(StringArray::from(tenants.clone())) as ArrayRef),
+            ("id", Arc::new(Int64Array::from(ids.clone())) as ArrayRef),
+        ])
+        .unwrap();
+        let props = WriterProperties::builder().set_data_page_row_count_limit(100).set_write_batch_size(100).set_max_row_group_row_count(Some(7000)).build();
+        let file = data_file(&table, "scrambled", &batch, props).await;
+        let codec = codec(&[("tenant", DataType::Utf8), ("id", DataType::Int64)]);
+        let wanted: Vec<usize> = (0..rows).step_by(997).collect();
+        let touched: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from_iter_values(wanted.iter().map(|&p| tenants[p].clone()))),
+            Arc::new(Int64Array::from_iter_values(wanted.iter().map(|&p| ids[p]))),
+        ];
+        let read = read(&table, &file, &codec, &touched, &HashSet::new()).await;
+        let positions: HashSet<i64> = read.positions.iter().copied().collect();
+        for p in wanted {
+            assert!(positions.contains(&(p as i64)), "row {p} ({}, {}) was missed", tenants[p], ids[p]);
+        }
     }
 }

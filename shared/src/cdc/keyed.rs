@@ -149,7 +149,7 @@ impl Planner for KeyedApply {
         let live = LiveFiles::of(table).await?;
         live.check_supported(table)?;
         let files = candidate_files(table, &live, &self.codec, &touched);
-        let probe = Probe { codec: &self.codec, order: &self.order, keys: &keys, touched: &touched };
+        let probe = Probe::new(&self.codec, &self.order, &keys, &touched);
         let (rows, live_counts, cost) = live_rows_of(table, &live, &files, &probe).await?;
         self.stats.files_read = cost.files;
         self.stats.bytes_read = cost.bytes;

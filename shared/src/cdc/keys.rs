@@ -55,6 +55,11 @@ impl KeyCodec {
         Ok(self.converter.convert_columns(&self.columns(batch, source, table_schema)?)?)
     }
 
+    /// The keys of rows given as key columns (already of the key types).
+    pub fn encode(&self, columns: &[ArrayRef]) -> Result<Rows> {
+        Ok(self.converter.convert_columns(columns)?)
+    }
+
     /// Key columns back from encoded keys (tombstone files are written from these).
     pub fn decode<'a>(&self, keys: impl IntoIterator<Item = &'a [u8]>) -> Result<Vec<ArrayRef>> {
         let parser = self.converter.parser();

@@ -16,7 +16,7 @@ use iceberg::transform::create_transform_function;
 
 use super::keys::{KeyCodec, datum_at};
 use crate::columns::Columns;
-use super::key_reader::read_key_rows;
+use super::key_reader::{TouchedKeys, read_key_rows};
 use crate::commit::row_delta::{LiveFiles, deleted_positions};
 use crate::error::Result;
 
@@ -112,12 +112,11 @@ async fn live_rows_in(
     let deletes = live.deletes_for(file.file_path());
     let delete_bytes: u64 = deletes.iter().map(|d| d.file_size_in_bytes()).sum();
     let deleted = deleted_positions(table, file.file_path(), &deletes).await?;
-    let key: Vec<&str> = probe.codec.names().collect();
-    let mut names = key.clone();
+    let mut names: Vec<&str> = probe.codec.names().collect();
     if !names.contains(&probe.order) {
         names.push(probe.order);
     }
-    let read = read_key_rows(table, file, &key, &names, probe.touched, &deleted).await?;
+    let read = read_key_rows(table, file, &probe.touched, &names, &deleted).await?;
     let schema = table.metadata().current_schema();
     let mut out = Vec::new();
     let mut row = 0;
@@ -137,12 +136,19 @@ async fn live_rows_in(
     Ok((out, live_count, read.bytes + delete_bytes))
 }
 
-/// What a batch looks for: its keys (encoded, and as columns for the bloom filters).
+/// What a batch looks for: its keys (encoded, and as columns and in key order for pruning).
 pub struct Probe<'a> {
     pub codec: &'a KeyCodec,
     pub order: &'a str,
     pub keys: &'a std::collections::HashSet<Vec<u8>>,
-    pub touched: &'a [ArrayRef],
+    pub touched: TouchedKeys<'a>,
+}
+
+impl<'a> Probe<'a> {
+    /// `touched`: the key columns of every change, row by row; `keys`: the same keys, encoded.
+    pub fn new(codec: &'a KeyCodec, order: &'a str, keys: &'a std::collections::HashSet<Vec<u8>>, touched: &'a [ArrayRef]) -> Self {
+        Self { codec, order, keys, touched: TouchedKeys::new(codec, touched, keys.iter().map(Vec::as_slice)) }
+    }
 }
 
 /// The live rows of the touched keys, by key (more than one only if an invariant was broken

@@ -422,12 +422,16 @@ fn build(
                 let changelog = upsert::changelog_schema(&schema, &spec.key, resolved.order_column()).map_err(|e| format!("key `changelog`: {e}"))?;
                 let partition_spec = partition::spec(&spec.partition_by, &changelog).map_err(|e| format!("key `partition_by`: {e}"))?;
                 let name = upsert::changelog_name(&spec.table);
-                resolved.changelog = Some(TableDef { name, schema: changelog, partition_spec, properties: properties.clone() });
+                resolved.changelog = Some(TableDef { name, schema: changelog, partition_spec, properties: properties.clone(), sort_order: None });
             }
             Some(resolved)
         }
     };
-    let def = TableDef { name: spec.table.clone(), schema, partition_spec, properties };
+    let sort_order = match &upsert {
+        Some(_) => Some(crate::sort_order::by_key(&schema, &spec.key).map_err(|e| format!("key `key`: {e}"))?),
+        None => None,
+    };
+    let def = TableDef { name: spec.table.clone(), schema, partition_spec, properties, sort_order };
     let dead_letter = tables::dead_letter_table(&tables::dead_letter_name(&spec.table), &config.compression).map_err(|e| e.to_string())?;
     Ok(Pipeline {
         table: spec.table.clone(),
