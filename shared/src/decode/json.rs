@@ -304,7 +304,7 @@ fn parse_local_timestamp(s: &str) -> Result<i64, DecodeError> {
 
 /// A decimal's unscaled value from its text (`-123.45`): the scale (digits after the point)
 /// must be the column's and the digits must fit its precision; nothing is rounded.
-pub(crate) fn decimal(s: &str, precision: u32, scale: u32) -> Result<i128, DecodeError> {
+fn decimal(s: &str, precision: u32, scale: u32) -> Result<i128, DecodeError> {
     let digits = s.strip_prefix('-').unwrap_or(s);
     let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
     let plain = |part: &str| part.bytes().all(|b| b.is_ascii_digit());

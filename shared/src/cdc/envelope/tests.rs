@@ -134,6 +134,7 @@ fn decimals_in_every_debezium_mode_land_at_the_columns_scale() {
         let u = typed(handling);
         assert_eq!(after(&u, json!({"id": 1, "amount": 123.4}), none()).unwrap()["amount"], "123.40");
         assert_eq!(after(&u, json!({"id": 1, "amount": -7}), none()).unwrap()["amount"], "-7.00");
+        assert_eq!(after(&u, json!({"id": 1, "amount": u64::MAX}), none()).unwrap()["amount"], "18446744073709551615.00");
         let err = after(&u, json!({"id": 1, "amount": 0.125}), none()).unwrap_err();
         assert!(err.contains("field `amount`") && err.contains("not rounded"), "{err}");
     }

@@ -94,9 +94,10 @@ impl Values {
             Value::Number(n) => {
                 // Debezium's `double` mode: the number's shortest exact text (Rust's Display
                 // never uses an exponent), which must fit the column's scale.
-                let text = match (n.as_i64(), n.as_f64()) {
-                    (Some(i), _) => i.to_string(),
-                    (None, Some(f)) => f.to_string(),
+                let text = match (n.as_u64(), n.as_i64(), n.as_f64()) {
+                    (Some(u), _, _) => u.to_string(),
+                    (None, Some(i), _) => i.to_string(),
+                    (None, None, Some(f)) => f.to_string(),
                     _ => n.to_string(),
                 };
                 padded(text, column_scale).map(Some)
