@@ -24,6 +24,7 @@ import json
 import random
 import uuid
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 UTC = dt.timezone.utc
@@ -248,4 +249,125 @@ def events(msgs: list[Message], topic: str, rng: random.Random, replays: bool = 
         if records:
             out.append({"eventSource": "aws:kafka", "eventSourceArn": "arn:aws:kafka:us-east-1:123456789012:cluster/c/1",
                         "bootstrapServers": "127.0.0.1:9092", "records": records})
+    return out
+
+
+# ---------- typed keys and values (Debezium's representations) ----------
+#
+# Debezium's documented encodings (PostgreSQL connector, "Data type mappings"): decimals per
+# `decimal.handling.mode` (precise: org.apache.kafka.connect.data.Decimal, base64 of the
+# unscaled big-endian two's-complement bytes with the `scale` parameter; string: the plain text;
+# double: a JSON number), dates io.debezium.time.Date (days), `time` MicroTime (µs of the day)
+# and `timestamp` MicroTimestamp (µs) with time.precision.mode = adaptive_time_microseconds, or
+# Connect's Time/Timestamp (ms) with `connect`; `timestamptz` ZonedTimestamp (ISO-8601 with an
+# offset), `uuid` io.debezium.data.Uuid (text).
+
+TYPED_SCALES = {"ref": 3, "amount": 2}
+LOCAL_EPOCH = dt.datetime(1970, 1, 1)
+
+
+def typed_row(rng: random.Random, key: tuple, micros: bool) -> dict[str, Any]:
+    """A row of the typed table; times are whole milliseconds when the connector writes
+    Connect's millisecond types (`micros` False)."""
+    unit = 1 if micros else 1000
+    tz = dt.timezone(dt.timedelta(minutes=rng.choice([0, 60, -330, 840])))
+    return {
+        "ref": key[0], "at": key[1],
+        "amount": Decimal(rng.randrange(-10**10 + 1, 10**10)).scaleb(-2),
+        "born": EPOCH + dt.timedelta(days=rng.randrange(-30000, 30000)),
+        "opens": (dt.datetime.min + dt.timedelta(microseconds=rng.randrange(0, 86_400_000_000, unit))).time(),
+        "local": LOCAL_EPOCH + dt.timedelta(microseconds=rng.randrange(-10**16, 10**16, unit)),
+        "seen": (dt.datetime(2026, 11, 30, tzinfo=UTC) + dt.timedelta(microseconds=rng.randrange(-10**15, 10**15))).astimezone(tz),
+        "uid": uuid.UUID(int=rng.getrandbits(128)),
+    }
+
+
+def typed_changes(rng: random.Random, keys: int, changes: int, micros: bool) -> tuple[list[Change], dict[tuple, dict]]:
+    """Snapshot reads, inserts, updates and deletes over keys (decimal `ref`, timestamp `at`);
+    returns the changes and the table after them."""
+    all_keys = [(Decimal(rng.randrange(-10**12 + 1, 10**12)).scaleb(-3),
+                 LOCAL_EPOCH + dt.timedelta(microseconds=rng.randrange(-10**16, 10**16, 1 if micros else 1000)))
+                for _ in range(keys)]
+    rows: dict[tuple, dict] = {}
+    out: list[Change] = []
+    lsn = 5000
+    plan = [("r", k) for k in all_keys[: keys // 2]] + [(None, rng.choice(all_keys)) for _ in range(changes)]
+    for op, key in plan:
+        lsn += rng.randrange(1, 9)
+        op = op or ("c" if key not in rows else rng.choice("uud"))
+        if op == "d":
+            del rows[key]
+            out.append(Change(key, None, lsn, op))
+        else:
+            rows[key] = typed_row(rng, key, micros)
+            out.append(Change(key, dict(rows[key]), lsn, op))
+    return out, rows
+
+
+def _decimal_value(d: Decimal, scale: int, mode: str) -> Any:
+    if mode == "double":
+        return float(d)
+    if mode == "string":
+        return format(d, "f")
+    unscaled = int(d.scaleb(scale))
+    return base64.b64encode(unscaled.to_bytes(unscaled.bit_length() // 8 + 1, "big", signed=True)).decode()
+
+
+def _typed_value(row: dict[str, Any], mode: str, micros: bool) -> dict[str, Any]:
+    unit = dt.timedelta(microseconds=1 if micros else 1000)
+    out: dict[str, Any] = {name: _decimal_value(row[name], scale, mode) for name, scale in TYPED_SCALES.items() if name in row}
+    out["at"] = (row["at"] - LOCAL_EPOCH) // unit
+    if "amount" in row:
+        out["born"] = (row["born"] - EPOCH).days
+        out["opens"] = (dt.datetime.combine(EPOCH, row["opens"]) - dt.datetime.combine(EPOCH, dt.time())) // unit
+        out["local"] = (row["local"] - LOCAL_EPOCH) // unit
+        out["seen"] = row["seen"].isoformat()
+        out["uid"] = str(row["uid"])
+    return out
+
+
+def _typed_schema(mode: str, micros: bool) -> dict[str, Any]:
+    def decimal(name: str, optional: bool) -> dict[str, Any]:
+        if mode == "precise":
+            return {"type": "bytes", "optional": optional, "name": "org.apache.kafka.connect.data.Decimal", "version": 1,
+                    "parameters": {"scale": str(TYPED_SCALES[name]), "connect.decimal.precision": "12"}, "field": name}
+        return {"type": "double" if mode == "double" else "string", "optional": optional, "field": name}
+    time, stamp = ("io.debezium.time.MicroTime", "io.debezium.time.MicroTimestamp") if micros else \
+        ("org.apache.kafka.connect.data.Time", "org.apache.kafka.connect.data.Timestamp")
+    return {"type": "struct", "optional": True, "name": "db.public.prices.Value", "fields": [
+        decimal("ref", False),
+        {"type": "int64", "optional": False, "name": stamp, "version": 1, "field": "at"},
+        decimal("amount", True),
+        {"type": "int32", "optional": True, "name": "io.debezium.time.Date", "version": 1, "field": "born"},
+        {"type": "int64" if micros else "int32", "optional": True, "name": time, "version": 1, "field": "opens"},
+        {"type": "int64", "optional": True, "name": stamp, "version": 1, "field": "local"},
+        {"type": "string", "optional": True, "name": "io.debezium.time.ZonedTimestamp", "version": 1, "field": "seen"},
+        {"type": "string", "optional": True, "name": "io.debezium.data.Uuid", "version": 1, "field": "uid"},
+    ]}
+
+
+def typed_debezium(change: Change, mode: str, micros: bool, with_schema: bool) -> bytes:
+    """One Debezium record of the typed table (a delete's `before` holds the key columns)."""
+    image = _typed_value(change.row if change.row is not None else {"ref": change.key[0], "at": change.key[1]}, mode, micros)
+    payload = {"before": image if change.op == "d" else None, "after": None if change.op == "d" else image,
+               "source": {"connector": "postgresql", "name": "db", "lsn": change.lsn, "snapshot": str(change.op == "r").lower()},
+               "op": change.op, "ts_ms": 1764460800000}
+    if not with_schema:
+        return json.dumps(payload).encode()
+    row = _typed_schema(mode, micros)
+    schema = {"type": "struct", "name": "db.public.prices.Envelope", "optional": False, "fields": [
+        dict(row, field="before"), dict(row, field="after"),
+        {"type": "struct", "field": "source", "fields": []}, {"type": "string", "optional": False, "field": "op"}]}
+    return json.dumps({"schema": schema, "payload": payload}).encode()
+
+
+def typed_messages(changes: list[Change], mode: str, micros: bool, with_schema: bool, rng: random.Random) -> list[Message]:
+    """The typed changes as Kafka records over the partitions, a tombstone after each delete."""
+    out = []
+    for change in changes:
+        key = json.dumps(_typed_value({"ref": change.key[0], "at": change.key[1]}, "string", micros)).encode()
+        partition = rng.randrange(PARTITIONS)
+        out.append(Message(key, typed_debezium(change, mode, micros, with_schema), partition))
+        if change.op == "d":
+            out.append(Message(key, None, partition))
     return out

@@ -3,7 +3,8 @@
 shuffled over 4 partitions, 2% re-sent, stale re-deliveries after deletes, random batch cuts
 and replays) ingested by `icestream ingest`; the table read by PyIceberg and DuckDB equals the
 source table (the oracle), no deleted key comes back, and the changelog holds each distinct
-change once. Dates, timestamps and uuids round-trip exactly.
+change once. Decimals (each of Debezium's decimal modes), dates, times, timestamps (with and
+without zone) and uuids, as keys and values, round-trip exactly.
 """
 
 from __future__ import annotations
@@ -239,3 +240,86 @@ def test_uuid_and_date_keys_with_timestamps_round_trip(tmp_path: Path) -> None:
             got[(only["uid"], only["born"])] = only
         want = {k: {c: row[c] for c in COLUMNS} for k, row in expected.items()}
         assert got == want, name
+
+
+TYPED_COLUMNS = ["ref", "at", "amount", "born", "opens", "local", "seen", "uid"]
+
+
+def typed_schema() -> str:
+    def decimal(precision: int, scale: int, optional: bool) -> dict:
+        return {"type": ["string", "null"] if optional else "string", "format": "decimal", "precision": precision, "scale": scale}
+    props = {
+        "ref": decimal(12, 3, False), "at": {"type": "string", "format": "local-date-time"},
+        "amount": decimal(10, 2, True), "born": {"type": ["string", "null"], "format": "date"},
+        "opens": {"type": ["string", "null"], "format": "time"},
+        "local": {"type": ["string", "null"], "format": "local-date-time"},
+        "seen": {"type": ["string", "null"], "format": "date-time"},
+        "uid": {"type": ["string", "null"], "format": "uuid"},
+    }
+    return json.dumps({"type": "object", "required": ["ref", "at"], "properties": props})
+
+
+@pytest.mark.parametrize("mode,micros,with_schema", [
+    ("precise", True, True), ("precise", False, False), ("string", True, True), ("string", False, False), ("double", False, False),
+])
+def test_debezium_decimal_date_timestamp_and_uuid_keys_and_values_round_trip_exactly(tmp_path: Path, mode: str, micros: bool, with_schema: bool) -> None:
+    """A Debezium JSON topic keyed by a decimal and a timestamp, its values in each of
+    Debezium's decimal modes (precise base64, string, double), time precisions (µs types with
+    the embedded schema, Connect's ms types without it), ZonedTimestamp with offsets and uuid
+    text: PyIceberg and DuckDB read the source table back exactly, decimals as Decimals."""
+    import decimal as dec
+
+    rng = random.Random(21)
+    changes, rows = gen.typed_changes(rng, keys=40, changes=160, micros=micros)
+    msgs = gen.typed_messages(changes, mode, micros, with_schema, rng)
+    (tmp_path / "prices.json").write_text(typed_schema())
+    lines = [f'namespace = "{NAMESPACE}"', "[[pipeline]]", 'table = "prices"', 'topics = ["db.public.prices"]', 'format = "json"',
+             'schema = "prices.json"', 'partition_by = ["bucket(4, ref)"]', 'key = ["ref", "at"]', 'mode = "upsert"',
+             'envelope = "debezium"', 'order_by = "source.lsn"']
+    if mode != "precise":
+        lines.append(f'decimal_handling = "{mode}"')
+    pipelines = tmp_path / "pipelines.toml"
+    pipelines.write_text("\n".join(lines) + "\n")
+    wh = tmp_path / "wh"
+    for i, event in enumerate(gen.events(msgs, "db.public.prices", rng)):
+        path = tmp_path / f"event-{i}.json"
+        path.write_text(json.dumps(event))
+        summary = icestream("ingest", str(path), f"pipelines={pipelines}", f"warehouse={wh}")
+        assert summary["dead_letter"] == 0, summary
+    assert any(c.op == "d" for c in changes) and rows
+    want = {k: {c: r[c] for c in TYPED_COLUMNS} for k, r in rows.items()}
+    table = readers.pyiceberg_sql_table(wh, NAMESPACE, "prices")
+    for name, got_rows in [("pyiceberg", table.scan().to_arrow().to_pylist()),
+                           ("duckdb", readers.duckdb_scan(readers.metadata_location_sql(wh, NAMESPACE, "prices")).to_pylist())]:
+        got = {}
+        for r in got_rows:
+            v = {c: r[c] for c in TYPED_COLUMNS}
+            for column, scale in gen.TYPED_SCALES.items():
+                assert isinstance(v[column], dec.Decimal) and v[column].as_tuple().exponent == -scale, (name, column, v[column])
+            if isinstance(v["uid"], bytes):
+                v["uid"] = uuid.UUID(bytes=v["uid"])
+            elif isinstance(v["uid"], str):
+                v["uid"] = uuid.UUID(v["uid"])
+            assert v["seen"].utcoffset() is not None and v["local"].tzinfo is None, (name, v)
+            assert (v["ref"], v["at"]) not in got, f"{name}: two live rows for a key"
+            got[(v["ref"], v["at"])] = v
+        assert got == want, f"{name}: the table differs from the source"
+
+    # What a column cannot hold exactly is a dead letter naming the field, never rounded: a
+    # finer scale than the column's (declared, as text or as a double), or more digits.
+    late = gen.Change(next(iter(rows)), dict(next(iter(rows.values()))), changes[-1].lsn + 1, "u")
+    record = json.loads(gen.typed_debezium(late, mode, micros, with_schema))
+    too_many_digits = base64.b64encode((10**10).to_bytes(5, "big", signed=True)).decode()
+    bad = {"precise": "AQ==" if with_schema else too_many_digits, "string": "0.001", "double": 0.001}[mode]
+    (record["payload"] if with_schema else record)["after"]["amount"] = bad
+    if with_schema:
+        record["schema"]["fields"][1]["fields"][2]["parameters"] = {"scale": "3"}
+    offset = sum(m.partition == 0 for m in msgs)
+    event = {"eventSource": "aws:kafka", "records": {"db.public.prices-0": [
+        {"topic": "db.public.prices", "partition": 0, "offset": offset, "timestamp": 1764460800000, "timestampType": "CREATE_TIME",
+         "key": None, "value": base64.b64encode(json.dumps(record).encode()).decode(), "headers": []}]}}
+    path = tmp_path / "late.json"
+    path.write_text(json.dumps(event))
+    assert icestream("ingest", str(path), f"pipelines={pipelines}", f"warehouse={wh}")["dead_letter"] == 1
+    (reason,) = readers.pyiceberg_sql_table(wh, NAMESPACE, "prices_dead_letter").scan().to_arrow().column("error").to_pylist()
+    assert "field `amount`" in reason and ("scale" in reason or "does not fit" in reason), reason

@@ -3,20 +3,22 @@
 //! - Debezium JSON (with or without the embedded `schema`): `op` c/r (snapshot read)/u carry
 //!   the row in `after`, d the key in `before`; `t` (truncate) is refused (a dead letter); a
 //!   Kafka tombstone (null value after a delete) is not a row change. The source position comes
-//!   from `source` (`lsn`, `scn`, `file`+`pos`, `ts_ms`). Debezium's integer dates (days) and
-//!   timestamps (`io.debezium.time.Timestamp` ms, `MicroTimestamp` µs, `NanoTimestamp` ns; ms
-//!   without an embedded schema) become the JSON forms the decoder reads, exactly.
+//!   from `source` (`lsn`, `scn`, `file`+`pos`, `ts_ms`). Debezium's representations of dates,
+//!   times, timestamps and decimals become the JSON forms the decoder reads, exactly
+//!   ([`values`]).
 //! - DMS JSON: `data` is the row, `metadata.operation` insert/load/update/delete; control
 //!   records change nothing.
 //! - row: the value is the row in the pipeline's format; a null value deletes the record
 //!   key's row (the key: a JSON object of the key columns, or one key column's value).
 
-use arrow_schema::{DataType, Schema as ArrowSchema, TimeUnit};
-use chrono::{DateTime, NaiveDate, SecondsFormat};
+mod values;
+
+use arrow_schema::Schema as ArrowSchema;
 use serde_json::{Map, Value};
 
 use super::change::Op;
-use crate::pipeline::upsert::{Envelope, Order, SourceField};
+use crate::pipeline::upsert::{DecimalHandling, Envelope, Order, SourceField};
+use values::Values;
 
 /// One record's change.
 #[derive(Debug, PartialEq, Eq)]
@@ -35,24 +37,18 @@ pub enum Unwrapped<'a> {
 pub struct Unwrapper {
     envelope: Envelope,
     source_field: Option<SourceField>,
-    /// Table columns a Debezium integer must be rewritten for: dates and timestamps.
-    temporal: Vec<(String, DataType)>,
+    /// Debezium's representations of the table's columns.
+    values: Values,
     single_key: Option<String>,
 }
 
 impl Unwrapper {
-    pub fn new(envelope: Envelope, order: &Order, table: &ArrowSchema, key: &[String]) -> Self {
-        let temporal = table
-            .fields()
-            .iter()
-            .filter(|f| matches!(f.data_type(), DataType::Date32 | DataType::Timestamp(..)))
-            .map(|f| (f.name().clone(), f.data_type().clone()))
-            .collect();
+    pub fn new(envelope: Envelope, order: &Order, table: &ArrowSchema, key: &[String], decimals: DecimalHandling) -> Self {
         let source_field = match order {
             Order::Source(f) => Some(*f),
             _ => None,
         };
-        Self { envelope, source_field, temporal, single_key: (key.len() == 1).then(|| key[0].clone()) }
+        Self { envelope, source_field, values: Values::new(table, decimals), single_key: (key.len() == 1).then(|| key[0].clone()) }
     }
 
     /// The change in one record (`key`, `value`: the Kafka record's, `None` when null).
@@ -98,7 +94,7 @@ impl Unwrapper {
         let op = payload.get("op").and_then(Value::as_str).ok_or("Debezium record has no `op`")?;
         let image = |side: &str| -> Result<Vec<u8>, String> {
             let row = payload.get(side).and_then(Value::as_object).ok_or_else(|| format!("Debezium op {op:?} has no `{side}` object"))?;
-            Ok(Value::Object(self.normalize(row, units(schema, side))?).to_string().into_bytes())
+            Ok(Value::Object(self.values.normalize(row.clone(), &declared(schema, side))?).to_string().into_bytes())
         };
         let position = || self.debezium_position(payload.get("source"));
         Ok(match op {
@@ -160,45 +156,14 @@ impl Unwrapper {
             op => Unwrapped::Upsert { row, op, position },
         })
     }
-
-    /// Debezium integers of date and timestamp columns in the decoder's forms.
-    fn normalize(&self, row: &Map<String, Value>, units: Map<String, Value>) -> Result<Map<String, Value>, String> {
-        let mut out = row.clone();
-        for (name, ty) in &self.temporal {
-            let Some(Value::Number(n)) = row.get(name) else { continue };
-            let v = n.as_i64().ok_or_else(|| format!("field `{name}`: {n} is not a whole number"))?;
-            let text = match ty {
-                DataType::Date32 => {
-                    let epoch = NaiveDate::from_ymd_opt(1970, 1, 1).expect("the epoch is a date");
-                    let date = i32::try_from(v).ok().and_then(|d| epoch.checked_add_signed(chrono::Duration::days(d.into())));
-                    date.ok_or_else(|| format!("field `{name}`: {v} days is out of range"))?.format("%Y-%m-%d").to_string()
-                }
-                DataType::Timestamp(TimeUnit::Microsecond, _) => {
-                    let micros = match units.get(name).and_then(Value::as_str) {
-                        Some("io.debezium.time.MicroTimestamp") => Some(v),
-                        Some("io.debezium.time.NanoTimestamp") => Some(v.div_euclid(1000)),
-                        _ => v.checked_mul(1000),
-                    };
-                    let t = micros.and_then(DateTime::from_timestamp_micros).ok_or_else(|| format!("field `{name}`: {v} is out of the timestamp range"))?;
-                    t.to_rfc3339_opts(SecondsFormat::AutoSi, true)
-                }
-                _ => continue,
-            };
-            out.insert(name.clone(), Value::String(text));
-        }
-        Ok(out)
-    }
 }
 
-/// Semantic type names of the fields of `side` in an embedded Debezium schema, by field.
-fn units(schema: Option<&Value>, side: &str) -> Map<String, Value> {
+/// The fields of `side` in an embedded Debezium schema, by name.
+fn declared(schema: Option<&Value>, side: &str) -> Map<String, Value> {
     let fields = schema.and_then(|s| s.get("fields")).and_then(Value::as_array);
     let Some(struct_) = fields.and_then(|f| f.iter().find(|f| f.get("field").and_then(Value::as_str) == Some(side))) else { return Map::new() };
     let inner = struct_.get("fields").and_then(Value::as_array).cloned().unwrap_or_default();
-    inner
-        .into_iter()
-        .filter_map(|f| Some((f.get("field")?.as_str()?.to_string(), f.get("name")?.clone())))
-        .collect()
+    inner.into_iter().filter_map(|f| Some((f.get("field")?.as_str()?.to_string(), f))).collect()
 }
 
 /// MySQL binlog order: the file's sequence number (its numeric suffix), then the position in

@@ -129,7 +129,7 @@ impl UpsertDecoder {
         let image_fields = pipeline.source.fields().iter().filter(|f| delete_schema.field_with_name(&f.name).is_ok()).cloned().collect();
         let deletes = RecordDecoder::new(&SourceSchema::Json(JsonSchema { fields: image_fields }), decoded(&delete_schema))?;
         Ok(Self {
-            unwrapper: Unwrapper::new(upsert.envelope, &upsert.order, &data_schema, &pipeline.key),
+            unwrapper: Unwrapper::new(upsert.envelope, &upsert.order, &data_schema, &pipeline.key, upsert.decimal_handling),
             rows,
             row_ops: Vec::new(),
             row_lineage: Lineage::default(),

@@ -91,6 +91,9 @@ impl<'p, 'c> Put<'p, 'c> {
             Plan::Prim(Prim::Timestamptz) => "an RFC 3339 string or epoch milliseconds",
             Plan::Prim(Prim::Date) => "a date string (YYYY-MM-DD)",
             Plan::Prim(Prim::Uuid) => "a UUID string",
+            Plan::Prim(Prim::Decimal { .. }) => "a decimal string",
+            Plan::Prim(Prim::Time) => "a time string (HH:MM:SS[.ffffff])",
+            Plan::Prim(Prim::Timestamp) => "a timestamp string without zone (YYYY-MM-DDTHH:MM:SS[.ffffff])",
             Plan::Prim(_) => "string",
         };
         self.fail(DecodeError::new(format!("expected {what}, got {got}")))
@@ -177,6 +180,9 @@ impl<'de> Visitor<'de> for Put<'_, '_> {
             Plan::Prim(Prim::Uuid) => uuid_bytes(s).and_then(|u| self.col.push_fixed(&u)),
             Plan::Prim(Prim::Date) => parse_date(s).and_then(|d| self.col.push_i32(d)),
             Plan::Prim(Prim::Timestamptz) => parse_timestamp(s).and_then(|t| self.col.push_i64(t)),
+            Plan::Prim(Prim::Timestamp) => parse_local_timestamp(s).and_then(|t| self.col.push_i64(t)),
+            Plan::Prim(Prim::Time) => parse_time(s).and_then(|t| self.col.push_i64(t)),
+            Plan::Prim(Prim::Decimal { precision, scale }) => decimal(s, *precision, *scale).and_then(|d| self.col.push_decimal(d)),
             _ => return self.expected("string"),
         };
         self.done(pushed)
@@ -270,6 +276,48 @@ fn parse_date(s: &str) -> Result<i32, DecodeError> {
     let date = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").map_err(|e| DecodeError::new(format!("expected a date (YYYY-MM-DD), got `{s}`: {e}")))?;
     let epoch = chrono::NaiveDate::from_ymd_opt(1970, 1, 1).expect("1970-01-01 is a date");
     i32::try_from((date - epoch).num_days()).map_err(|_| DecodeError::new(format!("date `{s}` out of range")))
+}
+
+/// Microseconds from seconds and nanoseconds, refusing what a microsecond column cannot hold
+/// exactly (never truncated).
+fn exact_micros(seconds: i64, nanos: u32, s: &str) -> Result<i64, DecodeError> {
+    if nanos % 1000 != 0 {
+        return Err(DecodeError::new(format!("`{s}` is finer than microseconds (the column's unit): not truncated")));
+    }
+    seconds.checked_mul(1_000_000).and_then(|us| us.checked_add(i64::from(nanos / 1000))).ok_or_else(|| DecodeError::new(format!("`{s}` is out of range")))
+}
+
+/// An Iceberg `time`: `HH:MM:SS[.ffffff]`, microseconds since midnight.
+fn parse_time(s: &str) -> Result<i64, DecodeError> {
+    let t = chrono::NaiveTime::parse_from_str(s, "%H:%M:%S%.f").map_err(|e| DecodeError::new(format!("expected a time (HH:MM:SS[.ffffff]), got `{s}`: {e}")))?;
+    use chrono::Timelike;
+    exact_micros(i64::from(t.num_seconds_from_midnight()), t.nanosecond(), s)
+}
+
+/// An Iceberg `timestamp` (no zone): `YYYY-MM-DDTHH:MM:SS[.ffffff]`.
+fn parse_local_timestamp(s: &str) -> Result<i64, DecodeError> {
+    let t = chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f")
+        .map_err(|e| DecodeError::new(format!("expected a timestamp without zone (YYYY-MM-DDTHH:MM:SS[.ffffff]), got `{}`: {e}", s.chars().take(40).collect::<String>())))?
+        .and_utc();
+    exact_micros(t.timestamp(), t.timestamp_subsec_nanos(), s)
+}
+
+/// A decimal's unscaled value from its text (`-123.45`): the scale (digits after the point)
+/// must be the column's and the digits must fit its precision; nothing is rounded.
+fn decimal(s: &str, precision: u32, scale: u32) -> Result<i128, DecodeError> {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+    let plain = |part: &str| part.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !plain(whole) || !plain(fraction) || (digits.contains('.') && fraction.is_empty()) {
+        return Err(DecodeError::new(format!("expected a decimal (digits, an optional point and digits), got `{}`", s.chars().take(40).collect::<String>())));
+    }
+    let column = format!("decimal({precision},{scale})");
+    if fraction.len() != scale as usize {
+        return Err(DecodeError::new(format!("{s} has scale {}, the column is {column}: not rescaled", fraction.len())));
+    }
+    let (p, sc) = (u8::try_from(precision).unwrap_or(u8::MAX), i8::try_from(scale).unwrap_or(i8::MAX));
+    arrow_cast::parse::parse_decimal::<arrow_array::types::Decimal128Type>(s, p, sc)
+        .map_err(|_| DecodeError::new(format!("{s} does not fit the column's {column}")))
 }
 
 fn parse_timestamp(s: &str) -> Result<i64, DecodeError> {

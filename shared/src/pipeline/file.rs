@@ -60,11 +60,13 @@ pub struct PipelineSpec {
     pub order_by: Option<String>,
     /// Upsert: also append every change to `<table>_changelog`.
     pub changelog: Option<bool>,
+    /// Debezium: `precise` (default) | `string` | `double`, as the connector's `decimal.handling.mode`.
+    pub decimal_handling: Option<String>,
 }
 
 /// The keys a `[[pipeline]]` may have, for messages.
 pub const PIPELINE_KEYS: &str = "table, topics, topic_pattern, format, schema, message, partition_by, key, dedup, event_time, \
-     dedup_window_minutes, registry, registry_name, registry_url, registry_schema, registry_secret, mode, envelope, order_by, changelog";
+     dedup_window_minutes, registry, registry_name, registry_url, registry_schema, registry_secret, mode, envelope, order_by, changelog, decimal_handling";
 
 /// The parsed file: namespace and pipelines, in file order.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -195,6 +195,7 @@ impl PipelineSet {
             envelope: None,
             order_by: None,
             changelog: None,
+            decimal_handling: None,
         };
         let mut pipeline = build(&spec, format, source, None, config).map_err(|e| Error::Config(format!("telemetry pipeline: {e}")))?;
         pipeline.topics = Topics::Any;
@@ -406,8 +407,8 @@ fn build(
         return Err("key `registry`: not with mode = \"upsert\" yet (upsert pipelines decode with the pipeline's `schema`)".into());
     }
     let mut schema = table_schema(&source_schema, &spec.key).map_err(|e| format!("key `schema`: {e}"))?;
-    if let Some((_, order)) = &upsert {
-        schema = upsert::table_schema(schema, order).map_err(|e| format!("key `schema`: {e}"))?;
+    if let Some(upsert) = &upsert {
+        schema = upsert::table_schema(schema, &upsert.order).map_err(|e| format!("key `schema`: {e}"))?;
     }
     let partition_spec = partition::spec(&spec.partition_by, &schema).map_err(|e| format!("key `partition_by`: {e}"))?;
     let mut properties = tables::reference_properties(&config.compression, config.target_file_size_bytes);
@@ -416,8 +417,7 @@ fn build(
     }
     let upsert = match upsert {
         None => None,
-        Some((envelope, order)) => {
-            let mut resolved = upsert::Upsert { envelope, order, changelog: None };
+        Some(mut resolved) => {
             if spec.changelog == Some(true) {
                 let changelog = upsert::changelog_schema(&schema, &spec.key, resolved.order_column()).map_err(|e| format!("key `changelog`: {e}"))?;
                 let partition_spec = partition::spec(&spec.partition_by, &changelog).map_err(|e| format!("key `partition_by`: {e}"))?;

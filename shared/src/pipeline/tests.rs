@@ -185,6 +185,7 @@ fn an_upsert_pipeline_gets_its_order_column_and_changelog() {
     let upsert = p.upsert.as_ref().unwrap();
     assert_eq!(upsert.envelope, upsert::Envelope::Debezium);
     assert_eq!(upsert.order, upsert::Order::Source(upsert::SourceField::Lsn));
+    assert_eq!(upsert.decimal_handling, upsert::DecimalHandling::Precise, "Debezium's own default");
     let names: Vec<String> = columns(&p.def.schema).into_iter().map(|c| c.1).collect();
     assert_eq!(names.last().map(String::as_str), Some(upsert::SOURCE_POSITION));
     let changelog = p.changelog().unwrap();
@@ -202,6 +203,9 @@ fn an_upsert_pipeline_gets_its_order_column_and_changelog() {
     let by_column = json_orders("mode = \"upsert\"\nkey = [\"order_id\"]\nenvelope = \"dms\"\norder_by = \"updated_at\"");
     let set = load(&[("order.json", ORDER_JSON_SCHEMA), ("pipelines.toml", &by_column)]).unwrap();
     assert_eq!(set.pipelines[0].upsert.as_ref().unwrap().order_column(), "updated_at");
+    let strings = json_orders("mode = \"upsert\"\nkey = [\"order_id\"]\nenvelope = \"debezium\"\norder_by = \"source.lsn\"\ndecimal_handling = \"string\"");
+    let set = load(&[("order.json", ORDER_JSON_SCHEMA), ("pipelines.toml", &strings)]).unwrap();
+    assert_eq!(set.pipelines[0].upsert.as_ref().unwrap().decimal_handling, upsert::DecimalHandling::String);
     let row = json_orders("mode = \"upsert\"\nkey = [\"order_id\"]\nenvelope = \"row\"");
     let set = load(&[("order.json", ORDER_JSON_SCHEMA), ("pipelines.toml", &row)]).unwrap();
     assert_eq!(set.pipelines[0].upsert.as_ref().unwrap().order, upsert::Order::Kafka);
@@ -225,6 +229,12 @@ fn every_bad_upsert_key_names_the_pipeline_the_key_and_what_is_allowed() {
         (format!("{up}envelope = \"row\"\norder_by = \"updated_at\""), "key `order_by`: envelope = \"row\" orders by the Kafka offset"),
         (format!("{up}envelope = \"row\"\ndedup = \"batch\""), "key `dedup`: not with mode = \"upsert\""),
         ("mode = \"upsert\"\nkey = [\"total\"]\nenvelope = \"row\"".into(), "a key column must be a primitive other than float/double"),
+        ("decimal_handling = \"string\"".into(), "key `decimal_handling`: only with mode = \"upsert\""),
+        (format!("{up}envelope = \"dms\"\norder_by = \"updated_at\"\ndecimal_handling = \"string\""), "key `decimal_handling`: only with envelope = \"debezium\""),
+        (
+            format!("{up}envelope = \"debezium\"\norder_by = \"source.lsn\"\ndecimal_handling = \"exact\""),
+            "key `decimal_handling`: \"exact\" is not allowed: allowed are precise | string | double",
+        ),
     ];
     for (extra, needle) in &cases {
         let e = load_err(&[("order.json", ORDER_JSON_SCHEMA), ("pipelines.toml", &json_orders(extra))]);

@@ -50,6 +50,35 @@ impl std::fmt::Display for Envelope {
     }
 }
 
+/// How Debezium wrote decimals (its connector setting `decimal.handling.mode`): what a JSON
+/// string in a decimal column is when no embedded schema says so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DecimalHandling {
+    /// Base64 of the big-endian two's-complement unscaled value (Debezium's default).
+    #[default]
+    Precise,
+    /// The decimal as text (`"123.45"`).
+    String,
+    /// A JSON number (strings are refused).
+    Double,
+}
+
+impl DecimalHandling {
+    const ALLOWED: &'static str = "precise | string | double";
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DecimalHandling::Precise => "precise",
+            DecimalHandling::String => "string",
+            DecimalHandling::Double => "double",
+        }
+    }
+
+    fn parse(word: &str) -> Option<Self> {
+        [Self::Precise, Self::String, Self::Double].into_iter().find(|d| d.name() == word)
+    }
+}
+
 /// A source-position field of an envelope, as `order_by` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SourceField {
@@ -97,6 +126,8 @@ pub enum Order {
 pub struct Upsert {
     pub envelope: Envelope,
     pub order: Order,
+    /// Debezium: what a JSON string in a decimal column is without an embedded schema.
+    pub decimal_handling: DecimalHandling,
     /// `<table>_changelog`, when `changelog = true`.
     pub changelog: Option<TableDef>,
 }
@@ -113,15 +144,21 @@ impl Upsert {
 }
 
 /// Check the upsert keys of `spec` against the row schema `columns` (without lineage).
-/// `Ok(None)`: an append pipeline.
-pub fn check(spec: &PipelineSpec, format: Format, columns: &Schema) -> Result<Option<(Envelope, Order)>, String> {
+/// `Ok(None)`: an append pipeline; the changelog is left to the caller.
+pub fn check(spec: &PipelineSpec, format: Format, columns: &Schema) -> Result<Option<Upsert>, String> {
     let upsert = match spec.mode.as_deref().unwrap_or("append") {
         "append" => false,
         "upsert" => true,
         other => return Err(format!("key `mode`: {other:?} is not allowed: allowed are append | upsert")),
     };
     if !upsert {
-        for (name, set) in [("envelope", spec.envelope.is_some()), ("order_by", spec.order_by.is_some()), ("changelog", spec.changelog.is_some())] {
+        let keys = [
+            ("envelope", spec.envelope.is_some()),
+            ("order_by", spec.order_by.is_some()),
+            ("changelog", spec.changelog.is_some()),
+            ("decimal_handling", spec.decimal_handling.is_some()),
+        ];
+        for (name, set) in keys {
             if set {
                 return Err(format!("key `{name}`: only with mode = \"upsert\""));
             }
@@ -176,7 +213,13 @@ pub fn check(spec: &PipelineSpec, format: Format, columns: &Schema) -> Result<Op
     if columns.as_struct().field_by_name(SOURCE_POSITION).is_some() {
         return Err(format!("key `schema`: column {SOURCE_POSITION:?} is reserved for the envelope's source position in upsert tables; rename it"));
     }
-    Ok(Some((envelope, order)))
+    let decimal_handling = match spec.decimal_handling.as_deref() {
+        None => DecimalHandling::default(),
+        Some(_) if envelope != Envelope::Debezium => return Err(format!("key `decimal_handling`: only with envelope = \"debezium\" (not {envelope})")),
+        Some(word) => DecimalHandling::parse(word)
+            .ok_or_else(|| format!("key `decimal_handling`: {word:?} is not allowed: allowed are {}", DecimalHandling::ALLOWED))?,
+    };
+    Ok(Some(Upsert { envelope, order, decimal_handling, changelog: None }))
 }
 
 /// The upsert table's schema from the append one: the order column required, and

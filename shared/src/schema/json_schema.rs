@@ -29,7 +29,7 @@ struct Parser<'a> {
 }
 
 const ALLOWED: &str = "allowed: type string/integer/number/boolean/object/array (or [T, \"null\"]), \
-                       format date-time/date/uuid (on strings), date-time/int32 (on integers), properties, required, items, additionalProperties, \
+                       format date-time/date/time/local-date-time/uuid/decimal (on strings; decimal with precision and scale), date-time/int32 (on integers), properties, required, items, additionalProperties, \
                        $ref to #/definitions or #/$defs";
 
 impl<'a> Parser<'a> {
@@ -50,8 +50,11 @@ impl<'a> Parser<'a> {
         let ty = match name {
             "string" => Ty::Prim(match obj.get("format").and_then(Value::as_str) {
                 Some("date-time") => Prim::Timestamptz,
+                Some("local-date-time") => Prim::Timestamp,
                 Some("date") => Prim::Date,
+                Some("time") => Prim::Time,
                 Some("uuid") => Prim::Uuid,
+                Some("decimal") => decimal(obj, path)?,
                 _ => Prim::String,
             }),
             "integer" => Ty::Prim(match obj.get("format").and_then(Value::as_str) {
@@ -122,6 +125,15 @@ impl<'a> Parser<'a> {
     }
 }
 
+/// A decimal string's `precision` (1 to 38: what Iceberg allows) and `scale` (0 to precision).
+fn decimal(obj: &Value, path: &str) -> Result<Prim> {
+    let number = |key: &str| obj.get(key).and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok());
+    match (number("precision"), number("scale")) {
+        (Some(precision), Some(scale)) if (1..=38).contains(&precision) && scale <= precision => Ok(Prim::Decimal { precision, scale }),
+        _ => Err(unsupported(path, "format `decimal` needs whole numbers `precision` (1 to 38) and `scale` (0 to precision)")),
+    }
+}
+
 /// `type` as `"T"` or `["T", "null"]` (either order); an object with properties may omit it.
 fn type_name<'v>(obj: &'v Value, path: &str) -> Result<(bool, &'v str)> {
     match obj.get("type") {
@@ -144,8 +156,10 @@ fn type_name<'v>(obj: &'v Value, path: &str) -> Result<(bool, &'v str)> {
 /// workspace-wide `preserve_order` feature is on), so columns follow declaration order.
 #[derive(Debug)]
 enum Value {
-    /// null, a boolean or a number: nothing here reads their value.
+    /// null, a boolean or a number other than a whole one: nothing here reads their value.
     Scalar,
+    /// A whole non-negative number (a decimal's precision and scale).
+    Whole(u64),
     String(String),
     Array(Vec<Value>),
     Object(Vec<(String, Value)>),
@@ -158,6 +172,12 @@ impl Value {
     fn as_object(&self) -> Option<&[(String, Value)]> {
         match self {
             Value::Object(o) => Some(o),
+            _ => None,
+        }
+    }
+    fn as_u64(&self) -> Option<u64> {
+        match self {
+            Value::Whole(n) => Some(*n),
             _ => None,
         }
     }
@@ -195,11 +215,11 @@ impl<'de> Deserialize<'de> for Value {
             fn visit_bool<E>(self, _: bool) -> std::result::Result<Value, E> {
                 Ok(Value::Scalar)
             }
-            fn visit_i64<E>(self, _: i64) -> std::result::Result<Value, E> {
-                Ok(Value::Scalar)
+            fn visit_i64<E>(self, n: i64) -> std::result::Result<Value, E> {
+                Ok(u64::try_from(n).map_or(Value::Scalar, Value::Whole))
             }
-            fn visit_u64<E>(self, _: u64) -> std::result::Result<Value, E> {
-                Ok(Value::Scalar)
+            fn visit_u64<E>(self, n: u64) -> std::result::Result<Value, E> {
+                Ok(Value::Whole(n))
             }
             fn visit_f64<E>(self, _: f64) -> std::result::Result<Value, E> {
                 Ok(Value::Scalar)

@@ -252,6 +252,21 @@ fn json_schema_refuses_unsupported_constructs_with_the_path() {
 }
 
 #[test]
+fn json_schema_declares_decimals_times_and_zone_less_timestamps() {
+    let schema = r#"{"type":"object","required":["price"],"properties":{
+        "price":{"type":"string","format":"decimal","precision":12,"scale":3},
+        "opens":{"type":["string","null"],"format":"time"},
+        "local":{"type":["string","null"],"format":"local-date-time"}}}"#;
+    let d = describe(&SourceSchema::from_text(Format::Json, schema, None).unwrap().to_iceberg().unwrap());
+    assert_eq!(d, ["1 price decimal(12, 3) required", "2 opens time optional", "3 local timestamp optional"]);
+    for bad in [r#""precision":12"#, r#""precision":39,"scale":2"#, r#""precision":4,"scale":5"#, r#""precision":"12","scale":2"#] {
+        let text = format!(r#"{{"type":"object","properties":{{"p":{{"type":"string","format":"decimal",{bad}}}}}}}"#);
+        let e = error(Format::Json, &text, None);
+        assert!(e.contains("field `p`") && e.contains("`precision` (1 to 38) and `scale`"), "{bad}: {e}");
+    }
+}
+
+#[test]
 fn load_names_the_file_and_formats_parse() {
     let e = SourceSchema::load(Format::Avro, Path::new("/nonexistent/x.avsc"), None).unwrap_err().to_string();
     assert!(e.contains("/nonexistent/x.avsc"), "{e}");
