@@ -26,6 +26,7 @@ use crate::pipeline::{Pipeline, PipelineSet, format_name};
 use crate::recovery::dead_lettered_offsets;
 use crate::registry::Registry;
 use crate::schema::SourceSchema;
+use iceberg::table::Table;
 use crate::writer_plan::{Framed, WriterPlan, evolve_table};
 use crate::sink::{Append, AppendSink};
 use crate::tables::{is_written_by_icestream, lineage};
@@ -356,18 +357,15 @@ async fn open_tables(catalogs: &Catalogs, pipeline: &Pipeline, registry: Option<
         }
     }
     // With a registry each record brings its writer schema (checked per record); the pipeline's
-    // schema only created the table. Upsert tables do not evolve (yet): their pipeline's schema
-    // must fit the table as it is, or columns would be lost.
+    // schema only created the table.
+    let writers = [Arc::new(pipeline.source.clone())];
     if pipeline.registry.is_none() {
         let mut last = metadata.last_column_id();
         let evolved = evolve_table(metadata, current, &pipeline.source, &mut last).map_err(refuse)?;
         let target = match evolved {
-            // New field ids: columns the table would have to gain.
-            Some(_) if pipeline.upsert.is_some() && last > metadata.last_column_id() => {
-                return Err(refuse("the pipeline's schema has fields the table lacks, and upsert tables do not evolve yet".into()));
-            }
-            // An upsert table keeps its schema: a required column takes an optional field (a null is refused per record).
-            Some(_) if pipeline.upsert.is_some() => (**current).clone(),
+            // An upsert table evolves now, in a commit of its own: each batch's decoder, guarded
+            // apply and changelog read the table's schema as it is when the batch starts.
+            Some(_) if pipeline.upsert.is_some() => evolve_now(catalogs, data.clone(), &writers).await?,
             Some(evolved) => evolved,
             None => (**current).clone(),
         };
@@ -379,12 +377,24 @@ async fn open_tables(catalogs: &Catalogs, pipeline: &Pipeline, registry: Option<
     let dead_letter_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(dead_letter.metadata().current_schema())?);
     let changelog = match pipeline.changelog() {
         Some(def) => {
-            let table = catalogs.ensure_table(def).await?;
+            let mut table = catalogs.ensure_table(def).await?;
+            if pipeline.registry.is_none() {
+                evolve_now(catalogs, table.clone(), &writers).await?;
+                table = catalogs.catalog().load_table(table.identifier()).await?;
+            }
             Some((table.identifier().clone(), Arc::new(iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema())?)))
         }
         None => None,
     };
     Ok(PipelineTables { data: ident, dead_letter: dead_letter.identifier().clone(), dead_letter_schema, registry, changelog })
+}
+
+/// Commit the schema `table` needs to take `writers`' rows (nothing if it has it), and return
+/// the table's schema after.
+async fn evolve_now(catalogs: &Catalogs, table: Table, writers: &[Arc<SourceSchema>]) -> Result<iceberg::spec::Schema> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let outcome = catalogs.committer.commit_to(table, deadline, &mut crate::sink::EvolveSchema { writers }).await?;
+    Ok((**outcome.table.metadata().current_schema()).clone())
 }
 
 /// What the tables already hold, as far as decoding needs to know.

@@ -93,8 +93,9 @@ impl AppendSink {
 }
 
 /// A commit that only evolves the schema (queued mode), re-planned against each attempt's table.
-struct EvolveSchema<'a> {
-    writers: &'a [Arc<SourceSchema>],
+/// A commit of the schema that takes `writers`' rows, and nothing else.
+pub(crate) struct EvolveSchema<'a> {
+    pub writers: &'a [Arc<SourceSchema>],
 }
 
 impl Planner for EvolveSchema<'_> {

@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 import cdc_generator as gen
@@ -323,3 +324,60 @@ def test_debezium_decimal_date_timestamp_and_uuid_keys_and_values_round_trip_exa
     assert icestream("ingest", str(path), f"pipelines={pipelines}", f"warehouse={wh}")["dead_letter"] == 1
     (reason,) = readers.pyiceberg_sql_table(wh, NAMESPACE, "prices_dead_letter").scan().to_arrow().column("error").to_pylist()
     assert "field `amount`" in reason and ("scale" in reason or "does not fit" in reason), reason
+
+
+def test_an_upsert_table_evolves_with_its_pipeline_schema_and_is_sorted_by_key(tmp_path: Path) -> None:
+    """A new optional field in the pipeline's schema lands in the upsert table and its
+    changelog before the first batch that carries it; rows from before read it as null. The
+    table is created with its key as sort order, and its data files are in that order."""
+    fields = {"tenant": {"type": "string"}, "order_id": {"type": "integer"}, "note": {"type": ["string", "null"]}}
+
+    def write_schema(extra: dict) -> None:
+        (tmp_path / "orders.json").write_text(json.dumps({"type": "object", "required": ["tenant", "order_id"], "properties": {**fields, **extra}}))
+
+    pipelines = tmp_path / "pipelines.toml"
+    pipelines.write_text("\n".join([
+        f'namespace = "{NAMESPACE}"', "[[pipeline]]", 'table = "orders"', f'topics = ["{TOPIC}"]', 'format = "json"',
+        'schema = "orders.json"', 'partition_by = ["bucket(4, order_id)"]', 'key = ["tenant", "order_id"]',
+        'mode = "upsert"', 'envelope = "debezium"', 'order_by = "source.lsn"', "changelog = true"]) + "\n")
+    wh = tmp_path / "wh"
+    offset = 0
+
+    def ingest(changes: list[tuple[str, dict]]) -> dict:
+        nonlocal offset
+        records = []
+        for op, row in changes:
+            offset += 1
+            value = {"before": None, "after": row, "source": {"lsn": offset}, "op": op}
+            records.append({"topic": TOPIC, "partition": 0, "offset": offset, "timestamp": 1764460800000, "timestampType": "CREATE_TIME",
+                            "key": None, "value": base64.b64encode(json.dumps(value).encode()).decode(), "headers": []})
+        path = tmp_path / f"event-{offset}.json"
+        path.write_text(json.dumps({"eventSource": "aws:kafka", "records": {f"{TOPIC}-0": records}}))
+        return icestream("ingest", str(path), f"pipelines={pipelines}", f"warehouse={wh}")
+
+    write_schema({})
+    # Out of key order on purpose: the files come out sorted.
+    ingest([("c", {"tenant": "b", "order_id": i, "note": f"b{i}"}) for i in (9, 3, 7)]
+           + [("c", {"tenant": "a", "order_id": i, "note": f"a{i}"}) for i in (5, 1)])
+    write_schema({"amount": {"type": ["integer", "null"]}})
+    summary = ingest([("u", {"tenant": "a", "order_id": 1, "note": "a1*", "amount": 10}),
+                      ("c", {"tenant": "c", "order_id": 2, "note": "c2", "amount": 20})])
+    assert summary["dead_letter"] == 0, summary
+
+    table = readers.pyiceberg_sql_table(wh, NAMESPACE, "orders")
+    schema = table.schema()
+    key_ids = [schema.find_field(n).field_id for n in ("tenant", "order_id")]
+    assert [f.source_id for f in table.sort_order().fields] == key_ids, "sorted by the key, in key order"
+    for task in table.scan().plan_files():
+        with table.io.new_input(task.file.file_path).open() as f:
+            keys = [(r["tenant"], r["order_id"]) for r in pq.read_table(f, columns=["tenant", "order_id"]).to_pylist()]
+        assert keys == sorted(keys), f"{task.file.file_path} is not in key order: {keys}"
+    expected = {("a", 1): ("a1*", 10), ("a", 5): ("a5", None), ("b", 3): ("b3", None), ("b", 7): ("b7", None),
+                ("b", 9): ("b9", None), ("c", 2): ("c2", 20)}
+    by_pyiceberg = {(r["tenant"], r["order_id"]): (r["note"], r["amount"]) for r in table.scan().to_arrow().to_pylist()}
+    by_duckdb = {(r["tenant"], r["order_id"]): (r["note"], r["amount"])
+                 for r in readers.duckdb_scan(readers.metadata_location_sql(wh, NAMESPACE, "orders")).to_pylist()}
+    assert by_pyiceberg == expected and by_duckdb == expected
+    changelog = readers.pyiceberg_sql_table(wh, NAMESPACE, "orders_changelog").scan().to_arrow().to_pylist()
+    assert sorted((r["operation"], r["tenant"], r["order_id"], r["amount"]) for r in changelog if r["amount"] is not None) == [
+        ("I", "c", 2, 20), ("U", "a", 1, 10)]
