@@ -167,8 +167,12 @@ fn pages_to_read(
     let (mut mins, mut maxes) = (Vec::new(), Vec::new());
     for (converter, column_starts) in converters.iter().zip(&starts) {
         let page_of: UInt32Array = segments.iter().map(|s| (column_starts.partition_point(|&p| p <= s.start) - 1) as u32).collect();
-        let page_mins = converter.data_page_mins(column_index, offset_index, [&group])?;
-        let page_maxes = converter.data_page_maxes(column_index, offset_index, [&group])?;
+        // Statistics this reader cannot convert prune nothing.
+        let (Ok(page_mins), Ok(page_maxes)) =
+            (converter.data_page_mins(column_index, offset_index, [&group]), converter.data_page_maxes(column_index, offset_index, [&group]))
+        else {
+            return Ok(None);
+        };
         mins.push(arrow_select::take::take(&page_mins, &page_of, None)?);
         maxes.push(arrow_select::take::take(&page_maxes, &page_of, None)?);
     }
@@ -201,18 +205,27 @@ pub async fn read_key_rows(table: &Table, file: &DataFile, keys: &TouchedKeys<'_
     let arrow = ArrowReaderMetadata::try_new(footer.clone(), ArrowReaderOptions::new())?;
     let names: Vec<&str> = keys.codec.names().collect();
     let leaves = leaf_indices(table, arrow.parquet_schema(), path, &names)?;
+    // Key columns whose statistics this reader cannot convert (a file of another engine) prune
+    // nothing: every row group is read.
     let converters = leaves
         .iter()
         .map(|&leaf| StatisticsConverter::try_new(arrow.parquet_schema().column(leaf).name(), arrow.schema(), arrow.parquet_schema()))
-        .collect::<std::result::Result<Vec<_>, _>>()?;
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .ok();
 
     // Row groups: by statistics from the footer; then those with a page index on the key
     // columns by their pages, the others by their bloom filters (a row group's filter is read
     // whole: larger than the few pages a key needs).
     let groups = footer.row_groups();
-    let mins = converters.iter().map(|c| c.row_group_mins(groups)).collect::<std::result::Result<Vec<_>, _>>()?;
-    let maxes = converters.iter().map(|c| c.row_group_maxes(groups)).collect::<std::result::Result<Vec<_>, _>>()?;
-    let by_statistics = keys.may_hold(&mins, &maxes)?;
+    let bounds = converters.as_ref().and_then(|cs| {
+        let mins = cs.iter().map(|c| c.row_group_mins(groups)).collect::<std::result::Result<Vec<_>, _>>().ok()?;
+        let maxes = cs.iter().map(|c| c.row_group_maxes(groups)).collect::<std::result::Result<Vec<_>, _>>().ok()?;
+        Some((mins, maxes))
+    });
+    let by_statistics = match &bounds {
+        Some((mins, maxes)) => keys.may_hold(mins, maxes)?,
+        None => vec![true; groups.len()],
+    };
     let indexed = |g: usize| leaves.iter().all(|&l| groups[g].column(l).column_index_offset().is_some());
     let mut builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, arrow.clone());
     let mut selected = Vec::new();
@@ -236,7 +249,10 @@ pub async fn read_key_rows(table: &Table, file: &DataFile, keys: &TouchedKeys<'_
     let mut ranges: Vec<(usize, Vec<Range<usize>>)> = Vec::with_capacity(selected.len());
     for &group in &selected {
         let rows = groups[group].num_rows() as usize;
-        let pages = if indexed(group) { pages_to_read(&footer, &converters, &leaves, group, keys)? } else { None };
+        let pages = match &converters {
+            Some(converters) if indexed(group) => pages_to_read(&footer, converters, &leaves, group, keys)?,
+            _ => None,
+        };
         ranges.push((group, pages.unwrap_or_else(|| vec![0..rows])));
     }
     ranges.retain(|(_, r)| !r.is_empty());
