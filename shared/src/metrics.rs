@@ -168,7 +168,7 @@ mod tests {
 
     #[test]
     fn line_declares_every_value_it_carries() {
-        let s = Summary { records: 10, dead_letter: 2, ..Default::default() };
+        let s = Summary { records: 10, dead_letter: 2, key_files_read: 3, key_bytes_read: 4096, ..Default::default() };
         let v: serde_json::Value = serde_json::from_str(&emf_line("ingest", &s)).unwrap();
         let declared = v["_aws"]["CloudWatchMetrics"][0]["Metrics"].as_array().unwrap();
         for m in declared {
@@ -176,6 +176,7 @@ mod tests {
             assert!(v[name].is_number(), "{name} declared but missing");
         }
         assert_eq!(v["DeadLettered"], 2.0);
+        assert_eq!((v["KeyFilesRead"].as_f64(), v["KeyBytesRead"].as_f64()), (Some(3.0), Some(4096.0)), "an upsert batch's read cost");
         assert!(declared_metrics(&emf_line("ingest", &s)).contains(&"DeadLettered".to_string()));
     }
 
