@@ -23,7 +23,7 @@ commands:
   ingest EVENT.json [EVENT.json ...]   run the ingest function's code on MSK event files in order, as one warm
                       function instance would (clients and caches built once); prints a one-line JSON summary each
   cdc EVENT.json      run the cdc function's code on one MSK event file (changelog + guarded mirror); prints a JSON summary
-  cdc-rebuild         recompute the mirror from the changelog in one commit; prints a JSON report
+  cdc-rebuild [TABLE] recompute an upsert table (TABLE, with pipelines=) or the accounts mirror from its changelog in one commit; prints a JSON report
   pipelines check FILE [output=text|json]
                       validate a pipeline file; print each pipeline's Iceberg schema (field ids),
                       partition spec and topics
@@ -101,11 +101,26 @@ async fn run() -> Result<()> {
             println!("{}", serde_json::to_string(&summary)?);
         }
         "cdc-rebuild" => {
-            let config = Config::from_env_and_args(&args)?;
+            // `cdc-rebuild TABLE pipelines=…`: an upsert pipeline's table; without a table, the
+            // accounts mirror of the `cdc` function.
+            let (table, rest) = match args.first() {
+                Some(first) if !first.contains('=') => (Some(first.clone()), args[1..].to_vec()),
+                _ => (None, args),
+            };
+            let config = Config::from_env_and_args(&rest)?;
             icestream::logging::init(&config.log_format);
-            let budget = Duration::from_millis(config.commit_timeout_ms);
-            let pipeline = CdcPipeline::new(config).await?;
-            let report = icestream::cdc::rebuild::rebuild(&pipeline, std::time::Instant::now() + budget).await?;
+            let deadline = std::time::Instant::now() + Duration::from_millis(config.commit_timeout_ms);
+            let report = match table {
+                Some(table) => {
+                    let set = icestream::pipeline::PipelineSet::from_config(&config).await?;
+                    let pipeline = set.pipelines.iter().find(|p| p.table == table).with_context(|| format!("no pipeline writes table {table:?}"))?;
+                    let mut config = config.clone();
+                    config.namespace = set.namespace.clone();
+                    let catalogs = icestream::catalog::Catalogs::connect(&config).await?;
+                    icestream::cdc::rebuild_keyed::rebuild(&catalogs, pipeline, &config.compression, config.target_file_size_bytes, deadline).await?
+                }
+                None => icestream::cdc::rebuild::rebuild(&CdcPipeline::new(config).await?, deadline).await?,
+            };
             println!("{}", serde_json::to_string(&report)?);
         }
         "report" => {

@@ -31,7 +31,8 @@ use crate::writer::write_data_files;
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct RebuildReport {
     pub changelog_rows: usize,
-    pub accounts: usize,
+    /// Distinct keys (accounts) in the changelog.
+    pub keys: usize,
     pub live_rows: usize,
     pub tombstones: usize,
     pub files_removed: usize,
@@ -110,11 +111,10 @@ impl Planner for RebuildMirror<'_> {
         let rows = rows.finish(self.schema.clone())?;
         let live = LiveFiles::of(mirror).await?;
         let mut change = ChangeSet::new(Operation::Overwrite);
-        change.removed_files.extend(live.data.iter().map(|f| f.file_path().to_string()));
-        change.removed_files.extend(live.deletes_by_data_file.values().flatten().chain(&live.unscoped_deletes).map(|f| f.file_path().to_string()));
+        change.removed_files.extend(live.every_path());
         self.report = RebuildReport {
             changelog_rows: changes.len(),
-            accounts: latest.len(),
+            keys: latest.len(),
             live_rows: rows.num_rows(),
             tombstones: tombstones.len(),
             files_removed: change.removed_files.len(),

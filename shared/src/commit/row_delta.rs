@@ -44,6 +44,12 @@ pub struct LiveFiles {
 }
 
 impl LiveFiles {
+    /// The path of every live data and delete file (a rewrite of the whole table removes them).
+    pub fn every_path(&self) -> impl Iterator<Item = String> + '_ {
+        let deletes = self.deletes_by_data_file.values().flatten().chain(&self.unscoped_deletes);
+        self.data.iter().chain(deletes).map(|f| f.file_path().to_string())
+    }
+
     /// Read the current snapshot's manifests.
     pub async fn of(table: &Table) -> Result<Self> {
         let mut out = LiveFiles::default();
