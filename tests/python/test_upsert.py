@@ -241,7 +241,6 @@ def test_uuid_and_date_keys_with_timestamps_round_trip(tmp_path: Path) -> None:
     wh = tmp_path / "wh"
     summary = icestream("ingest", str(path), f"pipelines={pipelines}", f"warehouse={wh}")
     assert summary["dead_letter"] == 0, summary
-    assert summary["key_files_read"] > 0 and summary["key_bytes_read"] > 0, f"the update's read cost is reported: {summary}"
     table = readers.pyiceberg_sql_table(wh, NAMESPACE, "orders")
     for name, rows in [("pyiceberg", table.scan().to_arrow().to_pylist()),
                        ("duckdb", readers.duckdb_scan(readers.metadata_location_sql(wh, NAMESPACE, "orders")).to_pylist())]:
@@ -298,7 +297,6 @@ def test_debezium_decimal_date_timestamp_and_uuid_keys_and_values_round_trip_exa
         path.write_text(json.dumps(event))
         summary = icestream("ingest", str(path), f"pipelines={pipelines}", f"warehouse={wh}")
         assert summary["dead_letter"] == 0, summary
-    assert summary["key_files_read"] > 0 and summary["key_bytes_read"] > 0, f"the update's read cost is reported: {summary}"
     assert any(c.op == "d" for c in changes) and rows
     want = {k: {c: r[c] for c in TYPED_COLUMNS} for k, r in rows.items()}
     table = readers.pyiceberg_sql_table(wh, NAMESPACE, "prices")
