@@ -9,6 +9,7 @@ use std::time::Instant;
 use arrow_array::RecordBatch;
 use arrow_schema::{Schema as ArrowSchema, SchemaRef};
 use iceberg::TableIdent;
+use iceberg::table::Table;
 use serde::Serialize;
 use tracing::Instrument;
 
@@ -105,6 +106,36 @@ pub(crate) struct PipelineTables {
     pub(crate) registry: Option<Registry>,
     /// `<table>_changelog` of an upsert pipeline that keeps one.
     pub(crate) changelog: Option<(TableIdent, SchemaRef)>,
+    /// The data and dead-letter tables as the last queued invocation left them.
+    pub(crate) reuse: TableReuse,
+}
+
+/// A queued writer reuses its tables for this long instead of loading them per invocation
+/// (two sequential round trips). What it misses in the meantime costs nothing but work: the
+/// committer drops or trims rows below the watermarks it finds, a schema commit against a stale
+/// table conflicts and reloads, and the files carry field ids any later schema reads.
+const TABLE_REUSE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The (data, dead-letter) tables of a pipeline and when they were loaded from the catalog.
+#[derive(Default)]
+pub(crate) struct TableReuse(std::sync::Mutex<Option<(Table, Table, Instant)>>);
+
+impl TableReuse {
+    fn fresh(&self) -> Option<(Table, Table)> {
+        let slot = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        slot.as_ref().filter(|(_, _, at)| at.elapsed() < TABLE_REUSE).map(|(data, dead_letter, _)| (data.clone(), dead_letter.clone()))
+    }
+
+    fn loaded(&self, data: Table, dead_letter: Table) {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((data, dead_letter, Instant::now()));
+    }
+
+    /// The tables after an append (a schema commit may have moved them); the load time stays.
+    fn keep(&self, data: Table, dead_letter: Table) {
+        if let Some(slot) = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_mut() {
+            (slot.0, slot.1) = (data, dead_letter);
+        }
+    }
 }
 
 /// Config, catalog and pipelines: built once per process, reused per invocation.
@@ -206,11 +237,7 @@ impl IngestPipeline {
         if let Some(upsert) = &pipeline.upsert {
             return self.ingest_upserts(pipeline, upsert, tables, partitions, deadline, summary).await;
         }
-        let catalog = self.catalogs.catalog();
-        // Watermarks as of now; the commit re-checks them, this only saves decoding replays.
-        // Each table is loaded once per invocation, both at once (one round trip, not two).
-        let (data_table, dead_letter_table) =
-            futures::try_join!(catalog.load_table(&tables.data), catalog.load_table(&tables.dead_letter))?;
+        let (data_table, dead_letter_table) = self.tables_of(pipeline, tables).await?;
         let data_marks = Watermarks::from_properties(data_table.metadata().properties());
         let dead_letter_marks = Watermarks::from_properties(dead_letter_table.metadata().properties());
         let dead_lettered = dead_lettered_offsets(&dead_letter_table, partitions, &data_marks, &dead_letter_marks).await?;
@@ -253,20 +280,24 @@ impl IngestPipeline {
             (&tables.data, data_table, rows, plan.writers.clone()),
         ];
         let mut metrics = TableMetrics { table: tables.data.name().to_string(), ..Default::default() };
-        for (ident, table, batch, writers) in appends {
-            let is_data = !writers.is_empty();
-            let commit_started = Instant::now();
-            let append = Append {
+        let appends = appends
+            .into_iter()
+            .map(|(ident, table, rows, writers)| Append {
                 ident,
                 table: Some(table),
-                rows: batch,
+                rows,
                 ranges: &decoded.ranges,
                 oldest_record_ms: decoded.oldest_timestamp_ms,
                 record_times: Some(&decoded.record_times),
                 writers,
-            };
-            let appended = self.sink.append(&self.catalogs, &self.config, append, deadline).await?;
-            summary.commit_ms += commit_started.elapsed().as_millis() as u64;
+            })
+            .collect();
+        let commit_started = Instant::now();
+        let appended = self.sink.append_all(&self.catalogs, &self.config, appends, deadline).await?;
+        summary.commit_ms += commit_started.elapsed().as_millis() as u64;
+        let mut left = Vec::with_capacity(2);
+        for (is_data, (appended, table)) in [false, true].into_iter().zip(appended) {
+            left.extend(table);
             summary.commit_attempts += appended.commit_attempts;
             summary.files += appended.files;
             summary.bytes += appended.bytes;
@@ -287,9 +318,28 @@ impl IngestPipeline {
                 summary.snapshot_id = appended.snapshot_id;
             }
         }
+        if let [dead_letter, data] = &mut left[..] {
+            tables.reuse.keep(data.clone(), dead_letter.clone());
+        }
         tracing::info!(table = %metrics.table, written = metrics.written, dead_letter = metrics.dead_letter, "table committed");
         summary.table_metrics.push(metrics);
         Ok(decoded.oldest_timestamp_ms)
+    }
+
+    /// The pipeline's data and dead-letter tables, loaded side by side (one round trip) or, by
+    /// a queued writer, as it left them within [`TABLE_REUSE`]. Not with `dedup = "window"`:
+    /// it reads the table for keys seen lately.
+    async fn tables_of(&self, pipeline: &Pipeline, tables: &PipelineTables) -> Result<(Table, Table)> {
+        let reuse = matches!(self.sink, AppendSink::Queued(_)) && pipeline.dedup != Dedup::Window;
+        if let Some(fresh) = reuse.then(|| tables.reuse.fresh()).flatten() {
+            return Ok(fresh);
+        }
+        let catalog = self.catalogs.catalog();
+        let (data, dead_letter) = futures::try_join!(catalog.load_table(&tables.data), catalog.load_table(&tables.dead_letter))?;
+        if reuse {
+            tables.reuse.loaded(data.clone(), dead_letter.clone());
+        }
+        Ok((data, dead_letter))
     }
 
     /// An upsert pipeline's share: the guarded apply (`cdc::upsert`). Returns the oldest
@@ -384,7 +434,14 @@ async fn open_tables(catalogs: &Catalogs, pipeline: &Pipeline, registry: Option<
         }
         None => None,
     };
-    Ok(PipelineTables { data: ident, dead_letter: dead_letter.identifier().clone(), dead_letter_schema, registry, changelog })
+    Ok(PipelineTables {
+        data: ident,
+        dead_letter: dead_letter.identifier().clone(),
+        dead_letter_schema,
+        registry,
+        changelog,
+        reuse: TableReuse::default(),
+    })
 }
 
 /// What the tables already hold, as far as decoding needs to know.
