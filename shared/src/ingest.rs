@@ -206,7 +206,7 @@ impl IngestPipeline {
         for (index, partitions) in routed {
             // Every log line about this share of the batch names the table and the offsets.
             let span = tracing::info_span!("batch", table = %self.tables[index].data, offsets = %offset_ranges(&partitions));
-            let pipeline_oldest = self.ingest_pipeline(index, &partitions, deadline, &mut summary).instrument(span).await?;
+            let pipeline_oldest = self.ingest_pipeline(index, partitions, deadline, &mut summary).instrument(span).await?;
             oldest = match (oldest, pipeline_oldest) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
@@ -228,19 +228,19 @@ impl IngestPipeline {
     async fn ingest_pipeline(
         &self,
         index: usize,
-        partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
+        partitions: BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
         deadline: Instant,
         summary: &mut Summary,
     ) -> Result<Option<i64>> {
         let pipeline = &self.set.pipelines[index];
         let tables = &self.tables[index];
         if let Some(upsert) = &pipeline.upsert {
-            return self.ingest_upserts(pipeline, upsert, tables, partitions, deadline, summary).await;
+            return self.ingest_upserts(pipeline, upsert, tables, &partitions, deadline, summary).await;
         }
         let (data_table, dead_letter_table) = self.tables_of(pipeline, tables).await?;
         let data_marks = Watermarks::from_properties(data_table.metadata().properties());
         let dead_letter_marks = Watermarks::from_properties(dead_letter_table.metadata().properties());
-        let dead_lettered = dead_lettered_offsets(&dead_letter_table, partitions, &data_marks, &dead_letter_marks).await?;
+        let dead_lettered = dead_lettered_offsets(&dead_letter_table, &partitions, &data_marks, &dead_letter_marks).await?;
 
         // Each record's writer schema, and the table schema that takes them all (evolved in the
         // data commit below).
@@ -254,7 +254,9 @@ impl IngestPipeline {
         let decoded_fields: Vec<_> = data_schema.fields().iter().filter(|f| !is_written_by_icestream(f.name())).cloned().collect();
         let writers: Vec<&SourceSchema> = plan.writers.iter().map(|w| w.as_ref()).collect();
         let decoder = RecordDecoder::with_writers(&writers, Arc::new(ArrowSchema::new(decoded_fields)))?;
-        let mut decoded = decode_partitions(pipeline, &plan, decoder, partitions, &marks, self.now_us())?;
+        let mut decoded = decode_partitions(pipeline, &plan, decoder, &partitions, &marks, self.now_us())?;
+        // Decoded (dead letters keep their own copy): the records' bytes are not needed again.
+        drop(partitions);
         summary.skipped_replay += decoded.skipped_replay;
         summary.schema_rejects += decoded.schema_rejects;
         let mut rows = decoded.rows(data_schema)?;
