@@ -141,8 +141,11 @@ async fn send_all(queue: &CommitQueue, catalogs: &Catalogs, requests: Vec<&Commi
     if requests.is_empty() {
         return Ok(());
     }
-    let _call = catalogs.call_counter().queue_send().await;
-    let ids = futures::future::try_join_all(requests.iter().map(|r| queue.send(r))).await?;
+    let ids = futures::future::try_join_all(requests.iter().map(|r| async move {
+        let _call = catalogs.call_counter().queue_send().await;
+        queue.send(r).await
+    }))
+    .await?;
     for (request, message_id) in requests.iter().zip(ids) {
         tracing::debug!(table = %request.table, %message_id, rows = request.records, "commit request sent");
     }
