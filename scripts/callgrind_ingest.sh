@@ -6,6 +6,7 @@
 #
 # Usage: scripts/callgrind_ingest.sh ICESTREAM_BIN [records=10000] [pattern]
 set -euo pipefail
+command -v valgrind >/dev/null || { echo "callgrind_ingest: needs valgrind (apt-get install valgrind)" >&2; exit 1; }
 bin=$1
 records=${2:-10000}
 pattern=${3:-split_by_partition|RecordBatchPartitionSplitter.*split|take_record_batch}
