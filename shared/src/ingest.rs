@@ -117,24 +117,18 @@ pub(crate) struct PipelineTables {
 const TABLE_REUSE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The (data, dead-letter) tables of a pipeline and when they were loaded from the catalog.
+/// Taken out for an invocation and put back only when it succeeds: after a failure the retry
+/// loads them afresh.
 #[derive(Default)]
 pub(crate) struct TableReuse(std::sync::Mutex<Option<(Table, Table, Instant)>>);
 
 impl TableReuse {
-    fn fresh(&self) -> Option<(Table, Table)> {
-        let slot = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        slot.as_ref().filter(|(_, _, at)| at.elapsed() < TABLE_REUSE).map(|(data, dead_letter, _)| (data.clone(), dead_letter.clone()))
+    fn take_fresh(&self) -> Option<(Table, Table, Instant)> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take().filter(|(_, _, at)| at.elapsed() < TABLE_REUSE)
     }
 
-    fn loaded(&self, data: Table, dead_letter: Table) {
-        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((data, dead_letter, Instant::now()));
-    }
-
-    /// The tables after an append (a schema commit may have moved them); the load time stays.
-    fn keep(&self, data: Table, dead_letter: Table) {
-        if let Some(slot) = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_mut() {
-            (slot.0, slot.1) = (data, dead_letter);
-        }
+    fn put(&self, data: Table, dead_letter: Table, loaded_at: Instant) {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((data, dead_letter, loaded_at));
     }
 }
 
@@ -237,7 +231,7 @@ impl IngestPipeline {
         if let Some(upsert) = &pipeline.upsert {
             return self.ingest_upserts(pipeline, upsert, tables, &partitions, deadline, summary).await;
         }
-        let (data_table, dead_letter_table) = self.tables_of(pipeline, tables).await?;
+        let (data_table, dead_letter_table, loaded_at) = self.tables_of(pipeline, tables).await?;
         let data_marks = Watermarks::from_properties(data_table.metadata().properties());
         let dead_letter_marks = Watermarks::from_properties(dead_letter_table.metadata().properties());
         let dead_lettered = dead_lettered_offsets(&dead_letter_table, &partitions, &data_marks, &dead_letter_marks).await?;
@@ -320,8 +314,9 @@ impl IngestPipeline {
                 summary.snapshot_id = appended.snapshot_id;
             }
         }
-        if let [dead_letter, data] = &mut left[..] {
-            tables.reuse.keep(data.clone(), dead_letter.clone());
+        // Queued: the tables as the sink left them, for the next invocation.
+        if let Ok([dead_letter, data]) = <[Table; 2]>::try_from(left) {
+            tables.reuse.put(data, dead_letter, loaded_at);
         }
         tracing::info!(table = %metrics.table, written = metrics.written, dead_letter = metrics.dead_letter, "table committed");
         summary.table_metrics.push(metrics);
@@ -331,17 +326,15 @@ impl IngestPipeline {
     /// The pipeline's data and dead-letter tables, loaded side by side (one round trip) or, by
     /// a queued writer, as it left them within [`TABLE_REUSE`]. Not with `dedup = "window"`:
     /// it reads the table for keys seen lately.
-    async fn tables_of(&self, pipeline: &Pipeline, tables: &PipelineTables) -> Result<(Table, Table)> {
+    async fn tables_of(&self, pipeline: &Pipeline, tables: &PipelineTables) -> Result<(Table, Table, Instant)> {
         let reuse = matches!(self.sink, AppendSink::Queued(_)) && pipeline.dedup != Dedup::Window;
-        if let Some(fresh) = reuse.then(|| tables.reuse.fresh()).flatten() {
+        if let Some(fresh) = reuse.then(|| tables.reuse.take_fresh()).flatten() {
             return Ok(fresh);
         }
+        let loaded_at = Instant::now();
         let catalog = self.catalogs.catalog();
         let (data, dead_letter) = futures::try_join!(catalog.load_table(&tables.data), catalog.load_table(&tables.dead_letter))?;
-        if reuse {
-            tables.reuse.loaded(data.clone(), dead_letter.clone());
-        }
-        Ok((data, dead_letter))
+        Ok((data, dead_letter, loaded_at))
     }
 
     /// An upsert pipeline's share: the guarded apply (`cdc::upsert`). Returns the oldest
