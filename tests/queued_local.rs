@@ -25,13 +25,16 @@ impl Drop for Moto {
 fn moto_with_queue() -> (Moto, String) {
     let bin = venv().join("bin");
     let port = free_port();
-    let mut child = Command::new(bin.join("moto_server"))
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("moto_server (run `make venv`)");
-    wait_for_port(port, "moto_server", &mut child);
+    // Owned by the guard from the start: a failed step below still stops it.
+    let mut moto = Moto(
+        Command::new(bin.join("moto_server"))
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("moto_server (run `make venv`)"),
+    );
+    wait_for_port(port, "moto_server", &mut moto.0);
     let endpoint = format!("http://127.0.0.1:{port}");
     // SAFETY: the only test of this binary sets these before it starts any thread of its own.
     unsafe {
@@ -42,7 +45,7 @@ fn moto_with_queue() -> (Moto, String) {
     let create = "import boto3, sys; print(boto3.client('sqs', endpoint_url=sys.argv[1]).create_queue(QueueName='commits.fifo', Attributes={'FifoQueue': 'true'})['QueueUrl'])";
     let out = Command::new(bin.join("python")).args(["-c", create, &endpoint]).output().expect("venv python");
     assert!(out.status.success(), "create queue: {}", String::from_utf8_lossy(&out.stderr));
-    (Moto(child), String::from_utf8(out.stdout).unwrap().trim().to_string())
+    (moto, String::from_utf8(out.stdout).unwrap().trim().to_string())
 }
 
 /// A queued writer loads its tables once and reuses them: a warm invocation uploads every file
