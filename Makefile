@@ -14,12 +14,13 @@ WAREHOUSE ?= ./warehouse
 # zip-check (unoptimised, a third of the cold CPU time; see Cargo.toml).
 PROFILE ?= release
 
-.PHONY: help demo test test-rust test-python build-cli bench build infra-check venv clean local kafka-start kafka-stop system-deps fuzz
+.PHONY: help demo test test-rust test-python build-cli bench bench-local build infra-check venv clean local kafka-start kafka-stop system-deps fuzz
 
 help:
 	@echo "make demo     generate telemetry, ingest it into Iceberg on the embedded catalog, read it back"
 	@echo "make test     every test: Rust units and integration, local Kafka + cargo lambda watch, the Lambda zips (make build) under qemu, independent readers (PyIceberg, DuckDB), moto (Glue, S3 Tables, SQS), Terraform checks"
 	@echo "make bench    throughput against the bare arrow-rs Parquet floor, peak RSS on a 6 MB event, CDC apply rate, upsert read cost per batch as the table grows, audit time on 10M rows, registry framing against a fixed schema"
+	@echo "make bench-local  Kafka (Tansu) -> icestream esm in process -> ingest, records/s (release CLI; RECORDS=200000)"
 	@echo "make build    Lambda zips (cargo lambda build --release --arm64 --output-format zip); PROFILE=zip-check: unoptimised, for tests"
 	@echo "make fuzz     cargo-fuzz (nightly) on the event parser, the CDC parsers and the three record decoders, FUZZ_SECONDS (60) per target; a crash input lands in fuzz/artifacts/"
 	@echo "make infra-check  terraform fmt, checkov, validate/test and the Terraform/code cross-checks"
@@ -70,6 +71,10 @@ bench: system-deps venv
 	cargo bench -p icestream --bench audit
 	$(PY) scripts/bench_registry.py $(CARGO_TARGET_DIR)/release/icestream
 	cargo bench -p icestream --bench upsert
+
+bench-local: system-deps venv
+	cargo build --release --bin icestream
+	VENV=$(VENV) scripts/bench_local.sh $(CARGO_TARGET_DIR)/release/icestream
 
 build: venv system-deps
 	PROFILE=$(PROFILE) PATH=$(VENV)/bin:$$PATH scripts/build-lambdas.sh

@@ -9,6 +9,7 @@ use std::time::Instant;
 use arrow_array::RecordBatch;
 use arrow_schema::{Schema as ArrowSchema, SchemaRef};
 use iceberg::TableIdent;
+use iceberg::table::Table;
 use serde::Serialize;
 use tracing::Instrument;
 
@@ -26,7 +27,6 @@ use crate::pipeline::{Pipeline, PipelineSet, format_name};
 use crate::recovery::dead_lettered_offsets;
 use crate::registry::Registry;
 use crate::schema::SourceSchema;
-use iceberg::table::Table;
 use crate::writer_plan::{Framed, WriterPlan, evolve_table};
 use crate::sink::{Append, AppendSink};
 use crate::tables::{is_written_by_icestream, lineage};
@@ -106,6 +106,30 @@ pub(crate) struct PipelineTables {
     pub(crate) registry: Option<Registry>,
     /// `<table>_changelog` of an upsert pipeline that keeps one.
     pub(crate) changelog: Option<(TableIdent, SchemaRef)>,
+    /// The data and dead-letter tables as the last queued invocation left them.
+    pub(crate) reuse: TableReuse,
+}
+
+/// A queued writer reuses its tables for this long instead of loading them per invocation
+/// (two sequential round trips). What it misses in the meantime costs nothing but work: the
+/// committer drops or trims rows below the watermarks it finds, a schema commit against a stale
+/// table conflicts and reloads, and the files carry field ids any later schema reads.
+const TABLE_REUSE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The (data, dead-letter) tables of a pipeline and when they were loaded from the catalog.
+/// Taken out for an invocation and put back only when it succeeds: after a failure the retry
+/// loads them afresh.
+#[derive(Default)]
+pub(crate) struct TableReuse(std::sync::Mutex<Option<(Table, Table, Instant)>>);
+
+impl TableReuse {
+    fn take_fresh(&self) -> Option<(Table, Table, Instant)> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take().filter(|(_, _, at)| at.elapsed() < TABLE_REUSE)
+    }
+
+    fn put(&self, data: Table, dead_letter: Table, loaded_at: Instant) {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((data, dead_letter, loaded_at));
+    }
 }
 
 /// Config, catalog and pipelines: built once per process, reused per invocation.
@@ -176,7 +200,7 @@ impl IngestPipeline {
         for (index, partitions) in routed {
             // Every log line about this share of the batch names the table and the offsets.
             let span = tracing::info_span!("batch", table = %self.tables[index].data, offsets = %offset_ranges(&partitions));
-            let pipeline_oldest = self.ingest_pipeline(index, &partitions, deadline, &mut summary).instrument(span).await?;
+            let pipeline_oldest = self.ingest_pipeline(index, partitions, deadline, &mut summary).instrument(span).await?;
             oldest = match (oldest, pipeline_oldest) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
@@ -198,23 +222,19 @@ impl IngestPipeline {
     async fn ingest_pipeline(
         &self,
         index: usize,
-        partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
+        partitions: BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
         deadline: Instant,
         summary: &mut Summary,
     ) -> Result<Option<i64>> {
         let pipeline = &self.set.pipelines[index];
         let tables = &self.tables[index];
         if let Some(upsert) = &pipeline.upsert {
-            return self.ingest_upserts(pipeline, upsert, tables, partitions, deadline, summary).await;
+            return self.ingest_upserts(pipeline, upsert, tables, &partitions, deadline, summary).await;
         }
-        let catalog = self.catalogs.catalog();
-        // Watermarks as of now; the commit re-checks them, this only saves decoding replays.
-        // Each table is loaded once per invocation, both at once (one round trip, not two).
-        let (data_table, dead_letter_table) =
-            futures::try_join!(catalog.load_table(&tables.data), catalog.load_table(&tables.dead_letter))?;
+        let (data_table, dead_letter_table, loaded_at) = self.tables_of(pipeline, tables).await?;
         let data_marks = Watermarks::from_properties(data_table.metadata().properties());
         let dead_letter_marks = Watermarks::from_properties(dead_letter_table.metadata().properties());
-        let dead_lettered = dead_lettered_offsets(&dead_letter_table, partitions, &data_marks, &dead_letter_marks).await?;
+        let dead_lettered = dead_lettered_offsets(&dead_letter_table, &partitions, &data_marks, &dead_letter_marks).await?;
 
         // Each record's writer schema, and the table schema that takes them all (evolved in the
         // data commit below).
@@ -228,7 +248,9 @@ impl IngestPipeline {
         let decoded_fields: Vec<_> = data_schema.fields().iter().filter(|f| !is_written_by_icestream(f.name())).cloned().collect();
         let writers: Vec<&SourceSchema> = plan.writers.iter().map(|w| w.as_ref()).collect();
         let decoder = RecordDecoder::with_writers(&writers, Arc::new(ArrowSchema::new(decoded_fields)))?;
-        let mut decoded = decode_partitions(pipeline, &plan, decoder, partitions, &marks, self.now_us())?;
+        let mut decoded = decode_partitions(pipeline, &plan, decoder, &partitions, &marks, self.now_us())?;
+        // Decoded (dead letters keep their own copy): the records' bytes are not needed again.
+        drop(partitions);
         summary.skipped_replay += decoded.skipped_replay;
         summary.schema_rejects += decoded.schema_rejects;
         let mut rows = decoded.rows(data_schema)?;
@@ -254,20 +276,24 @@ impl IngestPipeline {
             (&tables.data, data_table, rows, plan.writers.clone()),
         ];
         let mut metrics = TableMetrics { table: tables.data.name().to_string(), ..Default::default() };
-        for (ident, table, batch, writers) in appends {
-            let is_data = !writers.is_empty();
-            let commit_started = Instant::now();
-            let append = Append {
+        let appends = appends
+            .into_iter()
+            .map(|(ident, table, rows, writers)| Append {
                 ident,
                 table: Some(table),
-                rows: batch,
+                rows,
                 ranges: &decoded.ranges,
                 oldest_record_ms: decoded.oldest_timestamp_ms,
                 record_times: Some(&decoded.record_times),
                 writers,
-            };
-            let appended = self.sink.append(&self.catalogs, &self.config, append, deadline).await?;
-            summary.commit_ms += commit_started.elapsed().as_millis() as u64;
+            })
+            .collect();
+        let commit_started = Instant::now();
+        let appended = self.sink.append_all(&self.catalogs, &self.config, appends, deadline).await?;
+        summary.commit_ms += commit_started.elapsed().as_millis() as u64;
+        let mut left = Vec::with_capacity(2);
+        for (is_data, (appended, table)) in [false, true].into_iter().zip(appended) {
+            left.extend(table);
             summary.commit_attempts += appended.commit_attempts;
             summary.files += appended.files;
             summary.bytes += appended.bytes;
@@ -288,9 +314,27 @@ impl IngestPipeline {
                 summary.snapshot_id = appended.snapshot_id;
             }
         }
+        // Queued: the tables as the sink left them, for the next invocation.
+        if let Ok([dead_letter, data]) = <[Table; 2]>::try_from(left) {
+            tables.reuse.put(data, dead_letter, loaded_at);
+        }
         tracing::info!(table = %metrics.table, written = metrics.written, dead_letter = metrics.dead_letter, "table committed");
         summary.table_metrics.push(metrics);
         Ok(decoded.oldest_timestamp_ms)
+    }
+
+    /// The pipeline's data and dead-letter tables, loaded side by side (one round trip) or, by
+    /// a queued writer, as it left them within [`TABLE_REUSE`]. Not with `dedup = "window"`:
+    /// it reads the table for keys seen lately.
+    async fn tables_of(&self, pipeline: &Pipeline, tables: &PipelineTables) -> Result<(Table, Table, Instant)> {
+        let reuse = matches!(self.sink, AppendSink::Queued(_)) && pipeline.dedup != Dedup::Window;
+        if let Some(fresh) = reuse.then(|| tables.reuse.take_fresh()).flatten() {
+            return Ok(fresh);
+        }
+        let loaded_at = Instant::now();
+        let catalog = self.catalogs.catalog();
+        let (data, dead_letter) = futures::try_join!(catalog.load_table(&tables.data), catalog.load_table(&tables.dead_letter))?;
+        Ok((data, dead_letter, loaded_at))
     }
 
     /// An upsert pipeline's share: the guarded apply (`cdc::upsert`). Returns the oldest
@@ -386,7 +430,14 @@ async fn open_tables(catalogs: &Catalogs, pipeline: &Pipeline, registry: Option<
         }
         None => None,
     };
-    Ok(PipelineTables { data: ident, dead_letter: dead_letter.identifier().clone(), dead_letter_schema, registry, changelog })
+    Ok(PipelineTables {
+        data: ident,
+        dead_letter: dead_letter.identifier().clone(),
+        dead_letter_schema,
+        registry,
+        changelog,
+        reuse: TableReuse::default(),
+    })
 }
 
 /// Commit the schema `table` needs to take `writers`' rows (nothing if it has it), and return

@@ -29,7 +29,7 @@ use crate::queued::sqs::CommitQueue;
 use crate::project::project_batch;
 use crate::queued::{CommitRequest, REQUEST_VERSION};
 use crate::schema::SourceSchema;
-use crate::writer::write_data_files;
+use crate::writer::{EncodedFiles, encode_data_files};
 
 /// What one append did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -85,11 +85,71 @@ impl AppendSink {
 
     /// Commit `append` now, or stage it and send its commit request.
     pub async fn append(&self, catalogs: &Catalogs, config: &Config, append: Append<'_>, deadline: Instant) -> Result<Appended> {
+        Ok(self.append_all(catalogs, config, vec![append], deadline).await?.remove(0).0)
+    }
+
+    /// Several appends, each taking effect only after the ones before it (dead letters before
+    /// rows), with the tables as the sink left them (queued: for the next invocation to reuse).
+    /// Direct commits them in turn; queued stages them side by side (every file and staged
+    /// manifest uploaded at once) and sends their requests in order, a request waiting only for
+    /// the acknowledgement of an earlier one that carries rows (one with none loses nothing if
+    /// it is lost: its offsets are redelivered).
+    pub async fn append_all(
+        &self,
+        catalogs: &Catalogs,
+        config: &Config,
+        appends: Vec<Append<'_>>,
+        deadline: Instant,
+    ) -> Result<Vec<(Appended, Option<Table>)>> {
         match self {
-            Self::Direct => direct(catalogs, config, append, deadline).await,
-            Self::Queued(queue) => queued(queue, catalogs, config, append, deadline).await,
+            Self::Direct => {
+                let mut out = Vec::with_capacity(appends.len());
+                for append in appends {
+                    out.push((direct(catalogs, config, append, deadline).await?, None));
+                }
+                Ok(out)
+            }
+            Self::Queued(queue) => {
+                // Encoding is CPU work, one append after the other; then every file and staged
+                // manifest of every table goes up side by side (one round trip).
+                let mut staged = Vec::with_capacity(appends.len());
+                for append in appends {
+                    staged.push(stage(catalogs, config, append, deadline).await?);
+                }
+                futures::future::try_join_all(staged.iter_mut().map(Staged::upload)).await?;
+                if config.fail_point == FailPoint::AfterWrite {
+                    crate::failpoint::abort("after-write");
+                }
+                let mut wave = Vec::new();
+                for (i, s) in staged.iter().enumerate() {
+                    if let Some(request) = &s.request {
+                        wave.push(request);
+                    }
+                    let carries_rows = s.request.as_ref().is_some_and(|r| r.manifest.is_some());
+                    if carries_rows || i + 1 == staged.len() {
+                        send_all(queue, catalogs, std::mem::take(&mut wave)).await?;
+                    }
+                }
+                Ok(staged.into_iter().map(|s| (s.appended, Some(s.table))).collect())
+            }
         }
     }
+}
+
+/// Requests sent side by side, once SQS has acknowledged them all.
+async fn send_all(queue: &CommitQueue, catalogs: &Catalogs, requests: Vec<&CommitRequest>) -> Result<()> {
+    if requests.is_empty() {
+        return Ok(());
+    }
+    let ids = futures::future::try_join_all(requests.iter().map(|r| async move {
+        let _call = catalogs.call_counter().queue_send().await;
+        queue.send(r).await
+    }))
+    .await?;
+    for (request, message_id) in requests.iter().zip(ids) {
+        tracing::debug!(table = %request.table, %message_id, rows = request.records, "commit request sent");
+    }
+    Ok(())
 }
 
 /// A commit that only evolves the schema (queued mode), re-planned against each attempt's table.
@@ -131,7 +191,28 @@ async fn direct(catalogs: &Catalogs, config: &Config, append: Append<'_>, deadli
     })
 }
 
-async fn queued(queue: &CommitQueue, catalogs: &Catalogs, config: &Config, append: Append<'_>, deadline: Instant) -> Result<Appended> {
+/// One queued append, encoded: its files and manifest not uploaded, its request not sent.
+struct Staged {
+    appended: Appended,
+    request: Option<CommitRequest>,
+    table: Table,
+    encoded: Option<EncodedFiles>,
+}
+
+impl Staged {
+    /// Upload the files and, side by side, the manifest listing them (the request names it).
+    async fn upload(&mut self) -> Result<()> {
+        let (Some(encoded), Some(request)) = (self.encoded.take(), self.request.as_mut()) else {
+            return Ok(());
+        };
+        let listed = encoded.files.clone();
+        let (_, manifest) = futures::try_join!(encoded.upload(&self.table), write_staged_manifest(&self.table, &listed))?;
+        request.manifest = Some(manifest);
+        Ok(())
+    }
+}
+
+async fn stage(catalogs: &Catalogs, config: &Config, append: Append<'_>, deadline: Instant) -> Result<Staged> {
     let Append { ident, table, rows, ranges, oldest_record_ms, writers, .. } = append;
     let mut table = match table {
         Some(table) => table,
@@ -147,23 +228,24 @@ async fn queued(queue: &CommitQueue, catalogs: &Catalogs, config: &Config, appen
     // Committed watermarks: what the table holds for sure. The committer checks again.
     let marks = Watermarks::from_properties(table.metadata().properties());
     if ranges.iter().all(|(tp, (_, last))| marks.covers(tp, *last)) {
-        return Ok(Appended { skipped_replay: rows.num_rows(), ..Default::default() });
+        let appended = Appended { skipped_replay: rows.num_rows(), ..Default::default() };
+        return Ok(Staged { appended, request: None, table, encoded: None });
     }
     let unseen = unseen_rows(&rows, ranges, &marks)?;
-    let files = if unseen.num_rows() == 0 {
-        vec![]
+    let skipped_replay = rows.num_rows() - unseen.num_rows();
+    drop(rows);
+    let encoded = if unseen.num_rows() == 0 {
+        None
     } else {
-        write_data_files(&table, &[unseen.clone()], &config.compression, config.target_file_size_bytes).await?
+        let schema = table.metadata().current_schema().clone();
+        Some(encode_data_files(&table, schema, std::slice::from_ref(&unseen), &config.compression, config.target_file_size_bytes).await?)
     };
-    let manifest = if files.is_empty() { None } else { Some(write_staged_manifest(&table, &files).await?) };
-    if config.fail_point == FailPoint::AfterWrite {
-        crate::failpoint::abort("after-write");
-    }
+    let files = encoded.as_ref().map_or(&[][..], |e| &e.files[..]);
     let appended = Appended {
         rows: unseen.num_rows(),
         files: files.len(),
         bytes: files.iter().map(|f| f.file_size_in_bytes()).sum(),
-        skipped_replay: rows.num_rows() - unseen.num_rows(),
+        skipped_replay,
         requests_sent: 1,
         schema_id: Some(table.metadata().current_schema_id()),
         ..Default::default()
@@ -172,17 +254,12 @@ async fn queued(queue: &CommitQueue, catalogs: &Catalogs, config: &Config, appen
         version: REQUEST_VERSION,
         namespace: ident.namespace().join("."),
         table: ident.name().to_string(),
-        manifest,
+        manifest: None,
         ranges: CommitRequest::ranges_from(ranges),
         records: appended.rows as u64,
         files: appended.files as u64,
         bytes: appended.bytes,
         oldest_record_ms,
     };
-    let message_id = {
-        let _call = catalogs.call_counter().queue_send().await;
-        queue.send(&request).await?
-    };
-    tracing::debug!(table = %ident, %message_id, rows = appended.rows, "commit request sent");
-    Ok(appended)
+    Ok(Staged { appended, request: Some(request), table, encoded })
 }

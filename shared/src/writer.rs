@@ -1,21 +1,26 @@
-//! Partitioned Parquet data files through iceberg-rust's writers: the partition splitter
-//! computes partition values (arrow kernels) and groups the rows by them (a per-row key, then one
-//! filter per partition), one rolling data-file writer per partition takes its rows, and the
-//! writers close side by side, so each file's upload overlaps the others' (one sequential round
-//! trip, not one per file). Every file name
-//! carries a fresh UUID so retries and concurrent writers never collide.
+//! Partitioned Parquet data files through iceberg-rust's writers: partition values computed with
+//! the spec's transforms on whole columns, rows grouped by them (row-format keys, one `take` per
+//! partition), one rolling data-file writer per partition in turn (one writer's buffers in
+//! memory at a time), and the encoded files uploaded side by side (one sequential round trip,
+//! not one per file). Every file name carries a fresh UUID so retries and concurrent writers
+//! never collide.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
-use arrow_array::RecordBatch;
-use iceberg::arrow::RecordBatchPartitionSplitter;
-use iceberg::spec::{DataContentType, DataFile, DataFileFormat, SchemaRef, Struct};
+use arrow_array::cast::AsArray;
+use arrow_array::{ArrayRef, RecordBatch, UInt32Array};
+use arrow_row::{RowConverter, SortField};
+use arrow_select::take::take_record_batch;
+use bytes::Bytes;
+use iceberg::arrow::{PartitionValueCalculator, arrow_struct_to_literal};
+use iceberg::io::FileIO;
+use iceberg::spec::{DataContentType, DataFile, DataFileFormat, Literal, PartitionKey, PartitionSpecRef, SchemaRef};
 use iceberg::table::Table;
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
 use iceberg::writer::file_writer::ParquetWriterBuilder;
 use iceberg::writer::file_writer::location_generator::{DefaultFileNameGenerator, DefaultLocationGenerator};
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
-use iceberg::writer::partitioning::unpartitioned_writer::UnpartitionedWriter;
 use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
 use parquet::basic::{Compression, GzipLevel, ZstdLevel};
 use parquet::file::properties::WriterProperties;
@@ -26,6 +31,13 @@ use crate::tables::{BLOOM_FILTER_PROPERTY_PREFIX, DICTIONARY_SIZE_PROPERTY, PAGE
 
 /// Rows handed to the rolling writer at a time (how often it checks the file size).
 const ROLL_CHECK_ROWS: usize = 8192;
+
+/// Inputs up to this size (Arrow memory) are encoded in memory and uploaded side by side; an
+/// ingest batch is far below it, a compaction's input is not.
+const IN_MEMORY_INPUT_BYTES: usize = 256 << 20;
+
+/// Encoded files held in memory before they are uploaded (side by side) to make room.
+const UPLOAD_BATCH_BYTES: u64 = 16 << 20;
 
 /// Parquet writer properties for a codec name from the `compression` knob. iceberg-rust does
 /// not apply the table's compression property itself, so every writer goes through here.
@@ -95,58 +107,216 @@ pub async fn write_data_files_as(
     compression: &str,
     target_file_size: usize,
 ) -> Result<Vec<DataFile>> {
+    encode_data_files(table, schema, batches, compression, target_file_size).await?.upload(table).await
+}
+
+/// Data files encoded: their entries are final, the last of their bytes may still wait for
+/// [`EncodedFiles::upload`] (so a caller can upload them side by side with what lists them).
+#[derive(Debug)]
+pub struct EncodedFiles {
+    pub files: Vec<DataFile>,
+    /// Encoded in memory, not uploaded yet: (path, bytes).
+    pending: Vec<(String, Bytes)>,
+}
+
+impl EncodedFiles {
+    /// Upload what is still in memory, all files side by side (one round trip).
+    pub async fn upload(self, table: &Table) -> Result<Vec<DataFile>> {
+        upload_all(table, self.pending).await?;
+        Ok(self.files)
+    }
+}
+
+async fn upload_all(table: &Table, pending: Vec<(String, Bytes)>) -> Result<()> {
+    let io = table.file_io();
+    futures::future::try_join_all(pending.into_iter().map(|(path, bytes)| async move {
+        io.new_output(&path)?.write(bytes).await.map_err(|e| Error::Storage { path, source: e })
+    }))
+    .await?;
+    Ok(())
+}
+
+/// Encode `batches` as [`write_data_files_as`] does, one partition after another: one Parquet
+/// writer (and its column buffers) open at a time. Small inputs are encoded in memory and
+/// uploaded together (at [`UPLOAD_BATCH_BYTES`], or by [`EncodedFiles::upload`]); larger ones
+/// (compaction) stream to storage, a file's upload at its close.
+pub async fn encode_data_files(
+    table: &Table,
+    schema: SchemaRef,
+    batches: &[RecordBatch],
+    compression: &str,
+    target_file_size: usize,
+) -> Result<EncodedFiles> {
     let metadata = table.metadata();
     let spec = metadata.default_partition_spec().clone();
     // Rows go out in the table's sort order (upsert tables: by key); the split keeps it.
     let in_order = crate::sort_order::sorted(&schema, metadata.default_sort_order(), batches)?;
     let batches = in_order.as_ref().map_or(batches, std::slice::from_ref);
+    let batches: Vec<&RecordBatch> = batches.iter().filter(|b| b.num_rows() > 0).collect();
+    let in_memory = batches.iter().map(|b| b.get_array_memory_size()).sum::<usize>() <= IN_MEMORY_INPUT_BYTES;
+    let io = if in_memory { FileIO::new_with_memory() } else { table.file_io().clone() };
     let rolling = RollingFileWriterBuilder::new(
         ParquetWriterBuilder::new(table_writer_properties(compression, metadata.properties())?, schema.clone()),
         target_file_size,
-        table.file_io().clone(),
+        io.clone(),
         DefaultLocationGenerator::new(metadata)?,
         DefaultFileNameGenerator::new(uuid::Uuid::new_v4().to_string(), None, DataFileFormat::Parquet),
     );
-    let batches = batches.iter().filter(|b| b.num_rows() > 0);
+    let builder = DataFileWriterBuilder::new(rolling);
+    let mut out = EncodedFiles { files: Vec::new(), pending: Vec::new() };
+    let mut pending_bytes = 0u64;
     // An unpartitioned table (one created by another engine, or `partition_by = []`) has no
-    // partition key to split by: one rolling writer takes every row.
-    if spec.is_unpartitioned() {
-        let mut writer = UnpartitionedWriter::new(DataFileWriterBuilder::new(rolling));
-        for batch in batches {
-            for slice in roll_slices(batch) {
+    // partition key to split by: one writer takes every row.
+    let groups = if spec.is_unpartitioned() {
+        vec![(None, batches.iter().map(|b| (*b, None)).collect())]
+    } else {
+        split_by_partition(&schema, &spec, &batches)?
+    };
+    for (key, parts) in groups {
+        let mut writer = builder.build(key).await?;
+        for (batch, rows) in parts {
+            // One `take` per partition and batch; the rows are copied once.
+            let part = match rows {
+                Some(rows) => take_record_batch(batch, &rows)?,
+                None => batch.clone(),
+            };
+            for slice in roll_slices(&part) {
                 writer.write(slice).await?;
             }
         }
-        return Ok(writer.close().await?);
-    }
-    let splitter = RecordBatchPartitionSplitter::try_new_with_computed_values(schema, spec)?;
-    let builder = DataFileWriterBuilder::new(rolling);
-    let mut writers = Vec::new();
-    let mut by_key: HashMap<Struct, usize> = HashMap::new();
-    for batch in batches {
-        for (key, part) in splitter.split(batch)? {
-            let i = match by_key.get(key.data()) {
-                Some(&i) => i,
-                None => {
-                    by_key.insert(key.data().clone(), writers.len());
-                    writers.push(builder.build(Some(key)).await?);
-                    writers.len() - 1
-                }
-            };
-            for slice in roll_slices(&part) {
-                writers[i].write(slice).await?;
+        let closed = writer.close().await?;
+        if in_memory {
+            for file in &closed {
+                let bytes = io.new_input(file.file_path())?.read().await?;
+                io.delete(file.file_path()).await?;
+                pending_bytes += bytes.len() as u64;
+                out.pending.push((file.file_path().to_string(), bytes));
+            }
+            if pending_bytes >= UPLOAD_BATCH_BYTES {
+                upload_all(table, std::mem::take(&mut out.pending)).await?;
+                pending_bytes = 0;
             }
         }
+        out.files.extend(closed);
     }
-    // Encoding is done; the closes upload (S3: one PUT each) and may overlap.
-    let closed = futures::future::try_join_all(writers.iter_mut().map(|w| w.close())).await?;
-    let files: Vec<DataFile> = closed.into_iter().flatten().collect();
-    debug_assert!(files.iter().all(|f| f.content_type() == DataContentType::Data));
-    Ok(files)
+    debug_assert!(out.files.iter().all(|f| f.content_type() == DataContentType::Data));
+    Ok(out)
+}
+
+/// Row indices of one partition in one batch (`None`: every row).
+type Rows<'a> = Vec<(&'a RecordBatch, Option<UInt32Array>)>;
+
+/// Rows grouped by partition, in order of first appearance: partition values computed per
+/// column with the spec's transforms (arrow kernels), rows grouped by their row-format key
+/// (bytes, no per-row value objects), one partition key built per group.
+fn split_by_partition<'a>(schema: &SchemaRef, spec: &PartitionSpecRef, batches: &[&'a RecordBatch]) -> Result<Vec<(Option<PartitionKey>, Rows<'a>)>> {
+    let calculator = PartitionValueCalculator::try_new(spec, schema)?;
+    let partition_type = spec.partition_type(schema)?;
+    let mut groups: Vec<(Option<PartitionKey>, Rows<'a>)> = Vec::new();
+    let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+    for &batch in batches {
+        let values = calculator.calculate(batch)?;
+        let values = values.as_struct_opt().ok_or_else(|| Error::Invariant("partition values are not a struct".into()))?;
+        let converter = RowConverter::new(values.fields().iter().map(|f| SortField::new(f.data_type().clone())).collect())?;
+        let keys = converter.convert_columns(values.columns())?;
+        // Per distinct key in this batch: its group and its rows.
+        let mut local: HashMap<&[u8], (usize, Vec<u32>)> = HashMap::new();
+        for (row, key) in keys.iter().enumerate() {
+            let next = local.len();
+            local.entry(key.data()).or_insert_with(|| (next, Vec::new())).1.push(row as u32);
+        }
+        let mut local: Vec<(&[u8], (usize, Vec<u32>))> = local.into_iter().collect();
+        local.sort_unstable_by_key(|(_, (order, _))| *order);
+        for (key, (_, rows)) in local {
+            let group = match index.get(key) {
+                Some(&g) => g,
+                None => {
+                    let first: ArrayRef = Arc::new(values.slice(rows[0] as usize, 1));
+                    let value = match arrow_struct_to_literal(&first, &partition_type)?.pop().flatten() {
+                        Some(Literal::Struct(value)) => value,
+                        _ => return Err(Error::Invariant("a partition value is not a struct".into())),
+                    };
+                    index.insert(key.to_vec(), groups.len());
+                    groups.push((Some(PartitionKey::new(spec.as_ref().clone(), schema.clone(), value)), Vec::new()));
+                    groups.len() - 1
+                }
+            };
+            let rows = if rows.len() == batch.num_rows() { None } else { Some(UInt32Array::from(rows)) };
+            groups[group].1.push((batch, rows));
+        }
+    }
+    Ok(groups)
 }
 
 /// The rolling writer checks the size between writes: hand it slices so a large partition
 /// rolls near the target instead of landing in one oversized file.
 fn roll_slices(batch: &RecordBatch) -> impl Iterator<Item = RecordBatch> + '_ {
     (0..batch.num_rows()).step_by(ROLL_CHECK_ROWS).map(|start| batch.slice(start, ROLL_CHECK_ROWS.min(batch.num_rows() - start)))
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow_array::{Int64Array, StringArray};
+    use iceberg::arrow::{RecordBatchPartitionSplitter, schema_to_arrow_schema};
+    use iceberg::spec::{NestedField, PrimitiveType, Schema, Transform, Type, UnboundPartitionSpec};
+
+    use super::*;
+
+    /// The split agrees with iceberg-rust's own splitter (per row literals, one filter per
+    /// partition) on every batch, including null partition values, and merges batches.
+    #[test]
+    fn rows_group_by_partition_as_iceberg_splits_them_across_batches() {
+        let schema = Arc::new(
+            Schema::builder()
+                .with_fields(vec![
+                    NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
+                    NestedField::optional(2, "name", Type::Primitive(PrimitiveType::String)).into(),
+                ])
+                .build()
+                .unwrap(),
+        );
+        let spec = UnboundPartitionSpec::builder()
+            .with_spec_id(0)
+            .add_partition_field(1, "id_bucket", Transform::Bucket(4))
+            .unwrap()
+            .add_partition_field(2, "name", Transform::Identity)
+            .unwrap()
+            .build()
+            .bind(schema.clone())
+            .unwrap();
+        let spec = Arc::new(spec);
+        let arrow = Arc::new(schema_to_arrow_schema(&schema).unwrap());
+        let batch = |ids: Vec<i64>, names: Vec<Option<&str>>| {
+            RecordBatch::try_new(arrow.clone(), vec![Arc::new(Int64Array::from(ids)), Arc::new(StringArray::from(names))]).unwrap()
+        };
+        let a = batch((0..40).collect(), (0..40).map(|i| [Some("x"), Some("y"), None][i % 3]).collect());
+        let b = batch(vec![7, 7], vec![Some("x"), Some("x")]);
+        let groups = split_by_partition(&schema, &spec, &[&a, &b]).unwrap();
+
+        let reference = RecordBatchPartitionSplitter::try_new_with_computed_values(schema.clone(), spec.clone()).unwrap();
+        for input in [&a, &b] {
+            let mut ours: Vec<(String, RecordBatch)> = groups
+                .iter()
+                .flat_map(|(key, parts)| parts.iter().map(move |(batch, rows)| (key, batch, rows)))
+                .filter(|(_, batch, _)| std::ptr::eq(**batch, input))
+                .map(|(key, batch, rows)| {
+                    let part = rows.as_ref().map_or_else(|| (*batch).clone(), |rows| take_record_batch(batch, rows).unwrap());
+                    (format!("{:?}", key.as_ref().unwrap().data()), part)
+                })
+                .collect();
+            let mut theirs: Vec<(String, RecordBatch)> =
+                reference.split(input).unwrap().into_iter().map(|(key, part)| (format!("{:?}", key.data()), part)).collect();
+            ours.sort_by(|x, y| x.0.cmp(&y.0));
+            theirs.sort_by(|x, y| x.0.cmp(&y.0));
+            assert_eq!(ours, theirs);
+        }
+        // One group per distinct key, in order of first appearance; `b`'s rows join `a`'s group.
+        let keys: Vec<String> = groups.iter().map(|(key, _)| format!("{:?}", key.as_ref().unwrap().data())).collect();
+        assert_eq!(keys.len(), keys.iter().collect::<std::collections::HashSet<_>>().len());
+        let first_rows: Vec<(bool, u32)> =
+            groups.iter().map(|(_, parts)| (std::ptr::eq(parts[0].0, &b), parts[0].1.as_ref().map_or(0, |rows| rows.value(0)))).collect();
+        assert!(first_rows.is_sorted(), "{first_rows:?}");
+        let from_b = groups.iter().map(|(_, parts)| parts.iter().filter(|(batch, _)| std::ptr::eq(*batch, &b)).count());
+        assert_eq!(from_b.sum::<usize>(), 1);
+    }
 }

@@ -81,7 +81,10 @@ async fn run() -> Result<()> {
             let pipeline = IngestPipeline::new(config).await?;
             for file in files {
                 let json = std::fs::read(&file).with_context(|| format!("reading {file}"))?;
-                let summary = pipeline.handle_json(&json, std::time::Instant::now() + budget).await?;
+                // The parsed event owns what it needs: the file's bytes go before the work starts.
+                let event = icestream::event::parse_event(&json)?;
+                drop(json);
+                let summary = pipeline.handle(event, std::time::Instant::now() + budget).await?;
                 eprintln!("{}", icestream::metrics::emf_line("ingest", &summary));
                 for line in icestream::metrics::table_emf_lines("ingest", &summary) {
                     eprintln!("{line}");
