@@ -240,19 +240,27 @@ pub const DICTIONARY_SIZE_PROPERTY: &str = "write.parquet.dict-size-bytes";
 /// key and order columns (and the page index stays a small fraction of the file).
 pub const UPSERT_PAGE_ROWS: usize = 256;
 
+/// Iceberg's table property that caps a Parquet row group's (estimated encoded) size.
+pub const ROW_GROUP_SIZE_PROPERTY: &str = "write.parquet.row-group-size-bytes";
+
+/// Row group size in upsert tables: a batch reads the page index of the row groups its keys
+/// fall in, so row groups of about a megabyte keep that read small as files grow.
+pub const UPSERT_ROW_GROUP_BYTES: usize = 1 << 20;
+
 /// Dictionary bytes per column chunk in upsert tables: a key column's dictionary is read with
 /// any page of it, so a column of many distinct keys is written plain instead.
 pub const UPSERT_DICTIONARY_BYTES: usize = 8 * 1024;
 
 /// Properties of a table kept by guarded apply: merge-on-read (readers such as Spark and Trino
-/// told the same thing we do), bloom filters on the key columns and small pages, so a batch
-/// reads only the row groups and pages that may hold its keys.
+/// told the same thing we do), bloom filters on the key columns, small pages and row groups,
+/// so a batch reads only the row groups and pages that may hold its keys.
 pub fn add_upsert_properties(properties: &mut HashMap<String, String>, key: &[&str]) {
     for mode in ["write.delete.mode", "write.update.mode", "write.merge.mode"] {
         properties.insert(mode.to_string(), "merge-on-read".to_string());
     }
     properties.insert(PAGE_ROW_LIMIT_PROPERTY.to_string(), UPSERT_PAGE_ROWS.to_string());
     properties.insert(DICTIONARY_SIZE_PROPERTY.to_string(), UPSERT_DICTIONARY_BYTES.to_string());
+    properties.insert(ROW_GROUP_SIZE_PROPERTY.to_string(), UPSERT_ROW_GROUP_BYTES.to_string());
     for column in key {
         properties.insert(format!("{BLOOM_FILTER_PROPERTY_PREFIX}{column}"), "true".to_string());
     }

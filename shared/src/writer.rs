@@ -27,7 +27,7 @@ use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
 use crate::error::{Error, Result};
-use crate::tables::{BLOOM_FILTER_PROPERTY_PREFIX, DICTIONARY_SIZE_PROPERTY, PAGE_ROW_LIMIT_PROPERTY};
+use crate::tables::{BLOOM_FILTER_PROPERTY_PREFIX, DICTIONARY_SIZE_PROPERTY, PAGE_ROW_LIMIT_PROPERTY, ROW_GROUP_SIZE_PROPERTY};
 
 /// Rows handed to the rolling writer at a time (how often it checks the file size).
 const ROLL_CHECK_ROWS: usize = 8192;
@@ -54,15 +54,16 @@ pub fn writer_properties(compression: &str) -> Result<WriterProperties> {
 }
 
 /// [`writer_properties`] plus what the table's Iceberg properties ask of Parquet files: bloom
-/// filters on columns, a row limit per page and a dictionary size limit (upsert tables ask for
-/// all three, so a batch reads only the row groups and pages that may hold a touched key, and a
-/// key column's dictionary, read with any of its pages, stays small).
+/// filters on columns, a row limit per page, a dictionary size limit and a row group size
+/// (upsert tables ask for all four, so a batch reads only the row groups and pages that may
+/// hold a touched key, and a key column's dictionary, read with any of its pages, stays small).
 pub(crate) fn table_writer_properties(compression: &str, properties: &std::collections::HashMap<String, String>) -> Result<WriterProperties> {
     let columns: Vec<&str> =
         properties.iter().filter(|(_, v)| v.as_str() == "true").filter_map(|(k, _)| k.strip_prefix(BLOOM_FILTER_PROPERTY_PREFIX)).collect();
     let page_rows = positive(properties, PAGE_ROW_LIMIT_PROPERTY)?;
     let dictionary_bytes = positive(properties, DICTIONARY_SIZE_PROPERTY)?;
-    if columns.is_empty() && page_rows.is_none() && dictionary_bytes.is_none() {
+    let row_group_bytes = positive(properties, ROW_GROUP_SIZE_PROPERTY)?;
+    if columns.is_empty() && page_rows.is_none() && dictionary_bytes.is_none() && row_group_bytes.is_none() {
         return writer_properties(compression);
     }
     let mut builder = writer_properties(compression)?.into_builder();
@@ -75,6 +76,9 @@ pub(crate) fn table_writer_properties(compression: &str, properties: &std::colle
     }
     if let Some(bytes) = dictionary_bytes {
         builder = builder.set_dictionary_page_size_limit(bytes);
+    }
+    if let Some(bytes) = row_group_bytes {
+        builder = builder.set_max_row_group_bytes(Some(bytes));
     }
     Ok(builder.build())
 }

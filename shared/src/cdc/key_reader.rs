@@ -1,7 +1,7 @@
 //! Reading the key and order columns of one data file at a cost bounded by the batch, not the
-//! file: the footer and page index (one suffix read when they fit in it); the row groups whose
-//! key statistics may hold a touched key; of those, the pages whose key bounds may hold one, by
-//! range reads (row groups without a page index: those whose bloom filters on the key columns,
+//! file: the footer; the row groups whose key statistics may hold a touched key; the page index
+//! of those row groups only; then the pages whose key bounds may hold one, by range reads (row
+//! groups without a page index: those whose bloom filters on the key columns,
 //! `write.parquet.bloom-filter-enabled.column.*`, may hold one). Upsert tables write their files
 //! sorted by key in small pages (`write.parquet.page-row-limit`), so a touched key falls in one
 //! page of one row group. Files other engines wrote are read the same way, pruning by whatever
@@ -16,7 +16,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{Date32Type, Int32Type, Int64Type, TimestampMicrosecondType};
 use arrow_array::{ArrayRef, RecordBatch, UInt32Array};
 use arrow_schema::DataType;
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use futures::TryStreamExt;
 use futures::future::BoxFuture;
 use iceberg::arrow::ArrowFileReader;
@@ -28,42 +28,84 @@ use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelection};
 use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::bloom_filter::Sbbf;
-use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
+use parquet::errors::ParquetError;
+use parquet::file::metadata::{ColumnChunkMetaData, ParquetMetaData, ParquetMetaDataReader};
+#[allow(deprecated)] // the per-row-group decoders: see `with_page_index`
+use parquet::file::page_index::index_reader::{read_columns_indexes, read_offset_indexes};
+use parquet::file::reader::{ChunkReader, Length};
 
 use super::keys::KeyCodec;
 use crate::commit::row_delta::{leaf_indices, projection};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
-/// An [`AsyncFileReader`] that counts the bytes it fetches.
+/// What one key read fetched: bytes counted, and the file's last bytes (the footer's suffix
+/// read), which often hold the page index too.
+#[derive(Default)]
+struct Fetched {
+    bytes: AtomicU64,
+    tail: std::sync::Mutex<Option<Span>>,
+}
+
+impl Fetched {
+    /// `range` out of the tail already read, if it lies in it.
+    fn from_tail(&self, range: &Range<u64>) -> Option<Bytes> {
+        let tail = self.tail.lock().ok()?;
+        let tail = tail.as_ref()?;
+        tail.get_bytes(range.start, usize::try_from(range.end - range.start).ok()?).ok()
+    }
+}
+
+/// An [`AsyncFileReader`] that counts the bytes it fetches and serves ranges of the file's tail
+/// from the first read of it.
 struct Counting {
     inner: ArrowFileReader,
     size: u64,
-    bytes: Arc<AtomicU64>,
+    fetched: Arc<Fetched>,
 }
 
 impl Counting {
     /// The file's size from its manifest entry: no request to ask storage for it.
-    async fn open(table: &Table, file: &DataFile, bytes: Arc<AtomicU64>) -> Result<Self> {
+    async fn open(table: &Table, file: &DataFile, fetched: Arc<Fetched>) -> Result<Self> {
         let input = table.file_io().new_input(file.file_path())?;
         let size = file.file_size_in_bytes();
-        Ok(Self { size, inner: ArrowFileReader::new(FileMetadata { size }, input.reader().await?), bytes })
+        Ok(Self { size, inner: ArrowFileReader::new(FileMetadata { size }, input.reader().await?), fetched })
     }
 }
 
 impl AsyncFileReader for Counting {
     fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
-        self.bytes.fetch_add(range.end - range.start, Ordering::Relaxed);
-        self.inner.get_bytes(range)
+        Box::pin(async move {
+            if let Some(bytes) = self.fetched.from_tail(&range) {
+                return Ok(bytes);
+            }
+            self.fetched.bytes.fetch_add(range.end - range.start, Ordering::Relaxed);
+            let bytes = self.inner.get_bytes(range.clone()).await?;
+            if range.end == self.size
+                && let Ok(mut tail) = self.fetched.tail.lock()
+                && tail.is_none()
+            {
+                *tail = Some(Span { start: range.start, bytes: bytes.clone() });
+            }
+            Ok(bytes)
+        })
     }
 
     fn get_byte_ranges(&mut self, ranges: Vec<Range<u64>>) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
-        self.bytes.fetch_add(ranges.iter().map(|r| r.end - r.start).sum(), Ordering::Relaxed);
-        self.inner.get_byte_ranges(ranges)
+        Box::pin(async move {
+            let mut out: Vec<Option<Bytes>> = ranges.iter().map(|r| self.fetched.from_tail(r)).collect();
+            let missing: Vec<Range<u64>> = ranges.iter().zip(&out).filter(|(_, b)| b.is_none()).map(|(r, _)| r.clone()).collect();
+            self.fetched.bytes.fetch_add(missing.iter().map(|r| r.end - r.start).sum(), Ordering::Relaxed);
+            let mut read = self.inner.get_byte_ranges(missing).await?.into_iter();
+            for slot in out.iter_mut().filter(|b| b.is_none()) {
+                *slot = read.next();
+            }
+            out.into_iter().map(|b| b.ok_or_else(|| ParquetError::General("a range read returned too few ranges".into()))).collect()
+        })
     }
 
     fn get_metadata<'a>(&'a mut self, _options: Option<&'a ArrowReaderOptions>) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
         Box::pin(async move {
-            // Through `self`, so the footer's bytes are counted too.
+            // Through `self`: the footer's bytes are counted, and its suffix read is kept.
             let size = self.size;
             let metadata = ParquetMetaDataReader::new().with_prefetch_hint(Some(64 * 1024)).load_and_finish(&mut *self, size).await?;
             Ok(Arc::new(metadata))
@@ -188,20 +230,71 @@ fn pages_to_read(
     Ok(Some(ranges))
 }
 
+/// Bytes fetched from one range of a file, read by absolute file offsets.
+struct Span {
+    start: u64,
+    bytes: Bytes,
+}
+
+impl Length for Span {
+    fn len(&self) -> u64 {
+        self.start + self.bytes.len() as u64
+    }
+}
+
+impl ChunkReader for Span {
+    type T = bytes::buf::Reader<Bytes>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        Ok(self.get_bytes(start, (self.len().saturating_sub(start)) as usize)?.reader())
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        let from = start.checked_sub(self.start).map(|f| f as usize).filter(|f| f + length <= self.bytes.len());
+        from.map(|f| self.bytes.slice(f..f + length)).ok_or_else(|| ParquetError::EOF(format!("bytes {start}+{length} are outside the page index read")))
+    }
+}
+
+/// The byte range covering `of` (offset, length) of every column chunk that has one.
+fn span(chunks: &[ColumnChunkMetaData], of: impl Fn(&ColumnChunkMetaData) -> Option<(i64, i32)>) -> Option<Range<u64>> {
+    let ranges = chunks.iter().filter_map(of).filter_map(|(o, l)| Some(u64::try_from(o).ok()?..u64::try_from(o).ok()? + u64::try_from(l).ok()?));
+    ranges.reduce(|a, b| a.start.min(b.start)..a.end.max(b.end))
+}
+
+/// `footer` with the page index (column and offset indexes) of row groups `groups` only, each
+/// fetched by its own range reads, all side by side; the other row groups get none. A file's
+/// index is written for all its row groups together, so loading it whole would cost in
+/// proportion to the file, not to the batch's keys.
+#[allow(deprecated)] // the per-row-group decoders are parquet's only public way to decode part of an index
+async fn with_page_index(reader: &mut Counting, footer: &ParquetMetaData, groups: &[usize]) -> Result<ParquetMetaData> {
+    let mut wanted = Vec::with_capacity(2 * groups.len());
+    for &g in groups {
+        let columns = footer.row_group(g).columns();
+        let column_index = span(columns, |c| Some((c.column_index_offset()?, c.column_index_length()?)));
+        let offset_index = span(columns, |c| Some((c.offset_index_offset()?, c.offset_index_length()?)));
+        let (Some(column_index), Some(offset_index)) = (column_index, offset_index) else {
+            return Err(Error::Invariant(format!("row group {g} was taken for one with a page index")));
+        };
+        wanted.extend([column_index, offset_index]);
+    }
+    let fetched = reader.get_byte_ranges(wanted.clone()).await?;
+    let mut column_indexes = vec![Vec::new(); footer.num_row_groups()];
+    let mut offset_indexes = vec![Vec::new(); footer.num_row_groups()];
+    for (i, &g) in groups.iter().enumerate() {
+        let columns = footer.row_group(g).columns();
+        let at = |k: usize| Span { start: wanted[k].start, bytes: fetched[k].clone() };
+        column_indexes[g] = read_columns_indexes(&at(2 * i), columns)?.unwrap_or_default();
+        offset_indexes[g] = read_offset_indexes(&at(2 * i + 1), columns)?.unwrap_or_default();
+    }
+    Ok(footer.clone().into_builder().set_column_index(Some(column_indexes)).set_offset_index(Some(offset_indexes)).build())
+}
+
 /// The live rows of `columns` in the pages of `file` that may hold one of the touched keys.
 pub async fn read_key_rows(table: &Table, file: &DataFile, keys: &TouchedKeys<'_>, columns: &[&str], deleted: &HashSet<i64>) -> Result<KeyRead> {
     let path = file.file_path();
-    let bytes = Arc::new(AtomicU64::new(0));
-    let mut reader = Counting::open(table, file, bytes.clone()).await?;
-    // Footer and page index in one suffix read when they fit in it (a second read of the
-    // index otherwise).
-    let size = reader.size;
-    let footer = ParquetMetaDataReader::new()
-        .with_prefetch_hint(Some(64 * 1024))
-        .with_page_index_policy(PageIndexPolicy::Optional)
-        .load_and_finish(&mut reader, size)
-        .await?;
-    let footer = Arc::new(footer);
+    let fetched = Arc::new(Fetched::default());
+    let mut reader = Counting::open(table, file, fetched.clone()).await?;
+    let footer = reader.get_metadata(None).await?;
     let arrow = ArrowReaderMetadata::try_new(footer.clone(), ArrowReaderOptions::new())?;
     let names: Vec<&str> = keys.codec.names().collect();
     let leaves = leaf_indices(table, arrow.parquet_schema(), path, &names)?;
@@ -226,7 +319,11 @@ pub async fn read_key_rows(table: &Table, file: &DataFile, keys: &TouchedKeys<'_
         Some((mins, maxes)) => keys.may_hold(mins, maxes)?,
         None => vec![true; groups.len()],
     };
-    let indexed = |g: usize| leaves.iter().all(|&l| groups[g].column(l).column_index_offset().is_some());
+    // A row group with a column index on the key columns and an offset index on every column.
+    let indexed = |g: usize| {
+        leaves.iter().all(|&l| groups[g].column(l).column_index_offset().is_some())
+            && groups[g].columns().iter().all(|c| c.offset_index_offset().is_some())
+    };
     let mut builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, arrow.clone());
     let mut selected = Vec::new();
     for group in (0..groups.len()).filter(|g| by_statistics[*g]) {
@@ -243,14 +340,20 @@ pub async fn read_key_rows(table: &Table, file: &DataFile, keys: &TouchedKeys<'_
         }
     }
     if selected.is_empty() {
-        return Ok(KeyRead { batches: vec![], positions: vec![], bytes: bytes.load(Ordering::Relaxed) });
+        return Ok(KeyRead { batches: vec![], positions: vec![], bytes: fetched.bytes.load(Ordering::Relaxed) });
     }
 
+    // Pages: the page index of the selected row groups only (when each has one), so a batch
+    // reads the index of the parts of the file its keys fall in, not of the whole file.
+    drop(builder);
+    let mut reader = Counting::open(table, file, fetched.clone()).await?;
+    let paged = converters.is_some() && selected.iter().all(|&g| indexed(g));
+    let metadata = if paged { Arc::new(with_page_index(&mut reader, &footer, &selected).await?) } else { footer.clone() };
     let mut ranges: Vec<(usize, Vec<Range<usize>>)> = Vec::with_capacity(selected.len());
     for &group in &selected {
         let rows = groups[group].num_rows() as usize;
         let pages = match &converters {
-            Some(converters) if indexed(group) => pages_to_read(&footer, converters, &leaves, group, keys)?,
+            Some(converters) if paged => pages_to_read(&metadata, converters, &leaves, group, keys)?,
             _ => None,
         };
         ranges.push((group, pages.unwrap_or_else(|| vec![0..rows])));
@@ -258,7 +361,7 @@ pub async fn read_key_rows(table: &Table, file: &DataFile, keys: &TouchedKeys<'_
     ranges.retain(|(_, r)| !r.is_empty());
     let selected: Vec<usize> = ranges.iter().map(|(g, _)| *g).collect();
     if selected.is_empty() {
-        return Ok(KeyRead { batches: vec![], positions: vec![], bytes: bytes.load(Ordering::Relaxed) });
+        return Ok(KeyRead { batches: vec![], positions: vec![], bytes: fetched.bytes.load(Ordering::Relaxed) });
     }
 
     // The selection counts rows of the selected row groups only, in order.
@@ -276,6 +379,7 @@ pub async fn read_key_rows(table: &Table, file: &DataFile, keys: &TouchedKeys<'_
     }
     let mut all_positions = file_ranges.into_iter().flatten();
 
+    let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, ArrowReaderMetadata::try_new(metadata, ArrowReaderOptions::new())?);
     let mask = projection(table, builder.parquet_schema(), path, columns)?;
     let mut stream = builder.with_projection(mask).with_row_groups(selected).with_row_selection(selection).build()?;
     let (mut batches, mut positions) = (Vec::new(), Vec::new());
@@ -285,7 +389,7 @@ pub async fn read_key_rows(table: &Table, file: &DataFile, keys: &TouchedKeys<'_
         positions.extend(here.iter().filter(|p| !deleted.contains(p)));
         batches.push(arrow_select::filter::filter_record_batch(&batch, &keep)?);
     }
-    Ok(KeyRead { batches, positions, bytes: bytes.load(Ordering::Relaxed) })
+    Ok(KeyRead { batches, positions, bytes: fetched.bytes.load(Ordering::Relaxed) })
 }
 
 #[cfg(test)]
