@@ -249,7 +249,7 @@ pub const UPSERT_ROW_GROUP_BYTES: usize = 1 << 20;
 
 /// Dictionary bytes per column chunk in upsert tables: a key column's dictionary is read with
 /// any page of it, so a column of many distinct keys is written plain instead.
-pub const UPSERT_DICTIONARY_BYTES: usize = 8 * 1024;
+pub const UPSERT_DICTIONARY_BYTES: usize = 2 * 1024;
 
 /// Properties of a table kept by guarded apply: merge-on-read (readers such as Spark and Trino
 /// told the same thing we do), bloom filters on the key columns, small pages and row groups,
