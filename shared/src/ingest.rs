@@ -409,7 +409,7 @@ async fn open_tables(catalogs: &Catalogs, pipeline: &Pipeline, registry: Option<
         let target = match evolved {
             // An upsert table evolves now, in a commit of its own: each batch's decoder, guarded
             // apply and changelog read the table's schema as it is when the batch starts.
-            Some(_) if pipeline.upsert.is_some() => evolve_now(catalogs, data.clone(), &writers).await?,
+            Some(_) if pipeline.upsert.is_some() => (**evolve_now(catalogs, data.clone(), &writers).await?.metadata().current_schema()).clone(),
             Some(evolved) => evolved,
             None => (**current).clone(),
         };
@@ -423,8 +423,7 @@ async fn open_tables(catalogs: &Catalogs, pipeline: &Pipeline, registry: Option<
         Some(def) => {
             let mut table = catalogs.ensure_table(def).await?;
             if pipeline.registry.is_none() {
-                evolve_now(catalogs, table.clone(), &writers).await?;
-                table = catalogs.catalog().load_table(table.identifier()).await?;
+                table = evolve_now(catalogs, table, &writers).await?;
             }
             Some((table.identifier().clone(), Arc::new(iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema())?)))
         }
@@ -441,11 +440,10 @@ async fn open_tables(catalogs: &Catalogs, pipeline: &Pipeline, registry: Option<
 }
 
 /// Commit the schema `table` needs to take `writers`' rows (nothing if it has it), and return
-/// the table's schema after.
-async fn evolve_now(catalogs: &Catalogs, table: Table, writers: &[Arc<SourceSchema>]) -> Result<iceberg::spec::Schema> {
+/// the table as it is after.
+async fn evolve_now(catalogs: &Catalogs, table: Table, writers: &[Arc<SourceSchema>]) -> Result<Table> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let outcome = catalogs.committer.commit_to(table, deadline, &mut crate::sink::EvolveSchema { writers }).await?;
-    Ok((**outcome.table.metadata().current_schema()).clone())
+    Ok(catalogs.committer.commit_to(table, deadline, &mut crate::sink::EvolveSchema { writers }).await?.table)
 }
 
 /// What the tables already hold, as far as decoding needs to know.

@@ -411,7 +411,10 @@ fn build(
         schema = upsert::table_schema(schema, &upsert.order).map_err(|e| format!("key `schema`: {e}"))?;
     }
     let partition_spec = partition::spec(&spec.partition_by, &schema).map_err(|e| format!("key `partition_by`: {e}"))?;
-    let mut properties = tables::reference_properties(&config.compression, config.target_file_size_bytes);
+    // The changelog is append-only: the reference properties; the table kept by guarded apply
+    // adds the upsert ones (small row groups and pages, key bloom filters, merge-on-read).
+    let changelog_properties = tables::reference_properties(&config.compression, config.target_file_size_bytes);
+    let mut properties = changelog_properties.clone();
     if upsert.is_some() {
         tables::add_upsert_properties(&mut properties, &spec.key.iter().map(String::as_str).collect::<Vec<_>>());
     }
@@ -422,7 +425,7 @@ fn build(
                 let changelog = upsert::changelog_schema(&schema, &spec.key, resolved.order_column()).map_err(|e| format!("key `changelog`: {e}"))?;
                 let partition_spec = partition::spec(&spec.partition_by, &changelog).map_err(|e| format!("key `partition_by`: {e}"))?;
                 let name = upsert::changelog_name(&spec.table);
-                resolved.changelog = Some(TableDef { name, schema: changelog, partition_spec, properties: properties.clone(), sort_order: None });
+                resolved.changelog = Some(TableDef { name, schema: changelog, partition_spec, properties: changelog_properties, sort_order: None });
             }
             Some(resolved)
         }
