@@ -71,6 +71,8 @@ pub struct Summary {
     /// older than the table's state (ignored).
     pub upsert_applied: usize,
     pub upsert_stale: usize,
+    /// Upsert pipelines: live rows removed by truncates (`allow_truncate`).
+    pub upsert_truncated: usize,
     /// Upsert pipelines: data files (and their delete files' bytes) read to find the touched
     /// keys' rows: the read cost of the batch.
     pub key_files_read: usize,
@@ -105,7 +107,7 @@ pub(crate) struct PipelineTables {
     /// The pipeline's registry client (its cache lives as long as the container).
     pub(crate) registry: Option<Registry>,
     /// `<table>_changelog` of an upsert pipeline that keeps one.
-    pub(crate) changelog: Option<(TableIdent, SchemaRef)>,
+    pub(crate) changelog: Option<TableIdent>,
     /// The data and dead-letter tables as the last queued invocation left them.
     pub(crate) reuse: TableReuse,
 }
@@ -354,9 +356,12 @@ impl IngestPipeline {
             data: &tables.data,
             dead_letter: &tables.dead_letter,
             dead_letter_schema: tables.dead_letter_schema.clone(),
-            changelog: tables.changelog.as_ref().map(|(ident, schema)| (ident, schema.clone())),
+            changelog: tables.changelog.as_ref(),
+            registry: tables.registry.as_ref(),
         };
+        let calls_before = tables.registry.as_ref().map_or(0, Registry::calls);
         let out = crate::cdc::upsert::ingest(&self.catalogs, &self.config, &self.sink, upsert_tables, partitions, deadline).await?;
+        summary.registry_calls += tables.registry.as_ref().map_or(0, Registry::calls) - calls_before;
         summary.written += out.mirror.rows_added;
         summary.dead_letter += out.dead_letter;
         summary.skipped_replay += out.skipped_replay + out.mirror.skipped_replay;
@@ -366,6 +371,7 @@ impl IngestPipeline {
         summary.commit_ms += out.commit_ms;
         summary.upsert_applied += out.mirror.applied;
         summary.upsert_stale += out.mirror.stale;
+        summary.upsert_truncated += out.mirror.rows_truncated;
         summary.key_files_read += out.mirror.files_read;
         summary.key_bytes_read += out.mirror.bytes_read;
         summary.changelog_written += out.changelog_written;
@@ -425,7 +431,7 @@ async fn open_tables(catalogs: &Catalogs, pipeline: &Pipeline, registry: Option<
             if pipeline.registry.is_none() {
                 table = evolve_now(catalogs, table, &writers).await?;
             }
-            Some((table.identifier().clone(), Arc::new(iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema())?)))
+            Some(table.identifier().clone())
         }
         None => None,
     };

@@ -2,7 +2,7 @@
 
 - Debezium (https://debezium.io/documentation/reference/stable/connectors/postgresql.html,
   "Data change events"): `before`/`after`/`op`/`source`/`ts_ms`, op c/u/d/r, a Kafka tombstone
-  (null value, same key) after each delete; with the JSON converter's `schema`+`payload`
+  (null value, same key) after each delete, op t (truncate: no key, no row images); with the JSON converter's `schema`+`payload`
   wrapper or without it; dates as int days (io.debezium.time.Date), timestamps as
   MicroTimestamp ints (with the schema) or ZonedTimestamp strings (without).
 - AWS DMS Kafka target: `{"data": {...}, "metadata": {"operation": ..., "record-type": "data"}}`.
@@ -25,7 +25,7 @@ import random
 import uuid
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, Callable
 
 UTC = dt.timezone.utc
 EPOCH = dt.date(1970, 1, 1)
@@ -42,8 +42,9 @@ class Message:
 
 @dataclass
 class Change:
-    """One source change: the key, the row after it (None for a delete), its position."""
-    key: tuple
+    """One source change: the key (None for a truncate), the row after it (None for a delete),
+    its position."""
+    key: tuple | None
     row: dict[str, Any] | None
     lsn: int
     op: str
@@ -70,7 +71,10 @@ class Source:
 
     def step(self, op: str, key: tuple) -> Change:
         self.lsn += self.rng.randrange(1, 50)
-        if op == "d":
+        if op == "t":
+            self.rows.clear()
+            change = Change(None, None, self.lsn, op)
+        elif op == "d":
             del self.rows[key]
             change = Change(key, None, self.lsn, op)
         else:
@@ -80,12 +84,15 @@ class Source:
         self.changes.append(change)
         return change
 
-    def run(self, keys: int, changes: int) -> None:
+    def run(self, keys: int, changes: int, truncates: int = 0) -> None:
         tenants = ["acme", "globex", "initech", "umbrella"]
         all_keys = [(tenants[i % 4], 10**10 + i * 7) for i in range(keys)]
         for key in all_keys[: keys // 2]:
             self.step("r", key)  # snapshot reads
-        for _ in range(changes):
+        truncate_at = {changes * (j + 1) // (truncates + 1) for j in range(truncates)}
+        for i in range(changes):
+            if i in truncate_at:
+                self.step("t", None)  # TRUNCATE orders
             key = self.rng.choice(all_keys)
             if key not in self.rows:
                 self.step("c", key)
@@ -128,6 +135,8 @@ def debezium(change: Change, before: dict[str, Any] | None, with_schema: bool) -
         "op": change.op,
         "ts_ms": 1764460800000,
     }
+    if change.op == "t":
+        payload["before"] = payload["after"] = None
     if change.op == "d":
         # Default REPLICA IDENTITY: `before` holds the key columns only.
         payload["before"] = {"tenant": change.key[0], "order_id": change.key[1]}
@@ -156,7 +165,9 @@ def dms(change: Change) -> bytes:
         "partition-key-type": "primary-key", "schema-name": "shop", "table-name": "orders"}}).encode()
 
 
-def key_bytes(key: tuple) -> bytes:
+def key_bytes(key: tuple | None) -> bytes | None:
+    if key is None:
+        return None  # a truncate's record has no key
     return json.dumps({"tenant": key[0], "order_id": key[1]}).encode()
 
 
@@ -170,16 +181,19 @@ def row_value(change: Change) -> bytes | None:
 
 # ---------- delivery ----------
 
-def messages(source: Source, envelope: str, rng: random.Random) -> list[Message]:
+def messages(source: Source, envelope: str, rng: random.Random,
+             encode: Callable[[Change, dict[str, Any] | None], bytes] | None = None) -> list[Message]:
     """The change stream as Kafka records, made hostile: spread over partitions (all of a key's
     changes in one partition for `row`, whose order is the offset), stale re-deliveries of old
-    changes after deletes, 2% re-sent."""
+    changes after deletes, 2% re-sent. `encode(change, before)`: another Debezium converter's
+    value (the JSON one, alternately with and without its schema, by default)."""
     out: list[Message] = []
     last_row: dict[tuple, dict[str, Any]] = {}
     for i, change in enumerate(source.changes):
         k = key_bytes(change.key)
         if envelope == "debezium":
-            out.append(Message(k, debezium(change, last_row.get(change.key), with_schema=i % 2 == 0)))
+            before = last_row.get(change.key)
+            out.append(Message(k, encode(change, before) if encode else debezium(change, before, with_schema=i % 2 == 0)))
             if change.op == "d":
                 out.append(Message(k, None))  # the Kafka tombstone
         elif envelope == "dms":
@@ -193,8 +207,17 @@ def messages(source: Source, envelope: str, rng: random.Random) -> list[Message]
             older = [c for c in source.changes[:i] if c.key == change.key and c.row is not None]
             if older:
                 stale = rng.choice(older)
-                value = debezium(stale, None, with_schema=False) if envelope == "debezium" else dms(stale)
+                if envelope == "dms":
+                    value = dms(stale)
+                else:
+                    value = encode(stale, None) if encode else debezium(stale, None, with_schema=False)
                 out.append(Message(k, value))
+        if change.op == "t":
+            # Stale re-deliveries of changes the truncate emptied.
+            older = [c for c in source.changes[:i] if c.row is not None]
+            for stale in rng.sample(older, min(3, len(older))):
+                value = encode(stale, None) if encode else debezium(stale, None, with_schema=False)
+                out.append(Message(key_bytes(stale.key), value))
     for m in out:
         m.partition = hash_partition(m.key) if envelope == "row" else rng.randrange(PARTITIONS)
     resent = []

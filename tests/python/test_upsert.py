@@ -52,10 +52,11 @@ def icestream(*args: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def run(tmp_path: Path, envelope: str, order_by: str | None, extra_schema: dict | None, seed: int) -> tuple[Path, gen.Source, list[dict]]:
+def run(tmp_path: Path, envelope: str, order_by: str | None, extra_schema: dict | None, seed: int,
+        truncates: int = 0, allow_truncate: bool = False) -> tuple[Path, gen.Source, list[dict]]:
     rng = random.Random(seed)
     source = gen.Source(rng)
-    source.run(keys=60, changes=240)
+    source.run(keys=60, changes=240, truncates=truncates)
     msgs = gen.messages(source, envelope, rng)
     (tmp_path / "orders.json").write_text(schema(extra_schema))
     lines = [f'namespace = "{NAMESPACE}"', "[[pipeline]]", 'table = "orders"', f'topics = ["{TOPIC}"]', 'format = "json"',
@@ -63,21 +64,30 @@ def run(tmp_path: Path, envelope: str, order_by: str | None, extra_schema: dict 
              'mode = "upsert"', f'envelope = "{envelope}"', "changelog = true"]
     if order_by:
         lines.append(f'order_by = "{order_by}"')
+    if allow_truncate:
+        lines.append("allow_truncate = true")
+    wh, summaries = ingest_all(tmp_path, lines, msgs, rng)
+    return wh, source, summaries
+
+
+def ingest_all(tmp_path: Path, pipeline_lines: list[str], msgs: list[gen.Message], rng: random.Random) -> tuple[Path, list[dict]]:
+    """Write the pipeline file, then `icestream ingest` each event over `msgs` (event-N.json)."""
     pipelines = tmp_path / "pipelines.toml"
-    pipelines.write_text("\n".join(lines) + "\n")
+    pipelines.write_text("\n".join(pipeline_lines) + "\n")
     wh = tmp_path / "wh"
     summaries = []
     for i, event in enumerate(gen.events(msgs, TOPIC, rng)):
         path = tmp_path / f"event-{i}.json"
         path.write_text(json.dumps(event))
         summaries.append(icestream("ingest", str(path), f"pipelines={pipelines}", f"warehouse={wh}"))
-    return wh, source, summaries
+    return wh, summaries
 
 
-def normalized(rows: list[dict]) -> dict[tuple, dict]:
+def normalized(rows: list[dict], columns: list[str] = COLUMNS) -> dict[tuple, dict]:
+    """Reader rows by (tenant, order_id), uuids and zone-less timestamps as the oracle has them."""
     out = {}
     for r in rows:
-        v = {c: r[c] for c in COLUMNS}
+        v = {c: r.get(c) for c in columns}
         if isinstance(v["uid"], bytes):
             v["uid"] = uuid.UUID(bytes=v["uid"])
         elif isinstance(v["uid"], str):
@@ -130,6 +140,45 @@ def test_debezium_composite_key_mirror_equals_the_oracle(tmp_path: Path) -> None
     for event in sorted(tmp_path.glob("event-*.json")):
         assert icestream("ingest", str(event), pipelines, f"warehouse={wh}")["upsert_applied"] == 0
     check_readers(wh, source)
+
+
+def test_debezium_truncates_empty_the_mirror_as_of_their_source_position(tmp_path: Path) -> None:
+    """Two TRUNCATEs mid-stream, each followed by stale re-deliveries of changes it emptied,
+    shuffled over the partitions like every other change: the mirror equals the source table,
+    none of the emptied rows comes back, the changelog keeps every keyed change once and the
+    newest truncate's position, and a rebuild from the changelog alone gives the same mirror."""
+    wh, source, summaries = run(tmp_path, "debezium", "source.lsn", None, seed=23, truncates=2, allow_truncate=True)
+    truncates = [c.lsn for c in source.changes if c.op == "t"]
+    assert len(truncates) == 2
+    check_readers(wh, source)
+    assert sum(s["upsert_truncated"] for s in summaries) > 0 and sum(s["dead_letter"] for s in summaries) == 0, summaries
+    emptied = {c.key for c in source.changes if c.key is not None and c.lsn < truncates[-1]}
+    assert emptied - set(gen.oracle(source)), "keys the last truncate emptied stay gone"
+    code = {"r": "I", "c": "I", "u": "U", "d": "D"}
+    ids = changelog_ids(wh, "source_position")
+    assert len(ids) == len(set(ids))
+    assert set(ids) == {(code[c.op], c.key[0], c.key[1], c.lsn) for c in source.changes if c.op != "t"}
+    for table in ["orders", "orders_changelog"]:
+        props = readers.pyiceberg_sql_table(wh, NAMESPACE, table).properties
+        assert props.get("icestream.cdc.truncated-at") == str(truncates[-1]), (table, props)
+
+    pipelines = f"pipelines={tmp_path / 'pipelines.toml'}"
+    report = icestream("cdc-rebuild", "orders", pipelines, f"warehouse={wh}")
+    assert report["live_rows"] == len(gen.oracle(source)), report
+    check_readers(wh, source)
+    for event in sorted(tmp_path.glob("event-*.json")):
+        assert icestream("ingest", str(event), pipelines, f"warehouse={wh}")["upsert_applied"] == 0
+    check_readers(wh, source)
+
+
+def test_a_truncate_the_pipeline_does_not_allow_is_a_dead_letter(tmp_path: Path) -> None:
+    wh, source, summaries = run(tmp_path, "debezium", "source.lsn", None, seed=24, truncates=1)
+    assert sum(s["dead_letter"] for s in summaries) == 1 and sum(s["upsert_truncated"] for s in summaries) == 0
+    letters = readers.pyiceberg_sql_table(wh, NAMESPACE, "orders_dead_letter").scan().to_arrow().to_pylist()
+    assert [r["error"] for r in letters] == ['Debezium op "t" (truncate) is not applied: the pipeline does not set allow_truncate = true']
+    got = readers.pyiceberg_sql_table(wh, NAMESPACE, "orders").scan().to_arrow().to_pylist()
+    before = {c.key for c in source.changes[: [c.op for c in source.changes].index("t")] if c.key is not None}
+    assert before & {(r["tenant"], r["order_id"]) for r in got}, "rows from before the refused truncate stay"
 
 
 def test_dms_mirror_equals_the_oracle(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ use iceberg::expr::Reference;
 use iceberg::spec::{Datum, PrimitiveType, Type};
 use iceberg::table::Table;
 
+use super::key_tombstones::truncate_update;
 use super::keys::KeyCodec;
 use super::probe::order_values;
 use crate::columns::Columns;
@@ -42,6 +43,9 @@ pub struct ChangelogAppend {
     in_batch_repeats: usize,
     /// Rows dropped as repeats, within the batch or of rows the table holds.
     pub duplicates: usize,
+    /// The batch's newest truncate: not a row (it has no key), the table property a rebuild
+    /// reads ([`super::key_tombstones::TRUNCATED_AT_PROPERTY`]).
+    truncate: Option<i64>,
 }
 
 impl ChangelogAppend {
@@ -66,7 +70,14 @@ impl ChangelogAppend {
             inner: None,
             in_batch_repeats: duplicates,
             duplicates,
+            truncate: None,
         })
+    }
+
+    /// Record the batch's newest truncate position with its rows.
+    pub fn with_truncate(mut self, position: Option<i64>) -> Self {
+        self.truncate = position;
+        self
     }
 
     /// The append's own numbers (rows, files, bytes, replays) as of the last plan.
@@ -167,7 +178,10 @@ impl Planner for ChangelogAppend {
             self.inner = Some((held, append));
         }
         let (held, append) = self.inner.as_mut().expect("set above");
-        let planned = append.plan(table, attempt).await?;
+        let mut planned = append.plan(table, attempt).await?;
+        if let Some(change) = planned.as_mut() {
+            change.properties.extend(truncate_update(table.metadata().properties(), self.truncate));
+        }
         // Repeats of the table's rows, on top of the batch's own.
         self.duplicates = self.in_batch_repeats + held.len();
         Ok(planned)

@@ -1,7 +1,9 @@
 //! Envelopes of upsert pipelines: what one Kafka record says about one key.
 //!
-//! - Debezium JSON (with or without the embedded `schema`): `op` c/r (snapshot read)/u carry
-//!   the row in `after`, d the key in `before`; `t` (truncate) is refused (a dead letter); a
+//! - Debezium JSON (with or without the embedded `schema`), or Avro through a schema registry
+//!   (read into the same payload, [`avro`]): `op` c/r (snapshot read)/u carry
+//!   the row in `after`, d the key in `before`; `t` (truncate) empties the table as of its
+//!   source position where the pipeline allows it (`allow_truncate`), else is a dead letter; a
 //!   Kafka tombstone (null value after a delete) is not a row change. The source position comes
 //!   from `source` (`lsn`, `scn`, `file`+`pos`, `ts_ms`). Debezium's representations of dates,
 //!   times, timestamps and decimals become the JSON forms the decoder reads, exactly
@@ -11,6 +13,7 @@
 //! - row: the value is the row in the pipeline's format; a null value deletes the record
 //!   key's row (the key: a JSON object of the key columns, or one key column's value).
 
+mod avro;
 mod values;
 
 use arrow_schema::Schema as ArrowSchema;
@@ -18,6 +21,7 @@ use serde_json::{Map, Value};
 
 use super::change::Op;
 use crate::pipeline::upsert::{DecimalHandling, Envelope, Order, SourceField};
+use crate::schema::debezium::DebeziumAvro;
 use values::Values;
 
 /// One record's change.
@@ -29,6 +33,8 @@ pub enum Unwrapped<'a> {
     Upsert { row: Vec<u8>, op: Op, position: Option<i64> },
     /// A key image (a JSON object holding at least the key columns).
     Delete { image: Vec<u8>, position: Option<i64> },
+    /// Every key's row goes, as of this source position (a Debezium truncate).
+    Truncate { position: i64 },
     /// No row change: a Kafka tombstone following a Debezium delete, a DMS control record.
     Control,
 }
@@ -40,6 +46,7 @@ pub struct Unwrapper {
     /// Debezium's representations of the table's columns.
     values: Values,
     single_key: Option<String>,
+    allow_truncate: bool,
 }
 
 impl Unwrapper {
@@ -48,7 +55,14 @@ impl Unwrapper {
             Order::Source(f) => Some(*f),
             _ => None,
         };
-        Self { envelope, source_field, values: Values::new(table, decimals), single_key: (key.len() == 1).then(|| key[0].clone()) }
+        Self { envelope, source_field, values: Values::new(table, decimals), single_key: (key.len() == 1).then(|| key[0].clone()), allow_truncate: false }
+    }
+
+    /// Apply Debezium truncates instead of refusing them (`allow_truncate`; needs a source
+    /// position to order by).
+    pub fn with_truncate(mut self, allow: bool) -> Self {
+        self.allow_truncate = allow && self.source_field.is_some();
+        self
     }
 
     /// The change in one record (`key`, `value`: the Kafka record's, `None` when null).
@@ -87,10 +101,24 @@ impl Unwrapper {
     fn debezium<'a>(&self, value: &[u8]) -> Result<Unwrapped<'a>, String> {
         let doc: Value = serde_json::from_slice(value).map_err(|e| format!("Debezium record is not JSON: {e}"))?;
         // With the JSON converter's schemas enabled the change is under `payload`.
-        let (payload, schema) = match (doc.get("payload"), doc.get("schema")) {
-            (Some(p), Some(s)) if p.is_object() => (p, Some(s)),
-            _ => (&doc, None),
-        };
+        match (doc.get("payload"), doc.get("schema")) {
+            (Some(p), Some(s)) if p.is_object() => self.debezium_payload(p, Some(s)),
+            _ => self.debezium_payload(&doc, None),
+        }
+    }
+
+    /// A Debezium Avro record (`value`: its payload, the registry frame removed) read with its
+    /// writer's envelope; a null value is the Kafka tombstone after a delete.
+    pub fn debezium_avro<'a>(&self, envelope: &DebeziumAvro, value: Option<&[u8]>) -> Result<Unwrapped<'a>, String> {
+        match value {
+            None => Ok(Unwrapped::Control),
+            Some(v) => self.debezium_payload(&avro::payload_json(&envelope.writer, v)?, Some(&envelope.connect)),
+        }
+    }
+
+    /// One change from its payload (`before`, `after`, `op`, `source`) and, when the record
+    /// brings one, its Connect schema.
+    fn debezium_payload<'a>(&self, payload: &Value, schema: Option<&Value>) -> Result<Unwrapped<'a>, String> {
         let op = payload.get("op").and_then(Value::as_str).ok_or("Debezium record has no `op`")?;
         let image = |side: &str| -> Result<Vec<u8>, String> {
             let row = payload.get(side).and_then(Value::as_object).ok_or_else(|| format!("Debezium op {op:?} has no `{side}` object"))?;
@@ -101,7 +129,11 @@ impl Unwrapper {
             "c" | "r" => Unwrapped::Upsert { row: image("after")?, op: Op::Insert, position: position()? },
             "u" => Unwrapped::Upsert { row: image("after")?, op: Op::Update, position: position()? },
             "d" => Unwrapped::Delete { image: image("before")?, position: position()? },
-            "t" => return Err("Debezium op \"t\" (truncate) is not applied: icestream does not empty an upsert table from a change record".into()),
+            "t" if self.allow_truncate => {
+                let position = position()?.ok_or("Debezium truncate without a source position")?;
+                Unwrapped::Truncate { position }
+            }
+            "t" => return Err("Debezium op \"t\" (truncate) is not applied: the pipeline does not set allow_truncate = true".into()),
             "m" => Unwrapped::Control,
             other => return Err(format!("Debezium op {other:?} is not one of c, r, u, d, t, m")),
         })

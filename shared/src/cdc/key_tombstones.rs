@@ -21,6 +21,22 @@ use crate::columns::Columns;
 use crate::error::Result;
 use crate::writer::writer_properties;
 
+/// Table property (upsert tables and their changelogs): the source position of the newest
+/// truncate applied (Debezium `op = "t"` with `allow_truncate`). It stands for a tombstone of
+/// every key at that position: a change ordered before it is stale, and a rebuild drops it.
+pub const TRUNCATED_AT_PROPERTY: &str = "icestream.cdc.truncated-at";
+
+/// The newest truncate's position, if the table had one.
+pub fn truncated_at(properties: &std::collections::HashMap<String, String>) -> Option<i64> {
+    properties.get(TRUNCATED_AT_PROPERTY).and_then(|v| v.parse().ok())
+}
+
+/// The property update recording a truncate at `position`, if it is newer than the table's.
+pub fn truncate_update(properties: &std::collections::HashMap<String, String>, position: Option<i64>) -> Option<(String, String)> {
+    let position = position?;
+    (truncated_at(properties) < Some(position)).then(|| (TRUNCATED_AT_PROPERTY.to_string(), position.to_string()))
+}
+
 const SEQ_COLUMN: &str = "seq";
 const DELETED_AT_COLUMN: &str = "deleted_at_us";
 

@@ -7,6 +7,11 @@
 //! file per data file; a file whose last live rows go is removed whole) and appends the new row,
 //! or records a tombstone for a delete, all in one commit with the batch's offsets.
 //!
+//! A truncate (Debezium `op = "t"`, where allowed) is a tombstone of every key at its source
+//! position: the rows ordered at or before it go (the order column of every live file is read:
+//! truncates are rare), and the position is kept in [`TRUNCATED_AT_PROPERTY`], so later
+//! deliveries of older changes stay stale without a tombstone per key.
+//!
 //! The plan is made on every commit attempt against the table as it is then (touched keys'
 //! rows, positions and tombstones read again), so a lost race recomputes instead of rebasing
 //! blindly, and two writers never leave two live rows for one key.
@@ -16,15 +21,15 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use arrow_array::{ArrayRef, RecordBatch, UInt32Array};
 use arrow_select::concat::concat;
 use arrow_select::take::take_record_batch;
-use iceberg::spec::Operation;
+use iceberg::spec::{DataFile, Operation};
 use iceberg::table::Table;
 
-use super::key_tombstones::{KeyTombstones, Tombstone};
+use super::key_tombstones::{KeyTombstones, TRUNCATED_AT_PROPERTY, Tombstone, truncate_update, truncated_at};
 use super::keys::KeyCodec;
 use super::mirror::MirrorStats;
 use super::probe::{Probe, candidate_files, live_rows_of, order_values};
 use crate::columns::Columns;
-use crate::commit::row_delta::{LiveFiles, write_position_deletes};
+use crate::commit::row_delta::{LiveFiles, deleted_positions, read_live_rows, write_position_deletes};
 use crate::commit::{ChangeSet, Planner, Watermarks};
 use crate::error::Result;
 use crate::event::TopicPartition;
@@ -37,6 +42,16 @@ pub struct KeyedChanges {
     pub rows: RecordBatch,
     /// Deletes: the key columns, the order column and the lineage columns.
     pub deletes: RecordBatch,
+    /// Truncates, in any order.
+    pub truncates: Vec<Truncate>,
+}
+
+/// A truncate: every key's row goes as of `position` (a source position).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Truncate {
+    pub position: i64,
+    pub tp: TopicPartition,
+    pub offset: i64,
 }
 
 /// Which change, in which batch.
@@ -137,30 +152,84 @@ impl KeyedApply {
     }
 }
 
+/// What a truncate at one position removes from `files`.
+struct Swept {
+    /// Per file: the live positions whose order value is at or before the truncate.
+    positions: Vec<BTreeSet<i64>>,
+    live_counts: Vec<usize>,
+    bytes: u64,
+}
+
+/// The live rows of `files` ordered at or before `position` (the order column of each file,
+/// read whole).
+async fn rows_ordered_until(table: &Table, live: &LiveFiles, files: &[&DataFile], order: &str, position: i64) -> Result<Swept> {
+    let schema = table.metadata().current_schema();
+    let mut swept = Swept { positions: Vec::with_capacity(files.len()), live_counts: Vec::with_capacity(files.len()), bytes: 0 };
+    for file in files {
+        let path = file.file_path();
+        let deletes = live.deletes_for(path);
+        let deleted = deleted_positions(table, path, &deletes).await?;
+        let (batches, positions) = read_live_rows(table, path, &[order], &deleted).await?;
+        let mut at = positions.iter();
+        let mut gone = BTreeSet::new();
+        for batch in &batches {
+            let orders = order_values(&Columns::new(batch, path).with_schema(schema), order)?;
+            for (value, pos) in orders.values().iter().zip(at.by_ref()) {
+                if *value <= position {
+                    gone.insert(*pos);
+                }
+            }
+        }
+        swept.positions.push(gone);
+        swept.live_counts.push(positions.len());
+        swept.bytes += file.file_size_in_bytes() + deletes.iter().map(|d| d.file_size_in_bytes()).sum::<u64>();
+    }
+    Ok(swept)
+}
+
 impl Planner for KeyedApply {
     async fn plan(&mut self, table: &Table, _attempt: u32) -> Result<Option<ChangeSet>> {
         self.stats = MirrorStats::default();
         let marks = Watermarks::from_properties(table.metadata().properties());
         let (latest, touched) = self.latest(&marks)?;
-        if latest.is_empty() {
+        // A truncate newer than the table's last one empties what it precedes.
+        let new_truncate = self.changes.truncates.iter().filter(|t| !marks.covers(&t.tp, t.offset)).map(|t| t.position).max();
+        let truncating = truncate_update(table.metadata().properties(), new_truncate);
+        if latest.is_empty() && truncating.is_none() {
             return Ok(None);
         }
+        let truncated = truncated_at(table.metadata().properties()).max(new_truncate);
         let keys: HashSet<Vec<u8>> = latest.keys().cloned().collect();
         let live = LiveFiles::of(table).await?;
         live.check_supported(table)?;
-        let files = candidate_files(table, &live, &self.codec, &touched);
+        let files = match truncating {
+            Some(_) => live.data.iter().collect(),
+            None => candidate_files(table, &live, &self.codec, &touched),
+        };
         let probe = Probe::new(&self.codec, &self.order, &keys, &touched);
-        let (rows, live_counts, cost) = live_rows_of(table, &live, &files, &probe).await?;
-        self.stats.files_read = cost.files;
-        self.stats.bytes_read = cost.bytes;
+        let (rows, mut live_counts, mut cost) = if latest.is_empty() { Default::default() } else { live_rows_of(table, &live, &files, &probe).await? };
         let mut tombstones = KeyTombstones::load(table, KeyCodec::of_fields(self.codec.fields().to_vec())?).await?;
         let tombstones_before = tombstones.map.clone();
 
         let mut deletes: BTreeMap<usize, BTreeSet<i64>> = BTreeMap::new();
+        if let Some(position) = new_truncate.filter(|_| truncating.is_some()) {
+            let swept = rows_ordered_until(table, &live, &files, &self.order, position).await?;
+            live_counts = swept.live_counts;
+            cost.files = files.len();
+            cost.bytes += swept.bytes;
+            for (file, positions) in swept.positions.into_iter().enumerate().filter(|(_, p)| !p.is_empty()) {
+                self.stats.rows_truncated += positions.len();
+                deletes.insert(file, positions);
+            }
+            // The truncate stands for these keys' tombstones now.
+            tombstones.map.retain(|_, t| t.seq > position);
+        }
+        self.stats.files_read = cost.files;
+        self.stats.bytes_read = cost.bytes;
         let mut added: Vec<u32> = Vec::new();
         for (key, change) in &latest {
             let current_rows = rows.get(key).map(Vec::as_slice).unwrap_or_default();
-            let current = current_rows.iter().map(|r| r.order).chain(tombstones.map.get(key).map(|t| t.seq)).max();
+            let current = current_rows.iter().map(|r| r.order).chain(tombstones.map.get(key).map(|t| t.seq)).chain(truncated).max();
             if current.is_some_and(|order| change.rank.0 < order) {
                 self.stats.stale += 1;
                 continue;
@@ -168,7 +237,6 @@ impl Planner for KeyedApply {
             self.stats.applied += 1;
             for row in current_rows {
                 deletes.entry(row.file).or_default().insert(row.pos);
-                self.stats.rows_deleted += 1;
             }
             match change.source {
                 Source::Delete(_) => {
@@ -183,6 +251,7 @@ impl Planner for KeyedApply {
         }
         added.sort_unstable();
         self.stats.rows_added = added.len();
+        self.stats.rows_deleted = deletes.values().map(BTreeSet::len).sum();
         self.stats.tombstones = tombstones.len();
 
         let mut change = ChangeSet::new(Operation::Overwrite);
@@ -209,6 +278,7 @@ impl Planner for KeyedApply {
             let (key, path) = tombstones.store(table, &self.compression).await?;
             change.properties.insert(key, path);
         }
+        change.properties.extend(truncating);
         if !change.has_files() && change.properties.is_empty() {
             // Every change was stale: nothing to write. A replay finds them stale again.
             return Ok(None);
@@ -222,6 +292,9 @@ impl Planner for KeyedApply {
         change.watermarks = self.covers.clone();
         change.summary.insert("icestream.cdc.applied".into(), self.stats.applied.to_string());
         change.summary.insert("icestream.cdc.stale".into(), self.stats.stale.to_string());
+        if let Some(position) = new_truncate.filter(|_| change.properties.contains_key(TRUNCATED_AT_PROPERTY)) {
+            change.summary.insert("icestream.cdc.truncated-at".into(), position.to_string());
+        }
         Ok(Some(change))
     }
 }

@@ -65,6 +65,8 @@ pub struct MirrorStats {
     /// Bytes of those files and of their delete files.
     pub bytes_read: u64,
     pub tombstones: usize,
+    /// Live rows a truncate removed (`allow_truncate`).
+    pub rows_truncated: usize,
     /// Changes the table already held (offsets at or below its watermarks).
     pub skipped_replay: usize,
 }
@@ -86,7 +88,7 @@ pub fn mirror_apply(
             Op::Insert | Op::Update => rows.append(&c.change, &c.tp, c.offset),
         }
     }
-    let changes = KeyedChanges { rows: rows.finish(schema)?, deletes: deletes.finish()? };
+    let changes = KeyedChanges { rows: rows.finish(schema)?, deletes: deletes.finish()?, truncates: Vec::new() };
     KeyedApply::new(changes, &[col::ACCOUNT_ID.to_string()], col::SEQ, ranges, compression, target_file_size)
 }
 

@@ -12,6 +12,7 @@ pub mod key_tombstones;
 pub mod keys;
 pub mod mirror;
 pub mod probe;
+pub mod registry_envelopes;
 pub mod rebuild;
 pub mod rebuild_keyed;
 pub mod simulate;

@@ -1,7 +1,7 @@
 //! `icestream cdc-rebuild TABLE pipelines=…`: recompute an upsert pipeline's table from its
 //! changelog (recovery, backfill, a check), for any key. The newest change per key (order
 //! value, then Kafka offset and partition, as the guarded apply ranks them) becomes its row, or
-//! its tombstone when it is a delete; the new state replaces every live file of the table in
+//! its tombstone when it is a delete, unless the changelog's newest truncate comes after it; the new state replaces every live file of the table in
 //! one commit, with the changelog's watermarks. The changelog is read again on every attempt,
 //! so a writer committing meanwhile is never lost.
 
@@ -16,7 +16,7 @@ use iceberg::TableIdent;
 use iceberg::spec::Operation;
 use iceberg::table::Table;
 
-use super::key_tombstones::{KeyTombstones, Tombstone};
+use super::key_tombstones::{KeyTombstones, TRUNCATED_AT_PROPERTY, Tombstone, truncated_at};
 use super::keys::KeyCodec;
 use super::probe::order_values;
 use super::rebuild::RebuildReport;
@@ -60,6 +60,7 @@ impl Planner for RebuildKeyed<'_> {
         tombstones.map.clear();
         let mut kept: Vec<u32> = Vec::new();
         let mut changes = None;
+        let truncated = truncated_at(changelog.metadata().properties());
         if let Some(all) = read_all(&changelog).await? {
             let source = format!("changelog {}", self.changelog);
             let columns = Columns::new(&all, &source).with_schema(changelog.metadata().current_schema());
@@ -73,6 +74,9 @@ impl Planner for RebuildKeyed<'_> {
                 latest.entry(keys.row(i).data()).and_modify(|cur| if rank > cur.0 { *cur = (rank, i) }).or_insert((rank, i));
             }
             for (key, (rank, i)) in &latest {
+                if truncated.is_some_and(|at| rank.0 < at) {
+                    continue; // gone with the truncate, which stands for its tombstone
+                }
                 match ops.value(*i) {
                     "D" => {
                         tombstones.map.insert(key.to_vec(), Tombstone { seq: rank.0, deleted_at_us: self.now_us });
@@ -102,6 +106,9 @@ impl Planner for RebuildKeyed<'_> {
         self.report.files_added = change.added_data_files.len();
         let (key, path) = tombstones.store(table, self.compression).await?;
         change.properties.insert(key, path);
+        if let Some(at) = truncated {
+            change.properties.insert(TRUNCATED_AT_PROPERTY.to_string(), at.to_string());
+        }
         change.watermarks = Watermarks::from_properties(changelog.metadata().properties());
         change.summary.insert("icestream.cdc".into(), "rebuild".into());
         Ok(Some(change))

@@ -19,7 +19,8 @@ use serde::Serialize;
 use super::change::Op;
 use super::changelog::ChangelogAppend;
 use super::envelope::{Unwrapped, Unwrapper};
-use super::keyed::{KeyedApply, KeyedChanges};
+use super::registry_envelopes::RegistryEnvelopes;
+use super::keyed::{KeyedApply, KeyedChanges, Truncate};
 use super::mirror::MirrorStats;
 use crate::catalog::Catalogs;
 use crate::commit::Watermarks;
@@ -32,7 +33,8 @@ use crate::pipeline::upsert::{OPERATION, SOURCE_POSITION, Upsert};
 use crate::pipeline::{Pipeline, format_name};
 use crate::recovery::dead_lettered_offsets;
 use crate::schema::SourceSchema;
-use crate::sink::{Append, AppendSink};
+use crate::registry::Registry;
+use crate::sink::{Append, AppendSink, EvolveSchema};
 use crate::schema::json_schema::JsonSchema;
 use crate::tables::lineage;
 
@@ -97,6 +99,9 @@ impl Lineage {
 /// Decodes one upsert pipeline's records.
 pub struct UpsertDecoder {
     unwrapper: Unwrapper,
+    /// Registry pipelines: each record's writer envelope (its rows are read by the reader of
+    /// the same index).
+    envelopes: Option<RegistryEnvelopes>,
     rows: RecordDecoder,
     row_ops: Vec<Op>,
     row_lineage: Lineage,
@@ -107,6 +112,8 @@ pub struct UpsertDecoder {
     data_schema: SchemaRef,
     delete_schema: SchemaRef,
     pub rejects: DeadLetterBuilder,
+    /// Truncates (`allow_truncate`).
+    pub truncates: Vec<Truncate>,
     /// Records that change no row (Kafka tombstones after a delete, DMS control records).
     pub control: usize,
     pub skipped_replay: usize,
@@ -120,16 +127,22 @@ fn delete_schema(data: &ArrowSchema, key: &[String], upsert: &Upsert) -> SchemaR
 }
 
 impl UpsertDecoder {
-    pub fn new(pipeline: &Pipeline, upsert: &Upsert, data_schema: SchemaRef, rejected_at_us: i64) -> Result<Self> {
+    /// `envelopes`: a registry pipeline's writers for this batch.
+    pub fn new(pipeline: &Pipeline, upsert: &Upsert, data_schema: SchemaRef, rejected_at_us: i64, envelopes: Option<RegistryEnvelopes>) -> Result<Self> {
         let decoded = |schema: &ArrowSchema| Arc::new(ArrowSchema::new(schema.fields().iter().filter(|f| !is_written_by_icestream(f.name())).cloned().collect::<Vec<_>>()));
-        let rows = RecordDecoder::new(&pipeline.source, decoded(&data_schema))?;
+        let rows = match &envelopes {
+            Some(e) => RecordDecoder::with_writers(&e.rows.iter().map(AsRef::as_ref).collect::<Vec<_>>(), decoded(&data_schema))?,
+            None => RecordDecoder::new(&pipeline.source, decoded(&data_schema))?,
+        };
         let delete_schema = delete_schema(&data_schema, &pipeline.key, upsert);
         // Key images are JSON objects (a Debezium `before`, DMS `data`, a JSON record key) of
         // the source's key and order fields, whatever the values' format.
         let image_fields = pipeline.source.fields().iter().filter(|f| delete_schema.field_with_name(&f.name).is_ok()).cloned().collect();
         let deletes = RecordDecoder::new(&SourceSchema::Json(JsonSchema { fields: image_fields }), decoded(&delete_schema))?;
         Ok(Self {
-            unwrapper: Unwrapper::new(upsert.envelope, &upsert.order, &data_schema, &pipeline.key, upsert.decimal_handling),
+            unwrapper: Unwrapper::new(upsert.envelope, &upsert.order, &data_schema, &pipeline.key, upsert.decimal_handling)
+                .with_truncate(upsert.allow_truncate),
+            envelopes,
             rows,
             row_ops: Vec::new(),
             row_lineage: Lineage::default(),
@@ -138,6 +151,7 @@ impl UpsertDecoder {
             data_schema,
             delete_schema,
             rejects: DeadLetterBuilder::new(rejected_at_us, &format!("{}-{}", format_name(pipeline.format), upsert.envelope)),
+            truncates: Vec::new(),
             control: 0,
             skipped_replay: 0,
         })
@@ -162,10 +176,18 @@ impl UpsertDecoder {
         if let Some(e) = &record.value_error {
             return Err(e.clone());
         }
-        match self.unwrapper.unwrap(record.key.as_deref(), record.value.as_deref())? {
+        let (change, reader) = match (&self.envelopes, record.value.as_deref()) {
+            (Some(envelopes), Some(value)) => {
+                let (reader, envelope, payload) = envelopes.read(record, value)?;
+                (self.unwrapper.debezium_avro(envelope, Some(&payload))?, reader)
+            }
+            _ => (self.unwrapper.unwrap(record.key.as_deref(), record.value.as_deref())?, 0),
+        };
+        match change {
             Unwrapped::Control => self.control += 1,
-            Unwrapped::Raw(row) => self.push_row(row, Op::Update, tp, record.offset, None)?,
-            Unwrapped::Upsert { row, op, position } => self.push_row(&row, op, tp, record.offset, position)?,
+            Unwrapped::Truncate { position } => self.truncates.push(Truncate { position, tp: tp.clone(), offset: record.offset }),
+            Unwrapped::Raw(row) => self.push_row(reader, row, Op::Update, tp, record.offset, None)?,
+            Unwrapped::Upsert { row, op, position } => self.push_row(reader, &row, op, tp, record.offset, position)?,
             Unwrapped::Delete { image, position } => {
                 self.deletes.append(&image)?;
                 self.delete_lineage.append_sourced(tp, record.offset, position);
@@ -174,8 +196,8 @@ impl UpsertDecoder {
         Ok(())
     }
 
-    fn push_row(&mut self, row: &[u8], op: Op, tp: &TopicPartition, offset: i64, position: Option<i64>) -> std::result::Result<(), String> {
-        self.rows.append(row)?;
+    fn push_row(&mut self, reader: usize, row: &[u8], op: Op, tp: &TopicPartition, offset: i64, position: Option<i64>) -> std::result::Result<(), String> {
+        self.rows.append_as(reader, row)?;
         self.row_ops.push(op);
         self.row_lineage.append_sourced(tp, offset, position);
         Ok(())
@@ -223,8 +245,10 @@ pub struct UpsertTables<'a> {
     pub data: &'a TableIdent,
     pub dead_letter: &'a TableIdent,
     pub dead_letter_schema: SchemaRef,
-    /// `<table>_changelog` and its schema, when the pipeline keeps one.
-    pub changelog: Option<(&'a TableIdent, SchemaRef)>,
+    /// `<table>_changelog`, when the pipeline keeps one.
+    pub changelog: Option<&'a TableIdent>,
+    /// The pipeline's registry client, when its values are framed.
+    pub registry: Option<&'a Registry>,
 }
 
 /// What one upsert pipeline did with its share of an event.
@@ -267,10 +291,26 @@ pub async fn ingest(
     deadline: Instant,
 ) -> Result<UpsertOutcome> {
     let catalog = catalogs.catalog();
-    let data_table = catalog.load_table(tables.data).await?;
+    let mut data_table = catalog.load_table(tables.data).await?;
     let dead_letter_table = catalog.load_table(tables.dead_letter).await?;
-    let changelog_table = match &tables.changelog {
-        Some((ident, _)) => Some(catalog.load_table(ident).await?),
+    let mut changelog_table = match tables.changelog {
+        Some(ident) => Some(catalog.load_table(ident).await?),
+        None => None,
+    };
+    let envelopes = match tables.registry {
+        Some(registry) => {
+            let envelopes = RegistryEnvelopes::plan(registry, tables.pipeline, partitions, data_table.metadata()).await?;
+            if envelopes.evolves {
+                // A newer writer's columns land first, in commits of their own (as at start):
+                // the decoder, the guarded apply and the changelog then read one schema.
+                let mut evolve = EvolveSchema { writers: &envelopes.rows };
+                data_table = catalogs.committer.commit_to(data_table, deadline, &mut evolve).await?.table;
+                if let Some(table) = changelog_table.take() {
+                    changelog_table = Some(catalogs.committer.commit_to(table, deadline, &mut evolve).await?.table);
+                }
+            }
+            Some(envelopes)
+        }
         None => None,
     };
     let data_marks = Watermarks::from_properties(data_table.metadata().properties());
@@ -282,11 +322,12 @@ pub async fn ingest(
 
     // The table's schema as it is now (another engine may have changed it since start).
     let data_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(data_table.metadata().current_schema())?);
-    let mut decoder = UpsertDecoder::new(tables.pipeline, tables.upsert, data_schema, chrono::Utc::now().timestamp_micros())?;
+    let mut decoder = UpsertDecoder::new(tables.pipeline, tables.upsert, data_schema, chrono::Utc::now().timestamp_micros(), envelopes)?;
     decoder.decode(partitions, held_everywhere(&marks, &dead_lettered));
     let (rows, deletes, ops) = decoder.finish()?;
+    let truncates = std::mem::take(&mut decoder.truncates);
     let mut out = UpsertOutcome {
-        changes: rows.num_rows() + deletes.num_rows(),
+        changes: rows.num_rows() + deletes.num_rows() + truncates.len(),
         control: decoder.control,
         skipped_replay: decoder.skipped_replay,
         oldest_timestamp_ms,
@@ -306,10 +347,12 @@ pub async fn ingest(
 
     let key = &tables.pipeline.key;
     let order = tables.upsert.order_column();
-    if let (Some(table), Some((_, schema))) = (changelog_table, &tables.changelog) {
+    if let Some(table) = changelog_table {
         let started = Instant::now();
-        let batch = changelog_rows(schema.clone(), &rows, &ops, &deletes)?;
-        let mut planner = ChangelogAppend::new(batch, key, order, ranges.clone(), &config.compression, config.target_file_size_bytes)?;
+        let schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema())?);
+        let batch = changelog_rows(schema, &rows, &ops, &deletes)?;
+        let mut planner = ChangelogAppend::new(batch, key, order, ranges.clone(), &config.compression, config.target_file_size_bytes)?
+            .with_truncate(truncates.iter().map(|t| t.position).max());
         let outcome = catalogs.committer.commit_to(table, deadline, &mut planner).await?;
         out.commit_ms += started.elapsed().as_millis() as u64;
         out.commit_attempts += outcome.attempts;
@@ -328,7 +371,7 @@ pub async fn ingest(
     // The guarded apply runs even with no change left, so the table's watermarks stay
     // contiguous over dead letters and control records.
     let started = Instant::now();
-    let mut planner = KeyedApply::new(KeyedChanges { rows, deletes }, key, order, &ranges, &config.compression, config.target_file_size_bytes)?;
+    let mut planner = KeyedApply::new(KeyedChanges { rows, deletes, truncates }, key, order, &ranges, &config.compression, config.target_file_size_bytes)?;
     let outcome = catalogs.committer.commit_to(data_table, deadline, &mut planner).await?;
     out.commit_ms += started.elapsed().as_millis() as u64;
     out.commit_attempts += outcome.attempts;

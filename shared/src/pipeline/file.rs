@@ -62,11 +62,13 @@ pub struct PipelineSpec {
     pub changelog: Option<bool>,
     /// Debezium: `precise` (default) | `string` | `double`, as the connector's `decimal.handling.mode`.
     pub decimal_handling: Option<String>,
+    /// Debezium: apply truncates (`op = "t"`) instead of dead-lettering them (default false).
+    pub allow_truncate: Option<bool>,
 }
 
 /// The keys a `[[pipeline]]` may have, for messages.
 pub const PIPELINE_KEYS: &str = "table, topics, topic_pattern, format, schema, message, partition_by, key, dedup, event_time, \
-     dedup_window_minutes, registry, registry_name, registry_url, registry_schema, registry_secret, mode, envelope, order_by, changelog, decimal_handling";
+     dedup_window_minutes, registry, registry_name, registry_url, registry_schema, registry_secret, mode, envelope, order_by, changelog, decimal_handling, allow_truncate";
 
 /// The parsed file: namespace and pipelines, in file order.
 #[derive(Debug, Clone, PartialEq, Eq)]

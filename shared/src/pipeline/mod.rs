@@ -196,6 +196,7 @@ impl PipelineSet {
             order_by: None,
             changelog: None,
             decimal_handling: None,
+            allow_truncate: None,
         };
         let mut pipeline = build(&spec, format, source, None, config).map_err(|e| Error::Config(format!("telemetry pipeline: {e}")))?;
         pipeline.topics = Topics::Any;
@@ -341,6 +342,13 @@ async fn latest_schema(spec: &PipelineSpec, registry: &RegistrySpec, config: &Co
         Error::Config("key `registry_schema`: required with `topic_pattern` and no `schema` (which subject is the table's schema)".into())
     })?;
     let client = Registry::connect(registry, config.registry_auth.as_ref().map(|a| a.expose())).await?;
+    if spec.mode.as_deref() == Some("upsert") && spec.envelope.as_deref() == Some("debezium") && format == Format::Avro {
+        // The subject holds the change envelope: the table's schema is the row it carries.
+        let registered = client.latest(&subject).await?;
+        return crate::schema::debezium::DebeziumAvro::parse(&registered.text)
+            .map(|envelope| envelope.row)
+            .map_err(|e| Error::Config(format!("key `registry_schema`: {subject:?} ({}): not a Debezium Avro envelope: {e}", registered.version)));
+    }
     let (version, source) = client.latest_writer(&subject, format, spec.message.as_deref()).await?;
     source.map_err(|e| Error::Config(format!("key `registry_schema`: {subject:?} ({version}): {e}")))
 }
@@ -402,10 +410,7 @@ fn build(
     if !(1..=10_080).contains(&window) {
         return Err(format!("key `dedup_window_minutes`: {window} is not allowed: a whole number from 1 to 10080"));
     }
-    let upsert = upsert::check(spec, format, &source_schema)?;
-    if upsert.is_some() && registry.is_some() {
-        return Err("key `registry`: not with mode = \"upsert\" yet (upsert pipelines decode with the pipeline's `schema`)".into());
-    }
+    let upsert = upsert::check(spec, format, registry.is_some(), &source_schema)?;
     let mut schema = table_schema(&source_schema, &spec.key).map_err(|e| format!("key `schema`: {e}"))?;
     if let Some(upsert) = &upsert {
         schema = upsert::table_schema(schema, &upsert.order).map_err(|e| format!("key `schema`: {e}"))?;

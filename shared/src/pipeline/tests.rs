@@ -206,6 +206,10 @@ fn an_upsert_pipeline_gets_its_order_column_and_changelog() {
     let strings = json_orders("mode = \"upsert\"\nkey = [\"order_id\"]\nenvelope = \"debezium\"\norder_by = \"source.lsn\"\ndecimal_handling = \"string\"");
     let set = load(&[("order.json", ORDER_JSON_SCHEMA), ("pipelines.toml", &strings)]).unwrap();
     assert_eq!(set.pipelines[0].upsert.as_ref().unwrap().decimal_handling, upsert::DecimalHandling::String);
+    assert!(!set.pipelines[0].upsert.as_ref().unwrap().allow_truncate, "truncates are refused by default");
+    let truncating = json_orders("mode = \"upsert\"\nkey = [\"order_id\"]\nenvelope = \"debezium\"\norder_by = \"source.lsn\"\nallow_truncate = true");
+    let set = load(&[("order.json", ORDER_JSON_SCHEMA), ("pipelines.toml", &truncating)]).unwrap();
+    assert!(set.pipelines[0].upsert.as_ref().unwrap().allow_truncate);
     let row = json_orders("mode = \"upsert\"\nkey = [\"order_id\"]\nenvelope = \"row\"");
     let set = load(&[("order.json", ORDER_JSON_SCHEMA), ("pipelines.toml", &row)]).unwrap();
     assert_eq!(set.pipelines[0].upsert.as_ref().unwrap().order, upsert::Order::Kafka);
@@ -235,6 +239,12 @@ fn every_bad_upsert_key_names_the_pipeline_the_key_and_what_is_allowed() {
             format!("{up}envelope = \"debezium\"\norder_by = \"source.lsn\"\ndecimal_handling = \"exact\""),
             "key `decimal_handling`: \"exact\" is not allowed: allowed are precise | string | double",
         ),
+        ("allow_truncate = true".into(), "key `allow_truncate`: only with mode = \"upsert\""),
+        (
+            format!("{up}envelope = \"debezium\"\norder_by = \"updated_at\"\nallow_truncate = true"),
+            "key `allow_truncate`: only with envelope = \"debezium\" and order_by = a source-position field (source.lsn | source.scn | source.pos | source.ts_ms), not debezium ordered by updated_at",
+        ),
+        (format!("{up}envelope = \"row\"\nallow_truncate = true"), "key `allow_truncate`: only with envelope = \"debezium\""),
     ];
     for (extra, needle) in &cases {
         let e = load_err(&[("order.json", ORDER_JSON_SCHEMA), ("pipelines.toml", &json_orders(extra))]);
@@ -243,6 +253,13 @@ fn every_bad_upsert_key_names_the_pipeline_the_key_and_what_is_allowed() {
     let avro = orders("mode = \"upsert\"\nkey = [\"order_id\"]\nenvelope = \"debezium\"\norder_by = \"source.lsn\"");
     let e = load_err(&[("schemas/order.avsc", ORDER_AVSC), ("pipelines.toml", &avro)]);
     assert!(e.contains("key `envelope`: debezium is read from JSON values"), "{e}");
+    // Debezium Avro comes through a registry; a registry frames nothing else an upsert reads.
+    let registry = "registry = \"confluent\"\nregistry_url = \"http://127.0.0.1:1\"\n";
+    let set = load(&[("schemas/order.avsc", ORDER_AVSC), ("pipelines.toml", &format!("{avro}\n{registry}"))]).unwrap();
+    assert!(set.pipelines[0].registry.is_some() && set.pipelines[0].upsert.is_some());
+    let row = orders(&format!("mode = \"upsert\"\nkey = [\"order_id\"]\nenvelope = \"row\"\n{registry}"));
+    let e = load_err(&[("schemas/order.avsc", ORDER_AVSC), ("pipelines.toml", &row)]);
+    assert!(e.contains("key `registry`: with mode = \"upsert\" a registry frames Debezium Avro envelopes"), "{e}");
     let reserved = ORDER_JSON_SCHEMA.replace("\"note\"", "\"source_position\"");
     let e = load_err(&[("order.json", &reserved), ("pipelines.toml", &json_orders(&format!("{up}envelope = \"row\"")))]);
     assert!(e.contains("\"source_position\" is reserved"), "{e}");

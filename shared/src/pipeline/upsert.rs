@@ -128,6 +128,9 @@ pub struct Upsert {
     pub order: Order,
     /// Debezium: what a JSON string in a decimal column is without an embedded schema.
     pub decimal_handling: DecimalHandling,
+    /// Debezium truncates (`op = "t"`) empty the table as of their source position; without
+    /// this they are dead letters.
+    pub allow_truncate: bool,
     /// `<table>_changelog`, when `changelog = true`.
     pub changelog: Option<TableDef>,
 }
@@ -145,7 +148,8 @@ impl Upsert {
 
 /// Check the upsert keys of `spec` against the row schema `columns` (without lineage).
 /// `Ok(None)`: an append pipeline; the changelog is left to the caller.
-pub fn check(spec: &PipelineSpec, format: Format, columns: &Schema) -> Result<Option<Upsert>, String> {
+/// `registry`: whether the values come through a schema registry.
+pub fn check(spec: &PipelineSpec, format: Format, registry: bool, columns: &Schema) -> Result<Option<Upsert>, String> {
     let upsert = match spec.mode.as_deref().unwrap_or("append") {
         "append" => false,
         "upsert" => true,
@@ -157,6 +161,7 @@ pub fn check(spec: &PipelineSpec, format: Format, columns: &Schema) -> Result<Op
             ("order_by", spec.order_by.is_some()),
             ("changelog", spec.changelog.is_some()),
             ("decimal_handling", spec.decimal_handling.is_some()),
+            ("allow_truncate", spec.allow_truncate.is_some()),
         ];
         for (name, set) in keys {
             if set {
@@ -173,10 +178,19 @@ pub fn check(spec: &PipelineSpec, format: Format, columns: &Schema) -> Result<Op
     }
     let word = spec.envelope.as_deref().ok_or("key `envelope`: required with mode = \"upsert\": allowed are debezium | dms | row")?;
     let envelope = Envelope::parse(word).ok_or_else(|| format!("key `envelope`: {word:?} is not allowed: allowed are debezium | dms | row"))?;
-    if envelope != Envelope::Row && format != Format::Json {
-        return Err(format!(
-            "key `envelope`: {envelope} is read from JSON values (format = \"json\"); Avro/Protobuf envelopes come with schema registries"
-        ));
+    match (envelope, format, registry) {
+        (Envelope::Debezium, Format::Avro, true) | (Envelope::Debezium | Envelope::Dms, Format::Json, false) | (Envelope::Row, _, false) => {}
+        (_, _, true) => {
+            return Err(format!(
+                "key `registry`: with mode = \"upsert\" a registry frames Debezium Avro envelopes (envelope = \"debezium\", format = \"avro\"), not {envelope} {} values",
+                crate::pipeline::format_name(format)
+            ));
+        }
+        _ => {
+            return Err(format!(
+                "key `envelope`: {envelope} is read from JSON values (format = \"json\"), or, for debezium, from Avro through a schema registry (format = \"avro\" with `registry`)"
+            ));
+        }
     }
     let order = match spec.order_by.as_deref() {
         None if envelope == Envelope::Row => Order::Kafka,
@@ -219,7 +233,16 @@ pub fn check(spec: &PipelineSpec, format: Format, columns: &Schema) -> Result<Op
         Some(word) => DecimalHandling::parse(word)
             .ok_or_else(|| format!("key `decimal_handling`: {word:?} is not allowed: allowed are {}", DecimalHandling::ALLOWED))?,
     };
-    Ok(Some(Upsert { envelope, order, decimal_handling, changelog: None }))
+    let allow_truncate = spec.allow_truncate.unwrap_or(false);
+    if allow_truncate && (envelope != Envelope::Debezium || !matches!(order, Order::Source(_))) {
+        // A truncate carries no row: only a source position places it among the keys' changes.
+        return Err(format!(
+            "key `allow_truncate`: only with envelope = \"debezium\" and order_by = a source-position field ({}), not {envelope} ordered by {}",
+            SourceField::DEBEZIUM,
+            spec.order_by.as_deref().unwrap_or("the Kafka offset")
+        ));
+    }
+    Ok(Some(Upsert { envelope, order, decimal_handling, allow_truncate, changelog: None }))
 }
 
 /// The upsert table's schema from the append one: the order column required, and

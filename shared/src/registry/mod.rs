@@ -144,7 +144,7 @@ impl Registry {
         if let Some(hit) = self.compiled.lock().map_err(poisoned)?.get(&key) {
             return Ok(hit.clone());
         }
-        let registered = self.text(id).await?;
+        let registered = self.registered(id).await?;
         let compiled = compile(&registered, message, format).map(Arc::new).map_err(|e| format!("writer {id} ({}): {e}", registered.version));
         let mut cache = self.compiled.lock().map_err(poisoned)?;
         if cache.len() >= CACHE_LIMIT {
@@ -154,7 +154,8 @@ impl Registry {
         Ok(compiled)
     }
 
-    async fn text(&self, id: WriterId) -> Result<Arc<RegisteredSchema>> {
+    /// The schema registered under `id`, as the registry holds it (fetched once per container).
+    pub async fn registered(&self, id: WriterId) -> Result<Arc<RegisteredSchema>> {
         if let Some(hit) = self.texts.lock().map_err(poisoned)?.get(&id) {
             return Ok(hit.clone());
         }

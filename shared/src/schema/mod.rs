@@ -6,6 +6,7 @@
 //! The type mapping (source type → Iceberg type) is in the top-level `README.md`, "Pipelines".
 
 pub mod avro;
+pub mod debezium;
 pub mod evolve;
 pub mod json_schema;
 pub mod protobuf;

@@ -48,12 +48,24 @@ fn debezium_with_and_without_the_embedded_schema() {
 #[test]
 fn debezium_refusals_name_what_is_wrong() {
     let err = |v: &str| debezium("lsn").unwrap(None, Some(v.as_bytes())).unwrap_err();
-    assert!(err(r#"{"op":"t","source":{"lsn":1}}"#).contains("truncate"));
+    assert!(err(r#"{"op":"t","source":{"lsn":1}}"#).contains("truncate) is not applied: the pipeline does not set allow_truncate = true"));
     assert!(err(r#"{"op":"x"}"#).contains("not one of c, r, u, d, t, m"));
     assert!(err(r#"{"op":"c","after":{"id":1},"source":{}}"#).contains("source.lsn is missing"));
     assert!(err(r#"{"op":"d","before":null,"source":{"lsn":1}}"#).contains("no `before` object"));
     assert!(err(r#"{"op":"u","after":{"born":1.5},"source":{"lsn":1}}"#).contains("field `born`"));
     assert!(err("{").contains("not JSON"));
+}
+
+#[test]
+fn debezium_truncates_apply_where_allowed_at_their_source_position() {
+    let truncate = br#"{"before":null,"after":null,"source":{"lsn":77,"ts_ms":5},"op":"t","ts_ms":6}"#;
+    let allowed = debezium("lsn").with_truncate(true);
+    assert_eq!(allowed.unwrap(None, Some(truncate)), Ok(Unwrapped::Truncate { position: 77 }));
+    let e = allowed.unwrap(None, Some(br#"{"op":"t","source":{"ts_ms":5}}"#)).unwrap_err();
+    assert!(e.contains("source.lsn is missing"), "{e}");
+    // Without a source position a truncate cannot be placed among the keys' changes.
+    let by_column = Unwrapper::new(Envelope::Debezium, &Order::Column("id".into()), &table(), &["id".into()], DecimalHandling::default()).with_truncate(true);
+    assert!(by_column.unwrap(None, Some(truncate)).unwrap_err().contains("allow_truncate"));
 }
 
 #[test]

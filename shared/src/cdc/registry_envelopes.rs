@@ -1,0 +1,100 @@
+//! Upsert pipelines whose values come through a schema registry (Debezium's AvroConverter):
+//! each record's writer envelope, by the id its frame names (fetched once per container), and
+//! the table schema that takes the rows of all of them: a newer writer's new columns are added
+//! before the batch is decoded; a writer the table cannot take leaves its records as dead
+//! letters with the reason.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use iceberg::spec::{Schema, TableMetadata};
+
+use crate::error::{Error, Result};
+use crate::event::{KafkaRecordIn, TopicPartition};
+use crate::pipeline::Pipeline;
+use crate::registry::{Registry, RegistrySpec, WriterId};
+use crate::schema::debezium::DebeziumAvro;
+use crate::schema::{Format, SourceSchema};
+use crate::writer_plan::evolve_table;
+
+/// The writer envelopes of one batch.
+pub struct RegistryEnvelopes {
+    spec: RegistrySpec,
+    format: Format,
+    /// Per writer id: its reader index and envelope, or why its records are dead letters.
+    by_id: Vec<(WriterId, std::result::Result<(usize, Arc<DebeziumAvro>), String>)>,
+    /// The accepted writers' rows, read from JSON (reader index order).
+    pub rows: Vec<Arc<SourceSchema>>,
+    /// The table's schema with every accepted writer's row folded in.
+    pub target: Schema,
+    /// Whether `target` differs from the table's current schema.
+    pub evolves: bool,
+}
+
+/// What the frame of a record says, or why it says nothing.
+fn frame_of<'a>(spec: &RegistrySpec, format: Format, record: &KafkaRecordIn, value: &'a [u8]) -> std::result::Result<crate::registry::Frame<'a>, String> {
+    if record.value_schema.is_some() {
+        return Err("the event source mapping decoded this record (valueSchemaMetadata): an upsert pipeline reads the registry frame itself; \
+                    leave the mapping's schema registry configuration off"
+            .into());
+    }
+    spec.frame(value, format).map_err(|e| format!("registry frame: {e}"))
+}
+
+impl RegistryEnvelopes {
+    /// The envelopes of `partitions`' records against `table` as loaded. A registry that cannot
+    /// be asked fails the batch (retried; nothing written).
+    pub async fn plan(
+        registry: &Registry,
+        pipeline: &Pipeline,
+        partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
+        table: &TableMetadata,
+    ) -> Result<Self> {
+        let spec = pipeline.registry.clone().ok_or_else(|| Error::Invariant(format!("pipeline `{}` has no registry", pipeline.table)))?;
+        let mut ids: Vec<WriterId> = Vec::new();
+        for record in partitions.values().flatten() {
+            let Some(value) = record.value.as_deref() else { continue };
+            if let Ok(frame) = frame_of(&spec, pipeline.format, record, value)
+                && !ids.contains(&frame.writer)
+            {
+                ids.push(frame.writer);
+            }
+        }
+        let mut out = Self { spec, format: pipeline.format, by_id: Vec::new(), rows: Vec::new(), target: (**table.current_schema()).clone(), evolves: false };
+        let mut last = table.last_column_id();
+        for id in ids {
+            let registered = registry.registered(id).await?;
+            let accepted = (|| {
+                if registered.format != Format::Avro {
+                    return Err(format!("the registered schema is {}, not a Debezium Avro envelope", crate::pipeline::format_name(registered.format)));
+                }
+                let envelope = DebeziumAvro::parse(&registered.text)?;
+                let mut trial = last;
+                if let Some(schema) = evolve_table(table, &out.target, &envelope.row, &mut trial)? {
+                    out.target = schema;
+                    out.evolves = true;
+                    last = trial;
+                }
+                out.rows.push(Arc::new(envelope.row.as_json()));
+                Ok((out.rows.len() - 1, Arc::new(envelope)))
+            })()
+            .map_err(|e| format!("writer {id} ({}): {e}", registered.version));
+            if let Err(reason) = &accepted {
+                tracing::warn!(table = %pipeline.table, writer = %id, %reason, "writer schema refused; its records go to the dead-letter table");
+            }
+            out.by_id.push((id, accepted));
+        }
+        Ok(out)
+    }
+
+    /// The reader index, envelope and payload of one record's value, or why it is a dead letter.
+    pub fn read<'a>(&self, record: &KafkaRecordIn, value: &'a [u8]) -> std::result::Result<(usize, &DebeziumAvro, Cow<'a, [u8]>), String> {
+        let frame = frame_of(&self.spec, self.format, record, value)?;
+        match self.by_id.iter().find(|(id, _)| *id == frame.writer) {
+            Some((_, Ok((reader, envelope)))) => Ok((*reader, envelope, frame.payload)),
+            Some((_, Err(reason))) => Err(format!("schema: {reason}")),
+            None => Err(format!("registry: {} was not looked up (record not in the plan)", frame.writer)),
+        }
+    }
+}

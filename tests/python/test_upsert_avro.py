@@ -1,0 +1,173 @@
+"""Debezium change events in Avro through a Confluent registry (upsert pipelines).
+
+The independent generator's change stream (cdc_generator.py: composite key, snapshot reads,
+inserts, updates, deletes with Kafka tombstones, stale re-deliveries, 4 partitions, 2% re-sent,
+random cuts and replays) is written the way Debezium's AvroConverter writes it: an envelope
+record registered with `connect.name` semantic types (ZonedTimestamp, Date, Uuid, Connect
+Decimal), serialized and framed by confluent-kafka's AvroSerializer against the registry
+stand-in. Halfway the connector's schema gains a column (writer v2). The mirror read by
+PyIceberg and DuckDB equals the source table, values exactly, whether the table's schema comes
+from the registry's latest envelope or from the pipeline's own row schema (then evolved by v2).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+import cdc_generator as gen
+import readers
+from confluent_registry import ConfluentRegistry
+from test_upsert import BIN, TOPIC, ingest_all, normalized
+
+pytestmark = pytest.mark.skipif(not BIN, reason="set ICESTREAM_BIN to the icestream binary (make test does)")
+NAMESPACE = "cdc_avro"
+COLUMNS = ["tenant", "order_id", "note", "amount", "updated_at", "born", "uid", "channel"]
+
+
+def envelope_schema(version: str) -> str:
+    """The envelope Debezium's AvroConverter registers for a PostgreSQL table."""
+    def semantic(avro_type: str, name: str, **extra: Any) -> list[Any]:
+        return ["null", {"type": avro_type, "connect.version": 1, "connect.name": name, **extra}]
+
+    row = [
+        {"name": "tenant", "type": "string"},
+        {"name": "order_id", "type": "long"},
+        {"name": "note", "type": ["null", "string"], "default": None},
+        {"name": "amount", "type": semantic("bytes", "org.apache.kafka.connect.data.Decimal", scale=2, precision=16, logicalType="decimal",
+                                            **{"connect.parameters": {"scale": "2", "connect.decimal.precision": "16"}}), "default": None},
+        {"name": "updated_at", "type": semantic("string", "io.debezium.time.ZonedTimestamp"), "default": None},
+        {"name": "born", "type": semantic("int", "io.debezium.time.Date"), "default": None},
+        {"name": "uid", "type": semantic("string", "io.debezium.data.Uuid"), "default": None},
+    ]
+    if version == "v2":
+        row.append({"name": "channel", "type": ["null", "string"], "default": None})
+    value = {"type": "record", "name": "Value", "namespace": "db.shop.orders", "fields": row, "connect.name": "db.shop.orders.Value"}
+    source = {"type": "record", "name": "Source", "namespace": "io.debezium.connector.postgresql", "fields": [
+        {"name": "version", "type": "string"}, {"name": "connector", "type": "string"}, {"name": "name", "type": "string"},
+        {"name": "ts_ms", "type": "long"}, {"name": "snapshot", "type": ["null", "string"], "default": None},
+        {"name": "db", "type": "string"}, {"name": "schema", "type": "string"}, {"name": "table", "type": "string"},
+        {"name": "txId", "type": ["null", "long"], "default": None}, {"name": "lsn", "type": ["null", "long"], "default": None}],
+        "connect.name": "io.debezium.connector.postgresql.Source"}
+    transaction = {"type": "record", "name": "block", "namespace": "event", "fields": [
+        {"name": "id", "type": "string"}, {"name": "total_order", "type": "long"}, {"name": "data_collection_order", "type": "long"}]}
+    return json.dumps({"type": "record", "name": "Envelope", "namespace": "db.shop.orders", "connect.name": "db.shop.orders.Envelope", "fields": [
+        {"name": "before", "type": ["null", value], "default": None},
+        {"name": "after", "type": ["null", "Value"], "default": None},
+        {"name": "source", "type": source},
+        {"name": "op", "type": "string"},
+        {"name": "ts_ms", "type": ["null", "long"], "default": None},
+        {"name": "transaction", "type": ["null", transaction], "default": None}]})
+
+
+def channel(key: tuple) -> str:
+    return f"web-{key[1] % 3}"
+
+
+def avro_row(row: dict[str, Any], version: str) -> dict[str, Any]:
+    out = {
+        "tenant": row["tenant"], "order_id": row["order_id"], "note": row["note"],
+        "amount": Decimal(row["amount"]).scaleb(-2),
+        "updated_at": row["updated_at"].astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "born": (row["born"] - gen.EPOCH).days,
+        "uid": str(row["uid"]),
+    }
+    if version == "v2":
+        out["channel"] = channel((row["tenant"], row["order_id"]))
+    return out
+
+
+def encoder(registry: ConfluentRegistry, source: gen.Source) -> tuple[Callable[[gen.Change, dict | None], bytes], dict[int, str]]:
+    """Debezium's AvroConverter: v1 for the first half of the changes, v2 after."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    client = SchemaRegistryClient({"url": registry.url})
+    serializers = {v: AvroSerializer(client, envelope_schema(v), conf={"auto.register.schemas": True}) for v in ("v1", "v2")}
+    ctx = SerializationContext(TOPIC, MessageField.VALUE)
+    version = {id(c): ("v1" if i < len(source.changes) // 2 else "v2") for i, c in enumerate(source.changes)}
+
+    def encode(change: gen.Change, before: dict | None) -> bytes:
+        v = version[id(change)]
+        payload = {
+            "before": None if before is None else avro_row(before, v),
+            "after": None if change.row is None else avro_row(change.row, v),
+            "source": {"version": "2.7.0.Final", "connector": "postgresql", "name": "db", "ts_ms": 1764460800000,
+                       "snapshot": "true" if change.op == "r" else "false", "db": "shop", "schema": "public", "table": "orders",
+                       "txId": change.lsn // 10, "lsn": change.lsn},
+            "op": change.op, "ts_ms": 1764460800000, "transaction": None,
+        }
+        if change.op == "d":
+            # Default REPLICA IDENTITY: `before` holds the key columns only.
+            payload["before"] = {"tenant": change.key[0], "order_id": change.key[1], "note": None, "amount": None,
+                                 "updated_at": None, "born": None, "uid": None, **({"channel": None} if v == "v2" else {})}
+        return serializers[v](payload, ctx)
+
+    return encode, {id(c): version[id(c)] for c in source.changes}
+
+
+def expected(source: gen.Source, versions: dict[int, str]) -> dict[tuple, dict]:
+    """The source table, with `channel` where the key's last change was written by v2."""
+    last = {c.key: c for c in source.changes if c.row is not None}
+    out = {}
+    for key, row in gen.oracle(source).items():
+        out[key] = {**{c: row[c] for c in COLUMNS if c != "channel"}, "amount": Decimal(row["amount"]).scaleb(-2),
+                    "channel": channel(key) if versions[id(last[key])] == "v2" else None}
+    return out
+
+
+ROW_AVSC = {"type": "record", "name": "Order", "fields": [
+    {"name": "tenant", "type": "string"},
+    {"name": "order_id", "type": "long"},
+    {"name": "note", "type": ["null", "string"], "default": None},
+    {"name": "amount", "type": ["null", {"type": "bytes", "logicalType": "decimal", "precision": 16, "scale": 2}], "default": None},
+    {"name": "updated_at", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}], "default": None},
+    {"name": "born", "type": ["null", {"type": "int", "logicalType": "date"}], "default": None},
+    {"name": "uid", "type": ["null", {"type": "string", "logicalType": "uuid"}], "default": None}]}
+
+
+@pytest.mark.parametrize("table_schema", ["registry", "row-file"])
+def test_debezium_avro_through_a_registry_mirrors_the_source_exactly(tmp_path: Path, table_schema: str) -> None:
+    registry = ConfluentRegistry().start()
+    try:
+        rng = random.Random(31)
+        source = gen.Source(rng)
+        source.run(keys=60, changes=240)
+        encode, versions = encoder(registry, source)
+        msgs = gen.messages(source, "debezium", rng, encode=encode)
+        lines = [f'namespace = "{NAMESPACE}"', "[[pipeline]]", 'table = "orders"', f'topics = ["{TOPIC}"]', 'format = "avro"',
+                 'registry = "confluent"', f'registry_url = "{registry.url}"', 'partition_by = ["bucket(4, order_id)"]',
+                 'key = ["tenant", "order_id"]', 'mode = "upsert"', 'envelope = "debezium"', 'order_by = "source.lsn"', "changelog = true"]
+        if table_schema == "row-file":
+            (tmp_path / "order.avsc").write_text(json.dumps(ROW_AVSC))
+            lines.append('schema = "order.avsc"')
+        wh, summaries = ingest_all(tmp_path, lines, msgs, rng)
+    finally:
+        registry.stop()
+
+    assert sum(s["dead_letter"] for s in summaries) == 0, summaries
+    assert sum(s["upsert_stale"] for s in summaries) > 0, "stale re-deliveries were seen and refused"
+    want = expected(source, versions)
+    assert any(v["channel"] for v in want.values()) and any(v["channel"] is None for v in want.values())
+    table = readers.pyiceberg_sql_table(wh, NAMESPACE, "orders")
+    types = {f.name: str(f.field_type) for f in table.schema().fields}
+    assert types["amount"] == "decimal(16, 2)" and types["updated_at"] == "timestamptz" and types["born"] == "date" and types["uid"] == "uuid", types
+    assert "channel" in types, "v2's new column reached the table"
+    if table_schema == "row-file":
+        assert len(table.metadata.schemas) > 1, "the table was made from the row file and evolved by v2"
+    by_pyiceberg = normalized(table.scan().to_arrow().to_pylist(), COLUMNS)
+    by_duckdb = normalized(readers.duckdb_scan(readers.metadata_location_sql(wh, NAMESPACE, "orders")).to_pylist(), COLUMNS)
+    for name, got in [("pyiceberg", by_pyiceberg), ("duckdb", by_duckdb)]:
+        assert got == want, f"{name}: mirror differs from the source table"
+    changelog = readers.pyiceberg_sql_table(wh, NAMESPACE, "orders_changelog")
+    assert "channel" in {f.name for f in changelog.schema().fields}
+    ids = [(r["operation"], r["tenant"], r["order_id"], r["source_position"]) for r in changelog.scan().to_arrow().to_pylist()]
+    code = {"r": "I", "c": "I", "u": "U", "d": "D"}
+    assert sorted(ids) == sorted({(code[c.op], c.key[0], c.key[1], c.lsn) for c in source.changes})
