@@ -78,15 +78,15 @@ def mirrored(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {"warehouse": warehouse, "expected": oracle([c for e in events for c in changes_of(e)])}
 
 
-def pyiceberg_rows(warehouse: Path) -> dict[int, tuple[int, int]]:
-    arrow = pyiceberg_sql_table(warehouse, "bigdata", "accounts_mirror").scan().to_arrow()
+def pyiceberg_rows(warehouse: Path, table: str = "accounts_mirror") -> dict[int, tuple[int, int]]:
+    arrow = pyiceberg_sql_table(warehouse, "bigdata", table).scan().to_arrow()
     ids = arrow.column("account_id").to_pylist()
     assert len(ids) == len(set(ids)), "one live row per account"
     return dict(zip(ids, zip(arrow.column("balance").to_pylist(), arrow.column("seq").to_pylist())))
 
 
-def duckdb_rows(warehouse: Path) -> dict[int, tuple[int, int]]:
-    path = metadata_location_sql(warehouse, "bigdata", "accounts_mirror").removeprefix("file://").replace("'", "''")
+def duckdb_rows(warehouse: Path, table: str = "accounts_mirror") -> dict[int, tuple[int, int]]:
+    path = metadata_location_sql(warehouse, "bigdata", table).removeprefix("file://").replace("'", "''")
     con = duckdb_connect()
     try:
         rows = con.execute(f"SELECT account_id, balance, seq FROM iceberg_scan('{path}')").fetchall()
@@ -114,3 +114,55 @@ def test_after_compaction_and_rebuild_the_readers_still_read_the_oracle(mirrored
     icestream("cdc-rebuild", f"warehouse={warehouse}")
     assert pyiceberg_rows(warehouse) == mirrored["expected"]
     assert duckdb_rows(warehouse) == mirrored["expected"]
+
+
+REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "pipelines" / "reference.toml"
+
+
+def dms_changes(event: dict) -> list[tuple[str, int, int | None, int]]:
+    """(operation, account_id, balance, seq) of every DMS record of an MSK event."""
+    code = {"insert": "I", "load": "I", "update": "U", "delete": "D"}
+    out = []
+    for records in event["records"].values():
+        for r in records:
+            doc = json.loads(base64.b64decode(r["value"]))
+            d = doc["data"]
+            out.append((code[doc["metadata"]["operation"]], d["account_id"], d["balance"], d["seq"]))
+    return out
+
+
+def test_the_reference_accounts_pipeline_takes_over_the_cdc_functions_changelog(tmp_path: Path) -> None:
+    """The accounts mirror as the reference file's upsert pipeline (`accounts`, DMS on
+    accounts-cdc). A deployment moves the feed from the `cdc` function to it halfway: the `cdc`
+    function applied the first half of every partition, `icestream ingest` with
+    shared/pipelines/reference.toml the rest, into the changelog the two share by name. The
+    changelog then holds every change once, and the pipeline's mirror rebuilt from it equals the
+    oracle of the whole feed, read by PyIceberg and DuckDB; redelivery changes nothing."""
+    warehouse = tmp_path / "wh"
+    feed = tmp_path / "feed.json"
+    icestream("gen-event", "domain=cdc", "format=dms", "records=6000", "accounts=800", "seed=5", "topic=accounts-cdc", f"out={feed}")
+    event = json.loads(feed.read_text())
+    halves = []
+    for i in range(2):
+        part = {k: v[: len(v) // 2] if i == 0 else v[len(v) // 2:] for k, v in event["records"].items()}
+        path = tmp_path / f"half{i}.json"
+        path.write_text(json.dumps({**event, "records": part}))
+        halves.append(path)
+    icestream("cdc", str(halves[0]), "cdc_format=dms", f"warehouse={warehouse}")
+    pipelines = f"pipelines={REFERENCE}"
+    first = json.loads(icestream("ingest", str(halves[1]), pipelines, f"warehouse={warehouse}").splitlines()[-1])
+    assert first["dead_letter"] == 0 and first["upsert_applied"] > 0, first
+
+    changes = dms_changes(event)
+    logged = pyiceberg_sql_table(warehouse, "bigdata", "accounts_changelog").scan().to_arrow()
+    ids = list(zip(logged.column("operation").to_pylist(), logged.column("account_id").to_pylist(), logged.column("seq").to_pylist()))
+    assert sorted(ids) == sorted({(op, a, seq) for op, a, _, seq in changes}), "every change once, from both writers"
+
+    report = json.loads(icestream("cdc-rebuild", "accounts", pipelines, f"warehouse={warehouse}"))
+    expected = oracle(changes)
+    assert report["live_rows"] == len(expected), report
+    assert pyiceberg_rows(warehouse, "accounts") == expected
+    assert duckdb_rows(warehouse, "accounts") == expected
+    again = json.loads(icestream("ingest", str(halves[1]), pipelines, f"warehouse={warehouse}").splitlines()[-1])
+    assert again["upsert_applied"] == 0 and again["changelog_written"] == 0, again
+    assert pyiceberg_rows(warehouse, "accounts") == expected

@@ -9,6 +9,9 @@ use futures::TryStreamExt;
 use icestream::generate::{GeneratorOptions, generate};
 use icestream::{Config, IngestPipeline};
 
+/// The topic of the reference file's accounts pipeline.
+const ACCOUNTS_TOPIC: &str = "accounts-cdc";
+
 /// Knobs the demo sets unless told otherwise.
 const DEMO_DEFAULTS: &[&str] = &["dedup=batch"];
 
@@ -31,6 +34,23 @@ pub async fn run(args: Vec<String>) -> Result<()> {
     let json = generated.event.to_string();
     let summary = pipeline.handle_json(json.as_bytes(), Instant::now() + Duration::from_millis(config.commit_timeout_ms)).await?;
     println!("ingested in {:?}: {}", started.elapsed(), serde_json::to_string(&summary)?);
+
+    // The accounts mirror, where the file has it: a DMS change feed through the upsert pipeline.
+    if pipeline.pipelines().route(ACCOUNTS_TOPIC).is_ok() {
+        let args = ["domain=cdc", "format=dms", "records=5000", "accounts=500"].map(String::from);
+        let feed = generate(&GeneratorOptions::from_args(args.into_iter().chain([format!("topic={ACCOUNTS_TOPIC}")]))?)?;
+        let started = Instant::now();
+        let json = feed.event.to_string();
+        let summary = pipeline.handle_json(json.as_bytes(), Instant::now() + Duration::from_millis(config.commit_timeout_ms)).await?;
+        println!(
+            "\naccounts: {} DMS changes applied in {:?}: {} accounts changed ({} stale), {} changes in the changelog",
+            feed.expectation.records,
+            started.elapsed(),
+            summary.upsert_applied,
+            summary.upsert_stale,
+            summary.changelog_written
+        );
+    }
 
     let catalogs = pipeline.catalogs();
     for name in pipeline.pipelines().tables() {

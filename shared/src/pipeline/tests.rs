@@ -64,7 +64,7 @@ fn the_knob_pipeline_matches_the_telemetry_table_in_every_format() {
 }
 
 #[test]
-fn the_shipped_reference_file_is_the_telemetry_pipeline() {
+fn the_shipped_reference_file_is_the_telemetry_pipeline_and_the_accounts_mirror() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines/reference.toml");
     let set = crate::testkit::block_on(PipelineSet::load(&path, "reference.toml", &config())).unwrap();
     let knobs = PipelineSet::telemetry(&config()).unwrap();
@@ -72,6 +72,20 @@ fn the_shipped_reference_file_is_the_telemetry_pipeline() {
     assert_eq!(set.pipelines[0].dead_letter.name, "vehicle_telemetry_dead_letter");
     assert_eq!(set.route("vehicle-telemetry").unwrap(), 0);
     assert!(set.route("other").is_err());
+
+    // The accounts mirror: its changelog has the `cdc` function's columns, by name and type.
+    assert_eq!(set.route("accounts-cdc").unwrap(), 1);
+    let accounts = &set.pipelines[1];
+    assert_eq!(accounts.upsert.as_ref().unwrap().order_column(), "seq");
+    let cdc = crate::tables::accounts_changelog("accounts_changelog", "zstd", 1 << 20).unwrap();
+    let by_name = |schema: &iceberg::spec::Schema| -> Vec<(String, String)> {
+        let mut cols: Vec<_> = columns(schema).into_iter().map(|c| (c.1, c.2)).collect();
+        cols.sort();
+        cols
+    };
+    let changelog = accounts.changelog().unwrap();
+    assert_eq!(changelog.name, cdc.name);
+    assert_eq!(by_name(&changelog.schema), by_name(&cdc.schema));
 }
 
 #[test]
