@@ -30,6 +30,8 @@ use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::bloom_filter::Sbbf;
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{ColumnChunkMetaData, ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::page_index::column_index::ColumnIndexMetaData;
+use parquet::file::page_index::offset_index::OffsetIndexMetaData;
 #[allow(deprecated)] // the per-row-group decoders: see `with_page_index`
 use parquet::file::page_index::index_reader::{read_columns_indexes, read_offset_indexes};
 use parquet::file::reader::{ChunkReader, Length};
@@ -255,36 +257,52 @@ impl ChunkReader for Span {
     }
 }
 
-/// The byte range covering `of` (offset, length) of every column chunk that has one.
-fn span(chunks: &[ColumnChunkMetaData], of: impl Fn(&ColumnChunkMetaData) -> Option<(i64, i32)>) -> Option<Range<u64>> {
-    let ranges = chunks.iter().filter_map(of).filter_map(|(o, l)| Some(u64::try_from(o).ok()?..u64::try_from(o).ok()? + u64::try_from(l).ok()?));
-    ranges.reduce(|a, b| a.start.min(b.start)..a.end.max(b.end))
+/// The byte range of one column chunk's index (`of`: its offset and length), if it has one.
+fn index_range(chunk: &ColumnChunkMetaData, of: impl Fn(&ColumnChunkMetaData) -> Option<(i64, i32)>) -> Option<Range<u64>> {
+    let (offset, length) = of(chunk)?;
+    let start = u64::try_from(offset).ok()?;
+    Some(start..start + u64::try_from(length).ok()?)
 }
 
-/// `footer` with the page index (column and offset indexes) of row groups `groups` only, each
-/// fetched by its own range reads, all side by side; the other row groups get none. A file's
-/// index is written for all its row groups together, so loading it whole would cost in
-/// proportion to the file, not to the batch's keys.
+/// `footer` with the page index of row groups `groups` only: the column index of the key
+/// columns (`indexed`) and the offset index of the columns read (`projected`), each fetched by
+/// its own range read, all side by side. Other columns and row groups get empty entries, which
+/// the reader never consults (it uses the offset index of projected columns only). A file's
+/// index is written for all its row groups and columns together: loading it whole would cost in
+/// proportion to the file and its width, not to the batch's keys.
 #[allow(deprecated)] // the per-row-group decoders are parquet's only public way to decode part of an index
-async fn with_page_index(reader: &mut Counting, footer: &ParquetMetaData, groups: &[usize]) -> Result<ParquetMetaData> {
-    let mut wanted = Vec::with_capacity(2 * groups.len());
+async fn with_page_index(reader: &mut Counting, footer: &ParquetMetaData, groups: &[usize], indexed: &[usize], projected: &[usize]) -> Result<ParquetMetaData> {
+    let missing = |g: usize| Error::Invariant(format!("row group {g} was taken for one with a page index"));
+    let mut wanted = Vec::with_capacity(groups.len() * (indexed.len() + projected.len()));
     for &g in groups {
         let columns = footer.row_group(g).columns();
-        let column_index = span(columns, |c| Some((c.column_index_offset()?, c.column_index_length()?)));
-        let offset_index = span(columns, |c| Some((c.offset_index_offset()?, c.offset_index_length()?)));
-        let (Some(column_index), Some(offset_index)) = (column_index, offset_index) else {
-            return Err(Error::Invariant(format!("row group {g} was taken for one with a page index")));
-        };
-        wanted.extend([column_index, offset_index]);
+        for &leaf in indexed {
+            wanted.push(index_range(&columns[leaf], |c| Some((c.column_index_offset()?, c.column_index_length()?))).ok_or_else(|| missing(g))?);
+        }
+        for &leaf in projected {
+            wanted.push(index_range(&columns[leaf], |c| Some((c.offset_index_offset()?, c.offset_index_length()?))).ok_or_else(|| missing(g))?);
+        }
     }
     let fetched = reader.get_byte_ranges(wanted.clone()).await?;
     let mut column_indexes = vec![Vec::new(); footer.num_row_groups()];
     let mut offset_indexes = vec![Vec::new(); footer.num_row_groups()];
-    for (i, &g) in groups.iter().enumerate() {
+    let mut next = 0;
+    for &g in groups {
         let columns = footer.row_group(g).columns();
-        let at = |k: usize| Span { start: wanted[k].start, bytes: fetched[k].clone() };
-        column_indexes[g] = read_columns_indexes(&at(2 * i), columns)?.unwrap_or_default();
-        offset_indexes[g] = read_offset_indexes(&at(2 * i + 1), columns)?.unwrap_or_default();
+        let mut at = || {
+            next += 1;
+            Span { start: wanted[next - 1].start, bytes: fetched[next - 1].clone() }
+        };
+        column_indexes[g] = vec![ColumnIndexMetaData::NONE; columns.len()];
+        for &leaf in indexed {
+            let decoded = read_columns_indexes(&at(), &columns[leaf..=leaf])?.and_then(|mut v| v.pop());
+            column_indexes[g][leaf] = decoded.ok_or_else(|| missing(g))?;
+        }
+        offset_indexes[g] = vec![OffsetIndexMetaData { page_locations: Vec::new(), unencoded_byte_array_data_bytes: None }; columns.len()];
+        for &leaf in projected {
+            let decoded = read_offset_indexes(&at(), &columns[leaf..=leaf])?.and_then(|mut v| v.pop());
+            offset_indexes[g][leaf] = decoded.ok_or_else(|| missing(g))?;
+        }
     }
     Ok(footer.clone().into_builder().set_column_index(Some(column_indexes)).set_offset_index(Some(offset_indexes)).build())
 }
@@ -319,10 +337,12 @@ pub async fn read_key_rows(table: &Table, file: &DataFile, keys: &TouchedKeys<'_
         Some((mins, maxes)) => keys.may_hold(mins, maxes)?,
         None => vec![true; groups.len()],
     };
-    // A row group with a column index on the key columns and an offset index on every column.
+    // The columns read: the key columns and the order column.
+    let projected = leaf_indices(table, arrow.parquet_schema(), path, columns)?;
+    // A row group with a column index on the key columns and an offset index on the columns read.
     let indexed = |g: usize| {
         leaves.iter().all(|&l| groups[g].column(l).column_index_offset().is_some())
-            && groups[g].columns().iter().all(|c| c.offset_index_offset().is_some())
+            && projected.iter().all(|&l| groups[g].column(l).offset_index_offset().is_some())
     };
     let mut builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, arrow.clone());
     let mut selected = Vec::new();
@@ -348,7 +368,7 @@ pub async fn read_key_rows(table: &Table, file: &DataFile, keys: &TouchedKeys<'_
     drop(builder);
     let mut reader = Counting::open(table, file, fetched.clone()).await?;
     let paged = converters.is_some() && selected.iter().all(|&g| indexed(g));
-    let metadata = if paged { Arc::new(with_page_index(&mut reader, &footer, &selected).await?) } else { footer.clone() };
+    let metadata = if paged { Arc::new(with_page_index(&mut reader, &footer, &selected, &leaves, &projected).await?) } else { footer.clone() };
     let mut ranges: Vec<(usize, Vec<Range<usize>>)> = Vec::with_capacity(selected.len());
     for &group in &selected {
         let rows = groups[group].num_rows() as usize;
@@ -492,6 +512,54 @@ mod tests {
         assert!(positions.contains(&777) && positions.contains(&999_999), "both live keys are found");
         assert!(read.positions.len() <= 4 * 256, "{} rows read: only the keys' pages", read.positions.len());
         assert!(read.bytes < file.file_size_in_bytes() / 4, "{} of {} bytes read", read.bytes, file.file_size_in_bytes());
+    }
+
+    #[tokio::test]
+    async fn the_page_index_is_read_for_the_key_and_read_columns_only() {
+        let fixture = LocalTable::new().await;
+        let table = fixture.load().await;
+        let rows = 200_000i64;
+        // Sorted keys, then twelve wide columns nobody looks up: their page statistics are most
+        // of the file's page index.
+        let mut columns: Vec<(String, ArrayRef)> = vec![
+            ("id".into(), Arc::new(Int64Array::from_iter_values(0..rows)) as ArrayRef),
+            ("seq".into(), Arc::new(Int64Array::from_iter_values((0..rows).map(|i| i * 2))) as ArrayRef),
+        ];
+        for c in 0..12 {
+            let text = StringArray::from_iter_values((0..rows).map(|i| format!("{c:02}-{i:038}")));
+            columns.push((format!("wide{c}"), Arc::new(text) as ArrayRef));
+        }
+        let batch = RecordBatch::try_from_iter(columns).unwrap();
+        let props = WriterProperties::builder()
+            .set_data_page_row_count_limit(256)
+            .set_write_batch_size(256)
+            .set_max_row_group_row_count(Some(rows as usize))
+            .set_statistics_enabled(EnabledStatistics::Page)
+            // A dictionary page is read with any page of its chunk: none here (upsert tables
+            // keep theirs at 2 KiB).
+            .set_dictionary_enabled(false)
+            .build();
+        let file = data_file(&table, "wide", &batch, props).await;
+        let codec = codec(&[("id", DataType::Int64)]);
+        let touched: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![123_456]))];
+        let encoded = codec.encode(&touched).unwrap();
+        let keys = TouchedKeys::new(&codec, &touched, (0..1).map(|i| encoded.row(i).data()));
+        let read = read_key_rows(&table, &file, &keys, &["id", "seq"], &HashSet::new()).await.unwrap();
+        assert!(read.positions.contains(&123_456) && read.positions.len() <= 256, "the key's page: {} rows", read.positions.len());
+
+        let bytes = table.file_io().new_input(file.file_path()).unwrap().read().await.unwrap();
+        let metadata = ParquetMetaDataReader::new().parse_and_finish(&bytes).unwrap();
+        let chunks = metadata.row_group(0).columns();
+        let length = |c: &ColumnChunkMetaData, column: bool| {
+            (if column { c.column_index_length() } else { c.offset_index_length() }).unwrap_or(0) as u64
+        };
+        let whole_index: u64 = chunks.iter().map(|c| length(c, true) + length(c, false)).sum();
+        let needed = length(&chunks[0], true) + length(&chunks[0], false) + length(&chunks[1], false);
+        // The footer's suffix read: 64 KiB, or the whole footer when it is longer.
+        let metadata_length = u32::from_le_bytes(bytes[bytes.len() - 8..bytes.len() - 4].try_into().unwrap()) as u64;
+        let footer = (64 * 1024u64).max(metadata_length + 8);
+        assert!(read.bytes < footer + needed + 64 * 1024, "{} bytes read; the index of the key and read columns is {needed}", read.bytes);
+        assert!(whole_index > 4 * (needed + 64 * 1024), "the test file's index ({whole_index}) is mostly the wide columns'");
     }
 
     #[tokio::test]
