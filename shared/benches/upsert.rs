@@ -7,8 +7,9 @@
 //! from the whole table) and `recent` (inserts of new keys, updates and deletes of the newest
 //! 50k). Per size: changes/s on one core (a current-thread runtime), and the data files and
 //! bytes the guarded apply read per batch. Files are sorted by key in pages of 256 rows, so a
-//! batch reads the pages of its keys: `recent` stays flat as the table grows; `uniform` grows
-//! until nearly every page of the table holds a touched key, then is bounded by the page reads.
+//! batch reads the pages of its keys: `recent` stays flat as the table grows (3.47 MB at 10M and
+//! 20M keys); `uniform` touches every row group of every file and still grows with the table
+//! (38.9 MB at 10M, 68.6 MB at 20M): footers, page indexes and dictionaries per row group.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
