@@ -42,9 +42,31 @@ impl SqlPointer {
             // Concurrent writers from several processes wait for the lock instead of failing.
             .busy_timeout(Duration::from_secs(30))
             .journal_mode(SqliteJournalMode::Wal);
-        let pool = SqlitePoolOptions::new().max_connections(2).connect_with(options).await?;
+        // Sixteen writer processes starting at once on a new catalog once failed here with
+        // SQLITE_BUSY despite the busy timeout (SQLite returns it without waiting in some WAL
+        // cases, e.g. while another connection recovers or switches the journal): they retry
+        // for a few seconds instead.
+        let mut attempt = 0u64;
+        let pool = loop {
+            match SqlitePoolOptions::new().max_connections(2).connect_with(options.clone()).await {
+                Err(e) if is_busy(&e) && attempt < 40 => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(25 * attempt.min(8))).await;
+                }
+                connected => break connected?,
+            }
+        };
         Ok(Self { pool, catalog_name: catalog_name.to_string() })
     }
+}
+
+/// SQLite's `SQLITE_BUSY` (any of its extended codes): another connection holds the lock.
+fn is_busy(error: &sqlx::Error) -> bool {
+    let code = match error {
+        sqlx::Error::Database(e) => e.code().and_then(|c| c.parse::<i32>().ok()),
+        _ => None,
+    };
+    code.is_some_and(|c| c & 0xff == 5)
 }
 
 #[async_trait::async_trait]
@@ -187,3 +209,4 @@ async fn s3tables_swap(
         },
     }
 }
+
