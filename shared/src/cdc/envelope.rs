@@ -107,13 +107,11 @@ impl Unwrapper {
         }
     }
 
-    /// A Debezium Avro record (`value`: its payload, the registry frame removed) read with its
-    /// writer's envelope; a null value is the Kafka tombstone after a delete.
-    pub fn debezium_avro<'a>(&self, envelope: &DebeziumAvro, value: Option<&[u8]>) -> Result<Unwrapped<'a>, String> {
-        match value {
-            None => Ok(Unwrapped::Control),
-            Some(v) => self.debezium_payload(&avro::payload_json(&envelope.writer, v)?, Some(&envelope.connect)),
-        }
+    /// A Debezium Avro record (`payload`: its value, the registry frame removed) read with its
+    /// writer's envelope. (A null value, the Kafka tombstone after a delete, goes through
+    /// [`Self::unwrap`].)
+    pub fn debezium_avro<'a>(&self, envelope: &DebeziumAvro, payload: &[u8]) -> Result<Unwrapped<'a>, String> {
+        self.debezium_payload(&avro::payload_json(&envelope.writer, payload)?, Some(&envelope.connect))
     }
 
     /// One change from its payload (`before`, `after`, `op`, `source`) and, when the record

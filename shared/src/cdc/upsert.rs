@@ -113,7 +113,7 @@ pub struct UpsertDecoder {
     delete_schema: SchemaRef,
     pub rejects: DeadLetterBuilder,
     /// Truncates (`allow_truncate`).
-    pub truncates: Vec<Truncate>,
+    truncates: Vec<Truncate>,
     /// Records that change no row (Kafka tombstones after a delete, DMS control records).
     pub control: usize,
     pub skipped_replay: usize,
@@ -179,7 +179,7 @@ impl UpsertDecoder {
         let (change, reader) = match (&self.envelopes, record.value.as_deref()) {
             (Some(envelopes), Some(value)) => {
                 let (reader, envelope, payload) = envelopes.read(record, value)?;
-                (self.unwrapper.debezium_avro(envelope, Some(&payload))?, reader)
+                (self.unwrapper.debezium_avro(envelope, &payload)?, reader)
             }
             _ => (self.unwrapper.unwrap(record.key.as_deref(), record.value.as_deref())?, 0),
         };
@@ -204,11 +204,11 @@ impl UpsertDecoder {
     }
 
     /// The rows (table schema) and deletes (key, order, lineage) decoded so far, with the
-    /// operation of each row.
-    pub fn finish(&mut self) -> Result<(RecordBatch, RecordBatch, Vec<Op>)> {
+    /// operation of each row, and the truncates.
+    pub fn finish(&mut self) -> Result<(RecordBatch, RecordBatch, Vec<Op>, Vec<Truncate>)> {
         let rows = self.row_lineage.batch(self.data_schema.clone(), self.rows.finish()?)?;
         let deletes = self.delete_lineage.batch(self.delete_schema.clone(), self.deletes.finish()?)?;
-        Ok((rows, deletes, std::mem::take(&mut self.row_ops)))
+        Ok((rows, deletes, std::mem::take(&mut self.row_ops), std::mem::take(&mut self.truncates)))
     }
 }
 
@@ -324,8 +324,7 @@ pub async fn ingest(
     let data_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(data_table.metadata().current_schema())?);
     let mut decoder = UpsertDecoder::new(tables.pipeline, tables.upsert, data_schema, chrono::Utc::now().timestamp_micros(), envelopes)?;
     decoder.decode(partitions, held_everywhere(&marks, &dead_lettered));
-    let (rows, deletes, ops) = decoder.finish()?;
-    let truncates = std::mem::take(&mut decoder.truncates);
+    let (rows, deletes, ops, truncates) = decoder.finish()?;
     let mut out = UpsertOutcome {
         changes: rows.num_rows() + deletes.num_rows() + truncates.len(),
         control: decoder.control,
