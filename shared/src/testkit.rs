@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use iceberg::TableIdent;
 use iceberg::spec::{
-    DataContentType, DataFile, DataFileBuilder, DataFileFormat, NestedField, PrimitiveType, Schema, Type, UnboundPartitionSpec,
+    DataContentType, DataFile, DataFileBuilder, DataFileFormat, NestedField, PrimitiveType, Schema, Transform, Type, UnboundPartitionSpec,
 };
 use iceberg::table::Table;
 
@@ -22,17 +22,27 @@ pub struct LocalTable {
 
 impl LocalTable {
     pub async fn new() -> Self {
-        Self::with(HashMap::new(), false).await
+        Self::with(HashMap::new(), false, UnboundPartitionSpec::builder().build()).await
     }
 
     /// Table `t` as an upsert table keyed by `id`: its properties and sort order.
     pub async fn keyed() -> Self {
-        let mut properties = HashMap::new();
-        crate::tables::add_upsert_properties(&mut properties, &["id"]);
-        Self::with(properties, true).await
+        Self::keyed_in(UnboundPartitionSpec::builder().build()).await
     }
 
-    async fn with(properties: HashMap<String, String>, sorted: bool) -> Self {
+    /// Table `t` as an upsert table keyed by `id`, partitioned by `bucket(buckets, id)`.
+    pub async fn keyed_in_buckets(buckets: u32) -> Self {
+        let spec = UnboundPartitionSpec::builder().add_partition_field(1, "id_bucket", Transform::Bucket(buckets)).unwrap().build();
+        Self::keyed_in(spec).await
+    }
+
+    async fn keyed_in(partition_spec: UnboundPartitionSpec) -> Self {
+        let mut properties = HashMap::new();
+        crate::tables::add_upsert_properties(&mut properties, &["id"]);
+        Self::with(properties, true, partition_spec).await
+    }
+
+    async fn with(properties: HashMap<String, String>, sorted: bool, partition_spec: UnboundPartitionSpec) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let config = crate::Config::from_args([format!("warehouse={}", dir.path().display())]).unwrap();
         let catalogs = Catalogs::connect(&config).await.unwrap();
@@ -41,7 +51,7 @@ impl LocalTable {
             .build()
             .unwrap();
         let sort_order = sorted.then(|| crate::sort_order::by_key(&schema, &["id".into()]).unwrap());
-        let def = TableDef { name: "t".into(), schema, partition_spec: UnboundPartitionSpec::builder().build(), properties, sort_order };
+        let def = TableDef { name: "t".into(), schema, partition_spec, properties, sort_order };
         catalogs.ensure_table(&def).await.unwrap();
         let ident = catalogs.ident("t");
         Self { _dir: dir, catalogs, ident }

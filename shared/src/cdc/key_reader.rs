@@ -128,21 +128,28 @@ fn may_contain(filter: &Sbbf, column: &ArrayRef, i: usize) -> bool {
     }
 }
 
-/// The keys a batch touches, for pruning: their columns (for bloom filters) and their row
-/// encodings in key order (for statistics).
+/// The keys of a batch that one file may hold, for pruning: their columns (for bloom filters)
+/// and their row encodings in key order (for statistics).
 pub struct TouchedKeys<'a> {
     pub codec: &'a KeyCodec,
-    /// The key columns of every change, row by row.
-    pub columns: &'a [ArrayRef],
-    sorted: Vec<&'a [u8]>,
+    /// The key columns, row by row.
+    pub columns: Vec<ArrayRef>,
+    sorted: Vec<Vec<u8>>,
 }
 
 impl<'a> TouchedKeys<'a> {
-    /// `keys`: the same keys, encoded by `codec`.
-    pub fn new(codec: &'a KeyCodec, columns: &'a [ArrayRef], keys: impl IntoIterator<Item = &'a [u8]>) -> Self {
-        let mut sorted: Vec<&[u8]> = keys.into_iter().collect();
+    /// `columns`: the key columns of the touched rows (repeats allowed).
+    pub fn new(codec: &'a KeyCodec, columns: Vec<ArrayRef>) -> Result<Self> {
+        let encoded = codec.encode(&columns)?;
+        let mut sorted: Vec<Vec<u8>> = encoded.iter().map(|row| row.data().to_vec()).collect();
         sorted.sort_unstable();
-        Self { codec, columns, sorted }
+        sorted.dedup();
+        Ok(Self { codec, columns, sorted })
+    }
+
+    /// Whether there are no keys.
+    pub fn is_empty(&self) -> bool {
+        self.sorted.is_empty()
     }
 
     /// Which of some row ranges (row groups, page segments) may hold a touched key, given each
@@ -163,8 +170,8 @@ impl<'a> TouchedKeys<'a> {
                 if mins.iter().chain(&maxes).any(|a| a.is_null(i)) {
                     return true;
                 }
-                let first = self.sorted.partition_point(|k| *k < lows.row(i).data());
-                self.sorted.get(first).is_some_and(|k| *k <= highs.row(i).data())
+                let first = self.sorted.partition_point(|k| k.as_slice() < lows.row(i).data());
+                self.sorted.get(first).is_some_and(|k| k.as_slice() <= highs.row(i).data())
             })
             .collect())
     }
@@ -172,7 +179,7 @@ impl<'a> TouchedKeys<'a> {
     /// Whether row `i` of some touched key could pass all `filters` (one per key column).
     fn in_filters(&self, filters: &[Option<Sbbf>]) -> bool {
         let rows = self.columns.first().map_or(0, |c| c.len());
-        (0..rows).any(|i| filters.iter().zip(self.columns).all(|(f, column)| f.as_ref().is_none_or(|f| may_contain(f, column, i))))
+        (0..rows).any(|i| filters.iter().zip(&self.columns).all(|(f, column)| f.as_ref().is_none_or(|f| may_contain(f, column, i))))
     }
 }
 
@@ -451,10 +458,8 @@ mod tests {
     /// Reads `file` for the keys in `touched` (key columns) and checks that the rows found are
     /// exactly the touched keys' rows, at their positions.
     async fn read(table: &Table, file: &DataFile, codec: &KeyCodec, touched: &[ArrayRef], deleted: &HashSet<i64>) -> KeyRead {
-        let encoded = codec.encode(touched).unwrap();
-        let keys: Vec<&[u8]> = (0..encoded.num_rows()).map(|i| encoded.row(i).data()).collect();
         let names: Vec<&str> = codec.names().collect();
-        read_key_rows(table, file, &TouchedKeys::new(codec, touched, keys), &names, deleted).await.unwrap()
+        read_key_rows(table, file, &TouchedKeys::new(codec, touched.to_vec()).unwrap(), &names, deleted).await.unwrap()
     }
 
     #[tokio::test]
@@ -542,8 +547,7 @@ mod tests {
         let file = data_file(&table, "wide", &batch, props).await;
         let codec = codec(&[("id", DataType::Int64)]);
         let touched: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![123_456]))];
-        let encoded = codec.encode(&touched).unwrap();
-        let keys = TouchedKeys::new(&codec, &touched, (0..1).map(|i| encoded.row(i).data()));
+        let keys = TouchedKeys::new(&codec, touched).unwrap();
         let read = read_key_rows(&table, &file, &keys, &["id", "seq"], &HashSet::new()).await.unwrap();
         assert!(read.positions.contains(&123_456) && read.positions.len() <= 256, "the key's page: {} rows", read.positions.len());
 

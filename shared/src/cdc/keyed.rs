@@ -27,7 +27,7 @@ use iceberg::table::Table;
 use super::key_tombstones::{KeyTombstones, TRUNCATED_AT_PROPERTY, Tombstone, truncate_update, truncated_at};
 use super::keys::KeyCodec;
 use super::mirror::MirrorStats;
-use super::probe::{Probe, candidate_files, live_rows_of, order_values};
+use super::probe::{KeyPartitions, Probe, candidate_files, live_rows_of, order_values};
 use crate::columns::Columns;
 use crate::commit::row_delta::{LiveFiles, deleted_positions, read_live_rows, write_position_deletes};
 use crate::commit::{ChangeSet, Planner, Watermarks};
@@ -202,11 +202,12 @@ impl Planner for KeyedApply {
         let keys: HashSet<Vec<u8>> = latest.keys().cloned().collect();
         let live = LiveFiles::of(table).await?;
         live.check_supported(table)?;
+        let partitions = KeyPartitions::new(table, &self.codec, &touched)?;
         let files = match truncating {
             Some(_) => live.data.iter().collect(),
-            None => candidate_files(table, &live, &self.codec, &touched),
+            None => candidate_files(&live, &partitions),
         };
-        let probe = Probe::new(&self.codec, &self.order, &keys, &touched);
+        let probe = Probe { codec: &self.codec, order: &self.order, keys: &keys, partitions: &partitions };
         let (rows, mut live_counts, mut cost) = if latest.is_empty() { Default::default() } else { live_rows_of(table, &live, &files, &probe).await? };
         let mut tombstones = KeyTombstones::load(table, KeyCodec::of_fields(self.codec.fields().to_vec())?).await?;
         let tombstones_before = tombstones.map.clone();

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema as ArrowSchema, SchemaRef};
-use futures::{StreamExt, TryStreamExt};
+use futures::{StreamExt, TryFutureExt, TryStreamExt};
 use iceberg::spec::{DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum};
 use iceberg::table::Table;
 use parquet::arrow::ArrowWriter;
@@ -41,6 +41,9 @@ pub struct LiveFiles {
     pub unscoped_deletes: Vec<DataFile>,
     /// Whether the table has equality deletes (we never write them; we refuse to guess).
     pub has_equality_deletes: bool,
+    /// The partition spec of each data file (by path), from its manifest: a file's partition
+    /// tuple follows its own spec, which may not be the table's current one.
+    pub spec_ids: HashMap<String, i32>,
 }
 
 impl LiveFiles {
@@ -56,16 +59,19 @@ impl LiveFiles {
         let Some(current) = table.metadata().current_snapshot() else { return Ok(out) };
         let files = crate::manifest_cache::manifest_list(table, current).await?;
         // Futures collected first: a closure in the stream's type trips the Send check.
-        let reads: Vec<_> = files.iter().map(|m| crate::manifest_cache::manifest(table, m)).collect();
+        let reads: Vec<_> = files.iter().map(|m| crate::manifest_cache::manifest(table, m).map_ok(|manifest| (m.partition_spec_id, manifest))).collect();
         let manifests: Vec<_> = futures::stream::iter(reads)
         .buffer_unordered(8)
         .try_collect()
         .await?;
-        for manifest in manifests {
+        for (spec_id, manifest) in manifests {
             for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
                 let file = entry.data_file().clone();
                 match file.content_type() {
-                    DataContentType::Data => out.data.push(file),
+                    DataContentType::Data => {
+                        out.spec_ids.insert(file.file_path().to_string(), spec_id);
+                        out.data.push(file);
+                    }
                     DataContentType::PositionDeletes => match file.referenced_data_file() {
                         Some(target) => out.deletes_by_data_file.entry(target).or_default().push(file),
                         None => out.unscoped_deletes.push(file),
