@@ -182,15 +182,17 @@ def row_value(change: Change) -> bytes | None:
 # ---------- delivery ----------
 
 def messages(source: Source, envelope: str, rng: random.Random,
-             encode: Callable[[Change, dict[str, Any] | None], bytes] | None = None) -> list[Message]:
+             encode: Callable[[Change, dict[str, Any] | None], bytes | None] | None = None,
+             encode_key: Callable[[tuple], bytes] | None = None) -> list[Message]:
     """The change stream as Kafka records, made hostile: spread over partitions (all of a key's
     changes in one partition for `row`, whose order is the offset), stale re-deliveries of old
-    changes after deletes, 2% re-sent. `encode(change, before)`: another Debezium converter's
-    value (the JSON one, alternately with and without its schema, by default)."""
+    changes after deletes, 2% re-sent. `encode(change, before)`: another serializer's value (for
+    Debezium, the JSON converter alternately with and without its schema by default; for `row`,
+    a JSON row; None deletes); `encode_key`: another record key serializer (JSON by default)."""
     out: list[Message] = []
     last_row: dict[tuple, dict[str, Any]] = {}
     for i, change in enumerate(source.changes):
-        k = key_bytes(change.key)
+        k = encode_key(change.key) if encode_key and change.key is not None else key_bytes(change.key)
         if envelope == "debezium":
             before = last_row.get(change.key)
             out.append(Message(k, encode(change, before) if encode else debezium(change, before, with_schema=i % 2 == 0)))
@@ -199,7 +201,7 @@ def messages(source: Source, envelope: str, rng: random.Random,
         elif envelope == "dms":
             out.append(Message(k, dms(change)))
         else:
-            out.append(Message(k, row_value(change)))
+            out.append(Message(k, encode(change, None) if encode else row_value(change)))
         if change.row is not None:
             last_row[change.key] = change.row
         if change.op == "d" and envelope != "row" and rng.random() < 0.5:

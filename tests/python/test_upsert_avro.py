@@ -133,29 +133,22 @@ ROW_AVSC = {"type": "record", "name": "Order", "fields": [
     {"name": "uid", "type": ["null", {"type": "string", "logicalType": "uuid"}], "default": None}]}
 
 
-@pytest.mark.parametrize("table_schema", ["registry", "row-file"])
-def test_debezium_avro_through_a_registry_mirrors_the_source_exactly(tmp_path: Path, table_schema: str) -> None:
-    registry = ConfluentRegistry().start()
-    try:
-        rng = random.Random(31)
-        source = gen.Source(rng)
-        source.run(keys=60, changes=240)
-        encode, versions = encoder(registry, source)
-        msgs = gen.messages(source, "debezium", rng, encode=encode)
-        lines = [f'namespace = "{NAMESPACE}"', "[[pipeline]]", 'table = "orders"', f'topics = ["{TOPIC}"]', 'format = "avro"',
-                 'registry = "confluent"', f'registry_url = "{registry.url}"', 'partition_by = ["bucket(4, order_id)"]',
-                 'key = ["tenant", "order_id"]', 'mode = "upsert"', 'envelope = "debezium"', 'order_by = "source.lsn"', "changelog = true"]
-        if table_schema == "row-file":
-            (tmp_path / "order.avsc").write_text(json.dumps(ROW_AVSC))
-            lines.append('schema = "order.avsc"')
-        wh, summaries = ingest_all(tmp_path, lines, msgs, rng)
-    finally:
-        registry.stop()
+def ingest_through(registry: ConfluentRegistry, tmp_path: Path, envelope: list[str], table_schema: str,
+                   msgs: list[gen.Message], rng: random.Random) -> tuple[Path, list[dict]]:
+    """Ingest `msgs` through an Avro upsert pipeline reading the registry, with `envelope`'s
+    keys; its table made from the registry, or from ROW_AVSC (`row-file`, then evolved)."""
+    lines = [f'namespace = "{NAMESPACE}"', "[[pipeline]]", 'table = "orders"', f'topics = ["{TOPIC}"]', 'format = "avro"',
+             'registry = "confluent"', f'registry_url = "{registry.url}"', 'partition_by = ["bucket(4, order_id)"]',
+             'key = ["tenant", "order_id"]', 'mode = "upsert"', "changelog = true", *envelope]
+    if table_schema == "row-file":
+        (tmp_path / "order.avsc").write_text(json.dumps(ROW_AVSC))
+        lines.append('schema = "order.avsc"')
+    return ingest_all(tmp_path, lines, msgs, rng)
 
-    assert sum(s["dead_letter"] for s in summaries) == 0, summaries
-    assert sum(s["upsert_stale"] for s in summaries) > 0, "stale re-deliveries were seen and refused"
-    want = expected(source, versions)
-    assert any(v["channel"] for v in want.values()) and any(v["channel"] is None for v in want.values())
+
+def check_mirror(wh: Path, want: dict[tuple, dict], table_schema: str) -> None:
+    """PyIceberg and DuckDB read `want` from the table, in its types; v2's column reached the
+    table and its changelog."""
     table = readers.pyiceberg_sql_table(wh, NAMESPACE, "orders")
     types = {f.name: str(f.field_type) for f in table.schema().fields}
     assert types["amount"] == "decimal(16, 2)" and types["updated_at"] == "timestamptz" and types["born"] == "date" and types["uid"] == "uuid", types
@@ -168,6 +161,88 @@ def test_debezium_avro_through_a_registry_mirrors_the_source_exactly(tmp_path: P
         assert got == want, f"{name}: mirror differs from the source table"
     changelog = readers.pyiceberg_sql_table(wh, NAMESPACE, "orders_changelog")
     assert "channel" in {f.name for f in changelog.schema().fields}
+
+
+@pytest.mark.parametrize("table_schema", ["registry", "row-file"])
+def test_debezium_avro_through_a_registry_mirrors_the_source_exactly(tmp_path: Path, table_schema: str) -> None:
+    registry = ConfluentRegistry().start()
+    try:
+        rng = random.Random(31)
+        source = gen.Source(rng)
+        source.run(keys=60, changes=240)
+        encode, versions = encoder(registry, source)
+        msgs = gen.messages(source, "debezium", rng, encode=encode)
+        wh, summaries = ingest_through(registry, tmp_path, ['envelope = "debezium"', 'order_by = "source.lsn"'], table_schema, msgs, rng)
+    finally:
+        registry.stop()
+
+    assert sum(s["dead_letter"] for s in summaries) == 0, summaries
+    assert sum(s["upsert_stale"] for s in summaries) > 0, "stale re-deliveries were seen and refused"
+    want = expected(source, versions)
+    assert any(v["channel"] for v in want.values()) and any(v["channel"] is None for v in want.values())
+    check_mirror(wh, want, table_schema)
+    changelog = readers.pyiceberg_sql_table(wh, NAMESPACE, "orders_changelog")
     ids = [(r["operation"], r["tenant"], r["order_id"], r["source_position"]) for r in changelog.scan().to_arrow().to_pylist()]
     code = {"r": "I", "c": "I", "u": "U", "d": "D"}
     assert sorted(ids) == sorted({(code[c.op], c.key[0], c.key[1], c.lsn) for c in source.changes})
+
+
+def plain_row(row: dict[str, Any], version: str) -> dict[str, Any]:
+    """A source row as confluent-kafka's AvroSerializer takes it for ROW_AVSC (+ v2's channel)."""
+    out = {"tenant": row["tenant"], "order_id": row["order_id"], "note": row["note"],
+           "amount": Decimal(row["amount"]).scaleb(-2), "updated_at": row["updated_at"], "born": row["born"], "uid": str(row["uid"])}
+    if version == "v2":
+        out["channel"] = channel((row["tenant"], row["order_id"]))
+    return out
+
+
+def row_schema(version: str) -> str:
+    fields = list(ROW_AVSC["fields"])
+    if version == "v2":
+        fields.append({"name": "channel", "type": ["null", "string"], "default": None})
+    return json.dumps({**ROW_AVSC, "fields": fields})
+
+
+KEY_AVSC = json.dumps({"type": "record", "name": "OrderKey", "fields": [
+    {"name": "tenant", "type": "string"}, {"name": "order_id", "type": "long"}]})
+
+
+@pytest.mark.parametrize("table_schema", ["registry", "row-file"])
+def test_a_keyed_avro_topic_through_a_registry_mirrors_the_source_exactly(tmp_path: Path, table_schema: str) -> None:
+    """A compacted topic written by confluent-kafka's AvroSerializer: Avro rows under Avro
+    record keys, a null value deleting its key, writer v1 then v2 (a new column) halfway."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    registry = ConfluentRegistry().start()
+    try:
+        rng = random.Random(47)
+        source = gen.Source(rng)
+        source.run(keys=60, changes=240)
+        client = SchemaRegistryClient({"url": registry.url})
+        conf = {"auto.register.schemas": True}
+        values = {v: AvroSerializer(client, row_schema(v), conf=conf) for v in ("v1", "v2")}
+        keys = AvroSerializer(client, KEY_AVSC, conf=conf)
+        value_ctx, key_ctx = SerializationContext(TOPIC, MessageField.VALUE), SerializationContext(TOPIC, MessageField.KEY)
+        versions = {id(c): ("v1" if i < len(source.changes) // 2 else "v2") for i, c in enumerate(source.changes)}
+
+        def encode(change: gen.Change, _before: dict | None) -> bytes | None:
+            return None if change.row is None else values[versions[id(change)]](plain_row(change.row, versions[id(change)]), value_ctx)
+
+        def encode_key(key: tuple) -> bytes:
+            return keys({"tenant": key[0], "order_id": key[1]}, key_ctx)
+
+        msgs = gen.messages(source, "row", rng, encode=encode, encode_key=encode_key)
+        assert all(m.key[0] == 0 for m in msgs), "every record key is framed"
+        wh, summaries = ingest_through(registry, tmp_path, ['envelope = "row"'], table_schema, msgs, rng)
+    finally:
+        registry.stop()
+
+    assert sum(s["dead_letter"] for s in summaries) == 0, summaries
+    want = expected(source, versions)
+    assert {c.key for c in source.changes} - set(want), "the stream deletes some keys"
+    check_mirror(wh, want, table_schema)
+    changelog = readers.pyiceberg_sql_table(wh, NAMESPACE, "orders_changelog")
+    # Every record of a keyed topic is a change (a producer's retry too: a newer offset).
+    assert changelog.scan().to_arrow().num_rows == len(msgs), "each change once in the changelog"

@@ -11,9 +11,10 @@
 //! - DMS JSON: `data` is the row, `metadata.operation` insert/load/update/delete; control
 //!   records change nothing.
 //! - row: the value is the row in the pipeline's format; a null value deletes the record
-//!   key's row (the key: a JSON object of the key columns, or one key column's value).
+//!   key's row (the key: a JSON object of the key columns, or one key column's value, or with
+//!   a registry a framed Avro or JSON key, read in `super::registry_rows`).
 
-mod avro;
+pub(super) mod avro;
 mod values;
 
 use arrow_schema::Schema as ArrowSchema;
@@ -81,6 +82,16 @@ impl Unwrapper {
                 Some(v) => self.dms(v),
             },
         }
+    }
+
+    /// The delete a null value makes of its record key, read already (a registry-framed key).
+    pub fn delete_of_key(&self, key: Value) -> Result<Unwrapped<'static>, String> {
+        let image = match (key, &self.single_key) {
+            (Value::Object(map), _) => Value::Object(map),
+            (scalar, Some(column)) => Value::Object(Map::from_iter([(column.clone(), scalar)])),
+            (_, None) => return Err("the record key must be a record of the key columns (the key has several columns)".into()),
+        };
+        Ok(Unwrapped::Delete { image: image.to_string().into_bytes(), position: None })
     }
 
     fn key_image(&self, key: Option<&[u8]>) -> Result<Vec<u8>, String> {

@@ -13,6 +13,7 @@ pub mod keys;
 pub mod mirror;
 pub mod probe;
 pub mod registry_envelopes;
+pub mod registry_rows;
 pub mod rebuild;
 pub mod rebuild_keyed;
 pub mod simulate;

@@ -32,6 +32,11 @@ pub struct RegistryEnvelopes {
     pub evolves: bool,
 }
 
+/// The registry a pipeline's frames name.
+pub(super) fn registry_of(pipeline: &Pipeline) -> Result<RegistrySpec> {
+    pipeline.registry.clone().ok_or_else(|| Error::Invariant(format!("pipeline `{}` has no registry", pipeline.table)))
+}
+
 /// What the frame of a record says, or why it says nothing.
 fn frame_of<'a>(spec: &RegistrySpec, format: Format, record: &KafkaRecordIn, value: &'a [u8]) -> std::result::Result<crate::registry::Frame<'a>, String> {
     if record.value_schema.is_some() {
@@ -51,7 +56,7 @@ impl RegistryEnvelopes {
         partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
         table: &TableMetadata,
     ) -> Result<Self> {
-        let spec = pipeline.registry.clone().ok_or_else(|| Error::Invariant(format!("pipeline `{}` has no registry", pipeline.table)))?;
+        let spec = registry_of(pipeline)?;
         let mut ids: Vec<WriterId> = Vec::new();
         for record in partitions.values().flatten() {
             let Some(value) = record.value.as_deref() else { continue };

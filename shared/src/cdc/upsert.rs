@@ -20,6 +20,7 @@ use super::change::Op;
 use super::changelog::ChangelogAppend;
 use super::envelope::{Unwrapped, Unwrapper};
 use super::registry_envelopes::RegistryEnvelopes;
+use super::registry_rows::RegistryRows;
 use super::keyed::{KeyedApply, KeyedChanges, Truncate};
 use super::mirror::MirrorStats;
 use crate::catalog::Catalogs;
@@ -29,7 +30,7 @@ use crate::dead_letter::{DeadLetterBuilder, Reject};
 use crate::decode::RecordDecoder;
 use crate::error::{Error, Result};
 use crate::event::{KafkaRecordIn, TopicPartition};
-use crate::pipeline::upsert::{OPERATION, SOURCE_POSITION, Upsert};
+use crate::pipeline::upsert::{Envelope, OPERATION, SOURCE_POSITION, Upsert};
 use crate::pipeline::{Pipeline, format_name};
 use crate::recovery::dead_lettered_offsets;
 use crate::schema::SourceSchema;
@@ -37,6 +38,7 @@ use crate::registry::Registry;
 use crate::sink::{Append, AppendSink, EvolveSchema};
 use crate::schema::json_schema::JsonSchema;
 use crate::tables::lineage;
+use crate::writer_plan::Framed;
 
 pub use crate::tables::is_written_by_icestream;
 
@@ -96,12 +98,38 @@ impl Lineage {
     }
 }
 
+/// A registry pipeline's writers of one batch.
+pub enum RegistryWriters {
+    /// Debezium envelopes (their rows are read by the reader of the same index).
+    Envelopes(RegistryEnvelopes),
+    /// Rows of a keyed topic (`envelope = "row"`), and its framed keys.
+    Rows(RegistryRows),
+}
+
+impl RegistryWriters {
+    /// The rows' writer schemas, by reader index.
+    fn rows(&self) -> &[Arc<SourceSchema>] {
+        match self {
+            RegistryWriters::Envelopes(e) => &e.rows,
+            RegistryWriters::Rows(r) => &r.values.writers,
+        }
+    }
+
+    /// Whether the table takes a newer writer's columns first.
+    fn evolves(&self) -> bool {
+        match self {
+            RegistryWriters::Envelopes(e) => e.evolves,
+            RegistryWriters::Rows(r) => r.values.evolves,
+        }
+    }
+}
+
 /// Decodes one upsert pipeline's records.
 pub struct UpsertDecoder {
+    pipeline: Pipeline,
     unwrapper: Unwrapper,
-    /// Registry pipelines: each record's writer envelope (its rows are read by the reader of
-    /// the same index).
-    envelopes: Option<RegistryEnvelopes>,
+    /// Registry pipelines: each record's writer.
+    writers: Option<RegistryWriters>,
     rows: RecordDecoder,
     row_ops: Vec<Op>,
     row_lineage: Lineage,
@@ -127,11 +155,11 @@ fn delete_schema(data: &ArrowSchema, key: &[String], upsert: &Upsert) -> SchemaR
 }
 
 impl UpsertDecoder {
-    /// `envelopes`: a registry pipeline's writers for this batch.
-    pub fn new(pipeline: &Pipeline, upsert: &Upsert, data_schema: SchemaRef, rejected_at_us: i64, envelopes: Option<RegistryEnvelopes>) -> Result<Self> {
+    /// `writers`: a registry pipeline's writers for this batch.
+    pub fn new(pipeline: &Pipeline, upsert: &Upsert, data_schema: SchemaRef, rejected_at_us: i64, writers: Option<RegistryWriters>) -> Result<Self> {
         let decoded = |schema: &ArrowSchema| Arc::new(ArrowSchema::new(schema.fields().iter().filter(|f| !is_written_by_icestream(f.name())).cloned().collect::<Vec<_>>()));
-        let rows = match &envelopes {
-            Some(e) => RecordDecoder::with_writers(&e.rows.iter().map(AsRef::as_ref).collect::<Vec<_>>(), decoded(&data_schema))?,
+        let rows = match &writers {
+            Some(w) => RecordDecoder::with_writers(&w.rows().iter().map(AsRef::as_ref).collect::<Vec<_>>(), decoded(&data_schema))?,
             None => RecordDecoder::new(&pipeline.source, decoded(&data_schema))?,
         };
         let delete_schema = delete_schema(&data_schema, &pipeline.key, upsert);
@@ -140,9 +168,10 @@ impl UpsertDecoder {
         let image_fields = pipeline.source.fields().iter().filter(|f| delete_schema.field_with_name(&f.name).is_ok()).cloned().collect();
         let deletes = RecordDecoder::new(&SourceSchema::Json(JsonSchema { fields: image_fields }), decoded(&delete_schema))?;
         Ok(Self {
+            pipeline: pipeline.clone(),
             unwrapper: Unwrapper::new(upsert.envelope, &upsert.order, &data_schema, &pipeline.key, upsert.decimal_handling)
                 .with_truncate(upsert.allow_truncate),
-            envelopes,
+            writers,
             rows,
             row_ops: Vec::new(),
             row_lineage: Lineage::default(),
@@ -176,11 +205,19 @@ impl UpsertDecoder {
         if let Some(e) = &record.value_error {
             return Err(e.clone());
         }
-        let (change, reader) = match (&self.envelopes, record.value.as_deref()) {
-            (Some(envelopes), Some(value)) => {
+        let (change, reader) = match (&self.writers, record.value.as_deref()) {
+            (Some(RegistryWriters::Envelopes(envelopes)), Some(value)) => {
                 let (reader, envelope, payload) = envelopes.read(record, value)?;
                 (self.unwrapper.debezium_avro(envelope, &payload)?, reader)
             }
+            (Some(RegistryWriters::Rows(rows)), Some(value)) => match rows.values.read(&self.pipeline, record, value) {
+                Framed::Reader(reader, payload) => return self.push_row(reader, &payload, Op::Update, tp, record.offset, None),
+                Framed::Reject(reason) => return Err(reason),
+            },
+            (Some(RegistryWriters::Rows(rows)), None) => match record.key.as_deref().and_then(|key| rows.key_json(key)) {
+                Some(key) => (self.unwrapper.delete_of_key(key?)?, 0),
+                None => (self.unwrapper.unwrap(record.key.as_deref(), None)?, 0),
+            },
             _ => (self.unwrapper.unwrap(record.key.as_deref(), record.value.as_deref())?, 0),
         };
         match change {
@@ -297,19 +334,22 @@ pub async fn ingest(
         Some(ident) => Some(catalog.load_table(ident).await?),
         None => None,
     };
-    let envelopes = match tables.registry {
+    let writers = match tables.registry {
         Some(registry) => {
-            let envelopes = RegistryEnvelopes::plan(registry, tables.pipeline, partitions, data_table.metadata()).await?;
-            if envelopes.evolves {
+            let writers = match tables.upsert.envelope {
+                Envelope::Row => RegistryWriters::Rows(RegistryRows::plan(registry, tables.pipeline, partitions, data_table.metadata()).await?),
+                _ => RegistryWriters::Envelopes(RegistryEnvelopes::plan(registry, tables.pipeline, partitions, data_table.metadata()).await?),
+            };
+            if writers.evolves() {
                 // A newer writer's columns land first, in commits of their own (as at start):
                 // the decoder, the guarded apply and the changelog then read one schema.
-                let mut evolve = EvolveSchema { writers: &envelopes.rows };
+                let mut evolve = EvolveSchema { writers: writers.rows() };
                 data_table = catalogs.committer.commit_to(data_table, deadline, &mut evolve).await?.table;
                 if let Some(table) = changelog_table.take() {
                     changelog_table = Some(catalogs.committer.commit_to(table, deadline, &mut evolve).await?.table);
                 }
             }
-            Some(envelopes)
+            Some(writers)
         }
         None => None,
     };
@@ -322,7 +362,7 @@ pub async fn ingest(
 
     // The table's schema as it is now (another engine may have changed it since start).
     let data_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(data_table.metadata().current_schema())?);
-    let mut decoder = UpsertDecoder::new(tables.pipeline, tables.upsert, data_schema, chrono::Utc::now().timestamp_micros(), envelopes)?;
+    let mut decoder = UpsertDecoder::new(tables.pipeline, tables.upsert, data_schema, chrono::Utc::now().timestamp_micros(), writers)?;
     decoder.decode(partitions, held_everywhere(&marks, &dead_lettered));
     let (rows, deletes, ops, truncates) = decoder.finish()?;
     let mut out = UpsertOutcome {

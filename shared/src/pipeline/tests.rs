@@ -267,13 +267,16 @@ fn every_bad_upsert_key_names_the_pipeline_the_key_and_what_is_allowed() {
     let avro = orders("mode = \"upsert\"\nkey = [\"order_id\"]\nenvelope = \"debezium\"\norder_by = \"source.lsn\"");
     let e = load_err(&[("schemas/order.avsc", ORDER_AVSC), ("pipelines.toml", &avro)]);
     assert!(e.contains("key `envelope`: debezium is read from JSON values"), "{e}");
-    // Debezium Avro comes through a registry; a registry frames nothing else an upsert reads.
+    // Debezium Avro and keyed rows come through a registry; DMS does not.
     let registry = "registry = \"confluent\"\nregistry_url = \"http://127.0.0.1:1\"\n";
     let set = load(&[("schemas/order.avsc", ORDER_AVSC), ("pipelines.toml", &format!("{avro}\n{registry}"))]).unwrap();
     assert!(set.pipelines[0].registry.is_some() && set.pipelines[0].upsert.is_some());
     let row = orders(&format!("mode = \"upsert\"\nkey = [\"order_id\"]\nenvelope = \"row\"\n{registry}"));
-    let e = load_err(&[("schemas/order.avsc", ORDER_AVSC), ("pipelines.toml", &row)]);
-    assert!(e.contains("key `registry`: with mode = \"upsert\" a registry frames Debezium Avro envelopes"), "{e}");
+    let set = load(&[("schemas/order.avsc", ORDER_AVSC), ("pipelines.toml", &row)]).unwrap();
+    assert!(set.pipelines[0].registry.is_some() && set.pipelines[0].upsert.is_some());
+    let dms = json_orders(&format!("{up}envelope = \"dms\"\norder_by = \"metadata.timestamp\"\n{registry}"));
+    let e = load_err(&[("order.json", ORDER_JSON_SCHEMA), ("pipelines.toml", &dms)]);
+    assert!(e.contains("key `registry`: with mode = \"upsert\" a registry frames rows (envelope = \"row\") or Debezium Avro envelopes"), "{e}");
     let reserved = ORDER_JSON_SCHEMA.replace("\"note\"", "\"source_position\"");
     let e = load_err(&[("order.json", &reserved), ("pipelines.toml", &json_orders(&format!("{up}envelope = \"row\"")))]);
     assert!(e.contains("\"source_position\" is reserved"), "{e}");

@@ -179,10 +179,10 @@ pub fn check(spec: &PipelineSpec, format: Format, registry: bool, columns: &Sche
     let word = spec.envelope.as_deref().ok_or("key `envelope`: required with mode = \"upsert\": allowed are debezium | dms | row")?;
     let envelope = Envelope::parse(word).ok_or_else(|| format!("key `envelope`: {word:?} is not allowed: allowed are debezium | dms | row"))?;
     match (envelope, format, registry) {
-        (Envelope::Debezium, Format::Avro, true) | (Envelope::Debezium | Envelope::Dms, Format::Json, false) | (Envelope::Row, _, false) => {}
+        (Envelope::Debezium, Format::Avro, true) | (Envelope::Debezium | Envelope::Dms, Format::Json, false) | (Envelope::Row, _, _) => {}
         (_, _, true) => {
             return Err(format!(
-                "key `registry`: with mode = \"upsert\" a registry frames Debezium Avro envelopes (envelope = \"debezium\", format = \"avro\"), not {envelope} {} values",
+                "key `registry`: with mode = \"upsert\" a registry frames rows (envelope = \"row\") or Debezium Avro envelopes (envelope = \"debezium\", format = \"avro\"), not {envelope} {} values",
                 crate::pipeline::format_name(format)
             ));
         }

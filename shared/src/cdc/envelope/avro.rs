@@ -8,18 +8,23 @@ use serde_json::{Map, Number, Value};
 
 /// Decode one record's payload (the registry frame removed) with its writer's envelope.
 pub fn payload_json(writer: &apache_avro::Schema, payload: &[u8]) -> Result<Value, String> {
+    datum_json(writer, payload, "Debezium Avro value")
+}
+
+/// Decode one Avro datum (`what` it is, for errors) into its Connect JSON form.
+pub fn datum_json(writer: &apache_avro::Schema, payload: &[u8], what: &str) -> Result<Value, String> {
     let mut rest = payload;
-    let datum = apache_avro::from_avro_datum(writer, &mut rest, None).map_err(|e| format!("Debezium Avro value: {e}"))?;
+    let datum = apache_avro::from_avro_datum(writer, &mut rest, None).map_err(|e| format!("{what}: {e}"))?;
     if !rest.is_empty() {
-        return Err(format!("Debezium Avro value: {} bytes after the record", rest.len()));
+        return Err(format!("{what}: {} bytes after the datum", rest.len()));
     }
     // apache-avro reads a string, boolean or union cut off by the end of the value as null; the
     // writer's schema refuses such a null wherever the field cannot be null (`op`, `source`
     // and the non-null row fields after the cut).
     if !datum.validate(writer) {
-        return Err("Debezium Avro value: truncated, or not a record of its writer's schema".into());
+        return Err(format!("{what}: truncated, or not a datum of its writer's schema"));
     }
-    to_json(datum)
+    to_json(datum).map_err(|e| format!("{what}: {e}"))
 }
 
 fn to_json(value: Avro) -> Result<Value, String> {
@@ -49,7 +54,7 @@ fn to_json(value: Avro) -> Result<Value, String> {
         Avro::Array(items) => Value::Array(items.into_iter().map(to_json).collect::<Result<_, _>>()?),
         Avro::Map(entries) => Value::Object(entries.into_iter().map(|(k, v)| Ok((k, to_json(v)?))).collect::<Result<Map<_, _>, String>>()?),
         Avro::Record(fields) => Value::Object(fields.into_iter().map(|(k, v)| Ok((k, to_json(v)?))).collect::<Result<Map<_, _>, String>>()?),
-        other => return Err(format!("Debezium Avro value: {other:?} has no Connect form")),
+        other => return Err(format!("{other:?} has no Connect form")),
     })
 }
 
@@ -97,6 +102,6 @@ mod tests {
         }
         let mut longer = bytes.clone();
         longer.push(0);
-        assert!(payload_json(&schema.writer, &longer).unwrap_err().contains("1 bytes after the record"));
+        assert!(payload_json(&schema.writer, &longer).unwrap_err().contains("1 bytes after the datum"));
     }
 }
