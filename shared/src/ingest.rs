@@ -396,7 +396,11 @@ fn offset_ranges(partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>) -> S
 /// the lineage columns are there and the pipeline's schema fits, or evolves the table in a way
 /// it allows (then the first commit that needs it evolves it).
 async fn open_tables(catalogs: &Catalogs, pipeline: &Pipeline, registry: Option<Registry>) -> Result<PipelineTables> {
-    let data = catalogs.ensure_table(&pipeline.def).await?;
+    let mut data = catalogs.ensure_table(&pipeline.def).await?;
+    if pipeline.upsert.is_some() {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        data = catalogs.committer.commit_to(data, deadline, &mut crate::cdc::layout::KeyedLayout { key: &pipeline.key }).await?.table;
+    }
     let ident = data.identifier().clone();
     let refuse = |what: String| Error::Config(format!("pipeline `{}` cannot write table {ident}: {what}; nothing was written", pipeline.table));
     let metadata = data.metadata();

@@ -10,6 +10,7 @@ pub mod keyed;
 pub mod key_reader;
 pub mod key_tombstones;
 pub mod keys;
+pub mod layout;
 pub mod mirror;
 pub mod probe;
 pub mod registry_envelopes;

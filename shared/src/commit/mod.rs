@@ -55,6 +55,8 @@ pub struct ChangeSet {
     /// The table's next schema (evolution), made current in the same swap as the files that
     /// were written with it.
     pub schema: Option<iceberg::spec::Schema>,
+    /// A new default sort order (of the current schema's columns).
+    pub sort_order: Option<iceberg::spec::SortOrder>,
 }
 
 impl ChangeSet {
@@ -70,6 +72,7 @@ impl ChangeSet {
             removed_snapshot_ids: vec![],
             rewrite_manifests: false,
             schema: None,
+            sort_order: None,
         }
     }
 

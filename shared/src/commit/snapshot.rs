@@ -114,6 +114,10 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
         builder = TableUpdate::RemoveSnapshots { snapshot_ids: change.removed_snapshot_ids.clone() }.apply(builder)?;
     }
 
+    if let Some(order) = &change.sort_order {
+        builder = builder.add_sort_order(order.clone())?.set_default_sort_order(-1)?;
+    }
+
     if !change.makes_snapshot() {
         if let Some(evolved) = &change.schema {
             builder = builder.add_current_schema(evolved.clone())?;
