@@ -24,7 +24,7 @@ import pytest
 import cdc_generator as gen
 import readers
 from confluent_registry import ConfluentRegistry
-from test_upsert import BIN, TOPIC, ingest_all, normalized
+from test_upsert import BIN, TOPIC, icestream, ingest_all, normalized
 
 pytestmark = pytest.mark.skipif(not BIN, reason="set ICESTREAM_BIN to the icestream binary (make test does)")
 NAMESPACE = "cdc_avro"
@@ -246,3 +246,67 @@ def test_a_keyed_avro_topic_through_a_registry_mirrors_the_source_exactly(tmp_pa
     changelog = readers.pyiceberg_sql_table(wh, NAMESPACE, "orders_changelog")
     # Every record of a keyed topic is a change (a producer's retry too: a newer offset).
     assert changelog.scan().to_arrow().num_rows == len(msgs), "each change once in the changelog"
+
+
+@pytest.mark.parametrize("fmt", ["avro", "json", "protobuf"])
+def test_a_keyed_topic_in_each_registry_format_keeps_the_latest_row_per_key(tmp_path: Path, fmt: str) -> None:
+    """Rows of registry_writers' four writers (v2 adds columns, v3 widens qty, v4 is refused)
+    by confluent-kafka's serializers, upserted by `id`; deletes are null values under the key a
+    serializer of the same format framed (Protobuf keys: the id as text)."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from registry_writers import confluent_producers, expected_row, schema_file
+
+    topic = "shop.orders"
+    registry = ConfluentRegistry().start()
+    try:
+        values = confluent_producers(fmt, registry.url, None, topic, tmp_path)
+        client = SchemaRegistryClient({"url": registry.url})
+        ctx = SerializationContext(topic, MessageField.KEY)
+        if fmt == "avro":
+            from confluent_kafka.schema_registry.avro import AvroSerializer
+            key_serializer = AvroSerializer(client, '"long"', conf={"auto.register.schemas": True})
+            encode_key: Callable[[int], bytes] = lambda i: key_serializer(i, ctx)
+        elif fmt == "json":
+            from confluent_kafka.schema_registry.json_schema import JSONSerializer
+            json_key = JSONSerializer('{"type": "integer"}', client, conf={"auto.register.schemas": True})
+            encode_key = lambda i: json_key(i, ctx)
+        else:
+            encode_key = lambda i: str(i).encode()
+        rng = random.Random(5)
+        msgs, want, refused = [], {}, 0
+        for step in range(240):
+            i = rng.randrange(40)
+            version = ("v1", "v2", "v3")[step * 3 // 240]
+            if i in want and rng.random() < 0.15:
+                msgs.append(gen.Message(encode_key(i), None, i % gen.PARTITIONS))
+                del want[i]
+            elif rng.random() < 0.05:
+                msgs.append(gen.Message(encode_key(i), values["v4"](i), i % gen.PARTITIONS))
+                refused += 1
+            else:
+                msgs.append(gen.Message(encode_key(i), values[version](i), i % gen.PARTITIONS))
+                want[i] = expected_row(version, i)
+        # The table starts from v1 and evolves batch by batch with the writers it meets.
+        v1, message = schema_file(fmt, "v1", tmp_path)
+        lines = [f'namespace = "{NAMESPACE}"', "[[pipeline]]", 'table = "orders"', f'topics = ["{topic}"]', f'format = "{fmt}"',
+                 'registry = "confluent"', f'registry_url = "{registry.url}"', f'schema = "{v1.name}"',
+                 'key = ["id"]', 'mode = "upsert"', 'envelope = "row"', *([f'message = "{message}"'] if message else [])]
+        pipelines = tmp_path / "pipelines.toml"
+        pipelines.write_text("\n".join(lines) + "\n")
+        wh, summaries = tmp_path / "wh", []
+        for n, event in enumerate(gen.events(msgs, topic, rng)):
+            path = tmp_path / f"event-{n}.json"
+            path.write_text(json.dumps(event))
+            summaries.append(icestream("ingest", str(path), f"pipelines={pipelines}", f"warehouse={wh}"))
+    finally:
+        registry.stop()
+
+    assert sum(s["dead_letter"] for s in summaries) == refused > 0, "v4's records and only they are dead letters"
+    columns = ["id", "name", "qty", "note", "ship"]
+    table = readers.pyiceberg_sql_table(wh, NAMESPACE, "orders")
+    by_pyiceberg = {r["id"]: {c: r[c] for c in columns} for r in table.scan().to_arrow().to_pylist()}
+    by_duckdb = {r["id"]: {c: r[c] for c in columns} for r in readers.duckdb_scan(readers.metadata_location_sql(wh, NAMESPACE, "orders")).to_pylist()}
+    for name, got in [("pyiceberg", by_pyiceberg), ("duckdb", by_duckdb)]:
+        assert got == want, f"{name}: the table differs from the latest row per key"
