@@ -59,11 +59,12 @@ impl RegistryEnvelopes {
         let spec = registry_of(pipeline)?;
         let mut ids: Vec<WriterId> = Vec::new();
         for record in partitions.values().flatten() {
-            let Some(value) = record.value.as_deref() else { continue };
-            if let Ok(frame) = frame_of(&spec, pipeline.format, record, value)
-                && !ids.contains(&frame.writer)
+            // The header names the writer: the payload is inflated once, when the record is read.
+            let Some(value) = record.value.as_deref().filter(|_| record.value_schema.is_none()) else { continue };
+            if let Ok(writer) = spec.writer_of(value)
+                && !ids.contains(&writer)
             {
-                ids.push(frame.writer);
+                ids.push(writer);
             }
         }
         let mut out = Self { spec, format: pipeline.format, by_id: Vec::new(), rows: Vec::new(), target: (**table.current_schema()).clone(), evolves: false };

@@ -47,18 +47,18 @@ impl RegistryRows {
         let values = WriterPlan::new(pipeline, Some(registry), partitions.values().flatten(), table).await?;
         let mut keys: Vec<(WriterId, std::result::Result<KeyReader, String>)> = Vec::new();
         for record in partitions.values().flatten().filter(|r| r.value.is_none()) {
-            let Some(frame) = record.key.as_deref().and_then(|key| spec.frame(key, Format::Avro).ok()) else { continue };
-            if keys.iter().any(|(id, _)| *id == frame.writer) {
+            let Some(writer) = record.key.as_deref().and_then(|key| spec.writer_of(key).ok()) else { continue };
+            if keys.iter().any(|(id, _)| *id == writer) {
                 continue;
             }
-            let registered = registry.registered(frame.writer).await?;
+            let registered = registry.registered(writer).await?;
             let reader = match registered.format {
                 Format::Avro => apache_avro::Schema::parse_str(&registered.text).map(KeyReader::Avro).map_err(|e| format!("its Avro schema does not parse: {e}")),
                 Format::Json => Ok(KeyReader::Json),
                 other => Err(format!("{} record keys are not read (Avro and JSON Schema keys are)", format_name(other))),
             }
-            .map_err(|e| format!("key writer {} ({}): {e}", frame.writer, registered.version));
-            keys.push((frame.writer, reader));
+            .map_err(|e| format!("key writer {writer} ({}): {e}", registered.version));
+            keys.push((writer, reader));
         }
         Ok(Self { values, spec, keys })
     }

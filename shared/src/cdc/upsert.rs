@@ -125,8 +125,8 @@ impl RegistryWriters {
 }
 
 /// Decodes one upsert pipeline's records.
-pub struct UpsertDecoder {
-    pipeline: Pipeline,
+pub struct UpsertDecoder<'p> {
+    pipeline: &'p Pipeline,
     unwrapper: Unwrapper,
     /// Registry pipelines: each record's writer.
     writers: Option<RegistryWriters>,
@@ -154,9 +154,9 @@ fn delete_schema(data: &ArrowSchema, key: &[String], upsert: &Upsert) -> SchemaR
     Arc::new(ArrowSchema::new(fields))
 }
 
-impl UpsertDecoder {
+impl<'p> UpsertDecoder<'p> {
     /// `writers`: a registry pipeline's writers for this batch.
-    pub fn new(pipeline: &Pipeline, upsert: &Upsert, data_schema: SchemaRef, rejected_at_us: i64, writers: Option<RegistryWriters>) -> Result<Self> {
+    pub fn new(pipeline: &'p Pipeline, upsert: &Upsert, data_schema: SchemaRef, rejected_at_us: i64, writers: Option<RegistryWriters>) -> Result<Self> {
         let decoded = |schema: &ArrowSchema| Arc::new(ArrowSchema::new(schema.fields().iter().filter(|f| !is_written_by_icestream(f.name())).cloned().collect::<Vec<_>>()));
         let rows = match &writers {
             Some(w) => RecordDecoder::with_writers(&w.rows().iter().map(AsRef::as_ref).collect::<Vec<_>>(), decoded(&data_schema))?,
@@ -168,7 +168,7 @@ impl UpsertDecoder {
         let image_fields = pipeline.source.fields().iter().filter(|f| delete_schema.field_with_name(&f.name).is_ok()).cloned().collect();
         let deletes = RecordDecoder::new(&SourceSchema::Json(JsonSchema { fields: image_fields }), decoded(&delete_schema))?;
         Ok(Self {
-            pipeline: pipeline.clone(),
+            pipeline,
             unwrapper: Unwrapper::new(upsert.envelope, &upsert.order, &data_schema, &pipeline.key, upsert.decimal_handling)
                 .with_truncate(upsert.allow_truncate),
             writers,
@@ -210,7 +210,7 @@ impl UpsertDecoder {
                 let (reader, envelope, payload) = envelopes.read(record, value)?;
                 (self.unwrapper.debezium_avro(envelope, &payload)?, reader)
             }
-            (Some(RegistryWriters::Rows(rows)), Some(value)) => match rows.values.read(&self.pipeline, record, value) {
+            (Some(RegistryWriters::Rows(rows)), Some(value)) => match rows.values.read(self.pipeline, record, value) {
                 Framed::Reader(reader, payload) => return self.push_row(reader, &payload, Op::Update, tp, record.offset, None),
                 Framed::Reject(reason) => return Err(reason),
             },

@@ -61,14 +61,37 @@ const GLUE_HEADER_VERSION: u8 = 3;
 /// A decompressed payload larger than this is refused (a 6 MB event cannot hold a sane one).
 const MAX_INFLATED: u64 = 64 << 20;
 
-/// Reads the Confluent frame of `value`; `format` says whether message indexes follow.
-pub fn confluent(value: &[u8], format: Format) -> Result<Frame<'_>, String> {
+/// The writer a Confluent frame names, and the bytes after its schema id.
+fn confluent_header(value: &[u8]) -> Result<(WriterId, &[u8]), String> {
     let (&magic, rest) = value.split_first().ok_or("empty value: no Confluent schema-registry frame")?;
     if magic != 0 {
         return Err(format!("not Confluent schema-registry framed: first byte is {magic}, expected 0"));
     }
-    let (id, mut rest) = rest.split_first_chunk::<4>().ok_or("Confluent frame cut short: fewer than 4 schema-id bytes")?;
-    let writer = WriterId::Confluent(u32::from_be_bytes(*id));
+    let (id, rest) = rest.split_first_chunk::<4>().ok_or("Confluent frame cut short: fewer than 4 schema-id bytes")?;
+    Ok((WriterId::Confluent(u32::from_be_bytes(*id)), rest))
+}
+
+/// The writer a Glue frame names, its compression byte, and the (compressed) payload.
+fn glue_header(value: &[u8]) -> Result<(WriterId, u8, &[u8]), String> {
+    let [version, compression, rest @ ..] = value else {
+        return Err("value too short for a Glue schema-registry frame".into());
+    };
+    if *version != GLUE_HEADER_VERSION {
+        return Err(format!("not Glue schema-registry framed: header version byte is {version}, expected {GLUE_HEADER_VERSION}"));
+    }
+    let (id, rest) = rest.split_first_chunk::<16>().ok_or("Glue frame cut short: fewer than 16 schema-version-id bytes")?;
+    Ok((WriterId::Glue(uuid::Uuid::from_bytes(*id)), *compression, rest))
+}
+
+/// The writer `value`'s frame names, from its header alone (nothing inflated): enough to plan a
+/// batch's writers whose records carry no message index (Avro, JSON Schema).
+pub fn writer(value: &[u8], glue: bool) -> Result<WriterId, String> {
+    if glue { glue_header(value).map(|(w, _, _)| w) } else { confluent_header(value).map(|(w, _)| w) }
+}
+
+/// Reads the Confluent frame of `value`; `format` says whether message indexes follow.
+pub fn confluent(value: &[u8], format: Format) -> Result<Frame<'_>, String> {
+    let (writer, mut rest) = confluent_header(value)?;
     let message = if format == Format::Protobuf {
         let count = zigzag(read_varint(&mut rest)?);
         if !(0..=64).contains(&count) {
@@ -85,15 +108,8 @@ pub fn confluent(value: &[u8], format: Format) -> Result<Frame<'_>, String> {
 
 /// Reads the Glue frame of `value`, inflating a zlib payload.
 pub fn glue(value: &[u8], format: Format) -> Result<Frame<'_>, String> {
-    let [version, compression, rest @ ..] = value else {
-        return Err("value too short for a Glue schema-registry frame".into());
-    };
-    if *version != GLUE_HEADER_VERSION {
-        return Err(format!("not Glue schema-registry framed: header version byte is {version}, expected {GLUE_HEADER_VERSION}"));
-    }
-    let (id, rest) = rest.split_first_chunk::<16>().ok_or("Glue frame cut short: fewer than 16 schema-version-id bytes")?;
-    let writer = WriterId::Glue(uuid::Uuid::from_bytes(*id));
-    let mut payload = match *compression {
+    let (writer, compression, rest) = glue_header(value)?;
+    let mut payload = match compression {
         GLUE_NONE => Cow::Borrowed(rest),
         GLUE_ZLIB => {
             let mut out = Vec::new();
@@ -182,6 +198,14 @@ mod tests {
         let f = glue(&value, Format::Protobuf).unwrap();
         assert_eq!(f.message, Some(MessageIndex::Sorted(2)));
         assert_eq!(&*f.payload, &[8, 1]);
+        // The header alone names the writer, without inflating the payload: a cut zlib stream
+        // still names it (reading the record then says what is wrong).
+        assert_eq!(writer(&value, true).unwrap(), WriterId::Glue(id));
+        let cut = &value[..value.len() - 3];
+        assert_eq!(writer(cut, true).unwrap(), WriterId::Glue(id));
+        assert!(glue(cut, Format::Avro).unwrap_err().contains("does not inflate"));
+        assert_eq!(writer(&[0, 0, 0, 1, 2, 9], false).unwrap(), WriterId::Confluent(258));
+        assert!(writer(&value, false).unwrap_err().contains("first byte is 3"));
     }
 
     proptest::proptest! {

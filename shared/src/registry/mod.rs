@@ -45,6 +45,11 @@ impl RegistrySpec {
         }
     }
 
+    /// The writer the frame of `value` names, from its header alone (see [`frame::writer`]).
+    pub fn writer_of(&self, value: &[u8]) -> std::result::Result<WriterId, String> {
+        frame::writer(value, matches!(self, RegistrySpec::Glue { .. }))
+    }
+
     /// Reads the frame this registry's serializers write.
     pub fn frame<'a>(&self, value: &'a [u8], format: Format) -> std::result::Result<Frame<'a>, String> {
         match self {
