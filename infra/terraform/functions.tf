@@ -27,7 +27,9 @@ locals {
 
   function_environment = {
     # With a pipeline file, the file names tables, formats and dedup; without, the knobs do.
+    # Upsert pipelines (ingest) and the accounts mirror (cdc) probe keys through the key index cache.
     ingest = merge(local.env_common, local.env_files, local.env_commit_mode,
+      { ICESTREAM_KEY_INDEX_CACHE_MB = tostring(var.key_index_cache_mb) },
       local.pipeline_file != null ? { ICESTREAM_PIPELINES = local.pipelines_uri } : merge(
         {
           ICESTREAM_TABLE  = var.table
@@ -40,10 +42,11 @@ locals {
 
     cdc = merge(local.env_common, local.env_files, local.env_commit_mode,
       {
-        ICESTREAM_CDC_FORMAT       = var.cdc_format
-        ICESTREAM_CDC_ORDER_COLUMN = var.cdc_order_column
-        ICESTREAM_CHANGELOG_TABLE  = var.changelog_table
-        ICESTREAM_MIRROR_TABLE     = var.mirror_table
+        ICESTREAM_CDC_FORMAT         = var.cdc_format
+        ICESTREAM_CDC_ORDER_COLUMN   = var.cdc_order_column
+        ICESTREAM_CHANGELOG_TABLE    = var.changelog_table
+        ICESTREAM_MIRROR_TABLE       = var.mirror_table
+        ICESTREAM_KEY_INDEX_CACHE_MB = tostring(var.key_index_cache_mb)
       }
     )
 

@@ -81,6 +81,17 @@ variable "target_file_size_bytes" {
   }
 }
 
+variable "key_index_cache_mb" {
+  description = "Memory (MiB) a warm ingest or cdc function keeps upsert tables' data file footers and key page indexes in, so a batch reads only the pages its keys fall in; 0 reads them every batch (knob `key_index_cache_mb`). Keep it well under the function's memory_size."
+  type        = number
+  default     = 64
+
+  validation {
+    condition     = var.key_index_cache_mb >= 0 && var.key_index_cache_mb <= 10240 && floor(var.key_index_cache_mb) == var.key_index_cache_mb
+    error_message = "key_index_cache_mb must be a whole number from 0 to 10240."
+  }
+}
+
 variable "compression" {
   description = "Parquet compression codec (knob `compression`)."
   type        = string

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use bytes::Bytes;
 use iceberg::table::Table;
 use iceberg::{Catalog, Namespace, NamespaceIdent, Result, TableCommit, TableCreation, TableIdent};
 use serde::Serialize;
@@ -24,6 +25,8 @@ pub struct CatalogCalls {
     pub other: u64,
     /// Storage reads (whole files, ranges, metadata of a file).
     pub storage_reads: u64,
+    /// Bytes those reads returned.
+    pub storage_bytes_read: u64,
     /// Storage writes (a file written whole or through a writer; deletes).
     pub storage_writes: u64,
     /// Commit requests sent to the commit queue (`commit_mode=queued`).
@@ -47,6 +50,7 @@ impl std::ops::Sub for CatalogCalls {
             swaps: self.swaps - earlier.swaps,
             other: self.other - earlier.other,
             storage_reads: self.storage_reads - earlier.storage_reads,
+            storage_bytes_read: self.storage_bytes_read - earlier.storage_bytes_read,
             storage_writes: self.storage_writes - earlier.storage_writes,
             queue_sends: self.queue_sends - earlier.queue_sends,
             sequential: self.sequential - earlier.sequential,
@@ -61,6 +65,7 @@ pub struct CallCounter {
     swaps: AtomicU64,
     other: AtomicU64,
     storage_reads: AtomicU64,
+    storage_bytes_read: AtomicU64,
     storage_writes: AtomicU64,
     queue_sends: AtomicU64,
     sequential: AtomicU64,
@@ -84,6 +89,7 @@ impl CallCounter {
             swaps: self.swaps.load(Ordering::Relaxed),
             other: self.other.load(Ordering::Relaxed),
             storage_reads: self.storage_reads.load(Ordering::Relaxed),
+            storage_bytes_read: self.storage_bytes_read.load(Ordering::Relaxed),
             storage_writes: self.storage_writes.load(Ordering::Relaxed),
             queue_sends: self.queue_sends.load(Ordering::Relaxed),
             sequential: self.sequential.load(Ordering::Relaxed),
@@ -122,6 +128,11 @@ impl CallCounter {
         }
         .fetch_add(1, Ordering::Relaxed);
         self.start(1).await
+    }
+
+    /// `bytes` returned by a storage read.
+    pub fn bytes_read(&self, bytes: &Bytes) {
+        self.storage_bytes_read.fetch_add(bytes.len() as u64, Ordering::Relaxed);
     }
 }
 

@@ -151,6 +151,12 @@ pub const KNOBS: &[Knob] = &[
         help: "Roll to a new Parquet file past this size",
     },
     Knob {
+        key: "key_index_cache_mb",
+        default: "64",
+        allowed: Allowed::Integer { min: 0, max: 10240 },
+        help: "Upsert pipelines: memory a warm process keeps data files' footers and key page indexes in, so a batch reads only the pages its keys fall in (0: read them every batch)",
+    },
+    Knob {
         key: "compression",
         default: "zstd",
         allowed: Allowed::OneOf(&["zstd", "snappy", "lz4", "gzip", "none"]),
@@ -470,6 +476,8 @@ pub struct Config {
     pub dedup: Dedup,
     pub dedup_window_minutes: i64,
     pub target_file_size_bytes: usize,
+    /// Upsert pipelines: the bound of the key index cache (`cdc::key_index`), in bytes.
+    pub key_index_cache_bytes: usize,
     pub compression: String,
     pub commit_timeout_ms: u64,
     pub commit_mode: CommitMode,
@@ -553,6 +561,7 @@ impl Config {
             },
             dedup_window_minutes: s.parse("dedup_window_minutes")?,
             target_file_size_bytes: s.parse("target_file_size_bytes")?,
+            key_index_cache_bytes: s.parse::<usize>("key_index_cache_mb")? * 1024 * 1024,
             compression: s.get("compression").to_string(),
             commit_timeout_ms: s.parse("commit_timeout_ms")?,
             commit_mode: commit_mode(s)?,

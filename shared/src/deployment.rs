@@ -133,7 +133,7 @@ pub const INGEST: FunctionContract = FunctionContract {
     function: "ingest",
     knobs: knobs![
         "target_file_size_bytes", "compression", "fail_point", "commit_mode", "commit_queue_url", "pipelines", "table", "source", "dedup",
-        "dedup_window_minutes", "registry_auth"
+        "dedup_window_minutes", "registry_auth", "key_index_cache_mb"
     ],
     // Direct commits leave commit_mode/commit_queue_url unset; a pipeline file replaces
     // table/source/dedup; the dedup window matters only with dedup = window; registry
@@ -169,7 +169,10 @@ const PIPELINE_FILE_CALLS: [Calls; 2] = [
 
 pub const CDC: FunctionContract = FunctionContract {
     function: "cdc",
-    knobs: knobs!["target_file_size_bytes", "compression", "fail_point", "commit_mode", "commit_queue_url", "cdc_format", "cdc_order_column", "changelog_table", "mirror_table"],
+    knobs: knobs![
+        "target_file_size_bytes", "compression", "fail_point", "commit_mode", "commit_queue_url", "cdc_format", "cdc_order_column", "changelog_table", "mirror_table",
+        "key_index_cache_mb"
+    ],
     optional_knobs: &[LOCAL_ONLY_KNOBS[0], LOCAL_ONLY_KNOBS[1], "commit_mode", "commit_queue_url"],
     calls: &[
         CATALOG_CALLS,

@@ -20,6 +20,7 @@ use crate::dead_letter::{DeadLetterBuilder, Reject};
 use crate::decode::RecordDecoder;
 use crate::catalog_calls::CatalogCalls;
 use crate::error::{Error, Result};
+use crate::cdc::key_index::KeyIndexCache;
 use crate::cdc::upsert::{Lineage, UpsertTables};
 use crate::freshness::{Freshness, RecordTimes};
 use crate::event::{KafkaRecordIn, ParsedEvent, TopicPartition, parse_event};
@@ -77,6 +78,8 @@ pub struct Summary {
     /// keys' rows: the read cost of the batch.
     pub key_files_read: usize,
     pub key_bytes_read: u64,
+    /// Upsert pipelines: the storage requests (range reads) of that read.
+    pub key_read_requests: u64,
     /// Rows appended to `<table>_changelog` tables.
     pub changelog_written: usize,
     /// Per pipeline table: rows, dead letters and freshness at commit (the per-table EMF lines).
@@ -141,6 +144,8 @@ pub struct IngestPipeline {
     sink: AppendSink,
     set: PipelineSet,
     tables: Vec<PipelineTables>,
+    /// Upsert pipelines' data files' footers and key page indexes, kept while the process is.
+    key_index: Arc<KeyIndexCache>,
 }
 
 impl IngestPipeline {
@@ -159,7 +164,8 @@ impl IngestPipeline {
             tables.push(open_tables(&catalogs, pipeline, registry).await?);
         }
         let sink = AppendSink::from_config(&config).await;
-        Ok(Self { config, catalogs, sink, set, tables })
+        let key_index = Arc::new(KeyIndexCache::new(config.key_index_cache_bytes));
+        Ok(Self { config, catalogs, sink, set, tables, key_index })
     }
 
     pub fn config(&self) -> &Config {
@@ -358,6 +364,7 @@ impl IngestPipeline {
             dead_letter_schema: tables.dead_letter_schema.clone(),
             changelog: tables.changelog.as_ref(),
             registry: tables.registry.as_ref(),
+            key_index: &self.key_index,
         };
         let calls_before = tables.registry.as_ref().map_or(0, Registry::calls);
         let out = crate::cdc::upsert::ingest(&self.catalogs, &self.config, &self.sink, upsert_tables, partitions, deadline).await?;
@@ -374,6 +381,7 @@ impl IngestPipeline {
         summary.upsert_truncated += out.mirror.rows_truncated;
         summary.key_files_read += out.mirror.files_read;
         summary.key_bytes_read += out.mirror.bytes_read;
+        summary.key_read_requests += out.mirror.read_requests;
         summary.changelog_written += out.changelog_written;
         if out.snapshot_id.is_some() {
             summary.snapshot_id = out.snapshot_id;

@@ -47,6 +47,7 @@ pub fn emf_line(function: &str, summary: &Summary) -> String {
         ("UpsertStale", "Count", summary.upsert_stale as f64),
         ("KeyFilesRead", "Count", summary.key_files_read as f64),
         ("KeyBytesRead", "Bytes", summary.key_bytes_read as f64),
+        ("KeyReadRequests", "Count", summary.key_read_requests as f64),
         ("ChangelogWritten", "Count", summary.changelog_written as f64),
         ("PayloadBytes", "Bytes", summary.payload_bytes as f64),
         ("Files", "Count", summary.files as f64),

@@ -70,7 +70,9 @@ impl Storage for CountingStorage {
     }
     async fn read(&self, path: &str) -> Result<Bytes> {
         let _call = self.counter.storage(StorageCall::Read).await;
-        self.inner.read(path).await
+        let bytes = self.inner.read(path).await?;
+        self.counter.bytes_read(&bytes);
+        Ok(bytes)
     }
     async fn reader(&self, path: &str) -> Result<Box<dyn FileRead>> {
         // Opening reads nothing; each range read is a call.
@@ -114,7 +116,9 @@ struct CountingRead {
 impl FileRead for CountingRead {
     async fn read(&self, range: Range<u64>) -> Result<Bytes> {
         let _call = self.counter.storage(StorageCall::Read).await;
-        self.inner.read(range).await
+        let bytes = self.inner.read(range).await?;
+        self.counter.bytes_read(&bytes);
+        Ok(bytes)
     }
 }
 

@@ -17,10 +17,9 @@ use arrow_array::types::{Date32Type, Int32Type, Int64Type, TimestampMicrosecondT
 use arrow_array::{ArrayRef, RecordBatch, UInt32Array};
 use arrow_schema::DataType;
 use bytes::{Buf, Bytes};
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use futures::future::BoxFuture;
-use iceberg::arrow::ArrowFileReader;
-use iceberg::io::FileMetadata;
+use iceberg::io::FileRead;
 use iceberg::spec::DataFile;
 use iceberg::table::Table;
 use parquet::arrow::ParquetRecordBatchStreamBuilder;
@@ -36,15 +35,24 @@ use parquet::file::page_index::offset_index::OffsetIndexMetaData;
 use parquet::file::page_index::index_reader::{read_columns_indexes, read_offset_indexes};
 use parquet::file::reader::{ChunkReader, Length};
 
+use super::key_index::{FileIndex, KeyIndexCache};
 use super::keys::KeyCodec;
 use crate::commit::row_delta::{leaf_indices, projection};
 use crate::error::{Error, Result};
 
-/// What one key read fetched: bytes counted, and the file's last bytes (the footer's suffix
-/// read), which often hold the page index too.
+/// Byte ranges of one file closer than this are fetched by one request: a request costs more
+/// (an S3 GET's price and latency) than reading a few KiB past what was asked.
+const COALESCE_GAP: u64 = 8 * 1024;
+
+/// Range requests of one file in flight at once.
+const CONCURRENT_READS: usize = 8;
+
+/// What one key read fetched from storage: bytes transferred and requests made, and the file's
+/// last bytes (the footer's suffix read), which often hold the page index too.
 #[derive(Default)]
 struct Fetched {
     bytes: AtomicU64,
+    requests: AtomicU64,
     tail: std::sync::Mutex<Option<Span>>,
 }
 
@@ -55,12 +63,17 @@ impl Fetched {
         let tail = tail.as_ref()?;
         tail.get_bytes(range.start, usize::try_from(range.end - range.start).ok()?).ok()
     }
+
+    fn key_read(&self, batches: Vec<RecordBatch>, positions: Vec<i64>) -> KeyRead {
+        KeyRead { batches, positions, bytes: self.bytes.load(Ordering::Relaxed), requests: self.requests.load(Ordering::Relaxed) }
+    }
 }
 
-/// An [`AsyncFileReader`] that counts the bytes it fetches and serves ranges of the file's tail
-/// from the first read of it.
+/// An [`AsyncFileReader`] over the file's storage that counts every byte and request it makes
+/// (ranges are coalesced here, so the count is what was transferred, not what was asked for)
+/// and serves ranges of the file's tail from the first read of it.
 struct Counting {
-    inner: ArrowFileReader,
+    inner: Arc<dyn FileRead>,
     size: u64,
     fetched: Arc<Fetched>,
 }
@@ -69,9 +82,26 @@ impl Counting {
     /// The file's size from its manifest entry: no request to ask storage for it.
     async fn open(table: &Table, file: &DataFile, fetched: Arc<Fetched>) -> Result<Self> {
         let input = table.file_io().new_input(file.file_path())?;
-        let size = file.file_size_in_bytes();
-        Ok(Self { size, inner: ArrowFileReader::new(FileMetadata { size }, input.reader().await?), fetched })
+        Ok(Self { size: file.file_size_in_bytes(), inner: Arc::from(input.reader().await?), fetched })
     }
+
+    async fn read(&self, range: Range<u64>) -> parquet::errors::Result<Bytes> {
+        self.fetched.requests.fetch_add(1, Ordering::Relaxed);
+        self.fetched.bytes.fetch_add(range.end - range.start, Ordering::Relaxed);
+        self.inner.read(range).await.map_err(|e| ParquetError::External(Box::new(e)))
+    }
+}
+
+/// `ranges` (sorted by start) merged where they overlap or lie within [`COALESCE_GAP`].
+fn coalesce(ranges: &[Range<u64>]) -> Vec<Range<u64>> {
+    let mut merged: Vec<Range<u64>> = Vec::new();
+    for r in ranges {
+        match merged.last_mut() {
+            Some(last) if r.start <= last.end.saturating_add(COALESCE_GAP) => last.end = last.end.max(r.end),
+            _ => merged.push(r.clone()),
+        }
+    }
+    merged
 }
 
 impl AsyncFileReader for Counting {
@@ -80,8 +110,7 @@ impl AsyncFileReader for Counting {
             if let Some(bytes) = self.fetched.from_tail(&range) {
                 return Ok(bytes);
             }
-            self.fetched.bytes.fetch_add(range.end - range.start, Ordering::Relaxed);
-            let bytes = self.inner.get_bytes(range.clone()).await?;
+            let bytes = self.read(range.clone()).await?;
             if range.end == self.size
                 && let Ok(mut tail) = self.fetched.tail.lock()
                 && tail.is_none()
@@ -94,14 +123,28 @@ impl AsyncFileReader for Counting {
 
     fn get_byte_ranges(&mut self, ranges: Vec<Range<u64>>) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
         Box::pin(async move {
-            let mut out: Vec<Option<Bytes>> = ranges.iter().map(|r| self.fetched.from_tail(r)).collect();
-            let missing: Vec<Range<u64>> = ranges.iter().zip(&out).filter(|(_, b)| b.is_none()).map(|(r, _)| r.clone()).collect();
-            self.fetched.bytes.fetch_add(missing.iter().map(|r| r.end - r.start).sum(), Ordering::Relaxed);
-            let mut read = self.inner.get_byte_ranges(missing).await?.into_iter();
-            for slot in out.iter_mut().filter(|b| b.is_none()) {
-                *slot = read.next();
-            }
-            out.into_iter().map(|b| b.ok_or_else(|| ParquetError::General("a range read returned too few ranges".into()))).collect()
+            let mut missing: Vec<Range<u64>> = ranges.iter().filter(|r| self.fetched.from_tail(r).is_none()).cloned().collect();
+            missing.sort_unstable_by_key(|r| r.start);
+            let merged = coalesce(&missing);
+            let this = &*self;
+            let spans: Vec<Span> = futures::stream::iter(merged.into_iter().map(|r| async move {
+                let start = r.start;
+                this.read(r).await.map(|bytes| Span { start, bytes })
+            }))
+            .buffered(CONCURRENT_READS)
+            .try_collect()
+            .await?;
+            ranges
+                .iter()
+                .map(|r| {
+                    if let Some(bytes) = self.fetched.from_tail(r) {
+                        return Ok(bytes);
+                    }
+                    let at = spans.partition_point(|s| s.start <= r.start);
+                    let span = at.checked_sub(1).map(|i| &spans[i]).ok_or_else(|| ParquetError::General("a range read returned too few ranges".into()))?;
+                    span.get_bytes(r.start, usize::try_from(r.end - r.start).map_err(|e| ParquetError::External(Box::new(e)))?)
+                })
+                .collect()
         })
     }
 
@@ -189,6 +232,8 @@ pub struct KeyRead {
     pub batches: Vec<RecordBatch>,
     pub positions: Vec<i64>,
     pub bytes: u64,
+    /// Range requests made.
+    pub requests: u64,
 }
 
 /// The row ranges of row group `group` (relative to it) whose pages may hold a touched key, by
@@ -271,14 +316,16 @@ fn index_range(chunk: &ColumnChunkMetaData, of: impl Fn(&ColumnChunkMetaData) ->
     Some(start..start + u64::try_from(length).ok()?)
 }
 
-/// `footer` with the page index of row groups `groups` only: the column index of the key
-/// columns (`indexed`) and the offset index of the columns read (`projected`), each fetched by
-/// its own range read, all side by side. Other columns and row groups get empty entries, which
-/// the reader never consults (it uses the offset index of projected columns only). A file's
-/// index is written for all its row groups and columns together: loading it whole would cost in
+/// `base` (a footer, with the page index of some row groups or none) with the page index of row
+/// groups `groups` added: the column index of the key columns (`indexed`) and the offset index
+/// of the columns read (`projected`), each fetched by its own range read, all side by side.
+/// Other columns and row groups keep empty entries, which the reader never consults (it uses
+/// the offset index of projected columns of the selected row groups only). A file's index is
+/// written for all its row groups and columns together: loading it whole would cost in
 /// proportion to the file and its width, not to the batch's keys.
 #[allow(deprecated)] // the per-row-group decoders are parquet's only public way to decode part of an index
-async fn with_page_index(reader: &mut Counting, footer: &ParquetMetaData, groups: &[usize], indexed: &[usize], projected: &[usize]) -> Result<ParquetMetaData> {
+async fn with_page_index(reader: &mut Counting, base: &ParquetMetaData, groups: &[usize], indexed: &[usize], projected: &[usize]) -> Result<ParquetMetaData> {
+    let footer = base;
     let missing = |g: usize| Error::Invariant(format!("row group {g} was taken for one with a page index"));
     let mut wanted = Vec::with_capacity(groups.len() * (indexed.len() + projected.len()));
     for &g in groups {
@@ -291,8 +338,8 @@ async fn with_page_index(reader: &mut Counting, footer: &ParquetMetaData, groups
         }
     }
     let fetched = reader.get_byte_ranges(wanted.clone()).await?;
-    let mut column_indexes = vec![Vec::new(); footer.num_row_groups()];
-    let mut offset_indexes = vec![Vec::new(); footer.num_row_groups()];
+    let mut column_indexes = base.column_index().cloned().unwrap_or_else(|| vec![Vec::new(); footer.num_row_groups()]);
+    let mut offset_indexes = base.offset_index().cloned().unwrap_or_else(|| vec![Vec::new(); footer.num_row_groups()]);
     let mut next = 0;
     for &g in groups {
         let columns = footer.row_group(g).columns();
@@ -315,11 +362,23 @@ async fn with_page_index(reader: &mut Counting, footer: &ParquetMetaData, groups
 }
 
 /// The live rows of `columns` in the pages of `file` that may hold one of the touched keys.
-pub async fn read_key_rows(table: &Table, file: &DataFile, keys: &TouchedKeys<'_>, columns: &[&str], deleted: &HashSet<i64>) -> Result<KeyRead> {
+/// The file's footer and the page index read come from `cache` when it has them, and go into it.
+pub async fn read_key_rows(
+    table: &Table,
+    file: &DataFile,
+    keys: &TouchedKeys<'_>,
+    columns: &[&str],
+    deleted: &HashSet<i64>,
+    cache: &KeyIndexCache,
+) -> Result<KeyRead> {
     let path = file.file_path();
     let fetched = Arc::new(Fetched::default());
     let mut reader = Counting::open(table, file, fetched.clone()).await?;
-    let footer = reader.get_metadata(None).await?;
+    let cached = cache.get(path);
+    let footer = match &cached {
+        Some(kept) => kept.footer.clone(),
+        None => reader.get_metadata(None).await?,
+    };
     let arrow = ArrowReaderMetadata::try_new(footer.clone(), ArrowReaderOptions::new())?;
     let names: Vec<&str> = keys.codec.names().collect();
     let leaves = leaf_indices(table, arrow.parquet_schema(), path, &names)?;
@@ -366,16 +425,37 @@ pub async fn read_key_rows(table: &Table, file: &DataFile, keys: &TouchedKeys<'_
             selected.push(group);
         }
     }
+    // What the cache keeps of this file for these columns (a footer read now starts afresh).
+    let mut kept = cached.filter(|k| k.indexed == leaves && k.projected == projected).unwrap_or_else(|| FileIndex {
+        footer: footer.clone(),
+        paged: None,
+        indexed: leaves.clone(),
+        projected: projected.clone(),
+        loaded: vec![false; groups.len()],
+    });
     if selected.is_empty() {
-        return Ok(KeyRead { batches: vec![], positions: vec![], bytes: fetched.bytes.load(Ordering::Relaxed) });
+        cache.put(path, kept);
+        return Ok(fetched.key_read(vec![], vec![]));
     }
 
     // Pages: the page index of the selected row groups only (when each has one), so a batch
-    // reads the index of the parts of the file its keys fall in, not of the whole file.
+    // reads the index of the parts of the file its keys fall in, not of the whole file; and of
+    // those only the row groups whose index is not kept from an earlier batch.
     drop(builder);
     let mut reader = Counting::open(table, file, fetched.clone()).await?;
     let paged = converters.is_some() && selected.iter().all(|&g| indexed(g));
-    let metadata = if paged { Arc::new(with_page_index(&mut reader, &footer, &selected, &leaves, &projected).await?) } else { footer.clone() };
+    let metadata = if paged {
+        let missing: Vec<usize> = selected.iter().copied().filter(|&g| !kept.loaded[g]).collect();
+        if !missing.is_empty() || kept.paged.is_none() {
+            let base = kept.paged.clone().unwrap_or_else(|| footer.clone());
+            kept.paged = Some(Arc::new(with_page_index(&mut reader, &base, &missing, &leaves, &projected).await?));
+            missing.iter().for_each(|&g| kept.loaded[g] = true);
+        }
+        kept.paged.clone().unwrap_or_else(|| footer.clone())
+    } else {
+        footer.clone()
+    };
+    cache.put(path, kept);
     let mut ranges: Vec<(usize, Vec<Range<usize>>)> = Vec::with_capacity(selected.len());
     for &group in &selected {
         let rows = groups[group].num_rows() as usize;
@@ -388,7 +468,7 @@ pub async fn read_key_rows(table: &Table, file: &DataFile, keys: &TouchedKeys<'_
     ranges.retain(|(_, r)| !r.is_empty());
     let selected: Vec<usize> = ranges.iter().map(|(g, _)| *g).collect();
     if selected.is_empty() {
-        return Ok(KeyRead { batches: vec![], positions: vec![], bytes: fetched.bytes.load(Ordering::Relaxed) });
+        return Ok(fetched.key_read(vec![], vec![]));
     }
 
     // The selection counts rows of the selected row groups only, in order.
@@ -416,7 +496,7 @@ pub async fn read_key_rows(table: &Table, file: &DataFile, keys: &TouchedKeys<'_
         positions.extend(here.iter().filter(|p| !deleted.contains(p)));
         batches.push(arrow_select::filter::filter_record_batch(&batch, &keep)?);
     }
-    Ok(KeyRead { batches, positions, bytes: fetched.bytes.load(Ordering::Relaxed) })
+    Ok(fetched.key_read(batches, positions))
 }
 
 #[cfg(test)]
@@ -455,11 +535,17 @@ mod tests {
         KeyCodec::of_fields(fields.iter().map(|(n, t)| FieldRef::new(Field::new(*n, t.clone(), false))).collect()).unwrap()
     }
 
-    /// Reads `file` for the keys in `touched` (key columns) and checks that the rows found are
-    /// exactly the touched keys' rows, at their positions.
-    async fn read(table: &Table, file: &DataFile, codec: &KeyCodec, touched: &[ArrayRef], deleted: &HashSet<i64>) -> KeyRead {
+    /// Reads `file` of `fixture`'s table for the keys in `touched` (key columns), and checks
+    /// that the bytes and requests the read reports are those storage served.
+    async fn read(fixture: &LocalTable, file: &DataFile, codec: &KeyCodec, touched: &[ArrayRef], deleted: &HashSet<i64>) -> KeyRead {
+        let table = fixture.load().await;
         let names: Vec<&str> = codec.names().collect();
-        read_key_rows(table, file, &TouchedKeys::new(codec, touched.to_vec()).unwrap(), &names, deleted).await.unwrap()
+        let before = fixture.catalogs.calls();
+        let keys = TouchedKeys::new(codec, touched.to_vec()).unwrap();
+        let read = read_key_rows(&table, file, &keys, &names, deleted, &KeyIndexCache::new(0)).await.unwrap();
+        let served = fixture.catalogs.calls() - before;
+        assert_eq!((read.bytes, read.requests), (served.storage_bytes_read, served.storage_reads), "bytes and requests reported vs served");
+        read
     }
 
     #[tokio::test]
@@ -479,7 +565,7 @@ mod tests {
         let file = data_file(&table, "bloom", &batch, props).await;
         let touched: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![4242, 17_001]))];
         let deleted_at = (0..rows).find(|&p| ids.value(p as usize) == 17_001).unwrap();
-        let read = read(&table, &file, &codec(&[("id", DataType::Int64)]), &touched, &HashSet::from([deleted_at])).await;
+        let read = read(&fixture, &file, &codec(&[("id", DataType::Int64)]), &touched, &HashSet::from([deleted_at])).await;
         assert!(!read.positions.contains(&deleted_at), "deleted positions are left out");
         let found: Vec<i64> = read.batches.iter().flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec()).collect();
         assert_eq!(found.len(), read.positions.len());
@@ -512,7 +598,7 @@ mod tests {
         // Two keys that exist and one that does not (between the tenants' ranges).
         let touched: Vec<ArrayRef> =
             vec![Arc::new(StringArray::from(vec!["acme", "globex", "bogus"])), Arc::new(Int64Array::from(vec![777, 499_999, 5]))];
-        let read = read(&table, &file, &codec, &touched, &HashSet::new()).await;
+        let read = read(&fixture, &file, &codec, &touched, &HashSet::new()).await;
         let positions: HashSet<i64> = read.positions.iter().copied().collect();
         assert!(positions.contains(&777) && positions.contains(&999_999), "both live keys are found");
         assert!(read.positions.len() <= 4 * 256, "{} rows read: only the keys' pages", read.positions.len());
@@ -548,7 +634,7 @@ mod tests {
         let codec = codec(&[("id", DataType::Int64)]);
         let touched: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![123_456]))];
         let keys = TouchedKeys::new(&codec, touched).unwrap();
-        let read = read_key_rows(&table, &file, &keys, &["id", "seq"], &HashSet::new()).await.unwrap();
+        let read = read_key_rows(&table, &file, &keys, &["id", "seq"], &HashSet::new(), &KeyIndexCache::new(0)).await.unwrap();
         assert!(read.positions.contains(&123_456) && read.positions.len() <= 256, "the key's page: {} rows", read.positions.len());
 
         let bytes = table.file_io().new_input(file.file_path()).unwrap().read().await.unwrap();
@@ -587,10 +673,51 @@ mod tests {
             Arc::new(StringArray::from_iter_values(wanted.iter().map(|&p| tenants[p].clone()))),
             Arc::new(Int64Array::from_iter_values(wanted.iter().map(|&p| ids[p]))),
         ];
-        let read = read(&table, &file, &codec, &touched, &HashSet::new()).await;
+        let read = read(&fixture, &file, &codec, &touched, &HashSet::new()).await;
         let positions: HashSet<i64> = read.positions.iter().copied().collect();
         for p in wanted {
             assert!(positions.contains(&(p as i64)), "row {p} ({}, {}) was missed", tenants[p], ids[p]);
         }
+    }
+
+    #[tokio::test]
+    async fn a_warm_read_fetches_the_pages_only_and_finds_the_same_rows() {
+        let fixture = LocalTable::new().await;
+        let table = fixture.load().await;
+        let rows = 400_000i64;
+        let batch = RecordBatch::try_from_iter([
+            ("id", Arc::new(Int64Array::from_iter_values(0..rows)) as ArrayRef),
+            ("seq", Arc::new(Int64Array::from_iter_values((0..rows).map(|i| i * 2))) as ArrayRef),
+        ])
+        .unwrap();
+        let mut properties = std::collections::HashMap::new();
+        crate::tables::add_upsert_properties(&mut properties, &["id"]);
+        // Four row groups, so a batch can touch some of them.
+        let props = crate::writer::table_writer_properties("zstd", &properties).unwrap().into_builder().set_max_row_group_row_count(Some(100_000)).build();
+        let file = data_file(&table, "warm", &batch, props).await;
+        let codec = codec(&[("id", DataType::Int64)]);
+        let cache = KeyIndexCache::new(64 << 20);
+        let read = |ids: Vec<i64>| {
+            let (table, file, codec, cache) = (&table, &file, &codec, &cache);
+            async move {
+                let keys = TouchedKeys::new(codec, vec![Arc::new(Int64Array::from(ids)) as ArrayRef]).unwrap();
+                read_key_rows(table, file, &keys, &["id", "seq"], &HashSet::new(), cache).await.unwrap()
+            }
+        };
+        let found = |r: &KeyRead| -> Vec<i64> { r.batches.iter().flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec()).collect() };
+        let cold = read(vec![10, 150_000]).await;
+        let warm = read(vec![10, 150_000]).await;
+        assert_eq!((found(&warm), &warm.positions), (found(&cold), &cold.positions), "the same rows at the same positions");
+        assert!(found(&cold).contains(&10) && found(&cold).contains(&150_000));
+        // The footer (64 KiB suffix read) and the two row groups' page index are not read again.
+        assert!(cold.bytes - warm.bytes >= 64 * 1024, "cold {} bytes, warm {}", cold.bytes, warm.bytes);
+        assert!(warm.requests < cold.requests, "cold {} requests, warm {}", cold.requests, warm.requests);
+        // A key in a row group not read before: its page index is read once, then kept.
+        let other = read(vec![350_000]).await;
+        let again = read(vec![350_000]).await;
+        assert!(found(&other).contains(&350_000) && found(&again) == found(&other));
+        assert!(other.bytes < cold.bytes, "the footer is kept: {} bytes, cold {}", other.bytes, cold.bytes);
+        assert!(again.requests < other.requests && again.bytes < other.bytes, "{} / {} requests", again.requests, other.requests);
+        assert!(cache.size() > 0);
     }
 }

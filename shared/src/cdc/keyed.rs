@@ -17,6 +17,7 @@
 //! blindly, and two writers never leave two live rows for one key.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use arrow_array::{ArrayRef, RecordBatch, UInt32Array};
 use arrow_select::concat::concat;
@@ -24,6 +25,7 @@ use arrow_select::take::take_record_batch;
 use iceberg::spec::{DataFile, Operation};
 use iceberg::table::Table;
 
+use super::key_index::KeyIndexCache;
 use super::key_tombstones::{KeyTombstones, TRUNCATED_AT_PROPERTY, Tombstone, truncate_update, truncated_at};
 use super::keys::KeyCodec;
 use super::mirror::MirrorStats;
@@ -81,6 +83,7 @@ pub struct KeyedApply {
     compression: String,
     target_file_size: usize,
     now_us: i64,
+    key_index: Arc<KeyIndexCache>,
     pub stats: MirrorStats,
 }
 
@@ -107,8 +110,15 @@ impl KeyedApply {
             compression: compression.to_string(),
             target_file_size,
             now_us: chrono::Utc::now().timestamp_micros(),
+            key_index: KeyIndexCache::none(),
             stats: MirrorStats::default(),
         })
+    }
+
+    /// Read data files' footers and key page indexes through `cache` (none by default).
+    pub fn with_key_index(mut self, cache: Arc<KeyIndexCache>) -> Self {
+        self.key_index = cache;
+        self
     }
 
     /// The newest change per key among the changes `marks` do not cover, and the key columns
@@ -207,7 +217,7 @@ impl Planner for KeyedApply {
             Some(_) => live.data.iter().collect(),
             None => candidate_files(&live, &partitions),
         };
-        let probe = Probe { codec: &self.codec, order: &self.order, keys: &keys, partitions: &partitions };
+        let probe = Probe { codec: &self.codec, order: &self.order, keys: &keys, partitions: &partitions, index_cache: &self.key_index };
         let (rows, mut live_counts, mut cost) = if latest.is_empty() { Default::default() } else { live_rows_of(table, &live, &files, &probe).await? };
         let mut tombstones = KeyTombstones::load(table, KeyCodec::of_fields(self.codec.fields().to_vec())?).await?;
         let tombstones_before = tombstones.map.clone();
@@ -227,6 +237,7 @@ impl Planner for KeyedApply {
         }
         self.stats.files_read = cost.files;
         self.stats.bytes_read = cost.bytes;
+        self.stats.read_requests = cost.requests;
         let mut added: Vec<u32> = Vec::new();
         for (key, change) in &latest {
             let current_rows = rows.get(key).map(Vec::as_slice).unwrap_or_default();

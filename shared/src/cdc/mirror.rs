@@ -62,8 +62,9 @@ pub struct MirrorStats {
     pub files_dropped: usize,
     /// Data files read to find the touched keys' rows.
     pub files_read: usize,
-    /// Bytes of those files and of their delete files.
+    /// Bytes read of those files and of their delete files, and the range requests made.
     pub bytes_read: u64,
+    pub read_requests: u64,
     pub tombstones: usize,
     /// Live rows a truncate removed (`allow_truncate`).
     pub rows_truncated: usize,

@@ -7,6 +7,7 @@ pub mod change;
 pub mod changelog;
 pub mod envelope;
 pub mod keyed;
+pub mod key_index;
 pub mod key_reader;
 pub mod key_tombstones;
 pub mod keys;
@@ -38,6 +39,7 @@ use crate::sink::{Append, AppendSink};
 use crate::tables::{self, TableDef};
 use change::{ChangelogBuilder, Decoded};
 use changelog::ChangelogAppend;
+use key_index::KeyIndexCache;
 use mirror::{MirrorStats, SourcedChange, mirror_apply};
 
 /// What one invocation did; printed by `icestream cdc` and logged as metrics.
@@ -79,6 +81,7 @@ impl CdcSummary {
             ("MirrorDeleteFiles", "Count", self.mirror.delete_files as f64),
             ("MirrorFilesRead", "Count", self.mirror.files_read as f64),
             ("MirrorBytesRead", "Bytes", self.mirror.bytes_read as f64),
+            ("MirrorReadRequests", "Count", self.mirror.read_requests as f64),
             ("CommitAttempts", "Count", f64::from(self.commit_attempts)),
             ("CommitTime", "Milliseconds", self.commit_ms as f64),
             ("Duration", "Milliseconds", self.duration_ms as f64),
@@ -100,6 +103,8 @@ pub struct CdcPipeline {
     mirror_schema: SchemaRef,
     dead_letter: TableDef,
     dead_letter_schema: SchemaRef,
+    /// The mirror's data files' footers and key page indexes, kept while the process is.
+    key_index: Arc<KeyIndexCache>,
 }
 
 impl CdcPipeline {
@@ -117,6 +122,7 @@ impl CdcPipeline {
             changelog_schema: changelog.arrow_schema()?,
             mirror_schema: mirror.arrow_schema()?,
             dead_letter_schema: dead_letter.arrow_schema()?,
+            key_index: Arc::new(KeyIndexCache::new(config.key_index_cache_bytes)),
             config,
             catalogs,
             changelog,
@@ -213,7 +219,8 @@ impl CdcPipeline {
                 self.mirror_schema.clone(),
                 &self.config.compression,
                 self.config.target_file_size_bytes,
-            )?;
+            )?
+            .with_key_index(self.key_index.clone());
             let outcome = self.catalogs.committer.commit_to(mirror_table, deadline, &mut planner).await?;
             summary.commit_ms += t.elapsed().as_millis() as u64;
             summary.commit_attempts += outcome.attempts;

@@ -19,6 +19,7 @@ use serde::Serialize;
 use super::change::Op;
 use super::changelog::ChangelogAppend;
 use super::envelope::{Unwrapped, Unwrapper};
+use super::key_index::KeyIndexCache;
 use super::registry_envelopes::RegistryEnvelopes;
 use super::registry_rows::RegistryRows;
 use super::keyed::{KeyedApply, KeyedChanges, Truncate};
@@ -286,6 +287,8 @@ pub struct UpsertTables<'a> {
     pub changelog: Option<&'a TableIdent>,
     /// The pipeline's registry client, when its values are framed.
     pub registry: Option<&'a Registry>,
+    /// Data files' footers and key page indexes kept across batches.
+    pub key_index: &'a Arc<KeyIndexCache>,
 }
 
 /// What one upsert pipeline did with its share of an event.
@@ -410,7 +413,8 @@ pub async fn ingest(
     // The guarded apply runs even with no change left, so the table's watermarks stay
     // contiguous over dead letters and control records.
     let started = Instant::now();
-    let mut planner = KeyedApply::new(KeyedChanges { rows, deletes, truncates }, key, order, &ranges, &config.compression, config.target_file_size_bytes)?;
+    let mut planner = KeyedApply::new(KeyedChanges { rows, deletes, truncates }, key, order, &ranges, &config.compression, config.target_file_size_bytes)?
+        .with_key_index(tables.key_index.clone());
     let outcome = catalogs.committer.commit_to(data_table, deadline, &mut planner).await?;
     out.commit_ms += started.elapsed().as_millis() as u64;
     out.commit_attempts += outcome.attempts;
