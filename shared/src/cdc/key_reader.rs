@@ -10,16 +10,12 @@
 use std::collections::HashSet;
 use std::ops::Range;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Date32Type, Int32Type, Int64Type, TimestampMicrosecondType};
 use arrow_array::{ArrayRef, RecordBatch, UInt32Array};
 use arrow_schema::DataType;
-use bytes::{Buf, Bytes};
-use futures::{StreamExt, TryStreamExt};
-use futures::future::BoxFuture;
-use iceberg::io::FileRead;
+use futures::TryStreamExt;
 use iceberg::spec::DataFile;
 use iceberg::table::Table;
 use parquet::arrow::ParquetRecordBatchStreamBuilder;
@@ -27,136 +23,17 @@ use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelection};
 use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::bloom_filter::Sbbf;
-use parquet::errors::ParquetError;
 use parquet::file::metadata::{ColumnChunkMetaData, ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::page_index::column_index::ColumnIndexMetaData;
 use parquet::file::page_index::offset_index::OffsetIndexMetaData;
 #[allow(deprecated)] // the per-row-group decoders: see `with_page_index`
 use parquet::file::page_index::index_reader::{read_columns_indexes, read_offset_indexes};
-use parquet::file::reader::{ChunkReader, Length};
 
+use super::file_reads::{Counting, Fetched, Span};
 use super::key_index::{FileIndex, KeyIndexCache};
 use super::keys::KeyCodec;
 use crate::commit::row_delta::{leaf_indices, projection};
 use crate::error::{Error, Result};
-
-/// Byte ranges of one file closer than this are fetched by one request: a request costs more
-/// (an S3 GET's price and latency) than reading a few KiB past what was asked.
-const COALESCE_GAP: u64 = 8 * 1024;
-
-/// Range requests of one file in flight at once.
-const CONCURRENT_READS: usize = 8;
-
-/// What one key read fetched from storage: bytes transferred and requests made, and the file's
-/// last bytes (the footer's suffix read), which often hold the page index too.
-#[derive(Default)]
-struct Fetched {
-    bytes: AtomicU64,
-    requests: AtomicU64,
-    tail: std::sync::Mutex<Option<Span>>,
-}
-
-impl Fetched {
-    /// `range` out of the tail already read, if it lies in it.
-    fn from_tail(&self, range: &Range<u64>) -> Option<Bytes> {
-        let tail = self.tail.lock().ok()?;
-        let tail = tail.as_ref()?;
-        tail.get_bytes(range.start, usize::try_from(range.end - range.start).ok()?).ok()
-    }
-
-    fn key_read(&self, batches: Vec<RecordBatch>, positions: Vec<i64>) -> KeyRead {
-        KeyRead { batches, positions, bytes: self.bytes.load(Ordering::Relaxed), requests: self.requests.load(Ordering::Relaxed) }
-    }
-}
-
-/// An [`AsyncFileReader`] over the file's storage that counts every byte and request it makes
-/// (ranges are coalesced here, so the count is what was transferred, not what was asked for)
-/// and serves ranges of the file's tail from the first read of it.
-struct Counting {
-    inner: Arc<dyn FileRead>,
-    size: u64,
-    fetched: Arc<Fetched>,
-}
-
-impl Counting {
-    /// The file's size from its manifest entry: no request to ask storage for it.
-    async fn open(table: &Table, file: &DataFile, fetched: Arc<Fetched>) -> Result<Self> {
-        let input = table.file_io().new_input(file.file_path())?;
-        Ok(Self { size: file.file_size_in_bytes(), inner: Arc::from(input.reader().await?), fetched })
-    }
-
-    async fn read(&self, range: Range<u64>) -> parquet::errors::Result<Bytes> {
-        self.fetched.requests.fetch_add(1, Ordering::Relaxed);
-        self.fetched.bytes.fetch_add(range.end - range.start, Ordering::Relaxed);
-        self.inner.read(range).await.map_err(|e| ParquetError::External(Box::new(e)))
-    }
-}
-
-/// `ranges` (sorted by start) merged where they overlap or lie within [`COALESCE_GAP`].
-fn coalesce(ranges: &[Range<u64>]) -> Vec<Range<u64>> {
-    let mut merged: Vec<Range<u64>> = Vec::new();
-    for r in ranges {
-        match merged.last_mut() {
-            Some(last) if r.start <= last.end.saturating_add(COALESCE_GAP) => last.end = last.end.max(r.end),
-            _ => merged.push(r.clone()),
-        }
-    }
-    merged
-}
-
-impl AsyncFileReader for Counting {
-    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
-        Box::pin(async move {
-            if let Some(bytes) = self.fetched.from_tail(&range) {
-                return Ok(bytes);
-            }
-            let bytes = self.read(range.clone()).await?;
-            if range.end == self.size
-                && let Ok(mut tail) = self.fetched.tail.lock()
-                && tail.is_none()
-            {
-                *tail = Some(Span { start: range.start, bytes: bytes.clone() });
-            }
-            Ok(bytes)
-        })
-    }
-
-    fn get_byte_ranges(&mut self, ranges: Vec<Range<u64>>) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
-        Box::pin(async move {
-            let mut missing: Vec<Range<u64>> = ranges.iter().filter(|r| self.fetched.from_tail(r).is_none()).cloned().collect();
-            missing.sort_unstable_by_key(|r| r.start);
-            let merged = coalesce(&missing);
-            let this = &*self;
-            let spans: Vec<Span> = futures::stream::iter(merged.into_iter().map(|r| async move {
-                let start = r.start;
-                this.read(r).await.map(|bytes| Span { start, bytes })
-            }))
-            .buffered(CONCURRENT_READS)
-            .try_collect()
-            .await?;
-            ranges
-                .iter()
-                .map(|r| {
-                    if let Some(bytes) = self.fetched.from_tail(r) {
-                        return Ok(bytes);
-                    }
-                    let at = spans.partition_point(|s| s.start <= r.start);
-                    let span = at.checked_sub(1).map(|i| &spans[i]).ok_or_else(|| ParquetError::General("a range read returned too few ranges".into()))?;
-                    span.get_bytes(r.start, usize::try_from(r.end - r.start).map_err(|e| ParquetError::External(Box::new(e)))?)
-                })
-                .collect()
-        })
-    }
-
-    fn get_metadata<'a>(&'a mut self, _options: Option<&'a ArrowReaderOptions>) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
-        Box::pin(async move {
-            // Through `self`: the footer's bytes are counted, and its suffix read is kept.
-            let size = self.size;
-            let metadata = ParquetMetaDataReader::new().with_prefetch_hint(Some(64 * 1024)).load_and_finish(&mut *self, size).await?;
-            Ok(Arc::new(metadata))
-        })
-    }
-}
 
 /// Whether a bloom filter may hold value `i` of `column` (true when the type is not checked).
 fn may_contain(filter: &Sbbf, column: &ArrayRef, i: usize) -> bool {
@@ -236,6 +113,11 @@ pub struct KeyRead {
     pub requests: u64,
 }
 
+fn key_read(fetched: &Fetched, batches: Vec<RecordBatch>, positions: Vec<i64>) -> KeyRead {
+    let (bytes, requests) = fetched.cost();
+    KeyRead { batches, positions, bytes, requests }
+}
+
 /// The row ranges of row group `group` (relative to it) whose pages may hold a touched key, by
 /// the page index of the key columns (`leaves`); `None` when the file has none for them.
 fn pages_to_read(
@@ -282,31 +164,6 @@ fn pages_to_read(
         }
     }
     Ok(Some(ranges))
-}
-
-/// Bytes fetched from one range of a file, read by absolute file offsets.
-struct Span {
-    start: u64,
-    bytes: Bytes,
-}
-
-impl Length for Span {
-    fn len(&self) -> u64 {
-        self.start + self.bytes.len() as u64
-    }
-}
-
-impl ChunkReader for Span {
-    type T = bytes::buf::Reader<Bytes>;
-
-    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
-        Ok(self.get_bytes(start, (self.len().saturating_sub(start)) as usize)?.reader())
-    }
-
-    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
-        let from = start.checked_sub(self.start).map(|f| f as usize).filter(|f| f + length <= self.bytes.len());
-        from.map(|f| self.bytes.slice(f..f + length)).ok_or_else(|| ParquetError::EOF(format!("bytes {start}+{length} are outside the page index read")))
-    }
 }
 
 /// The byte range of one column chunk's index (`of`: its offset and length), if it has one.
@@ -435,7 +292,7 @@ pub async fn read_key_rows(
     });
     if selected.is_empty() {
         cache.put(path, kept);
-        return Ok(fetched.key_read(vec![], vec![]));
+        return Ok(key_read(&fetched, vec![], vec![]));
     }
 
     // Pages: the page index of the selected row groups only (when each has one), so a batch
@@ -468,7 +325,7 @@ pub async fn read_key_rows(
     ranges.retain(|(_, r)| !r.is_empty());
     let selected: Vec<usize> = ranges.iter().map(|(g, _)| *g).collect();
     if selected.is_empty() {
-        return Ok(fetched.key_read(vec![], vec![]));
+        return Ok(key_read(&fetched, vec![], vec![]));
     }
 
     // The selection counts rows of the selected row groups only, in order.
@@ -496,7 +353,7 @@ pub async fn read_key_rows(
         positions.extend(here.iter().filter(|p| !deleted.contains(p)));
         batches.push(arrow_select::filter::filter_record_batch(&batch, &keep)?);
     }
-    Ok(fetched.key_read(batches, positions))
+    Ok(key_read(&fetched, batches, positions))
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 pub mod change;
 pub mod changelog;
 pub mod envelope;
+mod file_reads;
 pub mod keyed;
 pub mod key_index;
 pub mod key_reader;
