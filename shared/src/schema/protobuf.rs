@@ -115,6 +115,7 @@ fn compile_source(source: &str) -> Result<DescriptorPool> {
     };
     let mut resolver = protox::file::ChainFileResolver::new();
     resolver.add(OneFile(file));
+    resolver.add(KnownFiles);
     resolver.add(protox::file::GoogleFileResolver::new());
     let mut compiler = protox::Compiler::with_file_resolver(resolver);
     compiler.include_imports(true).open_file(SOURCE_NAME).map_err(compile_error)?;
@@ -137,6 +138,45 @@ fn compile_error(e: protox::Error) -> Error {
 }
 
 struct OneFile(protox::file::File);
+
+/// The imports Confluent's Protobuf converter and serializers treat as built in (they are
+/// never registered as references): `confluent.type.Decimal`, the `confluent.field_meta`
+/// option that carries a decimal's precision and scale, and the `google.type` date and time
+/// of day. Written here from their published definitions (fields a reader needs).
+const KNOWN_FILES: &[(&str, &str)] = &[
+    (
+        "confluent/meta.proto",
+        r#"syntax = "proto3"; package confluent; import "google/protobuf/descriptor.proto";
+        message Meta { string doc = 1; map<string, string> params = 2; repeated string tags = 3; }
+        extend google.protobuf.FileOptions { Meta file_meta = 1088; }
+        extend google.protobuf.MessageOptions { Meta message_meta = 1088; }
+        extend google.protobuf.FieldOptions { Meta field_meta = 1088; }
+        extend google.protobuf.EnumOptions { Meta enum_meta = 1088; }
+        extend google.protobuf.EnumValueOptions { Meta enum_value_meta = 1088; }"#,
+    ),
+    ("confluent/type/decimal.proto", r#"syntax = "proto3"; package confluent.type; message Decimal { bytes value = 1; uint32 precision = 2; int32 scale = 3; }"#),
+    ("google/type/date.proto", r#"syntax = "proto3"; package google.type; message Date { int32 year = 1; int32 month = 2; int32 day = 3; }"#),
+    (
+        "google/type/timeofday.proto",
+        r#"syntax = "proto3"; package google.type; message TimeOfDay { int32 hours = 1; int32 minutes = 2; int32 seconds = 3; int32 nanos = 4; }"#,
+    ),
+];
+
+/// Whether a registry reference names one of [`KNOWN_FILES`] or a `google/protobuf` file.
+pub fn is_known_import(name: &str) -> bool {
+    name.starts_with("google/protobuf/") || KNOWN_FILES.iter().any(|(known, _)| *known == name)
+}
+
+struct KnownFiles;
+
+impl protox::file::FileResolver for KnownFiles {
+    fn open_file(&self, name: &str) -> Result<protox::file::File, protox::Error> {
+        match KNOWN_FILES.iter().find(|(known, _)| *known == name) {
+            Some((known, source)) => protox::file::File::from_source(known, source),
+            None => Err(protox::Error::file_not_found(name)),
+        }
+    }
+}
 
 impl protox::file::FileResolver for OneFile {
     fn open_file(&self, name: &str) -> Result<protox::file::File, protox::Error> {
