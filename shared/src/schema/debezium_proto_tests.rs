@@ -97,3 +97,14 @@ fn messages_that_are_not_envelopes_say_why() {
     let bare = compile(r#"syntax = "proto3"; import "confluent/type/decimal.proto"; message E { R after = 1; string op = 2; } message R { confluent.type.Decimal d = 1; }"#, "E");
     assert!(DebeziumProto::parse(&bare, None, &Map::new()).unwrap_err().contains("without a `scale`"));
 }
+
+#[test]
+fn a_serialized_descriptor_keeps_the_decimals_precision_and_scale() {
+    use base64::Engine;
+    // How confluent-kafka's serializers register a schema: the base64 FileDescriptorProto.
+    let file = envelope().parent_file().encode_to_vec();
+    let registered = base64::engine::general_purpose::STANDARD.encode(file);
+    let compiled = crate::schema::protobuf::ProtoSchema::from_source(&registered, Some("db.public.orders.Envelope")).unwrap();
+    let schema = DebeziumProto::parse(&compiled.message, None, &Map::new()).unwrap();
+    assert_eq!(types(&schema)[1], ("price".to_string(), Ty::Prim(Prim::Decimal { precision: 12, scale: 2 })));
+}

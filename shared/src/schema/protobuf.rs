@@ -106,10 +106,7 @@ fn compile_source(source: &str) -> Result<DescriptorPool> {
     let file = match protox::file::File::from_source(SOURCE_NAME, source) {
         Ok(file) => file,
         Err(e) => match serialized_descriptor(source) {
-            Some(mut descriptor) => {
-                descriptor.name = Some(SOURCE_NAME.to_string());
-                protox::file::File::from_file_descriptor_proto(descriptor)
-            }
+            Some((bytes, descriptor)) => return serialized_pool(bytes, &descriptor),
             None => return Err(compile_error(e)),
         },
     };
@@ -122,11 +119,30 @@ fn compile_source(source: &str) -> Result<DescriptorPool> {
     Ok(compiler.descriptor_pool())
 }
 
-fn serialized_descriptor(source: &str) -> Option<prost_types::FileDescriptorProto> {
+/// A serialized `FileDescriptorProto` in a pool with its imports, decoded by prost-reflect,
+/// which keeps its custom options (a decimal's `confluent.field_meta`), under [`SOURCE_NAME`].
+fn serialized_pool(mut bytes: Vec<u8>, descriptor: &prost_types::FileDescriptorProto) -> Result<DescriptorPool> {
+    let mut resolver = protox::file::ChainFileResolver::new();
+    resolver.add(KnownFiles);
+    resolver.add(protox::file::GoogleFileResolver::new());
+    let mut compiler = protox::Compiler::with_file_resolver(resolver);
+    compiler.include_imports(true);
+    for dependency in &descriptor.dependency {
+        compiler.open_file(dependency).map_err(compile_error)?;
+    }
+    let mut pool = compiler.descriptor_pool();
+    // Field 1 (`name`) once more at the end: the last occurrence of a singular field wins.
+    prost::encoding::string::encode(1, &SOURCE_NAME.to_string(), &mut bytes);
+    pool.decode_file_descriptor_proto(bytes.as_slice()).map_err(|e| Error::Schema(format!("the registered descriptor: {e}")))?;
+    Ok(pool)
+}
+
+fn serialized_descriptor(source: &str) -> Option<(Vec<u8>, prost_types::FileDescriptorProto)> {
     use base64::Engine;
     use prost::Message;
     let bytes = base64::engine::general_purpose::STANDARD.decode(source.trim()).ok()?;
-    prost_types::FileDescriptorProto::decode(bytes.as_slice()).ok().filter(|d| !d.message_type.is_empty())
+    let descriptor = prost_types::FileDescriptorProto::decode(bytes.as_slice()).ok().filter(|d| !d.message_type.is_empty())?;
+    Some((bytes, descriptor))
 }
 
 fn user_messages(pool: &DescriptorPool) -> impl Iterator<Item = MessageDescriptor> {
