@@ -23,7 +23,7 @@ use serde_json::{Map, Value, json};
 use super::SourceSchema;
 use super::avro::AvroSchema;
 use super::debezium::envelope_connect;
-use super::protobuf::{WellKnown, well_known};
+use super::protobuf::scalar_prim;
 use super::Prim;
 
 /// A Debezium Protobuf envelope, read.
@@ -94,30 +94,26 @@ fn repr(fd: &FieldDescriptor) -> Result<Repr, String> {
     if fd.is_list() || fd.is_map() {
         return Err("a repeated field is not a column".into());
     }
-    Ok(match fd.kind() {
-        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => Repr::Int,
-        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 | Kind::Uint32 | Kind::Fixed32 | Kind::Uint64 | Kind::Fixed64 => Repr::Long,
-        Kind::Float => Repr::Float,
-        Kind::Double => Repr::Double,
-        Kind::Bool => Repr::Boolean,
-        Kind::String | Kind::Enum(_) => Repr::Text,
-        Kind::Bytes => Repr::Bytes,
-        Kind::Message(m) => match (well_known(&m), m.full_name()) {
-            (Some(WellKnown::Timestamp), _) => Repr::Timestamp,
-            (Some(WellKnown::Wrapper(p)), _) => match p {
-                Prim::Int => Repr::Int,
-                Prim::Long => Repr::Long,
-                Prim::Float => Repr::Float,
-                Prim::Double => Repr::Double,
-                Prim::Boolean => Repr::Boolean,
-                Prim::String => Repr::Text,
-                _ => Repr::Bytes,
-            },
-            (None, "google.type.Date") => Repr::Date,
-            (None, "google.type.TimeOfDay") => Repr::TimeOfDay,
-            (None, "confluent.type.Decimal") => Repr::Decimal,
-            (None, other) => return Err(format!("message {other} is not a column type of the converter")),
-        },
+    let kind = fd.kind();
+    // Scalars and wrappers, by the column type a Protobuf row gives them.
+    if let Some(prim) = scalar_prim(&kind) {
+        return Ok(match prim {
+            Prim::Int => Repr::Int,
+            Prim::Long => Repr::Long,
+            Prim::Float => Repr::Float,
+            Prim::Double => Repr::Double,
+            Prim::Boolean => Repr::Boolean,
+            Prim::String => Repr::Text,
+            _ => Repr::Bytes,
+        });
+    }
+    let Kind::Message(m) = kind else { return Err(format!("{kind:?} is not a column type of the converter")) };
+    Ok(match m.full_name() {
+        "google.protobuf.Timestamp" => Repr::Timestamp,
+        "google.type.Date" => Repr::Date,
+        "google.type.TimeOfDay" => Repr::TimeOfDay,
+        "confluent.type.Decimal" => Repr::Decimal,
+        other => return Err(format!("message {other} is not a column type of the converter")),
     })
 }
 

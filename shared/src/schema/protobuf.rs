@@ -236,8 +236,9 @@ fn field(fd: &FieldDescriptor, path: &str, expanding: &mut Vec<String>) -> Resul
     Ok(Field::new(fd.name(), fd.supports_presence(), ty).with_default(true))
 }
 
-fn value_ty(kind: &Kind, path: &str, expanding: &mut Vec<String>) -> Result<Ty> {
-    Ok(Ty::Prim(match kind {
+/// The column type of a scalar field or a `google.protobuf` wrapper (`None`: another message).
+pub(crate) fn scalar_prim(kind: &Kind) -> Option<Prim> {
+    Some(match kind {
         Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => Prim::Int,
         Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 | Kind::Uint32 | Kind::Fixed32 | Kind::Uint64 | Kind::Fixed64 => Prim::Long,
         Kind::Float => Prim::Float,
@@ -246,9 +247,21 @@ fn value_ty(kind: &Kind, path: &str, expanding: &mut Vec<String>) -> Result<Ty> 
         Kind::String | Kind::Enum(_) => Prim::String,
         Kind::Bytes => Prim::Binary,
         Kind::Message(m) => match well_known(m) {
-            Some(WellKnown::Timestamp) => Prim::Timestamptz,
             Some(WellKnown::Wrapper(p)) => p,
-            None => return Ok(Ty::Struct(message_fields(m, path, expanding)?)),
+            _ => return None,
         },
+    })
+}
+
+fn value_ty(kind: &Kind, path: &str, expanding: &mut Vec<String>) -> Result<Ty> {
+    if let Some(prim) = scalar_prim(kind) {
+        return Ok(Ty::Prim(prim));
+    }
+    Ok(Ty::Prim(match kind {
+        Kind::Message(m) => match well_known(m) {
+            Some(WellKnown::Timestamp) => Prim::Timestamptz,
+            _ => return Ok(Ty::Struct(message_fields(m, path, expanding)?)),
+        },
+        _ => return Err(unsupported(path, format!("{kind:?} has no column type"))),
     }))
 }
