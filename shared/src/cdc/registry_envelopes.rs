@@ -46,12 +46,15 @@ impl WriterEnvelope {
 /// A writer schema and, for Protobuf, the message the frame names.
 type WriterKey = (WriterId, Option<MessageIndex>);
 
+/// A writer's reader index and envelope, or why its records are dead letters.
+type Accepted = std::result::Result<(usize, Arc<WriterEnvelope>), String>;
+
 /// The writer envelopes of one batch.
 pub struct RegistryEnvelopes {
     spec: RegistrySpec,
     format: Format,
     /// Per writer: its reader index and envelope, or why its records are dead letters.
-    by_id: Vec<(WriterKey, std::result::Result<(usize, Arc<WriterEnvelope>), String>)>,
+    by_id: Vec<(WriterKey, Accepted)>,
     /// The accepted writers' rows, read from JSON (reader index order).
     pub rows: Vec<Arc<SourceSchema>>,
     /// The table's schema with every accepted writer's row folded in.
