@@ -20,7 +20,12 @@ message Envelope {
     optional int32 day = 9;
     optional int64 micros = 10;
     optional double cost = 11;
+    optional int64 nanos = 12;
+    optional int64 millis = 13;
+    optional string total = 14;
+    Kind kind = 15;
   }
+  enum Kind { KIND_UNSPECIFIED = 0; RETAIL = 1; }
   message Source { optional int64 lsn = 1; string file = 2; optional int64 pos = 3; }
 }"#;
 
@@ -51,6 +56,10 @@ fn without_a_table_each_field_takes_the_type_its_representation_stands_for() {
             p("day", Prim::Int),
             p("micros", Prim::Long),
             p("cost", Prim::Double),
+            p("nanos", Prim::Long),
+            p("millis", Prim::Long),
+            p("total", Prim::String),
+            p("kind", Prim::String),
         ]
     );
     let after = &schema.connect["fields"][1]["fields"];

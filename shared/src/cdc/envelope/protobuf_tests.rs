@@ -21,8 +21,12 @@ const DECLARED: &str = r#"{"type":"record","name":"Order","fields":[
     {"name":"note","type":["null","string"]},
     {"name":"opens","type":["null",{"type":"long","logicalType":"time-micros"}]},
     {"name":"day","type":["null",{"type":"int","connect.name":"io.debezium.time.Date"}]},
-    {"name":"micros","type":["null",{"type":"long","connect.name":"io.debezium.time.NanoTimestamp"}]},
-    {"name":"cost","type":["null",{"type":"bytes","logicalType":"decimal","precision":10,"scale":3}]}]}"#;
+    {"name":"micros","type":["null",{"type":"long","connect.name":"io.debezium.time.MicroTimestamp"}]},
+    {"name":"cost","type":["null",{"type":"bytes","logicalType":"decimal","precision":10,"scale":3}]},
+    {"name":"nanos","type":["null",{"type":"long","connect.name":"io.debezium.time.NanoTimestamp"}]},
+    {"name":"millis","type":["null",{"type":"long","connect.name":"io.debezium.time.Timestamp"}]},
+    {"name":"total","type":["null",{"type":"bytes","logicalType":"decimal","precision":10,"scale":2}]},
+    {"name":"kind","type":["null","string"]}]}"#;
 
 fn unwrapper() -> Unwrapper {
     let table = ArrowSchema::new(vec![
@@ -37,6 +41,10 @@ fn unwrapper() -> Unwrapper {
         Field::new("day", DataType::Date32, true),
         Field::new("micros", DataType::Timestamp(TimeUnit::Microsecond, None), true),
         Field::new("cost", DataType::Decimal128(10, 3), true),
+        Field::new("nanos", DataType::Timestamp(TimeUnit::Microsecond, None), true),
+        Field::new("millis", DataType::Timestamp(TimeUnit::Microsecond, None), true),
+        Field::new("total", DataType::Decimal128(10, 2), true),
+        Field::new("kind", DataType::Utf8, true),
     ]);
     Unwrapper::new(Envelope::Debezium, &Order::Source(SourceField::Lsn), &table, &["id".into()], DecimalHandling::default())
 }
@@ -93,15 +101,20 @@ fn each_protobuf_representation_lands_in_the_columns_type_exactly() {
         ("note", Proto::String("ünï".into())),
         ("opens", message("google.type.TimeOfDay", &[("hours", Proto::I32(9)), ("minutes", Proto::I32(30)), ("nanos", Proto::I32(250_000_000))])),
         ("day", Proto::I32(19_000)),
-        ("micros", Proto::I64(1_764_460_800_123_456_000)),
+        ("micros", Proto::I64(1_764_460_800_123_456)),
         ("cost", Proto::F64(12.5)),
+        ("nanos", Proto::I64(1_764_460_800_123_456_000)),
+        ("millis", Proto::I64(1_764_460_800_123)),
+        ("total", Proto::String("-0.05".into())),
+        ("kind", Proto::EnumNumber(1)),
     ])
     .unwrap();
     assert_eq!(
         image,
         json!({"id": 9, "price": "-123.450", "born": "2024-02-29", "seen": "2025-11-30T00:00:00.123456Z", "at": "2026-12-01T08:00:00.500",
             "uid": "0b7d4c4e-7f3a-4d3c-9a53-1a2b3c4d5e6f", "note": "ünï", "opens": "09:30:00.250000", "day": "2022-01-08",
-            "micros": "2025-11-30T00:00:00.123456", "cost": "12.500"})
+            "micros": "2025-11-30T00:00:00.123456", "cost": "12.500", "nanos": "2025-11-30T00:00:00.123456",
+            "millis": "2025-11-30T00:00:00.123", "total": "-0.05", "kind": "RETAIL"})
     );
     // Absent fields with presence are null; a plain scalar is its zero value, as proto3 reads it.
     let sparse = row(&[("id", Proto::I64(1))]).unwrap();
@@ -118,7 +131,7 @@ fn what_a_column_cannot_hold_exactly_is_refused_naming_the_field() {
     assert!(err("cost", Proto::F64(0.1234)).contains("field `cost`"));
     let nanos = message("google.protobuf.Timestamp", &[("seconds", Proto::I64(1)), ("nanos", Proto::I32(1))]);
     assert!(err("seen", nanos).contains("finer than the column's microseconds"));
-    assert!(err("micros", Proto::I64(1_001)).contains("field `micros`"), "a NanoTimestamp finer than µs");
+    assert!(err("nanos", Proto::I64(1_001)).contains("field `nanos`"), "a NanoTimestamp finer than µs");
     let feb30 = message("google.type.Date", &[("year", Proto::I32(2023)), ("month", Proto::I32(2)), ("day", Proto::I32(30))]);
     assert!(err("born", feb30).contains("not a calendar date"));
 }
