@@ -134,11 +134,10 @@ ROW_AVSC = {"type": "record", "name": "Order", "fields": [
 
 
 def ingest_through(registry: ConfluentRegistry, tmp_path: Path, envelope: list[str], table_schema: str,
-                   msgs: list[gen.Message], rng: random.Random, fmt: str = "avro") -> tuple[Path, list[dict]]:
-    """Ingest `msgs` through an upsert pipeline of `fmt` values reading the registry, with
-    `envelope`'s keys; its table made from the registry, or from ROW_AVSC (`row-file`, then
-    evolved)."""
-    lines = [f'namespace = "{NAMESPACE}"', "[[pipeline]]", 'table = "orders"', f'topics = ["{TOPIC}"]', f'format = "{fmt}"',
+                   msgs: list[gen.Message], rng: random.Random) -> tuple[Path, list[dict]]:
+    """Ingest `msgs` through an Avro upsert pipeline reading the registry, with `envelope`'s
+    keys; its table made from the registry, or from ROW_AVSC (`row-file`, then evolved)."""
+    lines = [f'namespace = "{NAMESPACE}"', "[[pipeline]]", 'table = "orders"', f'topics = ["{TOPIC}"]', 'format = "avro"',
              'registry = "confluent"', f'registry_url = "{registry.url}"', 'partition_by = ["bucket(4, order_id)"]',
              'key = ["tenant", "order_id"]', 'mode = "upsert"', "changelog = true", *envelope]
     if table_schema == "row-file":
