@@ -146,12 +146,15 @@ def ingest_through(registry: ConfluentRegistry, tmp_path: Path, envelope: list[s
     return ingest_all(tmp_path, lines, msgs, rng)
 
 
-def check_mirror(wh: Path, want: dict[tuple, dict], table_schema: str) -> None:
+TABLE_TYPES = {"amount": "decimal(16, 2)", "updated_at": "timestamptz", "born": "date", "uid": "uuid"}
+
+
+def check_mirror(wh: Path, want: dict[tuple, dict], table_schema: str, table_types: dict[str, str] = TABLE_TYPES) -> None:
     """PyIceberg and DuckDB read `want` from the table, in its types; v2's column reached the
     table and its changelog."""
     table = readers.pyiceberg_sql_table(wh, NAMESPACE, "orders")
     types = {f.name: str(f.field_type) for f in table.schema().fields}
-    assert types["amount"] == "decimal(16, 2)" and types["updated_at"] == "timestamptz" and types["born"] == "date" and types["uid"] == "uuid", types
+    assert all(types[name] == ty for name, ty in table_types.items()), types
     assert "channel" in types, "v2's new column reached the table"
     if table_schema == "row-file":
         assert len(table.metadata.schemas) > 1, "the table was made from the row file and evolved by v2"
@@ -248,17 +251,39 @@ def test_a_keyed_avro_topic_through_a_registry_mirrors_the_source_exactly(tmp_pa
     assert changelog.scan().to_arrow().num_rows == len(msgs), "each change once in the changelog"
 
 
-@pytest.mark.parametrize("fmt", ["avro", "json", "protobuf"])
+def protobuf_key_encoder(client: Any, ctx: Any, tmp: Path) -> Callable[[int], bytes]:
+    """Record keys by confluent-kafka's ProtobufSerializer: `OrderKey`, the second message of
+    its file (message index [1]), compiled by grpcio-tools' protoc."""
+    import sys
+
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from grpc_tools import protoc
+
+    (tmp / "order_key.proto").write_text('syntax = "proto3";\npackage shop.keys;\nmessage Unused { string x = 1; }\nmessage OrderKey { int64 id = 1; }\n')
+    assert protoc.main(["protoc", f"-I{tmp}", f"--python_out={tmp}", str(tmp / "order_key.proto")]) == 0
+    sys.path.insert(0, str(tmp))
+    try:
+        module = __import__("order_key_pb2")
+    finally:
+        sys.path.remove(str(tmp))
+    serializer = ProtobufSerializer(module.OrderKey, client, conf={"auto.register.schemas": True, "use.deprecated.format": False})
+    return lambda i: serializer(module.OrderKey(id=i), ctx)
+
+
+@pytest.mark.parametrize("fmt", ["avro", "json", "protobuf", "protobuf-framed-keys"])
 def test_a_keyed_topic_in_each_registry_format_keeps_the_latest_row_per_key(tmp_path: Path, fmt: str) -> None:
     """Rows of registry_writers' four writers (v2 adds columns, v3 widens qty, v4 is refused)
     by confluent-kafka's serializers, upserted by `id`; deletes are null values under the key a
-    serializer of the same format framed (Protobuf keys: the id as text)."""
+    serializer of the same format framed (Protobuf keys: the id as text, or a key message the
+    ProtobufSerializer framed, the second of its file)."""
     from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     from registry_writers import confluent_producers, expected_row, schema_file
 
     topic = "shop.orders"
+    framed_protobuf_keys = fmt == "protobuf-framed-keys"
+    fmt = "protobuf" if framed_protobuf_keys else fmt
     registry = ConfluentRegistry().start()
     try:
         values = confluent_producers(fmt, registry.url, None, topic, tmp_path)
@@ -272,6 +297,8 @@ def test_a_keyed_topic_in_each_registry_format_keeps_the_latest_row_per_key(tmp_
             from confluent_kafka.schema_registry.json_schema import JSONSerializer
             json_key = JSONSerializer('{"type": "integer"}', client, conf={"auto.register.schemas": True})
             encode_key = lambda i: json_key(i, ctx)
+        elif framed_protobuf_keys:
+            encode_key = protobuf_key_encoder(client, ctx, tmp_path)
         else:
             encode_key = lambda i: str(i).encode()
         rng = random.Random(5)

@@ -1,7 +1,7 @@
 //! Envelopes of upsert pipelines: what one Kafka record says about one key.
 //!
-//! - Debezium JSON (with or without the embedded `schema`), or Avro through a schema registry
-//!   (read into the same payload, [`avro`]): `op` c/r (snapshot read)/u carry
+//! - Debezium JSON (with or without the embedded `schema`), or Avro or Protobuf through a schema
+//!   registry (read into the same payload, [`avro`], [`protobuf`]): `op` c/r (snapshot read)/u carry
 //!   the row in `after`, d the key in `before`; `t` (truncate) empties the table as of its
 //!   source position where the pipeline allows it (`allow_truncate`), else is a dead letter; a
 //!   Kafka tombstone (null value after a delete) is not a row change. The source position comes
@@ -15,6 +15,7 @@
 //!   a registry a framed Avro or JSON key, read in `super::registry_rows`).
 
 pub(super) mod avro;
+pub(super) mod protobuf;
 mod values;
 
 use arrow_schema::Schema as ArrowSchema;
@@ -22,7 +23,6 @@ use serde_json::{Map, Value};
 
 use super::change::Op;
 use crate::pipeline::upsert::{DecimalHandling, Envelope, Order, SourceField};
-use crate::schema::debezium::DebeziumAvro;
 use values::Values;
 
 /// One record's change.
@@ -118,11 +118,12 @@ impl Unwrapper {
         }
     }
 
-    /// A Debezium Avro record (`payload`: its value, the registry frame removed) read with its
-    /// writer's envelope. (A null value, the Kafka tombstone after a delete, goes through
-    /// [`Self::unwrap`].)
-    pub fn debezium_avro<'a>(&self, envelope: &DebeziumAvro, payload: &[u8]) -> Result<Unwrapped<'a>, String> {
-        self.debezium_payload(&avro::payload_json(&envelope.writer, payload)?, Some(&envelope.connect))
+    /// A Debezium Avro or Protobuf record (`payload`: its value, the registry frame removed)
+    /// read with its writer's envelope. (A null value, the Kafka tombstone after a delete, goes
+    /// through [`Self::unwrap`].)
+    pub fn debezium_framed<'a>(&self, envelope: &super::registry_envelopes::WriterEnvelope, payload: &[u8]) -> Result<Unwrapped<'a>, String> {
+        let (payload, connect) = envelope.payload(payload)?;
+        self.debezium_payload(&payload, Some(connect))
     }
 
     /// One change from its payload (`before`, `after`, `op`, `source`) and, when the record

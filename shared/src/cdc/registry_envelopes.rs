@@ -1,5 +1,6 @@
-//! Upsert pipelines whose values come through a schema registry (Debezium's AvroConverter):
-//! each record's writer envelope, by the id its frame names (fetched once per container), and
+//! Upsert pipelines whose values come through a schema registry (Debezium's AvroConverter, or
+//! Confluent's ProtobufConverter): each record's writer envelope, by the id (and Protobuf
+//! message) its frame names (fetched once per container), and
 //! the table schema that takes the rows of all of them: a newer writer's new columns are added
 //! before the batch is decoded; a writer the table cannot take leaves its records as dead
 //! letters with the reason.
@@ -13,17 +14,47 @@ use iceberg::spec::{Schema, TableMetadata};
 use crate::error::{Error, Result};
 use crate::event::{KafkaRecordIn, TopicPartition};
 use crate::pipeline::Pipeline;
-use crate::registry::{Registry, RegistrySpec, WriterId};
+use crate::registry::{MessageIndex, Registry, RegistrySpec, WriterId};
 use crate::schema::debezium::DebeziumAvro;
+use crate::schema::debezium_proto::DebeziumProto;
 use crate::schema::{Format, SourceSchema};
 use crate::writer_plan::evolve_table;
+
+/// One writer's envelope.
+pub enum WriterEnvelope {
+    Avro(DebeziumAvro),
+    Protobuf(DebeziumProto),
+}
+
+impl WriterEnvelope {
+    /// One record's payload as the JSON converter's payload, and the row fields' Connect schemas.
+    pub fn payload(&self, payload: &[u8]) -> std::result::Result<(serde_json::Value, &serde_json::Value), String> {
+        match self {
+            WriterEnvelope::Avro(e) => Ok((super::envelope::avro::payload_json(&e.writer, payload)?, &e.connect)),
+            WriterEnvelope::Protobuf(e) => Ok((super::envelope::protobuf::payload_json(&e.envelope, payload)?, &e.connect)),
+        }
+    }
+
+    fn row(&self) -> &SourceSchema {
+        match self {
+            WriterEnvelope::Avro(e) => &e.row,
+            WriterEnvelope::Protobuf(e) => &e.row,
+        }
+    }
+}
+
+/// A writer schema and, for Protobuf, the message the frame names.
+type WriterKey = (WriterId, Option<MessageIndex>);
+
+/// A writer's reader index and envelope, or why its records are dead letters.
+type Accepted = std::result::Result<(usize, Arc<WriterEnvelope>), String>;
 
 /// The writer envelopes of one batch.
 pub struct RegistryEnvelopes {
     spec: RegistrySpec,
     format: Format,
-    /// Per writer id: its reader index and envelope, or why its records are dead letters.
-    by_id: Vec<(WriterId, std::result::Result<(usize, Arc<DebeziumAvro>), String>)>,
+    /// Per writer: its reader index and envelope, or why its records are dead letters.
+    by_id: Vec<(WriterKey, Accepted)>,
     /// The accepted writers' rows, read from JSON (reader index order).
     pub rows: Vec<Arc<SourceSchema>>,
     /// The table's schema with every accepted writer's row folded in.
@@ -57,11 +88,16 @@ impl RegistryEnvelopes {
         table: &TableMetadata,
     ) -> Result<Self> {
         let spec = registry_of(pipeline)?;
-        let mut ids: Vec<WriterId> = Vec::new();
+        let mut ids: Vec<WriterKey> = Vec::new();
         for record in partitions.values().flatten() {
-            // The header names the writer: the payload is inflated once, when the record is read.
             let Some(value) = record.value.as_deref().filter(|_| record.value_schema.is_none()) else { continue };
-            if let Ok(writer) = spec.writer_of(value)
+            // The header names an Avro writer: the payload is inflated once, when the record is
+            // read. A Protobuf frame also names the message.
+            let writer = match pipeline.format {
+                Format::Protobuf => spec.frame(value, Format::Protobuf).map(|f| (f.writer, f.message)),
+                _ => spec.writer_of(value).map(|w| (w, None)),
+            };
+            if let Ok(writer) = writer
                 && !ids.contains(&writer)
             {
                 ids.push(writer);
@@ -69,35 +105,49 @@ impl RegistryEnvelopes {
         }
         let mut out = Self { spec, format: pipeline.format, by_id: Vec::new(), rows: Vec::new(), target: (**table.current_schema()).clone(), evolves: false };
         let mut last = table.last_column_id();
-        for id in ids {
+        let declared = pipeline.upsert.as_ref().map(|u| u.declared_row.clone()).unwrap_or_default();
+        for (id, message) in ids {
             let registered = registry.registered(id).await?;
             let accepted = (|| {
-                if registered.format != Format::Avro {
-                    return Err(format!("the registered schema is {}, not a Debezium Avro envelope", crate::pipeline::format_name(registered.format)));
-                }
-                let envelope = DebeziumAvro::parse(&registered.text)?;
+                let envelope = match (registered.format, pipeline.format) {
+                    (Format::Avro, Format::Avro) => WriterEnvelope::Avro(DebeziumAvro::parse(&registered.text)?),
+                    (Format::Protobuf, Format::Protobuf) => {
+                        let SourceSchema::Protobuf(compiled) = crate::registry::compile(&registered, message.as_ref(), Format::Protobuf)? else {
+                            return Err("the registered schema did not compile to a Protobuf message".into());
+                        };
+                        WriterEnvelope::Protobuf(DebeziumProto::parse(&compiled.message, Some(&out.target), &declared)?)
+                    }
+                    (written, read) => {
+                        return Err(format!(
+                            "the registered schema is {}, not a Debezium {} envelope",
+                            crate::pipeline::format_name(written),
+                            crate::pipeline::format_name(read)
+                        ));
+                    }
+                };
                 let mut trial = last;
-                if let Some(schema) = evolve_table(table, &out.target, &envelope.row, &mut trial)? {
+                if let Some(schema) = evolve_table(table, &out.target, envelope.row(), &mut trial)? {
                     out.target = schema;
                     out.evolves = true;
                     last = trial;
                 }
-                out.rows.push(Arc::new(envelope.row.as_json()));
+                out.rows.push(Arc::new(envelope.row().as_json()));
                 Ok((out.rows.len() - 1, Arc::new(envelope)))
             })()
             .map_err(|e| format!("writer {id} ({}): {e}", registered.version));
             if let Err(reason) = &accepted {
                 tracing::warn!(table = %pipeline.table, writer = %id, %reason, "writer schema refused; its records go to the dead-letter table");
             }
-            out.by_id.push((id, accepted));
+            out.by_id.push(((id, message), accepted));
         }
         Ok(out)
     }
 
     /// The reader index, envelope and payload of one record's value, or why it is a dead letter.
-    pub fn read<'a>(&self, record: &KafkaRecordIn, value: &'a [u8]) -> std::result::Result<(usize, &DebeziumAvro, Cow<'a, [u8]>), String> {
+    pub fn read<'a>(&self, record: &KafkaRecordIn, value: &'a [u8]) -> std::result::Result<(usize, &WriterEnvelope, Cow<'a, [u8]>), String> {
         let frame = frame_of(&self.spec, self.format, record, value)?;
-        match self.by_id.iter().find(|(id, _)| *id == frame.writer) {
+        let message = if self.format == Format::Protobuf { frame.message.clone() } else { None };
+        match self.by_id.iter().find(|((id, m), _)| *id == frame.writer && *m == message) {
             Some((_, Ok((reader, envelope)))) => Ok((*reader, envelope, frame.payload)),
             Some((_, Err(reason))) => Err(format!("schema: {reason}")),
             None => Err(format!("registry: {} was not looked up (record not in the plan)", frame.writer)),

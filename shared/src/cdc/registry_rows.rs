@@ -2,8 +2,9 @@
 //! registry: each value's writer is found as the append path finds it ([`WriterPlan`]: Avro,
 //! Protobuf or JSON Schema, by frame or by the mapping's metadata; a newer writer's new optional
 //! columns are added before the batch). A delete is a null value under its record key, and a
-//! registry serializer frames keys too: a framed Avro or JSON Schema key is read with its
-//! writer's schema into the JSON image the key columns are decoded from.
+//! registry serializer frames keys too: a framed Avro, Protobuf or JSON Schema key is read with
+//! its writer's schema (a Protobuf key: the message its frame names) into the JSON image the
+//! key columns are decoded from.
 
 use std::collections::BTreeMap;
 
@@ -11,19 +12,24 @@ use iceberg::spec::TableMetadata;
 use serde_json::Value;
 
 use super::envelope::avro::datum_json;
+use super::envelope::protobuf::message_json_of;
 use super::registry_envelopes::registry_of;
 use crate::error::Result;
 use crate::event::{KafkaRecordIn, TopicPartition};
 use crate::pipeline::{Pipeline, format_name};
-use crate::registry::{Registry, RegistrySpec, WriterId};
-use crate::schema::Format;
+use crate::registry::{MessageIndex, Registry, RegistrySpec, WriterId};
+use crate::schema::{Format, SourceSchema};
 use crate::writer_plan::WriterPlan;
 
 /// How a framed record key is read.
 enum KeyReader {
     Avro(apache_avro::Schema),
+    Protobuf(prost_reflect::MessageDescriptor),
     Json,
 }
+
+/// A key's writer schema and, for Protobuf, the message its frame names.
+type KeyWriter = (WriterId, Option<MessageIndex>);
 
 /// The writers of one batch of a keyed topic.
 pub struct RegistryRows {
@@ -31,7 +37,7 @@ pub struct RegistryRows {
     pub values: WriterPlan,
     spec: RegistrySpec,
     /// Per framed key writer: how its keys are read, or why its deletes are dead letters.
-    keys: Vec<(WriterId, std::result::Result<KeyReader, String>)>,
+    keys: Vec<(KeyWriter, std::result::Result<KeyReader, String>)>,
 }
 
 impl RegistryRows {
@@ -45,20 +51,33 @@ impl RegistryRows {
     ) -> Result<Self> {
         let spec = registry_of(pipeline)?;
         let values = WriterPlan::new(pipeline, Some(registry), partitions.values().flatten(), table).await?;
-        let mut keys: Vec<(WriterId, std::result::Result<KeyReader, String>)> = Vec::new();
-        for record in partitions.values().flatten().filter(|r| r.value.is_none()) {
-            let Some(writer) = record.key.as_deref().and_then(|key| spec.writer_of(key).ok()) else { continue };
-            if keys.iter().any(|(id, _)| *id == writer) {
+        let mut keys: Vec<(KeyWriter, std::result::Result<KeyReader, String>)> = Vec::new();
+        for key in partitions.values().flatten().filter(|r| r.value.is_none()).filter_map(|r| r.key.as_deref()) {
+            let Ok(writer) = spec.writer_of(key) else { continue };
+            let registered = registry.registered(writer).await?;
+            // A Protobuf frame also names the message (a frame that does not parse is a dead
+            // letter when the key is read).
+            let message = match registered.format {
+                Format::Protobuf => match spec.frame(key, Format::Protobuf) {
+                    Ok(frame) => frame.message,
+                    Err(_) => continue,
+                },
+                _ => None,
+            };
+            if keys.iter().any(|(known, _)| known.0 == writer && known.1 == message) {
                 continue;
             }
-            let registered = registry.registered(writer).await?;
             let reader = match registered.format {
                 Format::Avro => apache_avro::Schema::parse_str(&registered.text).map(KeyReader::Avro).map_err(|e| format!("its Avro schema does not parse: {e}")),
                 Format::Json => Ok(KeyReader::Json),
-                other => Err(format!("{} record keys are not read (Avro and JSON Schema keys are)", format_name(other))),
+                Format::Protobuf => match crate::registry::compile(&registered, message.as_ref(), Format::Protobuf) {
+                    Ok(SourceSchema::Protobuf(compiled)) => Ok(KeyReader::Protobuf(compiled.message)),
+                    Ok(_) => Err(format!("{} record keys are not read", format_name(registered.format))),
+                    Err(e) => Err(e),
+                },
             }
             .map_err(|e| format!("key writer {writer} ({}): {e}", registered.version));
-            keys.push((writer, reader));
+            keys.push(((writer, message), reader));
         }
         Ok(Self { values, spec, keys })
     }
@@ -67,11 +86,25 @@ impl RegistryRows {
     /// JSON or text), or why it cannot be read.
     pub fn key_json(&self, key: &[u8]) -> Option<std::result::Result<Value, String>> {
         let frame = self.spec.frame(key, Format::Avro).ok()?;
-        Some(match self.keys.iter().find(|(id, _)| *id == frame.writer) {
-            Some((_, Ok(KeyReader::Avro(schema)))) => datum_json(schema, &frame.payload, "Avro record key"),
-            Some((_, Ok(KeyReader::Json))) => serde_json::from_slice(&frame.payload).map_err(|e| format!("JSON record key: {e}")),
-            Some((_, Err(reason))) => Err(format!("schema: {reason}")),
-            None => Err(format!("registry: key writer {} was not looked up (record not in the plan)", frame.writer)),
+        let mut readers = self.keys.iter().filter(|((id, _), _)| *id == frame.writer).peekable();
+        let protobuf = matches!(readers.peek(), Some((_, Ok(KeyReader::Protobuf(_)))));
+        Some(if protobuf {
+            // The payload starts with the message index: read the frame as Protobuf's.
+            self.spec.frame(key, Format::Protobuf).map_err(|e| format!("registry frame: {e}")).and_then(|frame| {
+                match readers.find(|((_, m), _)| *m == frame.message) {
+                    Some((_, Ok(KeyReader::Protobuf(message)))) => message_json_of(message, &frame.payload, "Protobuf record key"),
+                    Some((_, Err(reason))) => Err(format!("schema: {reason}")),
+                    _ => Err(format!("registry: key writer {} (message {:?}) was not looked up (record not in the plan)", frame.writer, frame.message)),
+                }
+            })
+        } else {
+            match readers.next() {
+                Some((_, Ok(KeyReader::Avro(schema)))) => datum_json(schema, &frame.payload, "Avro record key"),
+                Some((_, Ok(KeyReader::Json))) => serde_json::from_slice(&frame.payload).map_err(|e| format!("JSON record key: {e}")),
+                Some((_, Ok(KeyReader::Protobuf(_)))) => Err("a Protobuf record key framed without its message index".into()),
+                Some((_, Err(reason))) => Err(format!("schema: {reason}")),
+                None => Err(format!("registry: key writer {} was not looked up (record not in the plan)", frame.writer)),
+            }
         })
     }
 }

@@ -209,7 +209,7 @@ impl<'p> UpsertDecoder<'p> {
         let (change, reader) = match (&self.writers, record.value.as_deref()) {
             (Some(RegistryWriters::Envelopes(envelopes)), Some(value)) => {
                 let (reader, envelope, payload) = envelopes.read(record, value)?;
-                (self.unwrapper.debezium_avro(envelope, &payload)?, reader)
+                (self.unwrapper.debezium_framed(envelope, &payload)?, reader)
             }
             (Some(RegistryWriters::Rows(rows)), Some(value)) => match rows.values.read(self.pipeline, record, value) {
                 Framed::Reader(reader, payload) => return self.push_row(reader, &payload, Op::Update, tp, record.offset, None),

@@ -270,8 +270,19 @@ fn resolve(
     if spec.message.is_some() && format != Format::Protobuf {
         return Err(format!("key `message`: only for format = \"protobuf\", not {:?}", spec.format));
     }
+    let mut declared_row = None;
     let source = match (fetched, spec.schema.as_deref()) {
         (Some(source), _) => source,
+        (None, Some(schema_path)) if format == Format::Protobuf && debezium_upsert(spec) => {
+            // Protobuf cannot declare dates, uuids, decimals or a timestamp's unit: the row is
+            // declared as Debezium's AvroConverter registers `after`.
+            let text = std::fs::read_to_string(base.join(schema_path)).map_err(|e| format!("key `schema`: {schema_path}: {e}"))?;
+            let (row, connect) = crate::schema::debezium::declared_row(&text).map_err(|e| {
+                format!("key `schema`: {schema_path}: with format = \"protobuf\" and envelope = \"debezium\" the row is an Avro record (.avsc, `connect.name` semantic types allowed): {e}")
+            })?;
+            declared_row = Some(connect);
+            row
+        }
         (None, Some(schema_path)) => {
             let path: PathBuf = base.join(schema_path);
             SourceSchema::load(format, &path, spec.message.as_deref()).map_err(|e| format!("key `schema`: {e}"))?
@@ -282,7 +293,16 @@ fn resolve(
                 .into());
         }
     };
-    build(spec, format, source, registry, config)
+    let mut pipeline = build(spec, format, source, registry, config)?;
+    if let (Some(upsert), Some(declared)) = (pipeline.upsert.as_mut(), declared_row) {
+        upsert.declared_row = declared;
+    }
+    Ok(pipeline)
+}
+
+/// Whether a spec is an upsert of Debezium envelopes.
+fn debezium_upsert(spec: &PipelineSpec) -> bool {
+    spec.mode.as_deref() == Some("upsert") && spec.envelope.as_deref() == Some("debezium")
 }
 
 /// The registry keys of a spec, checked.
@@ -342,12 +362,21 @@ async fn latest_schema(spec: &PipelineSpec, registry: &RegistrySpec, config: &Co
         Error::Config("key `registry_schema`: required with `topic_pattern` and no `schema` (which subject is the table's schema)".into())
     })?;
     let client = Registry::connect(registry, config.registry_auth.as_ref().map(|a| a.expose())).await?;
-    if spec.mode.as_deref() == Some("upsert") && spec.envelope.as_deref() == Some("debezium") && format == Format::Avro {
+    if debezium_upsert(spec) && format == Format::Avro {
         // The subject holds the change envelope: the table's schema is the row it carries.
         let registered = client.latest(&subject).await?;
         return crate::schema::debezium::DebeziumAvro::parse(&registered.text)
             .map(|envelope| envelope.row)
             .map_err(|e| Error::Config(format!("key `registry_schema`: {subject:?} ({}): not a Debezium Avro envelope: {e}", registered.version)));
+    }
+    if debezium_upsert(spec) && format == Format::Protobuf {
+        let (version, envelope) = client.latest_writer(&subject, format, spec.message.as_deref()).await?;
+        let row = match envelope {
+            Ok(SourceSchema::Protobuf(envelope)) => crate::schema::debezium_proto::DebeziumProto::parse(&envelope.message, None, &Default::default()).map(|e| e.row),
+            Ok(_) => Err("not a Protobuf schema".into()),
+            Err(e) => Err(e),
+        };
+        return row.map_err(|e| Error::Config(format!("key `registry_schema`: {subject:?} ({version}): not a Debezium Protobuf envelope: {e}")));
     }
     let (version, source) = client.latest_writer(&subject, format, spec.message.as_deref()).await?;
     source.map_err(|e| Error::Config(format!("key `registry_schema`: {subject:?} ({version}): {e}")))

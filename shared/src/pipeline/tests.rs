@@ -276,7 +276,17 @@ fn every_bad_upsert_key_names_the_pipeline_the_key_and_what_is_allowed() {
     assert!(set.pipelines[0].registry.is_some() && set.pipelines[0].upsert.is_some());
     let dms = json_orders(&format!("{up}envelope = \"dms\"\norder_by = \"metadata.timestamp\"\n{registry}"));
     let e = load_err(&[("order.json", ORDER_JSON_SCHEMA), ("pipelines.toml", &dms)]);
-    assert!(e.contains("key `registry`: with mode = \"upsert\" a registry frames rows (envelope = \"row\") or Debezium Avro envelopes"), "{e}");
+    assert!(e.contains("key `registry`: with mode = \"upsert\" a registry frames rows (envelope = \"row\") or Debezium Avro and Protobuf envelopes"), "{e}");
+    // Debezium Protobuf comes through a registry; its row is declared as an Avro record.
+    let protobuf = avro.replace("format = \"avro\"", "format = \"protobuf\"");
+    let e = load_err(&[("schemas/order.avsc", ORDER_AVSC), ("pipelines.toml", &protobuf)]);
+    assert!(e.contains("key `envelope`: debezium is read from JSON values (format = \"json\"), or, for debezium, from Avro or Protobuf through a schema registry"), "{e}");
+    let set = load(&[("schemas/order.avsc", ORDER_AVSC), ("pipelines.toml", &format!("{protobuf}\n{registry}"))]).unwrap();
+    let declared = &set.pipelines[0].upsert.as_ref().unwrap().declared_row;
+    assert_eq!(declared["order_id"]["type"], "int64", "{declared:?}");
+    let proto = format!("{protobuf}\n{registry}").replace("schemas/order.avsc", "order.proto");
+    let e = load_err(&[("order.proto", "syntax = \"proto3\"; message O { int64 order_id = 1; }"), ("pipelines.toml", &proto)]);
+    assert!(e.contains("key `schema`: order.proto: with format = \"protobuf\" and envelope = \"debezium\" the row is an Avro record (.avsc"), "{e}");
     let reserved = ORDER_JSON_SCHEMA.replace("\"note\"", "\"source_position\"");
     let e = load_err(&[("order.json", &reserved), ("pipelines.toml", &json_orders(&format!("{up}envelope = \"row\"")))]);
     assert!(e.contains("\"source_position\" is reserved"), "{e}");

@@ -133,6 +133,9 @@ pub struct Upsert {
     pub allow_truncate: bool,
     /// `<table>_changelog`, when `changelog = true`.
     pub changelog: Option<TableDef>,
+    /// Debezium Protobuf: the Connect schemas of the declared row's fields by name (its
+    /// `schema`, an Avro row record), which name what the converter's scalars stand for.
+    pub declared_row: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Upsert {
@@ -179,16 +182,16 @@ pub fn check(spec: &PipelineSpec, format: Format, registry: bool, columns: &Sche
     let word = spec.envelope.as_deref().ok_or("key `envelope`: required with mode = \"upsert\": allowed are debezium | dms | row")?;
     let envelope = Envelope::parse(word).ok_or_else(|| format!("key `envelope`: {word:?} is not allowed: allowed are debezium | dms | row"))?;
     match (envelope, format, registry) {
-        (Envelope::Debezium, Format::Avro, true) | (Envelope::Debezium | Envelope::Dms, Format::Json, false) | (Envelope::Row, _, _) => {}
+        (Envelope::Debezium, Format::Avro | Format::Protobuf, true) | (Envelope::Debezium | Envelope::Dms, Format::Json, false) | (Envelope::Row, _, _) => {}
         (_, _, true) => {
             return Err(format!(
-                "key `registry`: with mode = \"upsert\" a registry frames rows (envelope = \"row\") or Debezium Avro envelopes (envelope = \"debezium\", format = \"avro\"), not {envelope} {} values",
+                "key `registry`: with mode = \"upsert\" a registry frames rows (envelope = \"row\") or Debezium Avro and Protobuf envelopes (envelope = \"debezium\", format = \"avro\" | \"protobuf\"), not {envelope} {} values",
                 crate::pipeline::format_name(format)
             ));
         }
         _ => {
             return Err(format!(
-                "key `envelope`: {envelope} is read from JSON values (format = \"json\"), or, for debezium, from Avro through a schema registry (format = \"avro\" with `registry`)"
+                "key `envelope`: {envelope} is read from JSON values (format = \"json\"), or, for debezium, from Avro or Protobuf through a schema registry (format = \"avro\" | \"protobuf\" with `registry`)"
             ));
         }
     }
@@ -242,7 +245,7 @@ pub fn check(spec: &PipelineSpec, format: Format, registry: bool, columns: &Sche
             spec.order_by.as_deref().unwrap_or("the Kafka offset")
         ));
     }
-    Ok(Some(Upsert { envelope, order, decimal_handling, allow_truncate, changelog: None }))
+    Ok(Some(Upsert { envelope, order, decimal_handling, allow_truncate, changelog: None, declared_row: serde_json::Map::new() }))
 }
 
 /// The upsert table's schema from the append one: the order column required, and

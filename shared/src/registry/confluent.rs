@@ -105,11 +105,12 @@ impl ConfluentRegistry {
 fn to_registered(response: SchemaResponse, what: &str, id: Option<u32>) -> Result<RegisteredSchema> {
     let type_name = response.schema_type.as_deref().unwrap_or("AVRO");
     let format = parse_data_format(type_name).ok_or_else(|| Error::Registry(format!("{what}: schema type {type_name:?} (expected AVRO, PROTOBUF or JSON)")))?;
-    // The well-known Protobuf types are compiled in; other referenced subjects are not fetched
-    // (the writer schema would be incomplete).
+    // The well-known Protobuf types (and Confluent's built-in decimal, meta and google.type
+    // files) are compiled in; other referenced subjects are not fetched (the writer schema
+    // would be incomplete).
     for reference in &response.references {
         let name = reference.get("name").and_then(|n| n.as_str()).unwrap_or("?");
-        if !name.starts_with("google/protobuf/") {
+        if !crate::schema::protobuf::is_known_import(name) {
             return Err(Error::Registry(format!("{what}: references another schema ({name}), which is not supported")));
         }
     }

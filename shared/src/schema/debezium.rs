@@ -30,29 +30,52 @@ impl DebeziumAvro {
     pub fn parse(text: &str) -> Result<Self, String> {
         let writer = apache_avro::Schema::parse_str(text).map_err(|e| format!("not an Avro schema: {e}"))?;
         let envelope: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-        let row = row_record(&envelope)?;
-        let namespace = row.get("namespace").or_else(|| envelope.get("namespace")).cloned().unwrap_or(Value::Null);
-        let fields = row.get("fields").and_then(Value::as_array).ok_or("the row record has no `fields`")?;
-        let mut table_fields = Vec::with_capacity(fields.len());
-        let mut connect_fields = Vec::with_capacity(fields.len());
-        for field in fields {
-            let name = field.get("name").and_then(Value::as_str).ok_or("a row field without a `name`")?;
-            let ty = field.get("type").ok_or_else(|| format!("row field `{name}` has no `type`"))?;
-            let mut table_field = field.as_object().cloned().unwrap_or_default();
-            table_field.insert("type".into(), table_type(ty).map_err(|e| format!("row field `{name}`: {e}"))?);
-            table_fields.push(Value::Object(table_field));
-            let mut connect = connect_schema(non_null(ty));
-            connect.insert("field".into(), Value::String(name.to_string()));
-            connect_fields.push(Value::Object(connect));
-        }
-        let mut table_row = json!({"type": "record", "name": row.get("name").cloned().unwrap_or(json!("Value")), "fields": table_fields});
-        if !namespace.is_null() {
-            table_row["namespace"] = namespace;
-        }
-        let row = AvroSchema::parse(&table_row.to_string()).map(SourceSchema::Avro).map_err(|e| format!("the row: {e}"))?;
-        let side = |name: &str| json!({"field": name, "type": "struct", "fields": connect_fields.clone()});
-        Ok(Self { writer, row, connect: json!({"type": "struct", "fields": [side("before"), side("after")]}) })
+        let (row, connect_fields) = row_schemas(row_record(&envelope)?, envelope.get("namespace"))?;
+        Ok(Self { writer, row, connect: envelope_connect(connect_fields) })
     }
+}
+
+/// The envelope's Connect schema as the JSON converter embeds it, from the row's fields'
+/// (`before` and `after` alike).
+pub(crate) fn envelope_connect(row_fields: Vec<Value>) -> Value {
+    let side = |name: &str| json!({"field": name, "type": "struct", "fields": row_fields.clone()});
+    json!({"type": "struct", "fields": [side("before"), side("after")]})
+}
+
+/// A row record as Debezium's AvroConverter registers `after` (`connect.name` semantic types
+/// or Avro logical types): the row in table types and each field's Connect schema by name.
+/// (A Debezium Protobuf pipeline declares its row so: Protobuf cannot say date, uuid, decimal
+/// or a timestamp's unit.)
+pub fn declared_row(text: &str) -> Result<(SourceSchema, Map<String, Value>), String> {
+    let record: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let record = record.as_object().filter(|o| o.get("type") == Some(&json!("record"))).ok_or("not an Avro record schema")?;
+    let (row, connect) = row_schemas(record, None)?;
+    let by_name = connect.into_iter().filter_map(|f| Some((f.get("field")?.as_str()?.to_string(), f))).collect();
+    Ok((row, by_name))
+}
+
+/// The row in table types, and each field's Connect schema (with its `field` name).
+fn row_schemas(row: &Map<String, Value>, namespace: Option<&Value>) -> Result<(SourceSchema, Vec<Value>), String> {
+    let namespace = row.get("namespace").or(namespace).cloned().unwrap_or(Value::Null);
+    let fields = row.get("fields").and_then(Value::as_array).ok_or("the row record has no `fields`")?;
+    let mut table_fields = Vec::with_capacity(fields.len());
+    let mut connect_fields = Vec::with_capacity(fields.len());
+    for field in fields {
+        let name = field.get("name").and_then(Value::as_str).ok_or("a row field without a `name`")?;
+        let ty = field.get("type").ok_or_else(|| format!("row field `{name}` has no `type`"))?;
+        let mut table_field = field.as_object().cloned().unwrap_or_default();
+        table_field.insert("type".into(), table_type(ty).map_err(|e| format!("row field `{name}`: {e}"))?);
+        table_fields.push(Value::Object(table_field));
+        let mut connect = connect_schema(non_null(ty));
+        connect.insert("field".into(), Value::String(name.to_string()));
+        connect_fields.push(Value::Object(connect));
+    }
+    let mut table_row = json!({"type": "record", "name": row.get("name").cloned().unwrap_or(json!("Value")), "fields": table_fields});
+    if !namespace.is_null() {
+        table_row["namespace"] = namespace;
+    }
+    let row = AvroSchema::parse(&table_row.to_string()).map(SourceSchema::Avro).map_err(|e| format!("the row: {e}"))?;
+    Ok((row, connect_fields))
 }
 
 /// The row record: the record type of `before` or `after` (the other may name it).

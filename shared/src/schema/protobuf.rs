@@ -106,26 +106,43 @@ fn compile_source(source: &str) -> Result<DescriptorPool> {
     let file = match protox::file::File::from_source(SOURCE_NAME, source) {
         Ok(file) => file,
         Err(e) => match serialized_descriptor(source) {
-            Some(mut descriptor) => {
-                descriptor.name = Some(SOURCE_NAME.to_string());
-                protox::file::File::from_file_descriptor_proto(descriptor)
-            }
+            Some((bytes, descriptor)) => return serialized_pool(bytes, &descriptor),
             None => return Err(compile_error(e)),
         },
     };
     let mut resolver = protox::file::ChainFileResolver::new();
     resolver.add(OneFile(file));
+    resolver.add(KnownFiles);
     resolver.add(protox::file::GoogleFileResolver::new());
     let mut compiler = protox::Compiler::with_file_resolver(resolver);
     compiler.include_imports(true).open_file(SOURCE_NAME).map_err(compile_error)?;
     Ok(compiler.descriptor_pool())
 }
 
-fn serialized_descriptor(source: &str) -> Option<prost_types::FileDescriptorProto> {
+/// A serialized `FileDescriptorProto` in a pool with its imports, decoded by prost-reflect,
+/// which keeps its custom options (a decimal's `confluent.field_meta`), under [`SOURCE_NAME`].
+fn serialized_pool(mut bytes: Vec<u8>, descriptor: &prost_types::FileDescriptorProto) -> Result<DescriptorPool> {
+    let mut resolver = protox::file::ChainFileResolver::new();
+    resolver.add(KnownFiles);
+    resolver.add(protox::file::GoogleFileResolver::new());
+    let mut compiler = protox::Compiler::with_file_resolver(resolver);
+    compiler.include_imports(true);
+    for dependency in &descriptor.dependency {
+        compiler.open_file(dependency).map_err(compile_error)?;
+    }
+    let mut pool = compiler.descriptor_pool();
+    // Field 1 (`name`) once more at the end: the last occurrence of a singular field wins.
+    prost::encoding::string::encode(1, &SOURCE_NAME.to_string(), &mut bytes);
+    pool.decode_file_descriptor_proto(bytes.as_slice()).map_err(|e| Error::Schema(format!("the registered descriptor: {e}")))?;
+    Ok(pool)
+}
+
+fn serialized_descriptor(source: &str) -> Option<(Vec<u8>, prost_types::FileDescriptorProto)> {
     use base64::Engine;
     use prost::Message;
     let bytes = base64::engine::general_purpose::STANDARD.decode(source.trim()).ok()?;
-    prost_types::FileDescriptorProto::decode(bytes.as_slice()).ok().filter(|d| !d.message_type.is_empty())
+    let descriptor = prost_types::FileDescriptorProto::decode(bytes.as_slice()).ok().filter(|d| !d.message_type.is_empty())?;
+    Some((bytes, descriptor))
 }
 
 fn user_messages(pool: &DescriptorPool) -> impl Iterator<Item = MessageDescriptor> {
@@ -137,6 +154,45 @@ fn compile_error(e: protox::Error) -> Error {
 }
 
 struct OneFile(protox::file::File);
+
+/// The imports Confluent's Protobuf converter and serializers treat as built in (they are
+/// never registered as references): `confluent.type.Decimal`, the `confluent.field_meta`
+/// option that carries a decimal's precision and scale, and the `google.type` date and time
+/// of day. Written here from their published definitions (fields a reader needs).
+const KNOWN_FILES: &[(&str, &str)] = &[
+    (
+        "confluent/meta.proto",
+        r#"syntax = "proto3"; package confluent; import "google/protobuf/descriptor.proto";
+        message Meta { string doc = 1; map<string, string> params = 2; repeated string tags = 3; }
+        extend google.protobuf.FileOptions { Meta file_meta = 1088; }
+        extend google.protobuf.MessageOptions { Meta message_meta = 1088; }
+        extend google.protobuf.FieldOptions { Meta field_meta = 1088; }
+        extend google.protobuf.EnumOptions { Meta enum_meta = 1088; }
+        extend google.protobuf.EnumValueOptions { Meta enum_value_meta = 1088; }"#,
+    ),
+    ("confluent/type/decimal.proto", r#"syntax = "proto3"; package confluent.type; message Decimal { bytes value = 1; uint32 precision = 2; int32 scale = 3; }"#),
+    ("google/type/date.proto", r#"syntax = "proto3"; package google.type; message Date { int32 year = 1; int32 month = 2; int32 day = 3; }"#),
+    (
+        "google/type/timeofday.proto",
+        r#"syntax = "proto3"; package google.type; message TimeOfDay { int32 hours = 1; int32 minutes = 2; int32 seconds = 3; int32 nanos = 4; }"#,
+    ),
+];
+
+/// Whether a registry reference names one of [`KNOWN_FILES`] or a `google/protobuf` file.
+pub fn is_known_import(name: &str) -> bool {
+    name.starts_with("google/protobuf/") || KNOWN_FILES.iter().any(|(known, _)| *known == name)
+}
+
+struct KnownFiles;
+
+impl protox::file::FileResolver for KnownFiles {
+    fn open_file(&self, name: &str) -> Result<protox::file::File, protox::Error> {
+        match KNOWN_FILES.iter().find(|(known, _)| *known == name) {
+            Some((known, source)) => protox::file::File::from_source(known, source),
+            None => Err(protox::Error::file_not_found(name)),
+        }
+    }
+}
 
 impl protox::file::FileResolver for OneFile {
     fn open_file(&self, name: &str) -> Result<protox::file::File, protox::Error> {
@@ -180,8 +236,9 @@ fn field(fd: &FieldDescriptor, path: &str, expanding: &mut Vec<String>) -> Resul
     Ok(Field::new(fd.name(), fd.supports_presence(), ty).with_default(true))
 }
 
-fn value_ty(kind: &Kind, path: &str, expanding: &mut Vec<String>) -> Result<Ty> {
-    Ok(Ty::Prim(match kind {
+/// The column type of a scalar field or a `google.protobuf` wrapper (`None`: another message).
+pub(crate) fn scalar_prim(kind: &Kind) -> Option<Prim> {
+    Some(match kind {
         Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => Prim::Int,
         Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 | Kind::Uint32 | Kind::Fixed32 | Kind::Uint64 | Kind::Fixed64 => Prim::Long,
         Kind::Float => Prim::Float,
@@ -190,9 +247,21 @@ fn value_ty(kind: &Kind, path: &str, expanding: &mut Vec<String>) -> Result<Ty> 
         Kind::String | Kind::Enum(_) => Prim::String,
         Kind::Bytes => Prim::Binary,
         Kind::Message(m) => match well_known(m) {
-            Some(WellKnown::Timestamp) => Prim::Timestamptz,
             Some(WellKnown::Wrapper(p)) => p,
-            None => return Ok(Ty::Struct(message_fields(m, path, expanding)?)),
+            _ => return None,
         },
+    })
+}
+
+fn value_ty(kind: &Kind, path: &str, expanding: &mut Vec<String>) -> Result<Ty> {
+    if let Some(prim) = scalar_prim(kind) {
+        return Ok(Ty::Prim(prim));
+    }
+    Ok(Ty::Prim(match kind {
+        Kind::Message(m) => match well_known(m) {
+            Some(WellKnown::Timestamp) => Prim::Timestamptz,
+            _ => return Ok(Ty::Struct(message_fields(m, path, expanding)?)),
+        },
+        _ => return Err(unsupported(path, format!("{kind:?} has no column type"))),
     }))
 }
