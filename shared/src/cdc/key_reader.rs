@@ -23,7 +23,7 @@ use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelection};
 use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::bloom_filter::Sbbf;
-use parquet::file::metadata::{ColumnChunkMetaData, ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::metadata::{ColumnChunkMetaData, ParquetMetaData};
 use parquet::file::page_index::column_index::ColumnIndexMetaData;
 use parquet::file::page_index::offset_index::OffsetIndexMetaData;
 #[allow(deprecated)] // the per-row-group decoders: see `with_page_index`
@@ -362,6 +362,7 @@ mod tests {
     use arrow_schema::{Field, FieldRef};
     use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat};
     use parquet::arrow::ArrowWriter;
+    use parquet::file::metadata::ParquetMetaDataReader;
     use parquet::file::properties::{EnabledStatistics, WriterProperties};
     use parquet::schema::types::ColumnPath;
 
