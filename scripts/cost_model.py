@@ -71,7 +71,7 @@ def main(args: list[str]) -> None:
             summary = json.loads(f.read().strip().splitlines()[-1])
         per_gb = 1e9 / summary["payload_bytes"]
         per_m = 1e6 / summary["records"]
-        label = f'{summary["records"]:,} records, {summary["payload_bytes"] / 1e6:.2f} MB payload'
+        label = f'{summary["records"]:,} records, {summary["payload_bytes"] / 1e6:.2f} MB payload, {summary["files"]} data files'
         for mode in ("direct", "queued"):
             for memory in MEMORY_MB:
                 cost = invocation_cost(float(cpu), summary, memory, mode)
