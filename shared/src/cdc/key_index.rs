@@ -15,6 +15,9 @@ use parquet::file::metadata::ParquetMetaData;
 /// What is kept of one data file.
 #[derive(Clone)]
 pub struct FileIndex {
+    /// The file's size by its manifest entry: a file rewritten in place under the same path
+    /// (no writer here does; a careless one might) is not taken for the one kept.
+    pub file_size: u64,
     /// The footer as written (no page index).
     pub footer: Arc<ParquetMetaData>,
     /// The footer with the page index of the row groups in `loaded`: the column index of
@@ -112,7 +115,7 @@ mod tests {
     fn index() -> FileIndex {
         let schema = Arc::new(SchemaDescriptor::new(Arc::new(Type::group_type_builder("schema").build().unwrap())));
         let footer = ParquetMetaDataBuilder::new(FileMetaData::new(2, 0, None, None, schema, None)).build();
-        FileIndex { footer: Arc::new(footer), paged: None, indexed: vec![0], projected: vec![0], loaded: vec![] }
+        FileIndex { file_size: 1, footer: Arc::new(footer), paged: None, indexed: vec![0], projected: vec![0], loaded: vec![] }
     }
 
     #[test]

@@ -231,7 +231,7 @@ pub async fn read_key_rows(
     let path = file.file_path();
     let fetched = Arc::new(Fetched::default());
     let mut reader = Counting::open(table, file, fetched.clone()).await?;
-    let cached = cache.get(path);
+    let cached = cache.get(path).filter(|kept| kept.file_size == file.file_size_in_bytes());
     let footer = match &cached {
         Some(kept) => kept.footer.clone(),
         None => reader.get_metadata(None).await?,
@@ -284,6 +284,7 @@ pub async fn read_key_rows(
     }
     // What the cache keeps of this file for these columns (a footer read now starts afresh).
     let mut kept = cached.filter(|k| k.indexed == leaves && k.projected == projected).unwrap_or_else(|| FileIndex {
+        file_size: file.file_size_in_bytes(),
         footer: footer.clone(),
         paged: None,
         indexed: leaves.clone(),
@@ -577,5 +578,20 @@ mod tests {
         assert!(other.bytes < cold.bytes, "the footer is kept: {} bytes, cold {}", other.bytes, cold.bytes);
         assert!(again.requests < other.requests && again.bytes < other.bytes, "{} / {} requests", again.requests, other.requests);
         assert!(cache.size() > 0);
+
+        // The same path written again with other rows (a careless engine's retry): its new size
+        // tells it from the file kept, and it is read afresh.
+        let other_rows = RecordBatch::try_from_iter([
+            ("id", Arc::new(Int64Array::from_iter_values(0..1000)) as ArrayRef),
+            ("seq", Arc::new(Int64Array::from_iter_values((0..1000).map(|i| -i))) as ArrayRef),
+        ])
+        .unwrap();
+        let props = crate::writer::table_writer_properties("zstd", &properties).unwrap();
+        let rewritten = data_file(&table, "warm", &other_rows, props).await;
+        assert_eq!(rewritten.file_path(), file.file_path());
+        let keys = TouchedKeys::new(&codec, vec![Arc::new(Int64Array::from(vec![10])) as ArrayRef]).unwrap();
+        let read = read_key_rows(&table, &rewritten, &keys, &["id", "seq"], &HashSet::new(), &cache).await.unwrap();
+        let seqs: Vec<i64> = read.batches.iter().flat_map(|b| b.column(1).as_primitive::<Int64Type>().values().to_vec()).collect();
+        assert!(seqs.contains(&-10), "the rewritten file's row: {seqs:?}");
     }
 }
