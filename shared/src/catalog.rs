@@ -4,20 +4,29 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use iceberg::io::{FileIO, FileIOBuilder, StorageFactory};
+use iceberg::io::StorageFactory;
+#[cfg(feature = "aws")]
+use iceberg::io::{FileIO, FileIOBuilder, S3_ENDPOINT, S3_PATH_STYLE_ACCESS, S3_REGION};
+#[cfg(feature = "aws")]
 use iceberg::spec::TableMetadataBuilder;
 use iceberg::table::Table;
-use iceberg::{Catalog, CatalogBuilder, MetadataLocation, NamespaceIdent, TableCreation, TableIdent};
+#[cfg(feature = "aws")]
+use iceberg::MetadataLocation;
+use iceberg::{Catalog, CatalogBuilder, NamespaceIdent, TableCreation, TableIdent};
+#[cfg(feature = "aws")]
 use iceberg_catalog_glue::{GLUE_CATALOG_PROP_URI, GLUE_CATALOG_PROP_WAREHOUSE, GlueCatalogBuilder};
+#[cfg(feature = "aws")]
 use iceberg_catalog_s3tables::{
     S3TABLES_CATALOG_PROP_ENDPOINT_URL, S3TABLES_CATALOG_PROP_TABLE_BUCKET_ARN, S3TablesCatalogBuilder,
 };
 use iceberg_catalog_sql::{SqlBindStyle, SqlCatalogBuilder};
-use iceberg::io::{S3_ENDPOINT, S3_PATH_STYLE_ACCESS, S3_REGION};
 
+#[cfg(feature = "aws")]
 use crate::aws::service_endpoint;
 use crate::catalog_calls::{CallCounter, CatalogCalls, CountingCatalog, CountingPointer};
-use crate::commit::{Committer, GluePointer, S3TablesPointer, SqlPointer};
+use crate::commit::{Committer, SqlPointer};
+#[cfg(feature = "aws")]
+use crate::commit::{GluePointer, S3TablesPointer};
 use crate::storage_calls::CountingStorageFactory;
 use crate::config::{CatalogKind, Config};
 use crate::error::{Error, Result};
@@ -49,6 +58,7 @@ fn storage_factory(calls: &Arc<CallCounter>) -> Arc<dyn StorageFactory> {
 
 /// S3 file IO settings from the standard AWS configuration: region, endpoint override and
 /// addressing style. Credentials come from the default chain inside the S3 client.
+#[cfg(feature = "aws")]
 fn s3_file_io_props(sdk: &aws_config::SdkConfig, config: &Config) -> HashMap<String, String> {
     let mut props = HashMap::new();
     if let Some(region) = sdk.region() {
@@ -64,6 +74,7 @@ fn s3_file_io_props(sdk: &aws_config::SdkConfig, config: &Config) -> HashMap<Str
 }
 
 /// The Glue warehouse's S3 bucket must exist (the deployment creates it): say so at start.
+#[cfg(feature = "aws")]
 async fn preflight_warehouse_bucket(sdk: &aws_config::SdkConfig, config: &Config) -> Result<()> {
     let warehouse = &config.warehouse;
     let bucket = warehouse.trim_start_matches("s3://").split('/').next().unwrap_or_default();
@@ -83,13 +94,16 @@ pub struct Catalogs {
     pub committer: Committer,
     pub namespace: NamespaceIdent,
     /// Glue only: tables are created by us (see [`glue_create_table`]).
+    #[cfg(feature = "aws")]
     glue: Option<GlueCreate>,
     /// S3 Tables only: the client and table bucket, for the managed maintenance settings.
+    #[cfg(feature = "aws")]
     s3tables: Option<(aws_sdk_s3tables::Client, String)>,
     calls: Arc<CallCounter>,
 }
 
 /// What creating a Glue table ourselves needs.
+#[cfg(feature = "aws")]
 #[derive(Clone, Debug)]
 struct GlueCreate {
     client: aws_sdk_glue::Client,
@@ -102,8 +116,8 @@ impl Catalogs {
         let namespace = NamespaceIdent::new(config.namespace.clone());
         // Every catalog and storage call goes through the counters (see [`Self::calls`]).
         let calls = Arc::new(CallCounter::default());
-        let mut glue = None;
-        let mut s3tables = None;
+        #[cfg(feature = "aws")]
+        let (mut glue, mut s3tables) = (None, None);
         let committer = match config.catalog {
             CatalogKind::Local => {
                 let dir = config.local_warehouse_dir()?;
@@ -120,6 +134,11 @@ impl Catalogs {
                     .await?;
                 Committer::new(Arc::new(catalog), Arc::new(pointer))
             }
+            #[cfg(not(feature = "aws"))]
+            CatalogKind::Glue => return Err(Error::not_built("catalog=glue", "aws")),
+            #[cfg(not(feature = "aws"))]
+            CatalogKind::S3Tables => return Err(Error::not_built("catalog=s3tables", "aws")),
+            #[cfg(feature = "aws")]
             CatalogKind::Glue => {
                 let sdk = crate::aws::sdk_config().await;
                 let mut props = s3_file_io_props(&sdk, config);
@@ -140,6 +159,7 @@ impl Catalogs {
                 });
                 Committer::new(Arc::new(catalog), Arc::new(GluePointer { client }))
             }
+            #[cfg(feature = "aws")]
             CatalogKind::S3Tables => {
                 let sdk = crate::aws::sdk_config().await;
                 let mut props = s3_file_io_props(&sdk, config);
@@ -170,11 +190,27 @@ impl Catalogs {
             Arc::new(CountingCatalog { inner: committer.catalog().clone(), counter: calls.clone() }),
             Arc::new(CountingPointer { inner: committer.pointer().clone(), counter: calls.clone() }),
         );
-        Ok(Self { committer, namespace, glue, s3tables, calls })
+        Ok(Self {
+            committer,
+            namespace,
+            #[cfg(feature = "aws")]
+            glue,
+            #[cfg(feature = "aws")]
+            s3tables,
+            calls,
+        })
     }
 
     /// On S3 Tables, the maintenance AWS runs for `table` (compaction, snapshot management) and
     /// for its bucket (unreferenced-file removal): `None` on other catalogs.
+    #[cfg(not(feature = "aws"))]
+    pub async fn managed_maintenance(&self, _table: &str) -> Result<Option<serde_json::Value>> {
+        Ok(None)
+    }
+
+    /// On S3 Tables, the maintenance AWS runs for `table` (compaction, snapshot management) and
+    /// for its bucket (unreferenced-file removal): `None` on other catalogs.
+    #[cfg(feature = "aws")]
     pub async fn managed_maintenance(&self, table: &str) -> Result<Option<serde_json::Value>> {
         let Some((client, bucket)) = &self.s3tables else { return Ok(None) };
         let namespace = self.namespace.join(".");
@@ -258,10 +294,13 @@ impl Catalogs {
             .properties(def.properties.clone())
             .sort_order_opt(def.sort_order.clone())
             .build();
+        #[cfg(feature = "aws")]
         let created = match &self.glue {
             Some(glue) => glue_create_table(glue, &ident, creation).await,
             None => catalog.create_table(&self.namespace, creation).await.map(drop).map_err(Error::from),
         };
+        #[cfg(not(feature = "aws"))]
+        let created = catalog.create_table(&self.namespace, creation).await.map(drop).map_err(Error::from);
         match created {
             Ok(()) => Ok(catalog.load_table(&ident).await?),
             // Lost a creation race: the winner's table is as good as ours.
@@ -284,6 +323,7 @@ async fn table_missing(catalog: &dyn Catalog, ident: &TableIdent, load_error: &i
 /// Glue column type names for Iceberg types (what Athena and Spark write). iceberg-rust 0.10's
 /// Glue catalog refuses `timestamptz` when it creates a table, so we create Glue tables here:
 /// metadata file first, then `CreateTable` pointing at it, as the library would.
+#[cfg(feature = "aws")]
 fn glue_column_type(t: &iceberg::spec::Type) -> String {
     use iceberg::spec::{PrimitiveType as P, Type};
     match t {
@@ -307,6 +347,7 @@ fn glue_column_type(t: &iceberg::spec::Type) -> String {
     }
 }
 
+#[cfg(feature = "aws")]
 async fn glue_create_table(glue: &GlueCreate, ident: &TableIdent, mut creation: TableCreation) -> Result<()> {
     use aws_sdk_glue::types::{Column, StorageDescriptor, TableInput};
     let database = ident.namespace().join(".");

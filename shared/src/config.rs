@@ -648,6 +648,9 @@ fn commit_mode(s: &Settings) -> Result<CommitMode> {
              set it to the URL of the commit request queue (https://sqs.<region>.amazonaws.com/<account>/<name>)"
                 .to_string(),
         )),
+        #[cfg(not(feature = "aws"))]
+        "queued" => Err(Error::not_built("commit_mode=queued (the SQS commit request queue)", "aws")),
+        #[cfg(feature = "aws")]
         "queued" => Ok(CommitMode::Queued { queue_url: url.to_string() }),
         _ => Ok(CommitMode::Direct),
     }

@@ -79,4 +79,18 @@ impl Error {
             _ => false,
         }
     }
+
+    /// `what` needs the cargo feature `feature`, which this build left out (`make demo` builds
+    /// the CLI without the AWS clients and the Kafka client): say so, and which build has it.
+    pub fn not_built(what: &str, feature: &str) -> Error {
+        Error::Config(not_built_message(what, feature))
+    }
+}
+
+/// The message of [`Error::not_built`], for callers with errors of their own.
+pub fn not_built_message(what: &str, feature: &str) -> String {
+    format!(
+        "{what} needs the `{feature}` cargo feature, which this build leaves out (`make demo` builds the CLI with only \
+         the embedded catalog and a local warehouse); the default build has it: `cargo build --bin icestream` (`make build-cli`)"
+    )
 }

@@ -4,6 +4,7 @@
 //! `main.rs` only build a pipeline once and hand it each event.
 
 pub mod audit;
+#[cfg(feature = "aws")]
 pub mod aws;
 pub mod catalog;
 pub mod catalog_calls;

@@ -3,11 +3,16 @@
 //! Prints the verdict, then the report as one JSON line; exits 1 when the audit fails.
 
 use anyhow::{Result, bail};
-use icestream::audit::{AuditReport, Verdict, audit};
+use icestream::audit::{Verdict, audit};
+#[cfg(feature = "kafka")]
+use icestream::audit::AuditReport;
 use icestream::catalog::Catalogs;
-use icestream::config::{Allowed, Dedup, Knob, Settings};
+#[cfg(feature = "kafka")]
+use icestream::config::Dedup;
+use icestream::config::{Allowed, Knob, Settings};
 use icestream::pipeline::PipelineSet;
 use icestream::Config;
+#[cfg(feature = "kafka")]
 use icestream_tools::broker_gaps::BrokerGaps;
 
 const AUDIT_OPTIONS: &[Knob] = &[Knob {
@@ -23,13 +28,19 @@ pub async fn run(mut args: Vec<String>) -> Result<()> {
     }
     let table = args.remove(0);
     let (options, knobs) = Settings::split_options(AUDIT_OPTIONS, &args)?;
+    let bootstrap = options.get("bootstrap");
+    #[cfg(not(feature = "kafka"))]
+    if !bootstrap.is_empty() {
+        return Err(icestream_tools::not_built("`audit bootstrap=` (the broker's view of the gaps)", "kafka"));
+    }
     let mut config = Config::from_env_and_args(&knobs)?;
     icestream::logging::init(&config.log_format);
     let set = PipelineSet::from_config(&config).await?;
     config.namespace = set.namespace.clone();
     let catalogs = Catalogs::connect(&config).await?;
+    #[cfg_attr(not(feature = "kafka"), allow(unused_mut))]
     let mut report = audit(&catalogs, &table).await?;
-    let bootstrap = options.get("bootstrap");
+    #[cfg(feature = "kafka")]
     if !bootstrap.is_empty() {
         let dedup = set.pipelines.iter().find(|p| p.table == table).is_some_and(|p| p.dedup != Dedup::None);
         explain(&mut report, bootstrap, dedup).await?;
@@ -42,6 +53,7 @@ pub async fn run(mut args: Vec<String>) -> Result<()> {
     Ok(())
 }
 
+#[cfg(feature = "kafka")]
 async fn explain(report: &mut AuditReport, bootstrap: &str, dedup: bool) -> Result<()> {
     let broker = BrokerGaps::connect(bootstrap, dedup)?;
     let mut explained = Vec::with_capacity(report.gaps.len());

@@ -163,6 +163,9 @@ async fn run() -> Result<()> {
         "pipelines" => pipelines::run(args).await?,
         "committer" => committer::run(args).await?,
         "demo" => demo::run(args).await?,
+        #[cfg(not(feature = "kafka"))]
+        "produce" | "simulate-cdc" | "esm" => return Err(icestream_tools::not_built(&format!("`icestream {command}`"), "kafka")),
+        #[cfg(feature = "kafka")]
         "produce" | "simulate-cdc" => {
             let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             let flag = stop.clone();
@@ -178,11 +181,16 @@ async fn run() -> Result<()> {
             println!("{}", stats.throughput_line);
             println!("{}", serde_json::to_string(&expectation)?);
         }
+        #[cfg(feature = "kafka")]
         "esm" => icestream_tools::esm::command::run(&args).await?,
         "contract" => println!("{}", serde_json::to_string_pretty(&icestream::deployment::contract_json(icestream::metrics::emitted_metrics()))?),
         "help" | "--help" | "-h" => match args.first().map(String::as_str) {
             Some("gen-event") => GENERATOR_OPTIONS.iter().for_each(|list| print!("{}", knobs_markdown(list))),
+            #[cfg(not(feature = "kafka"))]
+            Some(c @ ("produce" | "simulate-cdc" | "esm")) => return Err(icestream_tools::not_built(&format!("`icestream {c}`"), "kafka")),
+            #[cfg(feature = "kafka")]
             Some("produce" | "simulate-cdc") => icestream_tools::produce::PRODUCE_OPTIONS.iter().for_each(|list| print!("{}", knobs_markdown(list))),
+            #[cfg(feature = "kafka")]
             Some("esm") => print!("{}\nThe function's own knobs (below) pass through with invoke=inprocess.\n\n{}", knobs_markdown(icestream_tools::esm::ESM_OPTIONS), knobs_markdown(KNOBS)),
             _ => {
                 println!("{USAGE}\n");

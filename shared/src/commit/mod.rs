@@ -25,7 +25,9 @@ use iceberg::table::Table;
 use iceberg::{Catalog, MetadataLocation, TableIdent};
 use rand::Rng;
 
-pub use pointer::{GluePointer, PointerSwap, S3TablesPointer, SqlPointer, SwapError};
+pub use pointer::{PointerSwap, SqlPointer, SwapError};
+#[cfg(feature = "aws")]
+pub use pointer::{GluePointer, S3TablesPointer};
 pub use watermark::Watermarks;
 
 use crate::error::{Error, Result};

@@ -96,11 +96,13 @@ impl PointerSwap for SqlPointer {
 
 /// AWS Glue: `UpdateTable` with the `VersionId` read together with the current location.
 /// `SkipArchive` keeps Glue from storing a table version per commit (100,000 max per table).
+#[cfg(feature = "aws")]
 #[derive(Debug, Clone)]
 pub struct GluePointer {
     pub client: aws_sdk_glue::Client,
 }
 
+#[cfg(feature = "aws")]
 #[async_trait::async_trait]
 impl PointerSwap for GluePointer {
     async fn swap(&self, ident: &TableIdent, expected: &str, new_location: &str) -> Result<(), SwapError> {
@@ -109,12 +111,14 @@ impl PointerSwap for GluePointer {
 }
 
 /// Amazon S3 Tables: `UpdateTableMetadataLocation` with the table's version token.
+#[cfg(feature = "aws")]
 #[derive(Debug, Clone)]
 pub struct S3TablesPointer {
     pub client: aws_sdk_s3tables::Client,
     pub table_bucket_arn: String,
 }
 
+#[cfg(feature = "aws")]
 #[async_trait::async_trait]
 impl PointerSwap for S3TablesPointer {
     async fn swap(&self, ident: &TableIdent, expected: &str, new_location: &str) -> Result<(), SwapError> {
@@ -122,9 +126,12 @@ impl PointerSwap for S3TablesPointer {
     }
 }
 
+#[cfg(feature = "aws")]
 const GLUE_METADATA_LOCATION: &str = "metadata_location";
+#[cfg(feature = "aws")]
 const GLUE_PREVIOUS_METADATA_LOCATION: &str = "previous_metadata_location";
 
+#[cfg(feature = "aws")]
 async fn glue_swap(client: &aws_sdk_glue::Client, ident: &TableIdent, expected: &str, new_location: &str) -> Result<(), SwapError> {
     use aws_sdk_glue::operation::update_table::UpdateTableError;
     use aws_sdk_glue::types::TableInput;
@@ -169,6 +176,7 @@ async fn glue_swap(client: &aws_sdk_glue::Client, ident: &TableIdent, expected: 
     }
 }
 
+#[cfg(feature = "aws")]
 async fn s3tables_swap(
     client: &aws_sdk_s3tables::Client,
     bucket: &str,

@@ -3,6 +3,7 @@
 //! our knobs (target file size, snapshot age and count) so there is one place to tune them;
 //! with `report` it only reads them (see `Catalogs::managed_maintenance`).
 
+#[cfg(feature = "aws")]
 use aws_sdk_s3tables::types::{
     IcebergCompactionSettings, IcebergSnapshotManagementSettings, MaintenanceStatus, TableMaintenanceConfigurationValue,
     TableMaintenanceSettings, TableMaintenanceType,
@@ -12,9 +13,11 @@ use super::MaintenanceSettings;
 use crate::error::Result;
 
 /// S3 Tables accepts target file sizes from 64 to 512 MB.
+#[cfg(feature = "aws")]
 const S3TABLES_TARGET_MB: std::ops::RangeInclusive<i32> = 64..=512;
 
 /// The two table-level configurations our knobs describe.
+#[cfg(feature = "aws")]
 fn desired(settings: &MaintenanceSettings) -> [(TableMaintenanceType, TableMaintenanceConfigurationValue); 2] {
     let target_mb = i32::try_from(settings.target_file_size_bytes / (1024 * 1024))
         .unwrap_or(*S3TABLES_TARGET_MB.end())
@@ -34,6 +37,7 @@ fn desired(settings: &MaintenanceSettings) -> [(TableMaintenanceType, TableMaint
 }
 
 /// Write `table`'s managed maintenance settings from the knobs. Idempotent (a put, not a diff).
+#[cfg(feature = "aws")]
 pub async fn set_table_maintenance(table_bucket_arn: &str, namespace: &str, table: &str, settings: &MaintenanceSettings) -> Result<()> {
     let sdk = crate::aws::sdk_config().await;
     let mut conf = aws_sdk_s3tables::config::Builder::from(&sdk);
@@ -58,7 +62,13 @@ pub async fn set_table_maintenance(table_bucket_arn: &str, namespace: &str, tabl
     Ok(())
 }
 
-#[cfg(test)]
+/// Without the AWS clients there is no S3 Tables catalog to reach this through.
+#[cfg(not(feature = "aws"))]
+pub async fn set_table_maintenance(_table_bucket_arn: &str, _namespace: &str, _table: &str, _settings: &MaintenanceSettings) -> Result<()> {
+    Err(crate::error::Error::not_built("s3tables_maintenance=set", "aws"))
+}
+
+#[cfg(all(test, feature = "aws"))]
 mod tests {
     use super::*;
 

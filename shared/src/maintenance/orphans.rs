@@ -94,6 +94,12 @@ fn walk_local(dir: &Path, out: &mut Vec<ListedFile>) -> Result<()> {
     Ok(())
 }
 
+#[cfg(not(feature = "aws"))]
+async fn list_s3(location: &str, _settings: &MaintenanceSettings) -> Result<Vec<ListedFile>> {
+    Err(Error::not_built(&format!("listing {location}"), "aws"))
+}
+
+#[cfg(feature = "aws")]
 async fn list_s3(location: &str, settings: &MaintenanceSettings) -> Result<Vec<ListedFile>> {
     let rest = location.strip_prefix("s3://").or_else(|| location.strip_prefix("s3a://")).unwrap_or(location);
     let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));

@@ -13,8 +13,10 @@ pub const PIPELINE_FETCH_ACTIONS: &[&str] = &["s3:GetObject"];
 pub const PIPELINE_LIST_ACTIONS: &[&str] = &["s3:ListBucket"];
 
 /// Most objects copied from beside an S3 pipeline file: a pipeline directory, not a bucket.
+#[cfg(feature = "aws")]
 const MAX_OBJECTS: usize = 1000;
 /// Most bytes copied (schemas are small; a wrong prefix should fail, not fill /tmp).
+#[cfg(feature = "aws")]
 const MAX_BYTES: u64 = 64 * 1024 * 1024;
 
 /// A local path to read the pipeline file named `name` from.
@@ -32,7 +34,13 @@ pub async fn fetch(name: &str) -> Result<PathBuf> {
     }
 }
 
+#[cfg(not(feature = "aws"))]
+async fn copy_prefix(bucket: &str, key: &str, _dir: &Path) -> Result<PathBuf> {
+    Err(Error::not_built(&format!("pipelines=s3://{bucket}/{key}"), "aws"))
+}
+
 /// Copy every object under `key`'s directory into `dir`; the local path of `key`.
+#[cfg(feature = "aws")]
 async fn copy_prefix(bucket: &str, key: &str, dir: &Path) -> Result<PathBuf> {
     let prefix = match key.rfind('/') {
         Some(i) => &key[..=i],

@@ -1,6 +1,7 @@
 //! The commit request queue through `aws-sdk-sqs`: writers send; the CLI's `committer poll`
 //! receives and deletes the way the Lambda SQS mapping does (under Lambda, the mapping does it).
 
+#[cfg(feature = "aws")]
 use aws_sdk_sqs::types::{
     BatchResultErrorEntry, ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry, MessageSystemAttributeName,
 };
@@ -9,6 +10,7 @@ use super::{CommitRequest, Message};
 use crate::error::{Error, Result};
 
 /// SQS returns at most this many messages per receive call.
+#[cfg(feature = "aws")]
 const RECEIVE_MAX: usize = 10;
 
 /// IAM actions this module calls: writers send; the CLI's `committer poll` receives, deletes and
@@ -43,12 +45,53 @@ pub fn deduplication_id(request: &CommitRequest) -> String {
 }
 
 /// A client for one commit request queue, built once per process.
+#[cfg(feature = "aws")]
 #[derive(Clone, Debug)]
 pub struct CommitQueue {
     client: aws_sdk_sqs::Client,
     url: String,
 }
 
+/// Without the `aws` feature there is no SQS client: the configuration refuses
+/// `commit_mode=queued`, and any other use of a queue fails, naming the feature.
+#[cfg(not(feature = "aws"))]
+#[derive(Clone, Debug)]
+pub struct CommitQueue {
+    url: String,
+}
+
+#[cfg(not(feature = "aws"))]
+impl CommitQueue {
+    pub async fn connect(url: &str) -> Self {
+        Self { url: url.to_string() }
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn not_built(&self) -> Error {
+        Error::not_built(&format!("the commit request queue {}", self.url), "aws")
+    }
+
+    pub async fn send(&self, _request: &CommitRequest) -> Result<String> {
+        Err(self.not_built())
+    }
+
+    pub async fn receive(&self, _max: usize, _visibility_timeout_s: i32) -> Result<Vec<Message>> {
+        Err(self.not_built())
+    }
+
+    pub async fn delete(&self, _messages: &[&Message]) -> Result<()> {
+        Err(self.not_built())
+    }
+
+    pub async fn change_visibility(&self, _messages: &[&Message], _seconds: i32) -> Result<()> {
+        Err(self.not_built())
+    }
+}
+
+#[cfg(feature = "aws")]
 impl CommitQueue {
     pub async fn connect(url: &str) -> Self {
         let sdk = crate::aws::sdk_config().await;
@@ -143,6 +186,7 @@ impl CommitQueue {
 
 /// `(batch entry id, receipt handle)` of received messages, at most 10 per batch call. A
 /// message without a receipt handle cannot be acknowledged: an error, not a silent skip.
+#[cfg(feature = "aws")]
 fn receipt_chunks(messages: &[&Message]) -> Result<Vec<Vec<(String, String)>>> {
     messages
         .chunks(RECEIVE_MAX)
@@ -160,11 +204,13 @@ fn receipt_chunks(messages: &[&Message]) -> Result<Vec<Vec<(String, String)>>> {
 }
 
 /// A batch entry the SDK refused to build: fail rather than leave the message unhandled.
+#[cfg(feature = "aws")]
 fn entry_error(action: &str, url: &str, e: aws_sdk_sqs::error::BuildError) -> Error {
     Error::Invariant(format!("{action} on {url}: batch entry cannot be built: {e}"))
 }
 
 /// A batch call's per-entry failures as an error.
+#[cfg(feature = "aws")]
 fn all_done(action: &str, url: &str, failed: &[BatchResultErrorEntry]) -> Result<()> {
     match failed.first() {
         None => Ok(()),
@@ -209,6 +255,7 @@ mod tests {
         Message { id: id.into(), body: String::new(), receive_count: 1, receipt: receipt.map(str::to_string) }
     }
 
+    #[cfg(feature = "aws")]
     #[test]
     fn a_message_without_a_receipt_fails_the_batch_call_instead_of_being_skipped() {
         let (a, b) = (message("a", Some("r")), message("b", None));

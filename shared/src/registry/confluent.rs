@@ -121,6 +121,7 @@ fn to_registered(response: SchemaResponse, what: &str, id: Option<u32>) -> Resul
 
 /// `user:password` from a Secrets Manager secret: JSON `{"username": …, "password": …}` or the
 /// plain `user:password` string.
+#[cfg(feature = "aws")]
 pub async fn secret_auth(sdk: &aws_config::SdkConfig, secret: &str) -> Result<String> {
     let client = aws_sdk_secretsmanager::Client::new(sdk);
     let out = client

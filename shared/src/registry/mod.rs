@@ -9,6 +9,7 @@
 
 pub mod confluent;
 pub mod frame;
+#[cfg(feature = "aws")]
 pub mod glue;
 
 use std::collections::HashMap;
@@ -71,6 +72,7 @@ pub struct RegisteredSchema {
 /// Where registered schemas come from.
 #[derive(Debug, Clone)]
 enum Source {
+    #[cfg(feature = "aws")]
     Glue(glue::GlueRegistry),
     Confluent(confluent::ConfluentRegistry),
 }
@@ -94,10 +96,16 @@ impl Registry {
     /// AWS configuration is loaded only for Glue or a Secrets Manager secret.
     pub async fn connect(spec: &RegistrySpec, auth: Option<&str>) -> Result<Self> {
         let source = match spec {
+            #[cfg(feature = "aws")]
             RegistrySpec::Glue { registry_name } => Source::Glue(glue::GlueRegistry::new(&crate::aws::sdk_config().await, registry_name)),
+            #[cfg(not(feature = "aws"))]
+            RegistrySpec::Glue { .. } => return Err(Error::not_built("registry = \"glue\" (the Glue Schema Registry)", "aws")),
             RegistrySpec::Confluent { url, secret } => {
                 let auth = match secret {
+                    #[cfg(feature = "aws")]
                     Some(secret) => Some(confluent::secret_auth(&crate::aws::sdk_config().await, secret).await?),
+                    #[cfg(not(feature = "aws"))]
+                    Some(_) => return Err(Error::not_built("registry_secret (Secrets Manager)", "aws")),
                     None => auth.map(str::to_string),
                 };
                 Source::Confluent(confluent::ConfluentRegistry::new(url, auth)?)
@@ -119,6 +127,7 @@ impl Registry {
     pub async fn latest(&self, subject: &str) -> Result<RegisteredSchema> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         match &self.source {
+            #[cfg(feature = "aws")]
             Source::Glue(g) => g.latest(subject).await,
             Source::Confluent(c) => c.latest(subject).await,
         }
@@ -166,6 +175,7 @@ impl Registry {
         }
         self.calls.fetch_add(1, Ordering::Relaxed);
         let fetched = match (&self.source, id) {
+            #[cfg(feature = "aws")]
             (Source::Glue(g), WriterId::Glue(version)) => g.by_version_id(version).await,
             (Source::Confluent(c), WriterId::Confluent(id)) => c.by_id(id).await,
             (_, other) => return Err(Error::Registry(format!("{other} does not belong to a {} registry", self.spec.kind()))),
