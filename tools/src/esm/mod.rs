@@ -135,11 +135,13 @@ impl Poller {
             // TRIM_HORIZON: a new group starts at the beginning (Tansu's LATEST is wrong anyway).
             .set("auto.offset.reset", "earliest")
             .set("enable.partition.eof", "true")
-            // Tansu answers a new group's second JoinGroup after about half the session timeout,
-            // never under ~1 s (measured: 6000 -> 3.0 s, 3000 -> 2.1 s, 2000 -> 1.0 s, 1000 -> 1.1 s);
-            // heartbeats well inside it. librdkafka heartbeats from its own thread, so a long
-            // invocation does not miss them.
-            .set("session.timeout.ms", "2000")
+            // Tansu answers a new group's second JoinGroup after about half the session timeout
+            // (measured: 6000 -> 3.0 s, 4000 -> 2.1 s, 2000 -> 1.0 s). Not below 4000: Tansu
+            // pauses a joining follower 3 s, and a session shorter than that expires the member
+            // during its own join (a restarted poller then never gets its assignment). Heartbeats
+            // well inside it; librdkafka sends them from its own thread, so a long invocation
+            // does not miss them.
+            .set("session.timeout.ms", "4000")
             .set("heartbeat.interval.ms", "200")
             // Invocations and their retries happen between polls; never leave the group for it.
             .set("max.poll.interval.ms", "86400000")
