@@ -118,14 +118,17 @@ async fn a_batch_that_always_fails_goes_to_the_on_failure_directory_and_the_part
 
 /// The group's committed offsets of `partitions` partitions of TOPIC, read as another client
 /// of the group would (no join): `None` where nothing is committed.
-fn committed(bootstrap: &str, group: &str, partitions: i32) -> Vec<Option<i64>> {
-    use rdkafka::consumer::{BaseConsumer, Consumer};
-    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+fn group_client(bootstrap: &str, group: &str) -> rdkafka::consumer::BaseConsumer {
+    rdkafka::ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", group)
         .set("log_level", "3")
         .create()
-        .expect("consumer");
+        .expect("consumer")
+}
+
+fn committed(consumer: &rdkafka::consumer::BaseConsumer, partitions: i32) -> Vec<Option<i64>> {
+    use rdkafka::consumer::Consumer;
     let mut list = rdkafka::TopicPartitionList::new();
     for p in 0..partitions {
         list.add_partition(TOPIC, p);
@@ -141,8 +144,7 @@ fn committed(bootstrap: &str, group: &str, partitions: i32) -> Vec<Option<i64>> 
 
 /// Fails the first attempt at every batch; at every attempt, reads what the group has committed.
 struct Watcher {
-    bootstrap: String,
-    group: String,
+    client: rdkafka::consumer::BaseConsumer,
     /// Per attempt: the batch's first offset per partition, and what was committed then.
     attempts: RefCell<Vec<(Vec<(i32, i64)>, Vec<Option<i64>>)>>,
 }
@@ -151,7 +153,7 @@ impl Function for Watcher {
     async fn invoke(&self, event: &[u8]) -> anyhow::Result<serde_json::Value> {
         let parsed = parse_event(event)?;
         let firsts: Vec<(i32, i64)> = parsed.partitions.iter().map(|(tp, list)| (tp.partition, list[0].offset)).collect();
-        let now = committed(&self.bootstrap, &self.group, 2);
+        let now = committed(&self.client, 2);
         let first_attempt = self.attempts.borrow().last().is_none_or(|(f, _)| f != &firsts);
         self.attempts.borrow_mut().push((firsts, now));
         if first_attempt {
@@ -167,7 +169,7 @@ async fn offsets_are_committed_only_after_the_batch_succeeded() {
     let bootstrap = broker.bootstrap();
     let dir = tempfile::tempdir().unwrap();
     produce(&bootstrap, &["format=json", "count=900", "seed=7"]);
-    let function = Watcher { bootstrap: bootstrap.clone(), group: "watched".into(), attempts: RefCell::default() };
+    let function = Watcher { client: group_client(&bootstrap, "watched"), attempts: RefCell::default() };
     let args = ["group=watched".to_string(), "batch_size=200".into(), "batching_window_ms=300000".into(), "retries=1".into(), format!("on_failure_dir={}", dir.path().join("failed").display())];
     let stats = drain(&bootstrap, TOPIC, &function, &args).await;
     assert_eq!((stats.records, stats.retries, stats.failed_batches), (900, stats.batches, 0), "{stats:?}");
@@ -181,7 +183,7 @@ async fn offsets_are_committed_only_after_the_batch_succeeded() {
         }
     }
     // After the run: everything, exactly once.
-    let end = committed(&bootstrap, "watched", 2);
+    let end = committed(&function.client, 2);
     assert!(end.iter().all(Option::is_some), "{end:?}");
     assert_eq!(end.iter().map(|o| o.unwrap()).sum::<i64>(), 900, "{end:?}");
 }

@@ -136,9 +136,9 @@ impl Poller {
             .set("auto.offset.reset", "earliest")
             .set("enable.partition.eof", "true")
             // Tansu answers a new group's second JoinGroup after about half the session timeout
-            // (measured: 6000 -> 3.0 s, 4000 -> 2.1 s, 2000 -> 1.0 s). Not below 4000: Tansu
-            // pauses a joining follower 3 s, and a session shorter than that expires the member
-            // during its own join (a restarted poller then never gets its assignment). Heartbeats
+            // (measured: 6000 -> 3.0 s, 4000 -> 2.1 s, 2000 -> 1.0 s). Not below 4000, as a
+            // precaution: Tansu (0.6 source) pauses a joining follower 3 s, and a session shorter
+            // than that could expire the member during its own join (not observed). Heartbeats
             // well inside it; librdkafka sends them from its own thread, so a long invocation
             // does not miss them.
             .set("session.timeout.ms", "4000")
@@ -147,10 +147,10 @@ impl Poller {
             .set("max.poll.interval.ms", "86400000")
             // Fetch in large pieces and keep up to a million records per partition queued, so
             // the next batch is already here when an invocation ends (defaults: 1 MB per
-            // partition, 100k records, a 500 ms long poll) — 750 ms less waiting on 200k records.
+            // partition, 100k records). Not a shorter fetch.wait.max.ms: at 50 ms a drain of a
+            // partition whose last batch was discarded never saw its end against Tansu.
             .set("max.partition.fetch.bytes", "16777216")
             .set("fetch.max.bytes", "67108864")
-            .set("fetch.wait.max.ms", "50")
             .set("queued.min.messages", "1000000")
             .create_with_context(EsmContext::default())
             .with_context(|| format!("Kafka consumer for {}", opts.bootstrap))?;
