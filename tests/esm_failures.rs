@@ -115,3 +115,75 @@ async fn a_batch_that_always_fails_goes_to_the_on_failure_directory_and_the_part
     // And the discarded batch was committed: a restart reads nothing.
     assert_eq!(drain(&bootstrap, TOPIC, &function, &args).await.records, 0);
 }
+
+/// The group's committed offsets of `partitions` partitions of TOPIC, read as another client
+/// of the group would (no join): `None` where nothing is committed.
+fn group_client(bootstrap: &str, group: &str) -> rdkafka::consumer::BaseConsumer {
+    rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .set("log_level", "3")
+        .create()
+        .expect("consumer")
+}
+
+fn committed(consumer: &rdkafka::consumer::BaseConsumer, partitions: i32) -> Vec<Option<i64>> {
+    use rdkafka::consumer::Consumer;
+    let mut list = rdkafka::TopicPartitionList::new();
+    for p in 0..partitions {
+        list.add_partition(TOPIC, p);
+    }
+    let got = consumer.committed_offsets(list, std::time::Duration::from_secs(30)).expect("committed offsets");
+    (0..partitions)
+        .map(|p| match got.find_partition(TOPIC, p).map(|e| e.offset()) {
+            Some(rdkafka::Offset::Offset(n)) => Some(n),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Fails the first attempt at every batch; at every attempt, reads what the group has committed.
+struct Watcher {
+    client: rdkafka::consumer::BaseConsumer,
+    /// Per attempt: the batch's first offset per partition, and what was committed then.
+    attempts: RefCell<Vec<(Vec<(i32, i64)>, Vec<Option<i64>>)>>,
+}
+
+impl Function for Watcher {
+    async fn invoke(&self, event: &[u8]) -> anyhow::Result<serde_json::Value> {
+        let parsed = parse_event(event)?;
+        let firsts: Vec<(i32, i64)> = parsed.partitions.iter().map(|(tp, list)| (tp.partition, list[0].offset)).collect();
+        let now = committed(&self.client, 2);
+        let first_attempt = self.attempts.borrow().last().is_none_or(|(f, _)| f != &firsts);
+        self.attempts.borrow_mut().push((firsts, now));
+        if first_attempt {
+            anyhow::bail!("injected failure");
+        }
+        Ok(serde_json::json!({}))
+    }
+}
+
+#[tokio::test]
+async fn offsets_are_committed_only_after_the_batch_succeeded() {
+    let broker = Broker::start(&[(TOPIC, 2)]);
+    let bootstrap = broker.bootstrap();
+    let dir = tempfile::tempdir().unwrap();
+    produce(&bootstrap, &["format=json", "count=900", "seed=7"]);
+    let function = Watcher { client: group_client(&bootstrap, "watched"), attempts: RefCell::default() };
+    let args = ["group=watched".to_string(), "batch_size=200".into(), "batching_window_ms=300000".into(), "retries=1".into(), format!("on_failure_dir={}", dir.path().join("failed").display())];
+    let stats = drain(&bootstrap, TOPIC, &function, &args).await;
+    assert_eq!((stats.records, stats.retries, stats.failed_batches), (900, stats.batches, 0), "{stats:?}");
+    let attempts = function.attempts.borrow();
+    assert_eq!(attempts.len() as u64, 2 * stats.batches);
+    for (firsts, now) in attempts.iter() {
+        for &(partition, first) in firsts {
+            // Nothing of this batch (nor later) is committed while it is being invoked, failed or not.
+            let committed = now[partition as usize].unwrap_or(0);
+            assert_eq!(committed, first, "partition {partition}: committed {committed} while offset {first} was in flight");
+        }
+    }
+    // After the run: everything, exactly once.
+    let end = committed(&function.client, 2);
+    assert!(end.iter().all(Option::is_some), "{end:?}");
+    assert_eq!(end.iter().map(|o| o.unwrap()).sum::<i64>(), 900, "{end:?}");
+}

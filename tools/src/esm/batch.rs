@@ -1,10 +1,15 @@
 //! Batches exactly as the MSK event source mapping cuts them: up to `batch_size` records,
 //! never more than the payload cap counted on the event JSON as sent, records grouped under
-//! `topic-partition` in offset order.
+//! `topic-partition` in offset order. Sizes are computed, not rendered ([`super::size`]); the
+//! event JSON is rendered only when something needs the text (an HTTP invocation, the
+//! on-failure destination): the in-process function takes the records as they are.
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
-use icestream::event::{KafkaRecordIn, TopicPartition, event_json, record_json};
+use icestream::event::{KafkaEvent, KafkaRecordIn, ParsedEvent, Records, TopicPartition, event_json, from_kafka_event};
+
+use super::size::{group_key_len, record_json_len};
 
 /// The Lambda synchronous-invocation payload cap the mapping keeps each event under, in bytes.
 /// Lambda rejects requests above 6 MiB (6,291,456 bytes); the mapping's "6 MB" is decimal.
@@ -69,9 +74,10 @@ impl BatchBuilder {
 
     /// Add a record (records of one partition must come in offset order).
     pub fn push(&mut self, tp: &TopicPartition, record: KafkaRecordIn) -> Result<(), Rejected> {
-        let record_bytes = record_json(tp, &record).to_string().len();
+        let record_bytes = record_json_len(tp, &record);
         // `"topic-partition":[` + `]`, and a comma unless it is the first group.
-        let group_bytes = |first_group: bool| serde_json::to_string(&tp.to_string()).expect("string").len() + 3 + usize::from(!first_group);
+        let key_bytes = group_key_len(tp);
+        let group_bytes = |first_group: bool| key_bytes + 3 + usize::from(!first_group);
         let added = match self.records.get(tp) {
             Some(_) => record_bytes + 1,
             None => record_bytes + group_bytes(self.records.is_empty()),
@@ -82,7 +88,12 @@ impl BatchBuilder {
         if self.is_full() || self.bytes + added > self.max_bytes {
             return Err(Rejected::Full(record));
         }
-        self.records.entry(tp.clone()).or_default().push(record);
+        match self.records.get_mut(tp) {
+            Some(list) => list.push(record),
+            None => {
+                self.records.insert(tp.clone(), vec![record]);
+            }
+        }
         self.bytes += added;
         self.count += 1;
         Ok(())
@@ -105,32 +116,50 @@ impl BatchBuilder {
         let records = std::mem::take(&mut self.records);
         let bytes = std::mem::replace(&mut self.bytes, self.empty_bytes);
         let count = std::mem::take(&mut self.count);
-        Batch { event: self.event_of(&records), records, count, predicted_bytes: bytes }
-    }
-
-    fn event_of(&self, records: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>) -> String {
-        let s = &self.source;
-        event_json(&s.event_source, &s.event_source_arn, &s.bootstrap_servers, records).to_string()
+        Batch { source: self.source.clone(), records, count, bytes, event: OnceLock::new() }
     }
 
     /// The event for records that no batch can carry (written to the on-failure destination).
     pub fn event_for(&self, tp: &TopicPartition, record: KafkaRecordIn) -> Batch {
         let records = BTreeMap::from([(tp.clone(), vec![record])]);
-        let event = self.event_of(&records);
-        Batch { predicted_bytes: event.len(), event, records, count: 1 }
+        let mut batch = Batch { source: self.source.clone(), records, count: 1, bytes: 0, event: OnceLock::new() };
+        batch.bytes = batch.event().len();
+        batch
     }
 }
 
-/// A cut batch: its event JSON as it is sent, and its records for offsets and reports.
+/// A cut batch: its records (for the invocation, offsets and reports) and the exact size of
+/// its event JSON; the JSON itself is rendered on first use.
 pub struct Batch {
-    pub event: String,
+    source: EventSource,
     pub records: BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
     pub count: usize,
-    /// The size the builder computed while filling; equals `event.len()`.
-    pub predicted_bytes: usize,
+    /// Bytes of the event JSON, computed while filling; equals `event().len()`.
+    pub bytes: usize,
+    event: OnceLock<String>,
 }
 
 impl Batch {
+    /// The event JSON as the MSK mapping sends it (rendered once, on first use).
+    pub fn event(&self) -> &str {
+        self.event.get_or_init(|| {
+            let s = &self.source;
+            event_json(&s.event_source, &s.event_source_arn, &s.bootstrap_servers, &self.records).to_string()
+        })
+    }
+
+    /// The event as the function's handler receives it after parsing [`Self::event`], built
+    /// from the records without the JSON round trip: the same checks and ordering
+    /// ([`from_kafka_event`]), and base64 and signed-byte headers decode to the bytes they encode.
+    pub fn parsed_event(&self) -> icestream::Result<ParsedEvent> {
+        from_kafka_event(KafkaEvent {
+            event_source: Some(self.source.event_source.clone()),
+            event_source_arn: Some(self.source.event_source_arn.clone()),
+            bootstrap_servers: Some(self.source.bootstrap_servers.clone()),
+            records: Some(Records(self.records.clone())),
+        })
+    }
+
     /// The offset to commit per partition: one past the last record.
     pub fn next_offsets(&self) -> impl Iterator<Item = (&TopicPartition, i64)> {
         self.records.iter().filter_map(|(tp, list)| list.last().map(|r| (tp, r.offset + 1)))
@@ -189,9 +218,9 @@ mod tests {
         let batches = cut_all(MAX_BATCH_SIZE, 1_000_000, 9);
         assert_eq!(batches.iter().map(|b| b.count).collect::<Vec<_>>(), [4, 4, 1]);
         for b in &batches {
-            assert_eq!(b.event.len(), b.predicted_bytes);
-            assert!(b.event.len() <= MAX_PAYLOAD_BYTES, "{}", b.event.len());
-            let event: KafkaEvent = serde_json::from_str(&b.event).unwrap();
+            assert_eq!(b.event().len(), b.bytes);
+            assert!(b.event().len() <= MAX_PAYLOAD_BYTES, "{}", b.event().len());
+            let event: KafkaEvent = serde_json::from_str(b.event()).unwrap();
             assert_eq!(event.event_source.as_deref(), Some("aws:kafka"));
             assert_eq!(event.bootstrap_servers.as_deref(), Some("127.0.0.1:9092"));
             let parsed = icestream::event::from_kafka_event(event).unwrap();
@@ -211,10 +240,10 @@ mod tests {
         // ~3 kB records: the count never reaches 10,000 before the bytes do.
         let batches = cut_all(MAX_BATCH_SIZE, 2_000, 5_000);
         for b in &batches[..batches.len() - 1] {
-            assert_eq!(b.event.len(), b.predicted_bytes);
-            assert!(b.event.len() <= MAX_PAYLOAD_BYTES);
+            assert_eq!(b.event().len(), b.bytes);
+            assert!(b.event().len() <= MAX_PAYLOAD_BYTES);
             // The next record (~2.8 kB of JSON) would not have fitted.
-            assert!(b.event.len() > MAX_PAYLOAD_BYTES - 3_000, "{}", b.event.len());
+            assert!(b.event().len() > MAX_PAYLOAD_BYTES - 3_000, "{}", b.event().len());
         }
         assert_eq!(batches.iter().map(|b| b.count).sum::<usize>(), 5_000);
     }
@@ -226,7 +255,7 @@ mod tests {
         let mut seen: BTreeMap<i32, i64> = BTreeMap::new();
         for b in &batches {
             // The raw JSON: group keys and the order records are sent in.
-            let event: serde_json::Value = serde_json::from_str(&b.event).unwrap();
+            let event: serde_json::Value = serde_json::from_str(b.event()).unwrap();
             for (key, list) in event["records"].as_object().unwrap() {
                 for r in list.as_array().unwrap() {
                     let (partition, offset) = (r["partition"].as_i64().unwrap() as i32, r["offset"].as_i64().unwrap());
@@ -239,6 +268,30 @@ mod tests {
                 assert_eq!(seen[&tp.partition] + 1, next);
             }
         }
+    }
+
+    /// The in-process function skips the JSON: what it gets must be exactly what its handler
+    /// would have parsed from the event the Lambda path sends.
+    #[test]
+    fn the_in_process_event_is_the_parsed_event_json() {
+        let mut builder = BatchBuilder::new(source(), 1_000, MAX_PAYLOAD_BYTES);
+        for offset in 0..300 {
+            let mut r = record(offset, (offset as usize * 13) % 200);
+            if offset % 7 == 0 {
+                r.key = None;
+            }
+            if offset % 11 == 0 {
+                r.value = None;
+                r.headers.clear();
+            }
+            builder.push(&tp((offset % 3) as i32), r).unwrap();
+        }
+        let b = builder.take();
+        let parsed = icestream::event::parse_event(b.event().as_bytes()).unwrap();
+        let direct = b.parsed_event().unwrap();
+        assert_eq!(direct.event_source, parsed.event_source);
+        assert_eq!(direct.partitions, parsed.partitions);
+        assert_eq!(direct.record_count(), 300);
     }
 
     #[test]
@@ -261,6 +314,6 @@ mod tests {
         builder.retain_partitions(|tp| tp.partition != 1);
         let b = builder.take();
         assert_eq!(b.count, 6);
-        assert_eq!(b.event.len(), b.predicted_bytes);
+        assert_eq!(b.event().len(), b.bytes);
     }
 }

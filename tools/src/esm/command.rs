@@ -7,6 +7,7 @@ use anyhow::Result;
 use icestream::cdc::CdcPipeline;
 use icestream::{Config, IngestPipeline};
 
+use super::batch::Batch;
 use super::function::{Function, HttpFunction, InProcessCdc, InProcessIngest};
 use super::{EsmOptions, FunctionKind, Invoke, Poller};
 use crate::kafka::{stop_signal, throughput_line};
@@ -24,6 +25,14 @@ impl Function for AnyFunction {
             AnyFunction::Ingest(f) => f.invoke(event).await,
             AnyFunction::Cdc(f) => f.invoke(event).await,
             AnyFunction::Http(f) => f.invoke(event).await,
+        }
+    }
+
+    async fn invoke_batch(&self, batch: &Batch) -> Result<serde_json::Value> {
+        match self {
+            AnyFunction::Ingest(f) => f.invoke_batch(batch).await,
+            AnyFunction::Cdc(f) => f.invoke_batch(batch).await,
+            AnyFunction::Http(f) => f.invoke_batch(batch).await,
         }
     }
 }
@@ -66,6 +75,7 @@ pub async fn run(args: &[String]) -> Result<()> {
     let poller = Poller::connect(opts)?;
     let started = Instant::now();
     let stats = poller.run(&function, stop_signal()).await?;
+    println!("{}", poller.phases_line());
     println!("{}", throughput_line("invoked", stats.records, stats.bytes, started));
     println!("{}", serde_json::to_string(&stats)?);
     Ok(())

@@ -40,7 +40,7 @@ pub fn write_failed_batch(
             }))
         })
         .collect();
-    let payload: serde_json::Value = serde_json::from_str(&batch.event).context("the batch's own event JSON")?;
+    let payload: serde_json::Value = serde_json::from_str(batch.event()).context("the batch's own event JSON")?;
     let record = serde_json::json!({
         "requestContext": {
             "requestId": uuid::Uuid::new_v4().to_string(),
@@ -60,7 +60,7 @@ pub fn write_failed_batch(
             "batchSize": batch.count,
             "eventSourceArn": payload.get("eventSourceArn"),
             "bootstrapServers": payload.get("bootstrapServers"),
-            "payloadSize": batch.event.len(),
+            "payloadSize": batch.bytes,
             "recordsInfo": records_info,
         },
         "payload": payload,

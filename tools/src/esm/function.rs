@@ -8,9 +8,18 @@ use anyhow::{Context, Result, anyhow, bail};
 use icestream::IngestPipeline;
 use icestream::cdc::CdcPipeline;
 
+use super::batch::Batch;
+
 /// One invocation: the event JSON in, the function's JSON result out; `Err` = the function failed.
 pub trait Function {
     fn invoke(&self, event: &[u8]) -> impl Future<Output = Result<serde_json::Value>>;
+
+    /// Invoke with a cut batch. By default its event JSON goes to [`Self::invoke`]; a function
+    /// in this process takes the records as its handler would have parsed them, without
+    /// rendering and re-parsing the JSON ([`Batch::parsed_event`]).
+    fn invoke_batch(&self, batch: &Batch) -> impl Future<Output = Result<serde_json::Value>> {
+        self.invoke(batch.event().as_bytes())
+    }
 }
 
 /// The ingest pipeline, called directly. The deadline stands in for the Lambda timeout.
@@ -24,6 +33,12 @@ impl Function for InProcessIngest {
         let summary = self.pipeline.handle_json(event, deadline).await?;
         Ok(serde_json::to_value(summary)?)
     }
+
+    async fn invoke_batch(&self, batch: &Batch) -> Result<serde_json::Value> {
+        let deadline = Instant::now() + Duration::from_millis(self.pipeline.config().commit_timeout_ms);
+        let summary = self.pipeline.handle(batch.parsed_event()?, deadline).await?;
+        Ok(serde_json::to_value(summary)?)
+    }
 }
 
 /// The CDC pipeline (changelog + guarded mirror), called directly.
@@ -35,6 +50,12 @@ impl Function for InProcessCdc {
     async fn invoke(&self, event: &[u8]) -> Result<serde_json::Value> {
         let deadline = Instant::now() + Duration::from_millis(self.pipeline.config().commit_timeout_ms);
         let summary = self.pipeline.handle_json(event, deadline).await?;
+        Ok(serde_json::to_value(summary)?)
+    }
+
+    async fn invoke_batch(&self, batch: &Batch) -> Result<serde_json::Value> {
+        let deadline = Instant::now() + Duration::from_millis(self.pipeline.config().commit_timeout_ms);
+        let summary = self.pipeline.handle(batch.parsed_event()?, deadline).await?;
         Ok(serde_json::to_value(summary)?)
     }
 }
