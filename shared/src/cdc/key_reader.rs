@@ -282,17 +282,26 @@ pub async fn read_key_rows(
             selected.push(group);
         }
     }
-    // What the cache keeps of this file for these columns (a footer read now starts afresh).
-    let mut kept = cached.filter(|k| k.indexed == leaves && k.projected == projected).unwrap_or_else(|| FileIndex {
-        file_size: file.file_size_in_bytes(),
-        footer: footer.clone(),
-        paged: None,
-        indexed: leaves.clone(),
-        projected: projected.clone(),
-        loaded: vec![false; groups.len()],
-    });
+    // What the cache keeps of this file for these columns (a footer read now starts afresh);
+    // it goes back into the cache only when this read added to it.
+    let (mut kept, mut grew) = match cached.filter(|k| k.indexed == leaves && k.projected == projected) {
+        Some(kept) => (kept, false),
+        None => {
+            let fresh = FileIndex {
+                file_size: file.file_size_in_bytes(),
+                footer: footer.clone(),
+                paged: None,
+                indexed: leaves.clone(),
+                projected: projected.clone(),
+                loaded: vec![false; groups.len()],
+            };
+            (fresh, true)
+        }
+    };
     if selected.is_empty() {
-        cache.put(path, kept);
+        if grew {
+            cache.put(path, kept);
+        }
         return Ok(key_read(&fetched, vec![], vec![]));
     }
 
@@ -304,16 +313,20 @@ pub async fn read_key_rows(
     let paged = converters.is_some() && selected.iter().all(|&g| indexed(g));
     let metadata = if paged {
         let missing: Vec<usize> = selected.iter().copied().filter(|&g| !kept.loaded[g]).collect();
-        if !missing.is_empty() || kept.paged.is_none() {
+        // Every selected row group is loaded once this holds, so `paged` is set.
+        if !missing.is_empty() {
             let base = kept.paged.clone().unwrap_or_else(|| footer.clone());
             kept.paged = Some(Arc::new(with_page_index(&mut reader, &base, &missing, &leaves, &projected).await?));
             missing.iter().for_each(|&g| kept.loaded[g] = true);
+            grew = true;
         }
         kept.paged.clone().unwrap_or_else(|| footer.clone())
     } else {
         footer.clone()
     };
-    cache.put(path, kept);
+    if grew {
+        cache.put(path, kept);
+    }
     let mut ranges: Vec<(usize, Vec<Range<usize>>)> = Vec::with_capacity(selected.len());
     for &group in &selected {
         let rows = groups[group].num_rows() as usize;
