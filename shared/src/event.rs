@@ -256,10 +256,32 @@ impl<'de> serde::Deserialize<'de> for Headers {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
                 while let Some(name) = map.next_key::<String>()? {
-                    let signed: Vec<i8> = map.next_value()?;
-                    self.0.push((name, signed.into_iter().map(|b| b as u8).collect()));
+                    let bytes = map.next_value_seed(SignedBytes)?;
+                    self.0.push((name, bytes));
                 }
                 Ok(())
+            }
+        }
+        /// `[signed bytes]` as bytes, into one allocation (serde's `Vec` starts empty and grows:
+        /// three reallocations for a 13-byte header, on every record).
+        struct SignedBytes;
+        impl<'de> DeserializeSeed<'de> for SignedBytes {
+            type Value = Vec<u8>;
+            fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<Vec<u8>, D::Error> {
+                d.deserialize_seq(self)
+            }
+        }
+        impl<'de> Visitor<'de> for SignedBytes {
+            type Value = Vec<u8>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of signed bytes")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Vec<u8>, A::Error> {
+                let mut bytes = Vec::with_capacity(seq.size_hint().unwrap_or(32).min(4096));
+                while let Some(b) = seq.next_element::<i8>()? {
+                    bytes.push(b as u8);
+                }
+                Ok(bytes)
             }
         }
         d.deserialize_seq(List)
