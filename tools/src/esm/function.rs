@@ -2,9 +2,12 @@
 //! invoke API (`cargo lambda watch`). Tests bring their own [`Function`]s.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
+use futures::FutureExt;
+use futures::future::LocalBoxFuture;
 use icestream::IngestPipeline;
 use icestream::cdc::CdcPipeline;
 
@@ -23,41 +26,75 @@ pub trait Function {
 }
 
 /// The ingest pipeline, called directly. The deadline stands in for the Lambda timeout.
+/// Each invocation runs as a task of its own, so concurrent ones (one per partition) use
+/// every core, as separate Lambda instances would.
 pub struct InProcessIngest {
-    pub pipeline: IngestPipeline,
+    pub pipeline: Arc<IngestPipeline>,
+}
+
+impl InProcessIngest {
+    pub fn new(pipeline: IngestPipeline) -> Self {
+        Self { pipeline: Arc::new(pipeline) }
+    }
 }
 
 impl Function for InProcessIngest {
     async fn invoke(&self, event: &[u8]) -> Result<serde_json::Value> {
-        let deadline = Instant::now() + Duration::from_millis(self.pipeline.config().commit_timeout_ms);
-        let summary = self.pipeline.handle_json(event, deadline).await?;
-        Ok(serde_json::to_value(summary)?)
+        let event = icestream::event::parse_event(event)?;
+        let pipeline = self.pipeline.clone();
+        on_its_own_thread(move || async move { pipeline.handle(event, deadline(pipeline.config().commit_timeout_ms)).await }.boxed_local()).await
     }
 
     async fn invoke_batch(&self, batch: &Batch) -> Result<serde_json::Value> {
-        let deadline = Instant::now() + Duration::from_millis(self.pipeline.config().commit_timeout_ms);
-        let summary = self.pipeline.handle(batch.parsed_event()?, deadline).await?;
-        Ok(serde_json::to_value(summary)?)
+        let event = batch.parsed_event()?;
+        let pipeline = self.pipeline.clone();
+        on_its_own_thread(move || async move { pipeline.handle(event, deadline(pipeline.config().commit_timeout_ms)).await }.boxed_local()).await
     }
 }
 
-/// The CDC pipeline (changelog + guarded mirror), called directly.
+/// The CDC pipeline (changelog + guarded mirror), called directly, each invocation a task.
 pub struct InProcessCdc {
-    pub pipeline: CdcPipeline,
+    pub pipeline: Arc<CdcPipeline>,
+}
+
+impl InProcessCdc {
+    pub fn new(pipeline: CdcPipeline) -> Self {
+        Self { pipeline: Arc::new(pipeline) }
+    }
 }
 
 impl Function for InProcessCdc {
     async fn invoke(&self, event: &[u8]) -> Result<serde_json::Value> {
-        let deadline = Instant::now() + Duration::from_millis(self.pipeline.config().commit_timeout_ms);
-        let summary = self.pipeline.handle_json(event, deadline).await?;
-        Ok(serde_json::to_value(summary)?)
+        let event = icestream::event::parse_event(event)?;
+        let pipeline = self.pipeline.clone();
+        on_its_own_thread(move || async move { pipeline.handle(event, deadline(pipeline.config().commit_timeout_ms)).await }.boxed_local()).await
     }
 
     async fn invoke_batch(&self, batch: &Batch) -> Result<serde_json::Value> {
-        let deadline = Instant::now() + Duration::from_millis(self.pipeline.config().commit_timeout_ms);
-        let summary = self.pipeline.handle(batch.parsed_event()?, deadline).await?;
-        Ok(serde_json::to_value(summary)?)
+        let event = batch.parsed_event()?;
+        let pipeline = self.pipeline.clone();
+        on_its_own_thread(move || async move { pipeline.handle(event, deadline(pipeline.config().commit_timeout_ms)).await }.boxed_local()).await
     }
+}
+
+/// The Lambda timeout, from the function's `commit_timeout_ms`.
+fn deadline(timeout_ms: u64) -> Instant {
+    Instant::now() + Duration::from_millis(timeout_ms)
+}
+
+/// Run one invocation on a thread of its own (the pipeline's futures are not all `Send`, so
+/// not a spawned task); its summary as JSON. A panic fails the invocation. On a
+/// single-threaded runtime (tests) it runs in place: there is no other core to use.
+/// Boxed: the pipeline's future inline makes the caller's layout too deep for the compiler.
+async fn on_its_own_thread<S: serde::Serialize + Send + 'static>(
+    invocation: impl FnOnce() -> LocalBoxFuture<'static, icestream::Result<S>> + Send + 'static,
+) -> Result<serde_json::Value> {
+    let runtime = tokio::runtime::Handle::current();
+    let summary = match runtime.runtime_flavor() {
+        tokio::runtime::RuntimeFlavor::CurrentThread => invocation().await?,
+        _ => tokio::task::spawn_blocking(move || runtime.block_on(invocation())).await.context("the invocation panicked")??,
+    };
+    Ok(serde_json::to_value(summary)?)
 }
 
 /// A function behind the Lambda invoke API, e.g.
