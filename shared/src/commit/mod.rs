@@ -208,6 +208,9 @@ impl Committer {
                 }
                 Err(e) => e,
             };
+            // Whatever this process landed last is not the table's tip now (or is in doubt):
+            // the retry starts from the catalog's.
+            *last_landed = None;
             drop(last_landed);
             if !error.is_retryable() {
                 return Err(error);
@@ -271,8 +274,8 @@ impl Committer {
 }
 
 /// Whether `table` is `landed` or a later version of it (its metadata log names `landed`'s
-/// file). A log trimmed past it reads as "not after": the caller then tries `landed`, and a
-/// conflict settles it.
+/// file). A log trimmed past it reads as "not after": the caller then tries `landed`, and the
+/// conflict that follows makes the retry forget it.
 fn is_at_or_after(table: &Table, landed: &Table) -> bool {
     let Some(landed) = landed.metadata_location() else { return false };
     table.metadata_location() == Some(landed) || table.metadata().metadata_log().iter().any(|l| l.metadata_file == landed)

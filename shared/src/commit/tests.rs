@@ -244,3 +244,29 @@ async fn a_commit_by_another_process_still_conflicts_and_a_fresher_table_is_used
     assert_eq!(loaded.metadata().snapshots().count(), 5, "every commit landed once");
     assert!(Watermarks::from_properties(loaded.metadata().properties()).covers(&tp(), 9));
 }
+
+/// Sets one table property, nothing else.
+struct SetProperty(&'static str, &'static str);
+
+impl Planner for SetProperty {
+    async fn plan(&mut self, _table: &Table, _attempt: u32) -> Result<Option<ChangeSet>> {
+        let mut change = ChangeSet::new(iceberg::spec::Operation::Append);
+        change.properties.insert(self.0.to_string(), self.1.to_string());
+        Ok(Some(change))
+    }
+}
+
+#[tokio::test]
+async fn a_conflict_forgets_this_processs_last_commit_even_when_the_log_no_longer_names_it() {
+    let f = fixture().await;
+    let committer = &f.catalogs.committer;
+    // A metadata log of one entry: the table's log soon stops naming our last commit.
+    committer.commit(&f.ident, soon(), &mut SetProperty("write.metadata.previous-versions-max", "1")).await.unwrap();
+    committer.commit(&f.ident, soon(), &mut planner(5)).await.unwrap();
+    other_process(&f).commit(&f.ident, soon(), &mut planner(6)).await.unwrap();
+    other_process(&f).commit(&f.ident, soon(), &mut planner(7)).await.unwrap();
+    // Our last commit looks newer than the table given: tried, conflicts, then forgotten.
+    let out = committer.commit_to(f.load().await, soon(), &mut planner(8)).await.unwrap();
+    assert_eq!(out.attempts, 2);
+    assert!(Watermarks::from_properties(f.load().await.metadata().properties()).covers(&tp(), 8));
+}
