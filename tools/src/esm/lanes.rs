@@ -163,3 +163,57 @@ impl Lane {
         self.opened = None;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::esm::batch::tests::{record, source, tp};
+
+    /// Two partitions, batches of 2: partition 0 with one batch in flight, one queued and one
+    /// open; partition 1 with one batch in flight.
+    fn lanes() -> Lanes {
+        let mut lanes = Lanes::new(source(), 2);
+        for offset in 0..5 {
+            lanes.push(&tp(0), record(offset, 10)).unwrap();
+        }
+        for offset in 0..3 {
+            lanes.push(&tp(1), record(offset, 10)).unwrap();
+        }
+        let started: Vec<(i32, i64)> = lanes.take_ready().iter().map(|(tp, b)| (tp.partition, b.records[tp][0].offset)).collect();
+        assert_eq!(started, [(0, 0), (1, 0)], "each partition's first batch, one each");
+        lanes
+    }
+
+    #[test]
+    fn a_partition_has_one_batch_in_flight_and_the_next_in_order_after_it() {
+        let mut lanes = lanes();
+        assert!(lanes.take_ready().is_empty(), "both partitions are busy");
+        lanes.by_partition.get_mut(&tp(0)).unwrap().busy = false;
+        let next: Vec<(i32, i64)> = lanes.take_ready().iter().map(|(tp, b)| (tp.partition, b.records[tp][0].offset)).collect();
+        assert_eq!(next, [(0, 2)]);
+        assert!(!lanes.is_idle(&tp(0)) && !lanes.is_empty());
+    }
+
+    #[test]
+    fn a_revoked_partition_forgets_what_is_buffered_and_marks_its_batch_in_flight() {
+        let mut lanes = lanes();
+        lanes.revoke(&[0]);
+        let (zero, one) = (&lanes.by_partition[&tp(0)], &lanes.by_partition[&tp(1)]);
+        assert!(zero.revoked_in_flight && zero.busy, "its batch in flight finishes, uncommitted");
+        assert!(zero.ready.is_empty() && zero.builder.is_empty());
+        assert!(!one.revoked_in_flight && !one.builder.is_empty(), "the other partition keeps its records");
+    }
+
+    #[test]
+    fn a_partition_backs_up_after_its_read_ahead() {
+        let mut lanes = Lanes::new(source(), 1);
+        lanes.push(&tp(0), record(0, 10)).unwrap();
+        lanes.push(&tp(0), record(1, 10)).unwrap();
+        assert_eq!(lanes.take_ready().len(), 1);
+        for offset in 2..(2 + READ_AHEAD_BATCHES as i64) {
+            assert!(!lanes.is_backed_up(&tp(0)));
+            lanes.push(&tp(0), record(offset, 10)).unwrap();
+        }
+        assert!(lanes.is_backed_up(&tp(0)));
+    }
+}
