@@ -151,6 +151,18 @@ pub fn invoke_url(base: &str, function: &str) -> String {
 mod tests {
     use super::*;
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_in_process_invocation_runs_on_a_thread_of_its_own_and_a_panic_fails_it() {
+        let caller = format!("{:?}", std::thread::current().id());
+        let ran_on = on_its_own_thread(|| async { Ok::<_, icestream::Error>(format!("{:?}", std::thread::current().id())) }.boxed_local());
+        assert_ne!(ran_on.await.unwrap(), serde_json::json!(caller));
+        fn crash() -> String {
+            panic!("in the function")
+        }
+        let panicked = on_its_own_thread(|| async { Ok::<_, icestream::Error>(crash()) }.boxed_local());
+        assert!(panicked.await.unwrap_err().to_string().contains("panicked"));
+    }
+
     #[test]
     fn a_bare_base_url_gets_the_invoke_path() {
         let full = "http://127.0.0.1:9000/2015-03-31/functions/ingest/invocations";
