@@ -14,6 +14,7 @@ use icestream::cdc::CdcPipeline;
 use super::batch::Batch;
 
 /// One invocation: the event JSON in, the function's JSON result out; `Err` = the function failed.
+/// The poller calls it for several partitions at once (one call per partition at a time).
 pub trait Function {
     fn invoke(&self, event: &[u8]) -> impl Future<Output = Result<serde_json::Value>>;
 
