@@ -20,7 +20,7 @@ const TOPIC: &str = "vehicle-telemetry";
 
 async fn ingest_function(warehouse: &Path) -> InProcessIngest {
     let config = config(warehouse, &["source=json", "dedup=none"]);
-    InProcessIngest { pipeline: icestream::IngestPipeline::new(config).await.expect("pipeline") }
+    InProcessIngest::new(icestream::IngestPipeline::new(config).await.expect("pipeline"))
 }
 
 #[tokio::test]
@@ -95,7 +95,6 @@ async fn events_are_msk_shaped_byte_for_byte_and_each_partition_arrives_in_order
     let mut values = Vec::new();
     let mut next_offset: BTreeMap<TopicPartition, i64> = BTreeMap::new();
     let events = recorder.events.borrow();
-    assert_eq!(events.len(), 7, "2000 records in batches of 300");
     for text in events.iter() {
         let raw: serde_json::Value = serde_json::from_str(text).unwrap();
         assert_eq!(keys(&raw), ["bootstrapServers", "eventSource", "eventSourceArn", "records"]);
@@ -117,6 +116,7 @@ async fn events_are_msk_shaped_byte_for_byte_and_each_partition_arrives_in_order
         let _: aws_lambda_events::event::kafka::KafkaEvent = serde_json::from_str(text).expect("a KafkaEvent");
         let parsed = icestream::event::parse_event(text.as_bytes()).unwrap();
         assert!(parsed.record_count() <= 300);
+        assert_eq!(parsed.partitions.len(), 1, "each partition has batches of its own");
         for (tp, list) in parsed.partitions {
             for r in list {
                 let expected = next_offset.entry(tp.clone()).or_insert(0);
@@ -126,6 +126,8 @@ async fn events_are_msk_shaped_byte_for_byte_and_each_partition_arrives_in_order
             }
         }
     }
+    let per_partition: Vec<i64> = next_offset.values().copied().collect();
+    assert_eq!(events.len() as i64, per_partition.iter().map(|n| (n + 299) / 300).sum::<i64>(), "{per_partition:?} in batches of 300");
     // The values are exactly what the generator made for these options, base64 round-tripped.
     let mut settings = icestream::config::Settings::over(RECORD_OPTIONS);
     settings.apply_args(["format=proto", "seed=5", "start_ms=1700000000000"]).unwrap();
@@ -177,7 +179,7 @@ async fn simulated_cdc_through_the_poller_fills_the_changelog_and_the_guarded_mi
     assert_eq!(sent.records, 3000);
 
     let pipeline = icestream::cdc::CdcPipeline::new(config(&wh, &[])).await.unwrap();
-    let function = icestream_tools::esm::function::InProcessCdc { pipeline };
+    let function = icestream_tools::esm::function::InProcessCdc::new(pipeline);
     let stats = drain(&bootstrap, "bank-accounts-cdc", &function, &words(&["group=cdc", "function=cdc", "batch_size=500"])).await;
     assert_eq!((stats.records, stats.failed_batches), (3000, 0), "{stats:?}");
 
@@ -235,7 +237,7 @@ partition_by = ["bucket(4, vehicle_id)"]
     let proto = produce(&bootstrap, &["topic=fleet.proto", "format=proto", "count=3000", "corrupt=true", "seed=5"]);
     let avro = produce(&bootstrap, &["topic=fleet.avro", "format=avro", "count=2000", "corrupt=true", "seed=6"]);
     let config = config(&wh, &[&format!("pipelines={}", file.display())]);
-    let function = InProcessIngest { pipeline: icestream::IngestPipeline::new(config).await.expect("pipeline") };
+    let function = InProcessIngest::new(icestream::IngestPipeline::new(config).await.expect("pipeline"));
     let stats = drain(&bootstrap, "fleet.proto,fleet.avro", &function, &words(&["group=two", "batch_size=10000", "batching_window_ms=1000"])).await;
     assert_eq!(stats.records, 5000, "{stats:?}");
     assert!(stats.batches < 5000, "batches carry many records: {stats:?}");
@@ -245,4 +247,66 @@ partition_by = ["bucket(4, vehicle_id)"]
         assert_eq!((rows, rejects), (sent.valid, sent.corrupt), "{table}");
         assert!(sent.corrupt > 0, "{table}: the producer sent corrupt records");
     }
+}
+
+/// Notes, per invocation, its partition and offsets, and which partitions are in flight; an
+/// invocation stays in flight until another partition's is too (for a bounded number of
+/// turns), so deliveries that can overlap do.
+#[derive(Default)]
+struct Overlaps {
+    in_flight: RefCell<BTreeMap<i32, u32>>,
+    most_partitions_at_once: std::cell::Cell<usize>,
+    one_partition_twice_at_once: std::cell::Cell<bool>,
+    batches: RefCell<Vec<(i32, i64, i64)>>,
+}
+
+impl Overlaps {
+    fn partitions_in_flight(&self) -> usize {
+        self.in_flight.borrow().values().filter(|n| **n > 0).count()
+    }
+}
+
+impl Function for Overlaps {
+    async fn invoke(&self, event: &[u8]) -> anyhow::Result<serde_json::Value> {
+        let parsed = icestream::event::parse_event(event)?;
+        anyhow::ensure!(parsed.partitions.len() == 1, "a batch of several partitions");
+        let (tp, list) = parsed.partitions.iter().next().expect("one partition");
+        let partition = tp.partition;
+        self.batches.borrow_mut().push((partition, list[0].offset, list[list.len() - 1].offset));
+        *self.in_flight.borrow_mut().entry(partition).or_default() += 1;
+        if self.in_flight.borrow()[&partition] > 1 {
+            self.one_partition_twice_at_once.set(true);
+        }
+        for _ in 0..200 {
+            self.most_partitions_at_once.set(self.most_partitions_at_once.get().max(self.partitions_in_flight()));
+            if self.partitions_in_flight() > 1 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        // A few turns more, so the other partition's invocation sees this one too.
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        *self.in_flight.borrow_mut().get_mut(&partition).expect("counted above") -= 1;
+        Ok(serde_json::json!({}))
+    }
+}
+
+#[tokio::test]
+async fn partitions_are_invoked_concurrently_each_one_batch_at_a_time_in_order() {
+    let broker = Broker::start(&[(TOPIC, 2)]);
+    let bootstrap = broker.bootstrap();
+    produce(&bootstrap, &["format=json", "count=1000", "keyed=false", "seed=6"]);
+    let function = Overlaps::default();
+    let stats = drain(&bootstrap, TOPIC, &function, &words(&["group=lanes", "batch_size=100", "batching_window_ms=300000"])).await;
+    assert_eq!((stats.records, stats.failed_batches), (1000, 0), "{stats:?}");
+    assert_eq!(function.most_partitions_at_once.get(), 2, "both partitions in flight at once");
+    assert!(!function.one_partition_twice_at_once.get(), "a partition had two batches in flight");
+    // Each partition's batches in offset order, without gaps.
+    let mut next: BTreeMap<i32, i64> = BTreeMap::new();
+    for &(partition, first, last) in function.batches.borrow().iter() {
+        let expected = next.entry(partition).or_insert(0);
+        assert_eq!(first, *expected, "partition {partition}: batch from {first}, expected {expected}");
+        *expected = last + 1;
+    }
+    assert_eq!(next.values().sum::<i64>(), 1000);
 }

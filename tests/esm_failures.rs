@@ -29,7 +29,7 @@ impl Faulty {
         use base64::Engine;
         let pipeline = icestream::IngestPipeline::new(config(warehouse, &["source=json", "dedup=none"])).await.unwrap();
         Self {
-            inner: InProcessIngest { pipeline },
+            inner: InProcessIngest::new(pipeline),
             failures_left: Cell::new(failures),
             poison: poison.map(|p| base64::engine::general_purpose::STANDARD.encode(p)),
             seen: RefCell::default(),
@@ -54,7 +54,8 @@ impl Function for Faulty {
 
 #[tokio::test]
 async fn a_function_that_fails_twice_then_succeeds_lands_the_batch_once() {
-    let broker = Broker::start(&[(TOPIC, 2)]);
+    // One partition: one batch (each partition has batches of its own).
+    let broker = Broker::start(&[(TOPIC, 1)]);
     let bootstrap = broker.bootstrap();
     let dir = tempfile::tempdir().unwrap();
     let (wh, failures) = (dir.path().join("wh"), dir.path().join("failed"));
@@ -154,7 +155,8 @@ impl Function for Watcher {
         let parsed = parse_event(event)?;
         let firsts: Vec<(i32, i64)> = parsed.partitions.iter().map(|(tp, list)| (tp.partition, list[0].offset)).collect();
         let now = committed(&self.client, 2);
-        let first_attempt = self.attempts.borrow().last().is_none_or(|(f, _)| f != &firsts);
+        // Partitions are delivered concurrently: another batch's attempts may come in between.
+        let first_attempt = !self.attempts.borrow().iter().any(|(f, _)| f == &firsts);
         self.attempts.borrow_mut().push((firsts, now));
         if first_attempt {
             anyhow::bail!("injected failure");
@@ -186,4 +188,48 @@ async fn offsets_are_committed_only_after_the_batch_succeeded() {
     let end = committed(&function.client, 2);
     assert!(end.iter().all(Option::is_some), "{end:?}");
     assert_eq!(end.iter().map(|o| o.unwrap()).sum::<i64>(), 900, "{end:?}");
+}
+
+/// The ingest function failing the first attempt at every batch of partition 0, while the
+/// other partition's batches go on concurrently.
+struct FailsPartitionZeroOnce {
+    inner: InProcessIngest,
+    failed: RefCell<Vec<i64>>,
+}
+
+impl Function for FailsPartitionZeroOnce {
+    async fn invoke(&self, event: &[u8]) -> anyhow::Result<serde_json::Value> {
+        let parsed = parse_event(event)?;
+        if let Some((_, list)) = parsed.partitions.iter().find(|(tp, _)| tp.partition == 0) {
+            let first = list[0].offset;
+            if !self.failed.borrow().contains(&first) {
+                self.failed.borrow_mut().push(first);
+                anyhow::bail!("injected failure");
+            }
+        }
+        self.inner.invoke(event).await
+    }
+}
+
+#[tokio::test]
+async fn partitions_delivered_concurrently_with_failures_land_every_record_once_and_commit_all() {
+    let broker = Broker::start(&[(TOPIC, 2)]);
+    let bootstrap = broker.bootstrap();
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    let sent = produce(&bootstrap, &["format=json", "count=1200", "seed=8"]);
+    let pipeline = icestream::IngestPipeline::new(config(&wh, &["source=json", "dedup=none"])).await.unwrap();
+    let function = FailsPartitionZeroOnce { inner: InProcessIngest::new(pipeline), failed: RefCell::default() };
+    let args = ["group=concurrent".to_string(), "batch_size=100".into(), "batching_window_ms=300000".into(), "retries=1".into(), format!("on_failure_dir={}", dir.path().join("failed").display())];
+    let stats = drain(&bootstrap, TOPIC, &function, &args).await;
+    assert_eq!((stats.records, stats.failed_batches), (1200, 0), "{stats:?}");
+    assert_eq!(stats.retries as usize, function.failed.borrow().len(), "every batch of partition 0 retried once");
+    assert!(stats.most_in_flight >= 2, "{stats:?}");
+
+    let rows = telemetry_rows(&wh).await;
+    assert_eq!(rows.len(), sent.valid, "every valid record landed");
+    let lineage: std::collections::BTreeSet<(i32, i64)> = rows.iter().map(|(l, _)| *l).collect();
+    assert_eq!(lineage.len(), rows.len(), "a record landed twice");
+    let end = committed(&group_client(&bootstrap, "concurrent"), 2);
+    assert_eq!(end.iter().map(|o| o.unwrap_or(0)).sum::<i64>(), 1200, "{end:?}");
 }

@@ -115,7 +115,9 @@ async fn two_writers_evolving_at_once_replan_one_column_each_never_two_for_one_n
     // B plans first against v1 (its `memo` and `note` take the next ids), then A commits `note`.
     let mut b = append(rows(&stale, &memo, &[r#"{"id":2,"memo":"m","note":"b"}"#], 10), &memo);
     let mut a = append(rows(&stale, &note, &[r#"{"id":1,"note":"a"}"#], 0), &note);
-    catalogs.committer.commit(&catalogs.ident("orders"), deadline(), &mut a).await.unwrap();
+    // A is another process (a committer of its own): B learns of A's commit only from the catalog.
+    let other_process = super::Committer::new(catalogs.committer.catalog().clone(), catalogs.committer.pointer().clone());
+    other_process.commit(&catalogs.ident("orders"), deadline(), &mut a).await.unwrap();
     // B starts from its stale table: the swap loses, it reloads and plans against A's schema.
     let out = catalogs.committer.commit_to(stale, deadline(), &mut b).await.unwrap();
     assert!(out.attempts >= 2, "B must have lost the first swap");

@@ -117,7 +117,13 @@ pub struct CommitOutcome {
 pub struct Committer {
     catalog: Arc<dyn Catalog>,
     pointer: Arc<dyn PointerSwap>,
+    /// Per table, what this process's last commit to it left (see [`Committer::commit_to`]).
+    landed: Arc<std::sync::Mutex<HashMap<TableIdent, LandedSlot>>>,
 }
+
+/// One table's last commit by this process, behind the lock that orders this process's swaps
+/// of that table.
+type LandedSlot = Arc<tokio::sync::Mutex<Option<Table>>>;
 
 impl std::fmt::Debug for Committer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -137,12 +143,16 @@ struct Landed {
 
 impl Committer {
     pub fn new(catalog: Arc<dyn Catalog>, pointer: Arc<dyn PointerSwap>) -> Self {
-        Self { catalog, pointer }
+        Self { catalog, pointer, landed: Arc::default() }
     }
 
     /// The same catalog with another pointer swap (tests wrap the real one to inject faults).
     pub fn with_pointer(&self, pointer: Arc<dyn PointerSwap>) -> Self {
-        Self { catalog: self.catalog.clone(), pointer }
+        Self { catalog: self.catalog.clone(), pointer, landed: self.landed.clone() }
+    }
+
+    fn landed_slot(&self, ident: &TableIdent) -> LandedSlot {
+        self.landed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entry(ident.clone()).or_default().clone()
     }
 
     pub fn catalog(&self) -> &Arc<dyn Catalog> {
@@ -161,27 +171,47 @@ impl Committer {
 
     /// [`Self::commit`] starting from `table` as the caller already loaded it (one catalog
     /// read less); attempts after a lost race reload.
+    ///
+    /// Concurrent commits of this process to one table (the esm invokes partitions
+    /// concurrently) plan side by side, but swap one at a time: a commit that finds this
+    /// process's last commit newer than the table it planned on plans again on top of that
+    /// (committed state: its watermarks are what the table holds, at least) instead of losing
+    /// a race to it. A commit by another process still makes the swap conflict, and the
+    /// attempt reloads and retries.
     pub async fn commit_to<P: Planner>(&self, table: Table, deadline: Instant, planner: &mut P) -> Result<CommitOutcome> {
         let ident = table.identifier().clone();
+        let slot = self.landed_slot(&ident);
         let mut table = Some(table);
         let mut attempt = 0u32;
         let mut backoff = FIRST_BACKOFF;
         loop {
             attempt += 1;
-            let table = match table.take() {
+            let mut table = match table.take() {
                 Some(table) => table,
                 None => self.catalog.load_table(&ident).await?,
             };
-            let Some(change) = planner.plan(&table, attempt).await? else {
+            let mut planned = planner.plan(&table, attempt).await?;
+            let mut last_landed = slot.lock().await;
+            if let Some(newer) = last_landed.as_ref().filter(|landed| !is_at_or_after(&table, landed)) {
+                table = newer.clone();
+                planned = planner.plan(&table, attempt).await?;
+            }
+            let Some(change) = planned else {
                 return Ok(CommitOutcome { snapshot_id: None, attempts: attempt, committed: false, table });
             };
             let error = match self.try_once(&table, &change).await {
                 Ok(landed) => {
+                    *last_landed = Some(landed.table.clone());
+                    drop(last_landed);
                     delete_quietly(&landed.table, landed.expired).await;
                     return Ok(CommitOutcome { snapshot_id: landed.snapshot_id, attempts: attempt, committed: true, table: landed.table });
                 }
                 Err(e) => e,
             };
+            // Whatever this process landed last is not the table's tip now (or is in doubt):
+            // the retry starts from the catalog's.
+            *last_landed = None;
+            drop(last_landed);
             if !error.is_retryable() {
                 return Err(error);
             }
@@ -241,6 +271,14 @@ impl Committer {
             },
         }
     }
+}
+
+/// Whether `table` is `landed` or a later version of it (its metadata log names `landed`'s
+/// file). A log trimmed past it reads as "not after": the caller then tries `landed`, and the
+/// conflict that follows makes the retry forget it.
+fn is_at_or_after(table: &Table, landed: &Table) -> bool {
+    let Some(landed) = landed.metadata_location() else { return false };
+    table.metadata_location() == Some(landed) || table.metadata().metadata_log().iter().any(|l| l.metadata_file == landed)
 }
 
 /// Whether `table` holds the commit that wrote metadata file `next` (and snapshot `snapshot_id`):

@@ -20,8 +20,10 @@ fn tp() -> TopicPartition {
     TopicPartition { topic: "topic".into(), partition: 0 }
 }
 
-/// Appends one (fictitious) data file covering offset `offset`, unless the watermark shows it.
+/// Appends one (fictitious) data file covering offset `offset` of `tp`, unless the watermark
+/// shows it.
 struct AppendOffset {
+    tp: TopicPartition,
     offset: i64,
     plans: u32,
 }
@@ -29,18 +31,27 @@ struct AppendOffset {
 impl Planner for AppendOffset {
     async fn plan(&mut self, table: &Table, attempt: u32) -> Result<Option<ChangeSet>> {
         self.plans += 1;
-        if Watermarks::from_properties(table.metadata().properties()).covers(&tp(), self.offset) {
+        if Watermarks::from_properties(table.metadata().properties()).covers(&self.tp, self.offset) {
             return Ok(None);
         }
-        let file = data_file(table, &format!("{}-{attempt}", self.offset));
+        let file = data_file(table, &format!("{}-{}-{attempt}-{}", self.tp.partition, self.offset, self.plans));
         let mut change = ChangeSet::append(vec![file]);
-        change.watermarks.advance(&tp(), self.offset);
+        change.watermarks.advance(&self.tp, self.offset);
         Ok(Some(change))
     }
 }
 
 fn planner(offset: i64) -> AppendOffset {
-    AppendOffset { offset, plans: 0 }
+    AppendOffset { tp: tp(), offset, plans: 0 }
+}
+
+fn planner_on(partition: i32, offset: i64) -> AppendOffset {
+    AppendOffset { tp: TopicPartition { partition, ..tp() }, offset, plans: 0 }
+}
+
+/// A committer of another process on the same catalog: it knows nothing of our commits.
+fn other_process(f: &Fixture) -> Committer {
+    Committer::new(f.catalogs.committer.catalog().clone(), f.catalogs.committer.pointer().clone())
 }
 
 fn soon() -> Instant {
@@ -190,9 +201,72 @@ async fn commit_to_uses_the_callers_table_for_the_first_attempt() {
     let table = f.load().await;
     let out = f.catalogs.committer.commit_to(table, soon(), &mut planner(5)).await.unwrap();
     assert_eq!(out.attempts, 1);
-    // A stale table: the first attempt conflicts, the second reloads.
+    // A stale table (another process committed since): the first attempt conflicts, the
+    // second reloads.
     let stale = out.table.clone();
-    f.catalogs.committer.commit(&f.ident, soon(), &mut planner(6)).await.unwrap();
+    other_process(&f).commit(&f.ident, soon(), &mut planner(6)).await.unwrap();
     let out = f.catalogs.committer.commit_to(stale, soon(), &mut planner(7)).await.unwrap();
     assert_eq!(out.attempts, 2);
+}
+
+#[tokio::test]
+async fn concurrent_commits_of_one_process_swap_in_turn_instead_of_losing_races() {
+    let f = fixture().await;
+    let table = f.load().await;
+    let committer = &f.catalogs.committer;
+    let (mut first, mut second) = (planner_on(0, 5), planner_on(1, 7));
+    // Both plan on the same table; the second swaps on top of the first.
+    let (a, b) = tokio::join!(committer.commit_to(table.clone(), soon(), &mut first), committer.commit_to(table, soon(), &mut second));
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!((a.attempts, b.attempts), (1, 1), "no race lost");
+    let loaded = f.load().await;
+    assert_eq!(loaded.metadata().snapshots().count(), 2);
+    let marks = Watermarks::from_properties(loaded.metadata().properties());
+    assert!(marks.covers(&planner_on(0, 5).tp, 5) && marks.covers(&planner_on(1, 7).tp, 7), "{marks:?}");
+    assert_readable(&loaded).await;
+}
+
+#[tokio::test]
+async fn a_commit_by_another_process_still_conflicts_and_a_fresher_table_is_used_as_given() {
+    let f = fixture().await;
+    let committer = &f.catalogs.committer;
+    let ours = committer.commit(&f.ident, soon(), &mut planner(5)).await.unwrap().table;
+    other_process(&f).commit(&f.ident, soon(), &mut planner(6)).await.unwrap();
+    // Our last commit is no longer the table's tip: the swap conflicts, the retry reloads.
+    let mut p = planner(7);
+    let out = committer.commit_to(ours, soon(), &mut p).await.unwrap();
+    assert_eq!((out.attempts, p.plans), (2, 2));
+    // A table loaded after another process's commit is newer than our last: used as given.
+    other_process(&f).commit(&f.ident, soon(), &mut planner(8)).await.unwrap();
+    let out = committer.commit_to(f.load().await, soon(), &mut planner(9)).await.unwrap();
+    assert_eq!(out.attempts, 1);
+    let loaded = f.load().await;
+    assert_eq!(loaded.metadata().snapshots().count(), 5, "every commit landed once");
+    assert!(Watermarks::from_properties(loaded.metadata().properties()).covers(&tp(), 9));
+}
+
+/// Sets one table property, nothing else.
+struct SetProperty(&'static str, &'static str);
+
+impl Planner for SetProperty {
+    async fn plan(&mut self, _table: &Table, _attempt: u32) -> Result<Option<ChangeSet>> {
+        let mut change = ChangeSet::new(iceberg::spec::Operation::Append);
+        change.properties.insert(self.0.to_string(), self.1.to_string());
+        Ok(Some(change))
+    }
+}
+
+#[tokio::test]
+async fn a_conflict_forgets_this_processs_last_commit_even_when_the_log_no_longer_names_it() {
+    let f = fixture().await;
+    let committer = &f.catalogs.committer;
+    // A metadata log of one entry: the table's log soon stops naming our last commit.
+    committer.commit(&f.ident, soon(), &mut SetProperty("write.metadata.previous-versions-max", "1")).await.unwrap();
+    committer.commit(&f.ident, soon(), &mut planner(5)).await.unwrap();
+    other_process(&f).commit(&f.ident, soon(), &mut planner(6)).await.unwrap();
+    other_process(&f).commit(&f.ident, soon(), &mut planner(7)).await.unwrap();
+    // Our last commit looks newer than the table given: tried, conflicts, then forgotten.
+    let out = committer.commit_to(f.load().await, soon(), &mut planner(8)).await.unwrap();
+    assert_eq!(out.attempts, 2);
+    assert!(Watermarks::from_properties(f.load().await.metadata().properties()).covers(&tp(), 8));
 }

@@ -167,12 +167,12 @@ impl Batch {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use icestream::event::KafkaEvent;
 
     use super::*;
 
-    fn source() -> EventSource {
+    pub(crate) fn source() -> EventSource {
         EventSource {
             event_source: "aws:kafka".into(),
             event_source_arn: "arn:aws:kafka:us-east-1:123456789012:cluster/icestream-local/x".into(),
@@ -180,7 +180,7 @@ mod tests {
         }
     }
 
-    fn record(offset: i64, value_len: usize) -> KafkaRecordIn {
+    pub(crate) fn record(offset: i64, value_len: usize) -> KafkaRecordIn {
         KafkaRecordIn {
             offset,
             timestamp_ms: 1_700_000_000_000 + offset,
@@ -193,7 +193,7 @@ mod tests {
         }
     }
 
-    fn tp(partition: i32) -> TopicPartition {
+    pub(crate) fn tp(partition: i32) -> TopicPartition {
         TopicPartition { topic: "vehicle-telemetry".into(), partition }
     }
 

@@ -48,8 +48,8 @@ pub async fn function_for(opts: &EsmOptions, function_args: &[String]) -> Result
             let config = Config::from_env_and_args(function_args)?;
             icestream::logging::init(&config.log_format);
             match kind {
-                FunctionKind::Ingest => AnyFunction::Ingest(InProcessIngest { pipeline: IngestPipeline::new(config).await? }),
-                FunctionKind::Cdc => AnyFunction::Cdc(InProcessCdc { pipeline: CdcPipeline::new(config).await? }),
+                FunctionKind::Ingest => AnyFunction::Ingest(InProcessIngest::new(IngestPipeline::new(config).await?)),
+                FunctionKind::Cdc => AnyFunction::Cdc(InProcessCdc::new(CdcPipeline::new(config).await?)),
             }
         }
     })

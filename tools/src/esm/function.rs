@@ -2,15 +2,19 @@
 //! invoke API (`cargo lambda watch`). Tests bring their own [`Function`]s.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
+use futures::FutureExt;
+use futures::future::LocalBoxFuture;
 use icestream::IngestPipeline;
 use icestream::cdc::CdcPipeline;
 
 use super::batch::Batch;
 
 /// One invocation: the event JSON in, the function's JSON result out; `Err` = the function failed.
+/// The poller calls it for several partitions at once (one call per partition at a time).
 pub trait Function {
     fn invoke(&self, event: &[u8]) -> impl Future<Output = Result<serde_json::Value>>;
 
@@ -23,41 +27,75 @@ pub trait Function {
 }
 
 /// The ingest pipeline, called directly. The deadline stands in for the Lambda timeout.
+/// Each invocation runs as a task of its own, so concurrent ones (one per partition) use
+/// every core, as separate Lambda instances would.
 pub struct InProcessIngest {
-    pub pipeline: IngestPipeline,
+    pub pipeline: Arc<IngestPipeline>,
+}
+
+impl InProcessIngest {
+    pub fn new(pipeline: IngestPipeline) -> Self {
+        Self { pipeline: Arc::new(pipeline) }
+    }
 }
 
 impl Function for InProcessIngest {
     async fn invoke(&self, event: &[u8]) -> Result<serde_json::Value> {
-        let deadline = Instant::now() + Duration::from_millis(self.pipeline.config().commit_timeout_ms);
-        let summary = self.pipeline.handle_json(event, deadline).await?;
-        Ok(serde_json::to_value(summary)?)
+        let event = icestream::event::parse_event(event)?;
+        let pipeline = self.pipeline.clone();
+        on_its_own_thread(move || async move { pipeline.handle(event, deadline(pipeline.config().commit_timeout_ms)).await }.boxed_local()).await
     }
 
     async fn invoke_batch(&self, batch: &Batch) -> Result<serde_json::Value> {
-        let deadline = Instant::now() + Duration::from_millis(self.pipeline.config().commit_timeout_ms);
-        let summary = self.pipeline.handle(batch.parsed_event()?, deadline).await?;
-        Ok(serde_json::to_value(summary)?)
+        let event = batch.parsed_event()?;
+        let pipeline = self.pipeline.clone();
+        on_its_own_thread(move || async move { pipeline.handle(event, deadline(pipeline.config().commit_timeout_ms)).await }.boxed_local()).await
     }
 }
 
-/// The CDC pipeline (changelog + guarded mirror), called directly.
+/// The CDC pipeline (changelog + guarded mirror), called directly, each invocation a task.
 pub struct InProcessCdc {
-    pub pipeline: CdcPipeline,
+    pub pipeline: Arc<CdcPipeline>,
+}
+
+impl InProcessCdc {
+    pub fn new(pipeline: CdcPipeline) -> Self {
+        Self { pipeline: Arc::new(pipeline) }
+    }
 }
 
 impl Function for InProcessCdc {
     async fn invoke(&self, event: &[u8]) -> Result<serde_json::Value> {
-        let deadline = Instant::now() + Duration::from_millis(self.pipeline.config().commit_timeout_ms);
-        let summary = self.pipeline.handle_json(event, deadline).await?;
-        Ok(serde_json::to_value(summary)?)
+        let event = icestream::event::parse_event(event)?;
+        let pipeline = self.pipeline.clone();
+        on_its_own_thread(move || async move { pipeline.handle(event, deadline(pipeline.config().commit_timeout_ms)).await }.boxed_local()).await
     }
 
     async fn invoke_batch(&self, batch: &Batch) -> Result<serde_json::Value> {
-        let deadline = Instant::now() + Duration::from_millis(self.pipeline.config().commit_timeout_ms);
-        let summary = self.pipeline.handle(batch.parsed_event()?, deadline).await?;
-        Ok(serde_json::to_value(summary)?)
+        let event = batch.parsed_event()?;
+        let pipeline = self.pipeline.clone();
+        on_its_own_thread(move || async move { pipeline.handle(event, deadline(pipeline.config().commit_timeout_ms)).await }.boxed_local()).await
     }
+}
+
+/// The Lambda timeout, from the function's `commit_timeout_ms`.
+fn deadline(timeout_ms: u64) -> Instant {
+    Instant::now() + Duration::from_millis(timeout_ms)
+}
+
+/// Run one invocation on a thread of its own (the pipeline's futures are not all `Send`, so
+/// not a spawned task); its summary as JSON. A panic fails the invocation. On a
+/// single-threaded runtime (tests) it runs in place: there is no other core to use.
+/// Boxed: the pipeline's future inline makes the caller's layout too deep for the compiler.
+async fn on_its_own_thread<S: serde::Serialize + Send + 'static>(
+    invocation: impl FnOnce() -> LocalBoxFuture<'static, icestream::Result<S>> + Send + 'static,
+) -> Result<serde_json::Value> {
+    let runtime = tokio::runtime::Handle::current();
+    let summary = match runtime.runtime_flavor() {
+        tokio::runtime::RuntimeFlavor::CurrentThread => invocation().await?,
+        _ => tokio::task::spawn_blocking(move || runtime.block_on(invocation())).await.context("the invocation panicked")??,
+    };
+    Ok(serde_json::to_value(summary)?)
 }
 
 /// A function behind the Lambda invoke API, e.g.
@@ -113,6 +151,18 @@ pub fn invoke_url(base: &str, function: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_in_process_invocation_runs_on_a_thread_of_its_own_and_a_panic_fails_it() {
+        let caller = format!("{:?}", std::thread::current().id());
+        let ran_on = on_its_own_thread(|| async { Ok::<_, icestream::Error>(format!("{:?}", std::thread::current().id())) }.boxed_local());
+        assert_ne!(ran_on.await.unwrap(), serde_json::json!(caller));
+        fn crash() -> String {
+            panic!("in the function")
+        }
+        let panicked = on_its_own_thread(|| async { Ok::<_, icestream::Error>(crash()) }.boxed_local());
+        assert!(panicked.await.unwrap_err().to_string().contains("panicked"));
+    }
 
     #[test]
     fn a_bare_base_url_gets_the_invoke_path() {

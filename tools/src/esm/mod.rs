@@ -1,8 +1,8 @@
 //! `icestream esm`: the local event source mapping. It consumes a topic (or several) with a consumer
 //! group, cuts batches like the MSK mapping ([`batch`]), invokes a [`Function`], commits the
 //! offsets only after success, and after `retries` failed attempts writes the batch to the
-//! on-failure directory and moves on. One batch is in flight at a time, so each partition is
-//! processed in order.
+//! on-failure directory and moves on. Each partition has at most one batch in flight, so its
+//! records are processed in order; partitions are invoked concurrently.
 //!
 //! Caught up (`drain=true`) is judged from what fetches return, never from ListOffsets:
 //! librdkafka reports a partition's end when its fetch position reaches the high watermark
@@ -12,6 +12,7 @@
 pub mod batch;
 pub mod failure;
 pub mod function;
+pub mod lanes;
 pub mod command;
 pub mod options;
 pub mod size;
@@ -23,7 +24,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use futures::FutureExt;
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
 use icestream::event::{KafkaRecordIn, LOCAL_CLUSTER_ARN, TopicPartition};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -32,7 +34,8 @@ use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use serde::Serialize;
 
 use crate::kafka::client_config;
-use batch::{Batch, BatchBuilder, EventSource, MAX_PAYLOAD_BYTES, Rejected};
+use batch::{Batch, EventSource, MAX_PAYLOAD_BYTES};
+use lanes::{Delivered, InFlight, Lanes, Pushed};
 use failure::{Condition, write_failed_batch};
 pub use function::Function;
 pub use options::{ESM_OPTIONS, EsmOptions, FunctionKind, Invoke};
@@ -62,6 +65,23 @@ pub struct EsmStats {
     /// Largest batch sent, records and bytes.
     pub largest_batch_records: u64,
     pub largest_batch_bytes: u64,
+    /// Most batches in flight at once (at most one per partition).
+    pub most_in_flight: u64,
+}
+
+impl EsmStats {
+    /// Fold in what one delivery did.
+    fn add(&mut self, other: &EsmStats) {
+        self.batches += other.batches;
+        self.records += other.records;
+        self.bytes += other.bytes;
+        self.retries += other.retries;
+        self.failed_batches += other.failed_batches;
+        self.failed_records += other.failed_records;
+        self.largest_batch_records = self.largest_batch_records.max(other.largest_batch_records);
+        self.largest_batch_bytes = self.largest_batch_bytes.max(other.largest_batch_bytes);
+        self.most_in_flight = self.most_in_flight.max(other.most_in_flight);
+    }
 }
 
 /// Remembers revoked partitions so records already buffered for them are dropped (the new
@@ -171,25 +191,35 @@ impl Poller {
     }
 
     /// Poll, batch and invoke until `stop` resolves (or, with `drain`, until caught up).
-    /// A batch still open at `stop` is neither invoked nor committed: the next run re-reads it.
+    /// Each partition fills its own batches and has at most one in flight ([`lanes`]); a
+    /// partition's offsets are committed once its batch is done. A batch not yet invoked at
+    /// `stop` is not committed (the next run re-reads it); batches in flight finish first.
     pub async fn run<F: Function>(&self, function: &F, stop: impl Future<Output = ()>) -> Result<EsmStats> {
-        let mut stats = EsmStats::default();
-        let mut builder = BatchBuilder::new(self.source.clone(), self.opts.batch_size, MAX_PAYLOAD_BYTES);
-        let mut opened: Option<Instant> = None;
+        let mut lanes = Lanes::new(self.source.clone(), self.opts.batch_size);
+        let mut in_flight: InFlight<'_> = FuturesUnordered::new();
         let mut at_end: BTreeSet<i32> = BTreeSet::new();
         tokio::pin!(stop);
         loop {
-            let wait = opened.map_or(IDLE_WAIT, |t| self.opts.batching_window.saturating_sub(t.elapsed()));
+            let wait = lanes.next_window_end(self.opts.batching_window).map_or(IDLE_WAIT, |end| end.saturating_duration_since(Instant::now()));
             let waited = Instant::now();
             let polled = tokio::select! {
                 biased;
-                _ = &mut stop => return Ok(stats),
-                polled = tokio::time::timeout(wait, self.consumer.recv()) => polled,
+                _ = &mut stop => {
+                    while let Some(done) = in_flight.next().await {
+                        self.settle(done?, &mut lanes)?;
+                    }
+                    return Ok(lanes.stats);
+                }
+                Some(done) = in_flight.next(), if !in_flight.is_empty() => {
+                    self.settle(done?, &mut lanes)?;
+                    None
+                }
+                polled = tokio::time::timeout(wait, self.consumer.recv()) => polled.ok(),
             };
             self.phases.lock().expect("not poisoned").wait += waited.elapsed();
             let mut may_be_caught_up = true;
-            let mut next = polled.ok();
-            // Then what librdkafka already holds, without a timer each, while the batch has room.
+            let mut next = polled;
+            // Then what librdkafka already holds, without a timer each.
             let mut taken = 0;
             while let Some(result) = next.take() {
                 match result {
@@ -200,7 +230,7 @@ impl Poller {
                         drop(message);
                         at_end.remove(&tp.partition);
                         self.phases.lock().expect("not poisoned").build += started.elapsed();
-                        self.add(&mut builder, &mut opened, tp, record, function, &mut stats).await?;
+                        self.add(&mut lanes, &mut in_flight, tp, record, function).await?;
                     }
                     Err(KafkaError::PartitionEOF(partition)) => {
                         at_end.insert(partition);
@@ -209,30 +239,77 @@ impl Poller {
                     Err(e) => tracing::warn!("kafka: {e}"),
                 }
                 // Callbacks (a revocation among them) are served inside `recv`.
-                self.drop_revoked(&mut builder, &mut at_end);
+                self.drop_revoked(&mut lanes, &mut at_end);
                 taken += 1;
-                if taken < MAX_TAKEN_AT_ONCE && !builder.is_full() {
+                if taken < MAX_TAKEN_AT_ONCE {
                     next = self.consumer.recv().now_or_never();
                 }
             }
-            self.drop_revoked(&mut builder, &mut at_end);
+            self.drop_revoked(&mut lanes, &mut at_end);
             let caught_up = self.opts.drain && may_be_caught_up && self.caught_up(&at_end)?;
-            let window_over = opened.is_some_and(|t| t.elapsed() >= self.opts.batching_window);
-            if !builder.is_empty() && (builder.is_full() || window_over || caught_up) {
-                opened = None;
-                self.deliver(builder.take(), function, &mut stats).await?;
-            }
-            if caught_up && builder.is_empty() {
-                return Ok(stats);
+            lanes.close_windows(self.opts.batching_window, caught_up);
+            self.dispatch_ready(&mut lanes, &mut in_flight, function)?;
+            if caught_up && in_flight.is_empty() && lanes.is_empty() {
+                return Ok(lanes.stats);
             }
         }
     }
 
+    /// Invoke the next batch of every idle partition, and poll the deliveries once: new
+    /// invocations start now rather than after the messages at hand are batched.
+    fn dispatch_ready<'a, F: Function>(&'a self, lanes: &mut Lanes, in_flight: &mut InFlight<'a>, function: &'a F) -> Result<()> {
+        loop {
+            for (tp, batch) in lanes.take_ready() {
+                in_flight.push(Box::pin(self.deliver(tp, batch, function)));
+            }
+            lanes.stats.most_in_flight = lanes.stats.most_in_flight.max(in_flight.len() as u64);
+            match in_flight.next().now_or_never() {
+                Some(Some(done)) => self.settle(done?, lanes)?,
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    /// Settle deliveries (committing each one's offsets, invoking what is next) until `done`.
+    async fn settle_until<'a, F: Function>(
+        &'a self,
+        lanes: &mut Lanes,
+        in_flight: &mut InFlight<'a>,
+        function: &'a F,
+        done: impl Fn(&Lanes) -> bool,
+    ) -> Result<()> {
+        loop {
+            self.dispatch_ready(lanes, in_flight, function)?;
+            if done(lanes) {
+                return Ok(());
+            }
+            let delivered = in_flight.next().await.context("waiting for a partition that has nothing in flight")?;
+            self.settle(delivered?, lanes)?;
+        }
+    }
+
+    /// A delivery finished: commit its offsets (unless its partition was revoked meanwhile:
+    /// the new owner re-reads them) and free its lane.
+    fn settle(&self, done: Delivered, lanes: &mut Lanes) -> Result<()> {
+        let lane = lanes.by_partition.get_mut(&done.lane);
+        if lane.as_ref().is_some_and(|l| l.revoked_in_flight) {
+            tracing::info!(partition = %done.lane, "partition revoked while its batch was in flight: offsets left to the new owner");
+        } else {
+            self.commit(&done.batch)?;
+        }
+        if let Some(lane) = lane {
+            lane.busy = false;
+            lane.revoked_in_flight = false;
+        }
+        lanes.stats.add(&done.stats);
+        Ok(())
+    }
+
     /// Forget what is buffered of partitions revoked since the last look.
-    fn drop_revoked(&self, builder: &mut BatchBuilder, at_end: &mut BTreeSet<i32>) {
+    fn drop_revoked(&self, lanes: &mut Lanes, at_end: &mut BTreeSet<i32>) {
         if self.consumer.context().rebalanced.swap(false, Ordering::AcqRel) {
             let revoked: Vec<i32> = std::mem::take(&mut *self.consumer.context().revoked.lock().expect("not poisoned"));
-            builder.retain_partitions(|tp| !revoked.contains(&tp.partition));
+            lanes.revoke(&revoked);
             at_end.retain(|p| !revoked.contains(p));
         }
     }
@@ -244,7 +321,7 @@ impl Poller {
         let ms = |d: Duration| d.as_millis();
         format!(
             "phases: group join {} ms (from connect to the first assignment), waiting for the broker {} ms (the join included), \
-             records and batches {} ms, invocations {} ms (the function's own duration_ms {} ms, of which table commits {} ms), \
+             records and batches {} ms, invocations {} ms summed over concurrent ones (the function's own duration_ms {} ms, of which table commits {} ms), \
              offset commits {} ms",
             assigned.map_or_else(|| "-".to_string(), |d| ms(d).to_string()),
             ms(p.wait),
@@ -263,44 +340,42 @@ impl Poller {
         Ok(!assigned.is_empty() && assigned.iter().all(|e| at_end.contains(&e.partition())))
     }
 
-    async fn add<F: Function>(
-        &self,
-        builder: &mut BatchBuilder,
-        opened: &mut Option<Instant>,
+    async fn add<'a, F: Function>(
+        &'a self,
+        lanes: &mut Lanes,
+        in_flight: &mut InFlight<'a>,
         tp: TopicPartition,
         record: KafkaRecordIn,
-        function: &F,
-        stats: &mut EsmStats,
+        function: &'a F,
     ) -> Result<()> {
         let started = Instant::now();
-        let pushed = builder.push(&tp, record);
+        let pushed = lanes.push(&tp, record)?;
         self.phases.lock().expect("not poisoned").build += started.elapsed();
         match pushed {
-            Ok(()) => {
-                opened.get_or_insert_with(Instant::now);
-            }
-            Err(Rejected::Full(record)) => {
-                self.deliver(builder.take(), function, stats).await?;
-                builder.push(&tp, record).expect("a record under the cap fits an empty batch");
-                *opened = Some(Instant::now());
-            }
-            Err(Rejected::TooLarge(record, bytes)) => {
-                // Earlier records of the batch go first: offsets commit in order.
-                if !builder.is_empty() {
-                    self.deliver(builder.take(), function, stats).await?;
+            Pushed::Added => {}
+            Pushed::Cut => {
+                self.dispatch_ready(lanes, in_flight, function)?;
+                if lanes.is_backed_up(&tp) {
+                    self.settle_until(lanes, in_flight, function, |l| !l.is_backed_up(&tp)).await?;
                 }
-                *opened = None;
-                let batch = builder.event_for(&tp, record);
+            }
+            Pushed::TooLarge(record, bytes) => {
+                // Earlier records of the partition go first: offsets commit in order.
+                lanes.cut(&tp);
+                self.settle_until(lanes, in_flight, function, |l| l.is_idle(&tp)).await?;
+                let batch = lanes.event_for(&tp, record);
                 let error = format!("the record alone makes a {bytes}-byte event, over the {MAX_PAYLOAD_BYTES}-byte payload cap");
-                self.discard(&batch, Condition::PayloadTooLarge, 0, &error, stats)?;
+                self.discard(&batch, Condition::PayloadTooLarge, 0, &error, &mut lanes.stats)?;
                 self.commit(&batch)?;
             }
         }
         Ok(())
     }
 
-    /// Invoke until success or `retries` retries are spent, then commit the batch's offsets.
-    async fn deliver<F: Function>(&self, batch: Batch, function: &F, stats: &mut EsmStats) -> Result<()> {
+    /// Invoke until success or `retries` retries are spent (then discard the batch to the
+    /// on-failure directory). The caller commits the offsets.
+    async fn deliver<F: Function>(&self, lane: TopicPartition, batch: Batch, function: &F) -> Result<Delivered> {
+        let mut stats = EsmStats::default();
         let mut attempts = 0u32;
         loop {
             attempts += 1;
@@ -321,8 +396,8 @@ impl Poller {
                     stats.batches += 1;
                     stats.records += batch.count as u64;
                     stats.bytes += batch.bytes as u64;
-                    stats.largest_batch_records = stats.largest_batch_records.max(batch.count as u64);
-                    stats.largest_batch_bytes = stats.largest_batch_bytes.max(batch.bytes as u64);
+                    stats.largest_batch_records = batch.count as u64;
+                    stats.largest_batch_bytes = batch.bytes as u64;
                     break;
                 }
                 Err(e) if attempts <= self.opts.retries => {
@@ -332,12 +407,12 @@ impl Poller {
                     tokio::time::sleep(backoff).await;
                 }
                 Err(e) => {
-                    self.discard(&batch, Condition::RetryAttemptsExhausted, attempts, &format!("{e:#}"), stats)?;
+                    self.discard(&batch, Condition::RetryAttemptsExhausted, attempts, &format!("{e:#}"), &mut stats)?;
                     break;
                 }
             }
         }
-        self.commit(&batch)
+        Ok(Delivered { lane, batch, stats })
     }
 
     fn discard(&self, batch: &Batch, condition: Condition, attempts: u32, error: &str, stats: &mut EsmStats) -> Result<()> {
