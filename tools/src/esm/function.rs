@@ -10,6 +10,7 @@ use futures::FutureExt;
 use futures::future::LocalBoxFuture;
 use icestream::IngestPipeline;
 use icestream::cdc::CdcPipeline;
+use icestream::event::ParsedEvent;
 
 use super::batch::Batch;
 
@@ -26,55 +27,63 @@ pub trait Function {
     }
 }
 
-/// The ingest pipeline, called directly. The deadline stands in for the Lambda timeout.
-/// Each invocation runs as a task of its own, so concurrent ones (one per partition) use
-/// every core, as separate Lambda instances would.
-pub struct InProcessIngest {
-    pub pipeline: Arc<IngestPipeline>,
+/// A library pipeline the poller can call in this process: ingest or CDC.
+pub trait Pipeline: Send + Sync + 'static {
+    type Summary: serde::Serialize + Send + 'static;
+    fn handle(&self, event: ParsedEvent, deadline: Instant) -> impl Future<Output = icestream::Result<Self::Summary>>;
+    /// What stands in for the Lambda timeout.
+    fn timeout_ms(&self) -> u64;
 }
 
-impl InProcessIngest {
-    pub fn new(pipeline: IngestPipeline) -> Self {
-        Self { pipeline: Arc::new(pipeline) }
+impl Pipeline for IngestPipeline {
+    type Summary = icestream::Summary;
+    fn handle(&self, event: ParsedEvent, deadline: Instant) -> impl Future<Output = icestream::Result<Self::Summary>> {
+        IngestPipeline::handle(self, event, deadline)
+    }
+    fn timeout_ms(&self) -> u64 {
+        self.config().commit_timeout_ms
     }
 }
 
-impl Function for InProcessIngest {
-    async fn invoke(&self, event: &[u8]) -> Result<serde_json::Value> {
-        let event = icestream::event::parse_event(event)?;
+impl Pipeline for CdcPipeline {
+    type Summary = icestream::cdc::CdcSummary;
+    fn handle(&self, event: ParsedEvent, deadline: Instant) -> impl Future<Output = icestream::Result<Self::Summary>> {
+        CdcPipeline::handle(self, event, deadline)
+    }
+    fn timeout_ms(&self) -> u64 {
+        self.config().commit_timeout_ms
+    }
+}
+
+/// A pipeline called directly. Each invocation runs on a thread of its own, so concurrent ones
+/// (one per partition) use every core, as separate Lambda instances would.
+pub struct InProcess<P> {
+    pub pipeline: Arc<P>,
+}
+
+/// The ingest pipeline in this process.
+pub type InProcessIngest = InProcess<IngestPipeline>;
+/// The CDC pipeline (changelog + guarded mirror) in this process.
+pub type InProcessCdc = InProcess<CdcPipeline>;
+
+impl<P: Pipeline> InProcess<P> {
+    pub fn new(pipeline: P) -> Self {
+        Self { pipeline: Arc::new(pipeline) }
+    }
+
+    async fn run(&self, event: ParsedEvent) -> Result<serde_json::Value> {
         let pipeline = self.pipeline.clone();
-        on_its_own_thread(move || async move { pipeline.handle(event, deadline(pipeline.config().commit_timeout_ms)).await }.boxed_local()).await
+        on_its_own_thread(move || async move { pipeline.handle(event, deadline(pipeline.timeout_ms())).await }.boxed_local()).await
+    }
+}
+
+impl<P: Pipeline> Function for InProcess<P> {
+    async fn invoke(&self, event: &[u8]) -> Result<serde_json::Value> {
+        self.run(icestream::event::parse_event(event)?).await
     }
 
     async fn invoke_batch(&self, batch: &Batch) -> Result<serde_json::Value> {
-        let event = batch.parsed_event()?;
-        let pipeline = self.pipeline.clone();
-        on_its_own_thread(move || async move { pipeline.handle(event, deadline(pipeline.config().commit_timeout_ms)).await }.boxed_local()).await
-    }
-}
-
-/// The CDC pipeline (changelog + guarded mirror), called directly, each invocation a task.
-pub struct InProcessCdc {
-    pub pipeline: Arc<CdcPipeline>,
-}
-
-impl InProcessCdc {
-    pub fn new(pipeline: CdcPipeline) -> Self {
-        Self { pipeline: Arc::new(pipeline) }
-    }
-}
-
-impl Function for InProcessCdc {
-    async fn invoke(&self, event: &[u8]) -> Result<serde_json::Value> {
-        let event = icestream::event::parse_event(event)?;
-        let pipeline = self.pipeline.clone();
-        on_its_own_thread(move || async move { pipeline.handle(event, deadline(pipeline.config().commit_timeout_ms)).await }.boxed_local()).await
-    }
-
-    async fn invoke_batch(&self, batch: &Batch) -> Result<serde_json::Value> {
-        let event = batch.parsed_event()?;
-        let pipeline = self.pipeline.clone();
-        on_its_own_thread(move || async move { pipeline.handle(event, deadline(pipeline.config().commit_timeout_ms)).await }.boxed_local()).await
+        self.run(batch.parsed_event()?).await
     }
 }
 
