@@ -24,6 +24,8 @@ pub mod failpoint;
 pub mod freshness;
 pub mod generate;
 pub mod ingest;
+#[cfg(feature = "aws")]
+pub mod lambda;
 pub mod logging;
 pub mod manifest_cache;
 pub mod maintenance;

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use icestream::Config;
 use icestream::cdc::{CdcPipeline, CdcSummary};
-use icestream::event::{KafkaEvent, from_kafka_event};
-use lambda_runtime::{Error, LambdaEvent, service_fn};
+use icestream::event::parse_event;
+use lambda_runtime::{Context, Error};
 
 /// Time kept back from the invocation deadline to report the outcome.
 const REPLY_MARGIN_MS: u64 = 1_500;
@@ -20,16 +20,17 @@ async fn main() -> Result<(), Error> {
     // The knobs this function reads: icestream::deployment::CDC (checked against Terraform).
     icestream::deployment::CDC.warn_unread_knobs();
     let pipeline = Arc::new(CdcPipeline::new(config).await?);
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<KafkaEvent>| {
+    // The event is read from the invocation's raw body by our parser (icestream::lambda).
+    icestream::lambda::run(move |event: bytes::Bytes, context: Context| {
         let pipeline = pipeline.clone();
-        async move { handle(&pipeline, event).await }
-    }))
+        async move { handle(&pipeline, &event, &context).await }
+    })
     .await
 }
 
-async fn handle(pipeline: &CdcPipeline, event: LambdaEvent<KafkaEvent>) -> Result<CdcSummary, Error> {
-    let deadline = icestream::logging::deadline_from_epoch_ms(event.context.deadline, REPLY_MARGIN_MS);
-    let parsed = from_kafka_event(event.payload)?;
+async fn handle(pipeline: &CdcPipeline, event: &[u8], context: &Context) -> Result<CdcSummary, Error> {
+    let deadline = icestream::logging::deadline_from_epoch_ms(context.deadline, REPLY_MARGIN_MS);
+    let parsed = parse_event(event)?;
     let summary = pipeline.handle(parsed, deadline).await?;
     println!("{}", icestream::metrics::emf_line_of("cdc", &summary.metrics()));
     Ok(summary)
