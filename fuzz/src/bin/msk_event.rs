@@ -1,11 +1,14 @@
-//! The MSK / self-managed Kafka event parser: any bytes either parse or fail with an error;
-//! a parsed event renders back to JSON that parses to the same records.
+//! The MSK / self-managed Kafka event parser: any bytes either parse or fail with an error, the
+//! same as the serde path alone gives (the scan that reads the mapping's own form agrees with
+//! it); a parsed event renders back to JSON that parses to the same records.
 #![no_main]
 
-use icestream::event::{event_json, parse_event};
+use icestream::event::{event_json, parse_event, parse_event_with_serde};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
+    let outcome = |p: icestream::Result<icestream::event::ParsedEvent>| p.map(|p| (p.event_source, p.partitions)).map_err(|e| e.to_string());
+    assert_eq!(outcome(parse_event(data)), outcome(parse_event_with_serde(data)), "the scan and serde disagree");
     let Ok(parsed) = parse_event(data) else { return };
     let source = parsed.event_source.clone().unwrap_or_else(|| "aws:kafka".into());
     let json = event_json(&source, "arn", "b-1:9092", &parsed.partitions).to_string();

@@ -1,0 +1,321 @@
+//! The fast path of [`super::parse_event`]: the event as the event source mapping writes it
+//! (compact JSON, strings without escapes, plain integers), read in one forward scan straight
+//! into the records. Anything else (white space, an escape, a fraction or exponent, a field of an
+//! unexpected type, a duplicate field, `valueSchemaMetadata`, a value serde would refuse) makes
+//! it return `None`, and the whole event goes to the serde path, which reads it or names what is
+//! wrong. So an event gives the same records, or the same error, either way: unit tests,
+//! property tests and `make fuzz` check the two against each other.
+//!
+//! Why not serde alone: its generic visitors cost ~9k instructions a record of this shape, a
+//! header's 13 signed bytes (`[105,99,...]`, one JSON number each) 3.9k of them (callgrind); SIMD
+//! parsers through serde (sonic-rs) or their tape (simd-json) measured slower still on this text.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use super::{Filing, Headers, KafkaEvent, RawRecord, Records, Text};
+
+/// The event, when it is in the mapping's own form; `None` sends it to the serde path.
+pub(super) fn scan_event(text: &str) -> Option<KafkaEvent> {
+    // A control character is white space between tokens or serde's error to name in a string:
+    // either way not the mapping's form. Checked 64 bytes at a time without an early exit, so
+    // the compiler compares them side by side.
+    if text.as_bytes().chunks(64).any(|chunk| chunk.iter().fold(0u8, |seen, &b| seen | u8::from(b < 0x20)) != 0) {
+        return None;
+    }
+    let mut c = Cursor { text, i: 0 };
+    let mut event = KafkaEvent::default();
+    let mut seen = [false; 4];
+    c.object(|c, name| {
+        let field = ["eventSource", "eventSourceArn", "bootstrapServers", "records"].iter().position(|f| *f == name)?;
+        if std::mem::replace(&mut seen[field], true) {
+            return None;
+        }
+        match field {
+            0 => event.event_source = c.nullable_string()?.map(str::to_owned),
+            1 => event.event_source_arn = c.nullable_string()?.map(str::to_owned),
+            2 => event.bootstrap_servers = c.nullable_string()?.map(str::to_owned),
+            _ => event.records = if c.null() { None } else { Some(records(c)?) },
+        }
+        Some(())
+    })?;
+    (c.i == text.len()).then_some(event)
+}
+
+/// `{"topic-partition": [record, ...], ...}`, each group filed as the serde path files it.
+fn records(c: &mut Cursor) -> Option<Records> {
+    let mut out = BTreeMap::new();
+    c.object(|c, key| {
+        let mut filing = Filing::new(key, &mut out);
+        // A record the filing refuses (partition out of range, no topic): serde names it.
+        c.array(|c| filing.push(record(c)?).ok())?;
+        filing.finish();
+        Some(())
+    })?;
+    Some(Records(out))
+}
+
+fn record<'a>(c: &mut Cursor<'a>) -> Option<RawRecord<'a>> {
+    let (mut topic, mut partition, mut offset, mut timestamp) = (None, None, None, None);
+    let (mut key, mut value, mut headers) = (None, None, None);
+    c.object(|c, name| match name {
+        "topic" => once(&mut topic, c.nullable_string()?),
+        "partition" => once(&mut partition, c.integer()?),
+        "offset" => once(&mut offset, c.integer()?),
+        "timestamp" => once(&mut timestamp, c.integer()?),
+        "key" => once(&mut key, c.nullable_string()?),
+        "value" => once(&mut value, c.nullable_string()?),
+        "headers" => once(&mut headers, header_list(c)?),
+        "valueSchemaMetadata" => None,
+        // `timestampType` and whatever else the mapping adds: ignored, as serde ignores them.
+        _ => c.scalar(),
+    })?;
+    let text = |s: Option<Option<&'a str>>| s.flatten().map(|s| Text(Cow::Borrowed(s)));
+    Some(RawRecord {
+        topic: text(topic),
+        partition: partition?,
+        offset: offset?,
+        timestamp: timestamp?,
+        key: text(key),
+        value: text(value),
+        headers: headers.unwrap_or_default(),
+        value_schema_metadata: None,
+    })
+}
+
+/// `[{"name": [signed bytes], ...}, ...]`.
+fn header_list(c: &mut Cursor) -> Option<Headers> {
+    let mut out = Vec::new();
+    c.array(|c| {
+        c.object(|c, name| {
+            let mut bytes = Vec::with_capacity(16);
+            c.array(|c| {
+                bytes.push(i8::try_from(c.integer()?).ok()? as u8);
+                Some(())
+            })?;
+            out.push((name.to_owned(), bytes));
+            Some(())
+        })
+    })?;
+    Some(Headers(out))
+}
+
+/// A field seen twice is serde's error to name.
+fn once<T>(slot: &mut Option<T>, value: T) -> Option<()> {
+    slot.replace(value).is_none().then_some(())
+}
+
+/// A position in the event text.
+struct Cursor<'a> {
+    text: &'a str,
+    i: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn rest(&self) -> &'a [u8] {
+        &self.text.as_bytes()[self.i..]
+    }
+
+    fn eat(&mut self, byte: u8) -> bool {
+        let hit = self.rest().first() == Some(&byte);
+        self.i += usize::from(hit);
+        hit
+    }
+
+    /// `{"name": value, ...}`, `member` reading each value.
+    fn object(&mut self, mut member: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+        if !self.eat(b'{') {
+            return None;
+        }
+        if self.eat(b'}') {
+            return Some(());
+        }
+        loop {
+            let name = self.string()?;
+            if !self.eat(b':') {
+                return None;
+            }
+            member(self, name)?;
+            if !self.eat(b',') {
+                return self.eat(b'}').then_some(());
+            }
+        }
+    }
+
+    /// `[element, ...]`, `element` reading each.
+    fn array(&mut self, mut element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        if !self.eat(b'[') {
+            return None;
+        }
+        if self.eat(b']') {
+            return Some(());
+        }
+        loop {
+            element(self)?;
+            if !self.eat(b',') {
+                return self.eat(b']').then_some(());
+            }
+        }
+    }
+
+    /// A string without escapes or control characters, borrowed.
+    fn string(&mut self) -> Option<&'a str> {
+        if !self.eat(b'"') {
+            return None;
+        }
+        // No control characters anywhere ([`scan_event`] checked), so the first quote ends it.
+        let len = memchr::memchr2(b'"', b'\\', self.rest())?;
+        if self.rest()[len] != b'"' {
+            return None;
+        }
+        // Both ends are ASCII quotes, so both are char boundaries.
+        let s = &self.text[self.i..self.i + len];
+        self.i += len + 1;
+        Some(s)
+    }
+
+    fn null(&mut self) -> bool {
+        let hit = self.rest().starts_with(b"null");
+        self.i += if hit { 4 } else { 0 };
+        hit
+    }
+
+    fn nullable_string(&mut self) -> Option<Option<&'a str>> {
+        if self.null() { Some(None) } else { self.string().map(Some) }
+    }
+
+    /// A JSON integer in the i64 range: no fraction, exponent, leading zero or `-0`.
+    fn integer(&mut self) -> Option<i64> {
+        let rest = self.rest();
+        let sign = usize::from(rest.first() == Some(&b'-'));
+        // Up to 19 digits: that many cannot overflow a u64.
+        let (mut digits, mut magnitude) = (0, 0u64);
+        while let Some(d) = rest.get(sign + digits).map(|b| b.wrapping_sub(b'0')).filter(|d| *d <= 9) {
+            if digits == 19 {
+                return None;
+            }
+            magnitude = magnitude * 10 + u64::from(d);
+            digits += 1;
+        }
+        let leading_zero = digits > 1 && rest[sign] == b'0';
+        if digits == 0 || leading_zero || matches!(rest.get(sign + digits), Some(b'.' | b'e' | b'E')) {
+            return None;
+        }
+        let value = match sign {
+            0 => i64::try_from(magnitude).ok()?,
+            _ if magnitude == 0 || magnitude > i64::MIN.unsigned_abs() => return None,
+            _ => 0i64.wrapping_sub_unsigned(magnitude),
+        };
+        self.i += sign + digits;
+        Some(value)
+    }
+
+    /// A string, integer or null, skipped.
+    fn scalar(&mut self) -> Option<()> {
+        match self.rest().first()? {
+            b'"' => self.string().map(drop),
+            b'n' => self.null().then_some(()),
+            _ => self.integer().map(drop),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{event_json, parse_event, parse_event_with_serde};
+    use super::*;
+    use crate::event::{KafkaRecordIn, TopicPartition};
+
+    /// The scan's reading of `text`, checked against serde's: `Some` only with the same records.
+    fn scanned(text: &str) -> Option<crate::event::ParsedEvent> {
+        let event = scan_event(text)?;
+        let scanned = crate::event::from_kafka_event(event).unwrap();
+        let serde = parse_event_with_serde(text.as_bytes()).unwrap();
+        assert_eq!((&scanned.event_source, &scanned.partitions), (&serde.event_source, &serde.partitions), "{text}");
+        Some(scanned)
+    }
+
+    /// AWS's example MSK event (Lambda developer guide, "Using Lambda with Amazon MSK").
+    const AWS_EXAMPLE: &str = r#"{"eventSource":"aws:kafka","eventSourceArn":"arn:aws:kafka:us-east-1:123456789012:cluster/vpc-2priv-2pub/751d2973-a626-431c-9d4e-d7975eb44dd7-2","bootstrapServers":"b-2.demo-cluster-1.a1bcde.c1.kafka.us-east-1.amazonaws.com:9092,b-1.demo-cluster-1.a1bcde.c1.kafka.us-east-1.amazonaws.com:9092","records":{"mytopic-0":[{"topic":"mytopic","partition":0,"offset":15,"timestamp":1545084650987,"timestampType":"CREATE_TIME","key":"abcDEFghiJKLmnoPQRstuVWXyz1234==","value":"SGVsbG8sIHRoaXMgaXMgYSB0ZXN0Lg==","headers":[{"headerKey":[104,101,97,100,101,114,86,97,108,117,101]}]}]}}"#;
+
+    #[test]
+    fn the_mappings_own_events_take_the_scan() {
+        let parsed = scanned(AWS_EXAMPLE).expect("AWS's example is in the mapping's form");
+        let r = &parsed.partitions[&TopicPartition { topic: "mytopic".into(), partition: 0 }][0];
+        assert_eq!(r.headers, vec![("headerKey".to_string(), b"headerValue".to_vec())]);
+        assert_eq!(r.value.as_deref(), Some(&b"Hello, this is a test."[..]));
+        // What the generator and the esm render (keys sorted, nulls, empty lists, negative bytes).
+        let text = r#"{"bootstrapServers":null,"eventSource":"SelfManagedKafka","records":{"a-b-3":[{"headers":[],"key":null,"offset":-5,"partition":3,"timestamp":0,"value":"%%"},{"headers":[{"h":[-128,0,127]},{"h":[]}],"offset":9223372036854775807,"partition":3,"timestamp":-9223372036854775808,"topic":"a-b"}],"x-1":[]}}"#;
+        let parsed = scanned(text).expect("a rendered event takes the scan");
+        let rs = &parsed.partitions[&TopicPartition { topic: "a-b".into(), partition: 3 }];
+        assert!(rs[0].value_error.as_deref().is_some_and(|e| e.contains("not base64")), "{rs:?}");
+        assert_eq!(rs[1].headers, vec![("h".to_string(), vec![128, 0, 127]), ("h".to_string(), vec![])]);
+    }
+
+    #[test]
+    fn anything_else_goes_to_serde_with_the_same_result() {
+        let serde_only = [
+            // White space, an escape, a fraction, an exponent, a leading zero, `-0`.
+            AWS_EXAMPLE.replace(r#""offset":15,"#, r#""offset": 15,"#),
+            AWS_EXAMPLE.replace(r#""topic":"mytopic""#, r#""topic":"my\u0074opic""#),
+            AWS_EXAMPLE.replace("1545084650987", "1545084650987.0"),
+            AWS_EXAMPLE.replace("1545084650987", "1.5e12"),
+            AWS_EXAMPLE.replace(r#""offset":15"#, r#""offset":015"#),
+            AWS_EXAMPLE.replace(r#""offset":15"#, r#""offset":-0"#),
+            // A duplicate field, an unknown top-level field, an object where a scalar is ignored.
+            AWS_EXAMPLE.replace(r#""offset":15"#, r#""offset":15,"offset":16"#),
+            AWS_EXAMPLE.replace(r#""eventSource""#, r#""extra":1,"eventSource""#),
+            AWS_EXAMPLE.replace(r#""timestampType":"CREATE_TIME""#, r#""timestampType":{"a":1}"#),
+            AWS_EXAMPLE.replace(r#""headers""#, r#""valueSchemaMetadata":{"dataFormat":"AVRO","schemaId":"1"},"headers""#),
+            // Values serde refuses: a header byte out of range, a partition out of range, no
+            // partition, a string partition, trailing text.
+            AWS_EXAMPLE.replace("[104,", "[300,"),
+            AWS_EXAMPLE.replace(r#""partition":0"#, r#""partition":4294967296"#),
+            AWS_EXAMPLE.replace(r#""partition":0,"#, ""),
+            AWS_EXAMPLE.replace(r#""partition":0"#, r#""partition":"0""#),
+            AWS_EXAMPLE.replace(r#""offset":15"#, r#""offset":9223372036854775808"#),
+            AWS_EXAMPLE.replace(r#""offset":15"#, r#""offset":-9223372036854775809"#),
+            AWS_EXAMPLE.replace(r#""offset":15"#, r#""offset":123456789012345678901"#),
+            AWS_EXAMPLE.replace(r#""topic":"mytopic""#, "\"topic\":\"my\ttopic\""),
+            format!("{AWS_EXAMPLE} "),
+            format!("{AWS_EXAMPLE}x"),
+        ];
+        for text in &serde_only {
+            assert!(scan_event(text).is_none(), "the scan took {text}");
+            let fast = parse_event(text.as_bytes()).map(|p| p.partitions).map_err(|e| e.to_string());
+            let serde = parse_event_with_serde(text.as_bytes()).map(|p| p.partitions).map_err(|e| e.to_string());
+            assert_eq!(fast, serde, "{text}");
+        }
+        assert!(parse_event(serde_only[0].as_bytes()).is_ok() && parse_event(serde_only[1].as_bytes()).is_ok());
+    }
+
+    fn record_strategy() -> impl proptest::strategy::Strategy<Value = KafkaRecordIn> {
+        use proptest::prelude::*;
+        let bytes = || proptest::collection::vec(any::<u8>(), 0..24);
+        (any::<i64>(), any::<i64>(), proptest::option::of(bytes()), proptest::option::of(bytes()),
+         proptest::collection::vec(("[a-z\"\\\\é]{0,4}", bytes()), 0..3))
+            .prop_map(|(offset, timestamp_ms, key, value, headers)| KafkaRecordIn {
+                offset, timestamp_ms, key, value, value_error: None, headers, value_schema: None,
+            })
+    }
+
+    proptest::proptest! {
+        /// Rendered compactly, any event takes the scan to serde's records; pretty-printed, it
+        /// goes to serde, to the same records.
+        #[test]
+        fn the_scan_reads_what_serde_reads(
+            groups in proptest::collection::btree_map(("[a-z.\"é-]{1,8}", 0i32..4), proptest::collection::vec(record_strategy(), 0..4), 0..4),
+        ) {
+            let partitions = groups.into_iter().map(|((topic, partition), rs)| (TopicPartition { topic, partition }, rs)).collect();
+            let json = event_json("aws:kafka", "arn", "b-1:9092", &partitions);
+            let compact = json.to_string();
+            if !compact.contains('\\') {
+                proptest::prop_assert!(scanned(&compact).is_some(), "{}", compact);
+            }
+            let pretty = serde_json::to_string_pretty(&json).unwrap();
+            let fast = parse_event(pretty.as_bytes()).unwrap();
+            let via_scan = parse_event(compact.as_bytes()).unwrap();
+            proptest::prop_assert_eq!(&fast.partitions, &via_scan.partitions);
+        }
+    }
+}

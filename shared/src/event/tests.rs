@@ -1,0 +1,168 @@
+use super::*;
+
+/// Fuzz finding (fuzz/findings/msk_event-timestamp-truncated.json): a timestamp survives
+/// parse → render → parse to the millisecond; a fractional one is an event error, not a panic.
+#[test]
+fn timestamps_are_exact_milliseconds_and_never_panic() {
+    let text = include_str!("../../../fuzz/findings/msk_event-timestamp-truncated.json");
+    let parsed = parse_event(text.as_bytes()).unwrap();
+    let p1 = &parsed.partitions[&TopicPartition { topic: "vcle-telemetry".into(), partition: 1 }];
+    assert_eq!(p1[0].timestamp_ms, 1_699_999_999_998);
+    let again = parse_event(event_json("aws:kafka", "arn", "b", &parsed.partitions).to_string().as_bytes()).unwrap();
+    assert_eq!(again.partitions, parsed.partitions);
+    let fractional = r#"{"records":{"t-0":[{"partition":0,"offset":1,"timestamp":1700000000000.5,"headers":[]}]}}"#;
+    assert!(parse_event(fractional.as_bytes()).unwrap_err().to_string().contains("not a Kafka event"));
+}
+
+/// The mapping's own registry support adds `valueSchemaMetadata`: kept, and rendered back.
+#[test]
+fn value_schema_metadata_is_read_and_rendered_back() {
+    let text = r#"{"records":{"t-0":[{"topic":"t","partition":0,"offset":3,"timestamp":1,"value":"e30=",
+        "valueSchemaMetadata":{"dataFormat":"AVRO","schemaId":"42"},"headers":[]}]}}"#;
+    let parsed = parse_event(text.as_bytes()).unwrap();
+    let record = &parsed.partitions[&TopicPartition { topic: "t".into(), partition: 0 }][0];
+    assert_eq!(record.value_schema, Some(SchemaMetadata { data_format: "AVRO".into(), schema_id: "42".into() }));
+    let again = parse_event(event_json("aws:kafka", "arn", "b", &parsed.partitions).to_string().as_bytes()).unwrap();
+    assert_eq!(again.partitions, parsed.partitions);
+}
+
+const SAMPLE: &str = r#"{
+  "eventSource": "aws:kafka",
+  "eventSourceArn": "arn:aws:kafka:us-east-1:123456789012:cluster/demo/abc",
+  "bootstrapServers": "b-1:9092",
+  "records": {
+    "vehicle-telemetry-0": [
+      {"topic": "vehicle-telemetry", "partition": 0, "offset": 16, "timestamp": 1700000000000,
+       "timestampType": "CREATE_TIME", "key": null, "value": "AQID",
+       "headers": [{"h": [104, -1]}]},
+      {"topic": "vehicle-telemetry", "partition": 0, "offset": 15, "timestamp": 1700000000000,
+       "timestampType": "CREATE_TIME", "value": null, "headers": []}
+    ],
+    "vehicle-telemetry-1": [
+      {"partition": 1, "offset": 3, "timestamp": 1700000000000,
+       "timestampType": "CREATE_TIME", "key": "a2V5", "value": "!!notbase64", "headers": []}
+    ]
+  }
+}"#;
+
+#[test]
+fn parses_groups_sorts_and_keeps_bad_values_as_record_errors() {
+    let parsed = parse_event(SAMPLE.as_bytes()).unwrap();
+    assert_eq!(parsed.record_count(), 3);
+    let p0 = &parsed.partitions[&TopicPartition { topic: "vehicle-telemetry".into(), partition: 0 }];
+    assert_eq!(p0.iter().map(|r| r.offset).collect::<Vec<_>>(), [15, 16]);
+    assert_eq!(p0[0].value, None);
+    assert_eq!(p0[1].value, Some(vec![1, 2, 3]));
+    assert_eq!(p0[1].headers, [("h".to_string(), vec![104, 255])]);
+    // Topic derived from the group key, dash included.
+    let p1 = &parsed.partitions[&TopicPartition { topic: "vehicle-telemetry".into(), partition: 1 }];
+    assert_eq!(p1[0].key.as_deref(), Some(&b"key"[..]));
+    assert!(p1[0].value_error.as_ref().unwrap().contains("base64"));
+    assert_eq!(p1[0].value.as_deref(), Some(&b"!!notbase64"[..]));
+}
+
+#[test]
+fn a_key_that_is_not_base64_makes_a_dead_letter_with_the_raw_key() {
+    let json = br#"{"records":{"t-0":[{"partition":0,"offset":1,"timestamp":0,"key":"%%bad","value":"AQID","headers":[]}]}}"#;
+    let parsed = parse_event(json).unwrap();
+    let r = &parsed.partitions[&TopicPartition { topic: "t".into(), partition: 0 }][0];
+    assert!(r.value_error.as_deref().unwrap().contains("key is not base64"), "{r:?}");
+    assert_eq!(r.key.as_deref(), Some(&b"%%bad"[..]));
+    assert_eq!(r.value.as_deref(), Some(&[1u8, 2, 3][..]));
+    // Rendered back as sent.
+    let again = parse_event(event_json("aws:kafka", "arn", "b", &parsed.partitions).to_string().as_bytes()).unwrap();
+    assert_eq!(again.partitions, parsed.partitions);
+}
+
+#[test]
+fn malformed_events_name_the_problem() {
+    let e = parse_event(b"not json").unwrap_err().to_string();
+    assert!(e.contains("not JSON"), "{e}");
+    // Bytes that are not UTF-8, inside a string: named with where they are.
+    let e = parse_event(b"{\"records\":{\"t-0\":[{\"topic\":\"t\xff\"}]}}").unwrap_err().to_string();
+    assert!(e.contains("not JSON") && e.contains("utf-8") && e.contains("index 30"), "{e}");
+    let e = parse_event(br#"{"eventSource":"aws:kafka"}"#).unwrap_err().to_string();
+    assert!(e.contains("records"), "{e}");
+    let e = parse_event(br#"{"eventSource":"aws:sqs","records":{}}"#).unwrap_err().to_string();
+    assert!(e.contains("aws:sqs"), "{e}");
+    let e = parse_event(br#"{"records":{"t-0":[{"partition":0}]}}"#).unwrap_err().to_string();
+    assert!(e.contains("not a Kafka event"), "{e}");
+}
+
+#[test]
+fn one_pass_reads_escaped_text_repeated_headers_and_mixed_groups() {
+    // `\/` is a legal JSON escape inside base64 ("/w==" = [255]); the escaped string cannot be
+    // borrowed and must decode the same. A group holding two topic-partitions files each under
+    // its own, merged with the other group of the same topic-partition.
+    let json = br#"{"records":{"t-0":[
+        {"partition":0,"offset":2,"timestamp":5,"value":"\/w==","headers":[{"a":[1]},{"a":[2],"b":[-128]}]},
+        {"topic":"u","partition":7,"offset":9,"timestamp":5,"value":"AQ==","headers":[]},
+        {"partition":0,"offset":1,"timestamp":5,"value":"AQ==","headers":[]}],
+      "u-7":[{"partition":7,"offset":3,"timestamp":5,"value":null,"headers":[]}]}}"#;
+    let parsed = parse_event(json).unwrap();
+    let t0 = &parsed.partitions[&TopicPartition { topic: "t".into(), partition: 0 }];
+    assert_eq!(t0.iter().map(|r| r.offset).collect::<Vec<_>>(), [1, 2]);
+    assert_eq!(t0[1].value.as_deref(), Some(&[255u8][..]));
+    let headers = [("a".to_string(), vec![1]), ("a".to_string(), vec![2]), ("b".to_string(), vec![128])];
+    assert_eq!(t0[1].headers, headers);
+    let u7 = &parsed.partitions[&TopicPartition { topic: "u".into(), partition: 7 }];
+    assert_eq!(u7.iter().map(|r| r.offset).collect::<Vec<_>>(), [3, 9]);
+    let again = parse_event(event_json("aws:kafka", "arn", "b", &parsed.partitions).to_string().as_bytes()).unwrap();
+    assert_eq!(again.partitions, parsed.partitions);
+}
+
+#[test]
+fn text_is_borrowed_from_the_event_unless_escaped() {
+    let Text(plain) = serde_json::from_slice(br#""AQID""#).unwrap();
+    assert!(matches!(plain, Cow::Borrowed("AQID")), "{plain:?}");
+    let Text(escaped) = serde_json::from_slice(br#""\/w==""#).unwrap();
+    assert!(matches!(escaped, Cow::Owned(ref s) if s == "/w=="), "{escaped:?}");
+}
+
+#[test]
+fn truncated_or_mistyped_events_say_which() {
+    let e = parse_event(br#"{"records":{"t-0":[{"partition":0,"#).unwrap_err().to_string();
+    assert!(e.contains("not JSON"), "{e}");
+    let e = parse_event(br#"{"records":{"t-0":[{"partition":0,"offset":1,"timestamp":0,"headers":[{"h":[300]}]}]}}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not a Kafka event"), "{e}");
+    let e = parse_event(br#"{"records":{"t-0":[{"partition":4294967296,"offset":1,"timestamp":0}]}}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("partition 4294967296 out of range"), "{e}");
+    let e = parse_event(br#"{"records":{"nodash":[{"partition":0,"offset":1,"timestamp":0}]}}"#).unwrap_err().to_string();
+    assert!(e.contains("no topic"), "{e}");
+}
+
+#[test]
+fn bad_base64_names_the_symbol() {
+    let json = br#"{"records":{"t-0":[{"partition":0,"offset":1,"timestamp":0,"value":"AQ!D"}]}}"#;
+    let parsed = parse_event(json).unwrap();
+    let r = &parsed.partitions[&TopicPartition { topic: "t".into(), partition: 0 }][0];
+    assert!(r.value_error.as_deref().unwrap().contains("value is not base64: Invalid symbol 33"), "{r:?}");
+}
+
+proptest::proptest! {
+    /// The SIMD decoder takes what the `base64` crate takes, to the same bytes; whatever it
+    /// takes renders back (canonically) to the same bytes.
+    #[test]
+    fn base64_decoding_agrees_with_the_base64_crate(text in "[A-Za-z0-9+/=]{0,40}", bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..64)) {
+        if let Ok(expected) = STANDARD.decode(&text) {
+            proptest::prop_assert_eq!(base64_decode(&text).unwrap(), expected);
+        }
+        if let Ok(got) = base64_decode(&text) {
+            proptest::prop_assert_eq!(base64_decode(&STANDARD.encode(&got)).unwrap(), got);
+        }
+        proptest::prop_assert_eq!(base64_decode(&STANDARD.encode(&bytes)).unwrap(), bytes);
+    }
+}
+
+#[test]
+fn self_managed_source_and_round_trip() {
+    let parsed = parse_event(SAMPLE.as_bytes()).unwrap();
+    let json = event_json("SelfManagedKafka", "arn", "localhost:9092", &parsed.partitions);
+    let again = parse_event(json.to_string().as_bytes()).unwrap();
+    assert_eq!(again.record_count(), 3);
+    assert_eq!(again.event_source.as_deref(), Some("SelfManagedKafka"));
+}
