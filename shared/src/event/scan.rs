@@ -270,6 +270,12 @@ mod tests {
             // Values serde refuses: a header byte out of range, a partition out of range, no
             // partition, a string partition, trailing text.
             AWS_EXAMPLE.replace("[104,", "[300,"),
+            AWS_EXAMPLE.replace("[104,", "[-129,"),
+            AWS_EXAMPLE.replace("[104,", "[0104,"),
+            AWS_EXAMPLE.replace("[104,", "[-0,"),
+            AWS_EXAMPLE.replace("[104,", "[1.0,"),
+            AWS_EXAMPLE.replace("[104,", "[,"),
+            AWS_EXAMPLE.replace(",117,101]", ",117,101,]"),
             AWS_EXAMPLE.replace(r#""partition":0"#, r#""partition":4294967296"#),
             AWS_EXAMPLE.replace(r#""partition":0,"#, ""),
             AWS_EXAMPLE.replace(r#""partition":0"#, r#""partition":"0""#),
