@@ -12,16 +12,11 @@ use icestream_integration::broker::Broker;
 use icestream_integration::*;
 use icestream_tools::esm::batch::MAX_PAYLOAD_BYTES;
 use icestream_tools::esm::function::InProcessIngest;
-use icestream_integration::esm::{drain, produce, words};
+use icestream_integration::esm::{drain, json_ingest_function, produce, words};
 use icestream_tools::esm::{EsmStats, Function};
 use icestream_tools::produce::{Outgoing, SendOptions, send};
 
 const TOPIC: &str = "vehicle-telemetry";
-
-async fn ingest_function(warehouse: &Path) -> InProcessIngest {
-    let config = config(warehouse, &["source=json", "dedup=none"]);
-    InProcessIngest::new(icestream::IngestPipeline::new(config).await.expect("pipeline"))
-}
 
 #[tokio::test]
 async fn drained_poller_lands_exactly_the_valid_records_and_a_restart_reads_nothing_twice() {
@@ -34,7 +29,7 @@ async fn drained_poller_lands_exactly_the_valid_records_and_a_restart_reads_noth
     // Many producer batches: Tansu's ListOffsets(LATEST) is then below the true end.
     let first = produce(&bootstrap, &["format=json", "count=20000", "corrupt=true", "seed=1"]);
     assert!(first.corrupt > 0 && first.resends > 0 && first.late > 0, "{first:?}");
-    let function = ingest_function(&wh).await;
+    let function = json_ingest_function(&wh).await;
     let stats = drain(&bootstrap, TOPIC, &function, &group_args).await;
     assert_eq!(stats.records, 20_000, "{stats:?}");
     assert_eq!((stats.failed_batches, stats.retries), (0, 0), "{stats:?}");

@@ -9,7 +9,7 @@ use icestream::event::parse_event;
 use icestream_integration::broker::Broker;
 use icestream_integration::*;
 use icestream_tools::esm::function::InProcessIngest;
-use icestream_integration::esm::{drain, produce};
+use icestream_integration::esm::{drain, json_ingest_function, produce};
 use icestream_tools::esm::Function;
 use icestream_tools::produce::{Outgoing, SendOptions, send};
 
@@ -27,9 +27,8 @@ struct Faulty {
 impl Faulty {
     async fn new(warehouse: &Path, failures: u32, poison: Option<&[u8]>) -> Self {
         use base64::Engine;
-        let pipeline = icestream::IngestPipeline::new(config(warehouse, &["source=json", "dedup=none"])).await.unwrap();
         Self {
-            inner: InProcessIngest::new(pipeline),
+            inner: json_ingest_function(warehouse).await,
             failures_left: Cell::new(failures),
             poison: poison.map(|p| base64::engine::general_purpose::STANDARD.encode(p)),
             seen: RefCell::default(),
@@ -218,8 +217,7 @@ async fn partitions_delivered_concurrently_with_failures_land_every_record_once_
     let dir = tempfile::tempdir().unwrap();
     let wh = dir.path().join("wh");
     let sent = produce(&bootstrap, &["format=json", "count=1200", "seed=8"]);
-    let pipeline = icestream::IngestPipeline::new(config(&wh, &["source=json", "dedup=none"])).await.unwrap();
-    let function = FailsPartitionZeroOnce { inner: InProcessIngest::new(pipeline), failed: RefCell::default() };
+    let function = FailsPartitionZeroOnce { inner: json_ingest_function(&wh).await, failed: RefCell::default() };
     let args = ["group=concurrent".to_string(), "batch_size=100".into(), "batching_window_ms=300000".into(), "retries=1".into(), format!("on_failure_dir={}", dir.path().join("failed").display())];
     let stats = drain(&bootstrap, TOPIC, &function, &args).await;
     assert_eq!((stats.records, stats.failed_batches), (1200, 0), "{stats:?}");

@@ -2,9 +2,18 @@
 
 use std::sync::atomic::AtomicBool;
 
+use std::path::Path;
+
 use icestream::generate::Expectation;
+use icestream_tools::esm::function::InProcessIngest;
 use icestream_tools::esm::{EsmOptions, EsmStats, Function, Poller};
 use icestream_tools::produce::produce as produce_records;
+
+/// The ingest function in process: JSON values, no dedup (so a test counts every row it lands).
+pub async fn json_ingest_function(warehouse: &Path) -> InProcessIngest {
+    let config = super::config(warehouse, &["source=json", "dedup=none"]);
+    InProcessIngest::new(icestream::IngestPipeline::new(config).await.expect("pipeline"))
+}
 
 /// `icestream produce bootstrap=.. start_ms=<fixed> ARGS` in-process; what was sent.
 pub fn produce(bootstrap: &str, args: &[&str]) -> Expectation {
