@@ -200,7 +200,11 @@ impl Poller {
         let mut at_end: BTreeSet<i32> = BTreeSet::new();
         tokio::pin!(stop);
         loop {
-            let wait = lanes.next_window_end(self.opts.batching_window).map_or(IDLE_WAIT, |end| end.saturating_duration_since(Instant::now()));
+            let window = lanes.next_window_end(self.opts.batching_window).map_or(IDLE_WAIT, |end| end.saturating_duration_since(Instant::now()));
+            // Draining with a partition at its end: a quiet poll is what confirms caught up, so it
+            // must not wait out an open window (the ends can arrive in the same wake-up as the
+            // last records, and nothing more comes: the drain sat out a 300 s window).
+            let wait = if self.opts.drain && !at_end.is_empty() { window.min(IDLE_WAIT) } else { window };
             let waited = Instant::now();
             let polled = tokio::select! {
                 biased;
