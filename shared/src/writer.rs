@@ -13,6 +13,7 @@ use arrow_array::{ArrayRef, RecordBatch, UInt32Array};
 use arrow_row::{RowConverter, SortField};
 use arrow_select::take::take_record_batch;
 use bytes::Bytes;
+use foldhash::fast::RandomState;
 use iceberg::arrow::{PartitionValueCalculator, arrow_struct_to_literal};
 use iceberg::io::FileIO;
 use iceberg::spec::{DataContentType, DataFile, DataFileFormat, Literal, PartitionKey, PartitionSpecRef, SchemaRef};
@@ -217,14 +218,16 @@ fn split_by_partition<'a>(schema: &SchemaRef, spec: &PartitionSpecRef, batches: 
     let calculator = PartitionValueCalculator::try_new(spec, schema)?;
     let partition_type = spec.partition_type(schema)?;
     let mut groups: Vec<(Option<PartitionKey>, Rows<'a>)> = Vec::new();
-    let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+    // foldhash (hashbrown's default, seeded per process), not std's SipHash: every row's key is
+    // hashed (~300 instructions a row with SipHash, 1.5% of a 10k-record event).
+    let mut index: HashMap<Vec<u8>, usize, RandomState> = HashMap::default();
     for &batch in batches {
         let values = calculator.calculate(batch)?;
         let values = values.as_struct_opt().ok_or_else(|| Error::Invariant("partition values are not a struct".into()))?;
         let converter = RowConverter::new(values.fields().iter().map(|f| SortField::new(f.data_type().clone())).collect())?;
         let keys = converter.convert_columns(values.columns())?;
         // Per distinct key in this batch: its group and its rows.
-        let mut local: HashMap<&[u8], (usize, Vec<u32>)> = HashMap::new();
+        let mut local: HashMap<&[u8], (usize, Vec<u32>), RandomState> = HashMap::default();
         for (row, key) in keys.iter().enumerate() {
             let next = local.len();
             local.entry(key.data()).or_insert_with(|| (next, Vec::new())).1.push(row as u32);
