@@ -45,7 +45,7 @@ async fn run(changes: usize, accounts: i64) {
                 offset: *offset,
                 timestamp_ms: c.last_updated_us / 1000,
                 key: None,
-                value: Some(c.to_csv().into_bytes()),
+                value: Some(c.to_csv().into()),
                 value_error: None,
                 headers: vec![],
                 value_schema: None,

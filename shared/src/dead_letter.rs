@@ -9,6 +9,7 @@ use arrow_array::builder::{Int32Builder, Int64Builder, LargeBinaryBuilder, Strin
 use arrow_array::{ArrayRef, LargeBinaryArray, MapArray, RecordBatch, StringArray, StructArray};
 use arrow_buffer::{NullBuffer, OffsetBuffer};
 use arrow_schema::{DataType, SchemaRef};
+use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::event::{KafkaRecordIn, TopicPartition};
@@ -21,7 +22,7 @@ pub struct Reject<'a> {
     pub offset: i64,
     pub key: Option<&'a [u8]>,
     pub value: Option<&'a [u8]>,
-    pub headers: &'a [(String, Vec<u8>)],
+    pub headers: &'a [(String, Bytes)],
     pub error: &'a str,
 }
 
@@ -84,7 +85,7 @@ impl DeadLetterBuilder {
         self.error.append_value(reject.error);
         self.source.append_value(&self.source_name);
         self.rejected_at.append_value(self.rejected_at_us);
-        self.headers.push(reject.headers.iter().cloned().collect());
+        self.headers.push(reject.headers.iter().map(|(name, bytes)| (name.clone(), bytes.to_vec())).collect());
     }
 
     /// The rows as a batch of `schema` (the dead-letter table's Arrow schema), columns matched
@@ -140,7 +141,7 @@ mod tests {
         let def = crate::tables::dead_letter_table("t_dead_letter", "zstd").unwrap();
         let schema = def.arrow_schema().unwrap();
         let mut b = DeadLetterBuilder::new(1_700_000_000_000_000, "avro");
-        let headers = vec![("trace".to_string(), vec![1, 2]), ("trace".to_string(), vec![3])];
+        let headers = vec![("trace".to_string(), Bytes::from_static(&[1, 2])), ("trace".to_string(), Bytes::from_static(&[3]))];
         b.append(Reject { topic: "t", partition: 1, offset: 7, key: Some(b"k"), value: None, headers: &headers, error: "bad", });
         b.append(Reject { topic: "t", partition: 1, offset: 8, key: None, value: Some(b"v"), headers: &[], error: "worse" });
         let batch = b.finish(schema).unwrap();

@@ -10,12 +10,16 @@ use std::collections::btree_map::Entry;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use bytes::Bytes;
 
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 
 use crate::error::{Error, Result};
 
+mod arena;
 mod scan;
+
+use arena::Arena;
 
 /// The event sources the MSK and self-managed Kafka mappings put in `eventSource`.
 pub const EVENT_SOURCES: &[&str] = &["aws:kafka", "SelfManagedKafka"];
@@ -42,13 +46,15 @@ impl std::fmt::Display for TopicPartition {
 pub struct KafkaRecordIn {
     pub offset: i64,
     pub timestamp_ms: i64,
-    pub key: Option<Vec<u8>>,
+    /// Keys, values and header values of a parsed event share a few large buffers (`Bytes`
+    /// slices of an [`Arena`]): one allocation per 64 KiB rather than three per record.
+    pub key: Option<Bytes>,
     /// The record value; `None` = absent. When `value_error` is set, the raw text as sent.
-    pub value: Option<Vec<u8>>,
+    pub value: Option<Bytes>,
     /// Why the record could not be read (key or value not base64); such a record becomes a
     /// dead letter, and the field that was not base64 holds the raw text as sent.
     pub value_error: Option<String>,
-    pub headers: Vec<(String, Vec<u8>)>,
+    pub headers: Vec<(String, Bytes)>,
     /// `valueSchemaMetadata`: set when the event source mapping's own schema-registry support
     /// validated the value (its `SchemaRegistryConfig`): the writer schema's registry id, and the
     /// value is the record as JSON (`EventRecordFormat = JSON`) or without its frame (`SOURCE`).
@@ -68,7 +74,7 @@ pub struct SchemaMetadata {
 impl KafkaRecordIn {
     /// Bytes of key and value.
     pub fn payload_len(&self) -> usize {
-        self.key.as_ref().map_or(0, Vec::len) + self.value.as_ref().map_or(0, Vec::len)
+        self.key.as_ref().map_or(0, Bytes::len) + self.value.as_ref().map_or(0, Bytes::len)
     }
 }
 
@@ -183,17 +189,17 @@ struct RawRecord<'a> {
 }
 
 impl RawRecord<'_> {
-    fn into_record(self) -> KafkaRecordIn {
+    fn into_record(self, arena: &mut Arena) -> KafkaRecordIn {
         // A key or value that is not base64 is kept as the raw text sent, for the record's
         // dead-letter row (a bad key must not silently become no key).
         let mut problems = Vec::new();
         let mut decode = |text: Option<Text>, what: &str| {
             let text = text?.0;
-            Some(match base64_decode(&text) {
+            Some(match arena.base64(&text) {
                 Ok(bytes) => bytes,
                 Err(e) => {
                     problems.push(format!("{what} {NOT_BASE64}: {e}"));
-                    text.into_owned().into_bytes()
+                    Bytes::from(text.into_owned())
                 }
             })
         };
@@ -209,15 +215,6 @@ impl RawRecord<'_> {
             headers: self.headers.0,
             value_schema: self.value_schema_metadata,
         }
-    }
-}
-
-/// Standard base64 with padding: SIMD first; whatever it refuses goes to the `base64` crate,
-/// which accepts what it always did and names the offending symbol.
-fn base64_decode(text: &str) -> std::result::Result<Vec<u8>, base64::DecodeError> {
-    match base64_simd::STANDARD.decode_to_vec(text) {
-        Ok(bytes) => Ok(bytes),
-        Err(_) => STANDARD.decode(text),
     }
 }
 
@@ -249,7 +246,7 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for Text<'a> {
 /// A record's headers: a list of `{name: [signed bytes]}` objects, read as (name, bytes) pairs
 /// in order (a name may repeat, as Kafka allows).
 #[derive(Default)]
-struct Headers(Vec<(String, Vec<u8>)>);
+struct Headers(Vec<(String, Bytes)>);
 
 impl<'de> serde::Deserialize<'de> for Headers {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
@@ -266,7 +263,7 @@ impl<'de> serde::Deserialize<'de> for Headers {
             }
         }
         /// One `{name: [signed bytes], ..}` object, appended to the list.
-        struct Object<'o>(&'o mut Vec<(String, Vec<u8>)>);
+        struct Object<'o>(&'o mut Vec<(String, Bytes)>);
         impl<'de> DeserializeSeed<'de> for Object<'_> {
             type Value = ();
             fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
@@ -281,7 +278,7 @@ impl<'de> serde::Deserialize<'de> for Headers {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
                 while let Some(name) = map.next_key::<String>()? {
                     let bytes = map.next_value_seed(SignedBytes)?;
-                    self.0.push((name, bytes));
+                    self.0.push((name, Bytes::from(bytes)));
                 }
                 Ok(())
             }
@@ -321,9 +318,9 @@ impl<'de> serde::Deserialize<'de> for Records {
                 f.write_str("an object of topic-partition record lists")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Records, A::Error> {
-                let mut out = BTreeMap::new();
+                let (mut out, mut arena) = (BTreeMap::new(), Arena::new());
                 while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
-                    map.next_value_seed(Group { key: &key, out: &mut out })?;
+                    map.next_value_seed(Group { key: &key, out: &mut out, arena: &mut arena })?;
                 }
                 Ok(Records(out))
             }
@@ -337,6 +334,7 @@ impl<'de> serde::Deserialize<'de> for Records {
 struct Group<'g> {
     key: &'g str,
     out: &'g mut BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
+    arena: &'g mut Arena,
 }
 
 impl<'de> DeserializeSeed<'de> for Group<'_> {
@@ -352,7 +350,7 @@ impl<'de> Visitor<'de> for Group<'_> {
         f.write_str("a list of Kafka records")
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
-        let mut filing = Filing::new(self.key, self.out);
+        let mut filing = Filing::new(self.key, self.out, self.arena);
         while let Some(raw) = seq.next_element::<RawRecord<'de>>()? {
             filing.push(raw).map_err(de::Error::custom)?;
         }
@@ -368,11 +366,13 @@ struct Filing<'g> {
     key: &'g str,
     out: &'g mut BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
     run: Option<(TopicPartition, Vec<KafkaRecordIn>)>,
+    /// Where the records' bytes go.
+    arena: &'g mut Arena,
 }
 
 impl<'g> Filing<'g> {
-    fn new(key: &'g str, out: &'g mut BTreeMap<TopicPartition, Vec<KafkaRecordIn>>) -> Self {
-        Filing { key, out, run: None }
+    fn new(key: &'g str, out: &'g mut BTreeMap<TopicPartition, Vec<KafkaRecordIn>>, arena: &'g mut Arena) -> Self {
+        Filing { key, out, run: None, arena }
     }
 
     fn push(&mut self, raw: RawRecord) -> std::result::Result<(), String> {
@@ -384,7 +384,7 @@ impl<'g> Filing<'g> {
             }
         }
         if let Some((_, records)) = &mut self.run {
-            records.push(raw.into_record());
+            records.push(raw.into_record(self.arena));
         }
         Ok(())
     }
@@ -438,7 +438,7 @@ pub fn record_json(tp: &TopicPartition, r: &KafkaRecordIn) -> serde_json::Value 
         })
         .collect();
     // A field named in the error holds the raw text it was sent as.
-    let render = |field: &Option<Vec<u8>>, name: &str| {
+    let render = |field: &Option<Bytes>, name: &str| {
         let raw = r.value_error.as_deref().is_some_and(|e| e.contains(&format!("{name} {NOT_BASE64}")));
         match field {
             Some(bytes) if raw => serde_json::Value::String(String::from_utf8_lossy(bytes).into_owned()),

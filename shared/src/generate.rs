@@ -320,10 +320,10 @@ pub fn generate(opts: &GeneratorOptions) -> Result<Generated> {
         let record = KafkaRecordIn {
             offset,
             timestamp_ms: record_opts.start_ms + i as i64,
-            key: record_opts.keyed.then(|| generated.key()),
-            value: Some(generated.value.clone()),
+            key: record_opts.keyed.then(|| generated.key().into()),
+            value: Some(generated.value.clone().into()),
             value_error: None,
-            headers: vec![("producer".to_string(), b"icestream-gen".to_vec())],
+            headers: vec![("producer".to_string(), bytes::Bytes::from_static(b"icestream-gen"))],
             value_schema: None,
         };
         if opts.max_bytes > 0 {

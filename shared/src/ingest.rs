@@ -540,7 +540,7 @@ pub fn decode_partitions(
             }
             let value = match (&record.value, &record.value_error) {
                 (_, Some(e)) => Err(e.clone()),
-                (Some(v), None) => Ok(v.as_slice()),
+                (Some(v), None) => Ok(&v[..]),
                 (None, None) => Err("value is absent (null)".to_string()),
             };
             let decoded = value.and_then(|v| match plan.read(pipeline, record, v) {

@@ -277,7 +277,7 @@ pub fn decode_changes(event: &ParsedEvent, format: CdcFormat, order_column: &str
             }
             let value = match (&record.value, &record.value_error) {
                 (_, Some(e)) => Err(e.clone()),
-                (Some(v), None) => Ok(v.as_slice()),
+                (Some(v), None) => Ok(&v[..]),
                 (None, None) => Err("value is absent (null)".to_string()),
             };
             match value.and_then(|v| change::decode(format, order_column, v)) {

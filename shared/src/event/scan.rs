@@ -13,7 +13,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use super::{Filing, Headers, KafkaEvent, RawRecord, Records, Text};
+use super::{Arena, Filing, Headers, KafkaEvent, RawRecord, Records, Text};
 
 /// The event, when it is in the mapping's own form; `None` sends it to the serde path.
 pub(super) fn scan_event(text: &str) -> Option<KafkaEvent> {
@@ -44,18 +44,21 @@ pub(super) fn scan_event(text: &str) -> Option<KafkaEvent> {
 
 /// `{"topic-partition": [record, ...], ...}`, each group filed as the serde path files it.
 fn records(c: &mut Cursor) -> Option<Records> {
-    let mut out = BTreeMap::new();
+    let (mut out, mut arena) = (BTreeMap::new(), Arena::new());
     c.object(|c, key| {
-        let mut filing = Filing::new(key, &mut out);
+        let mut filing = Filing::new(key, &mut out, &mut arena);
         // A record the filing refuses (partition out of range, no topic): serde names it.
-        c.array(|c| filing.push(record(c)?).ok())?;
+        c.array(|c| {
+            let raw = record(c, filing.arena)?;
+            filing.push(raw).ok()
+        })?;
         filing.finish();
         Some(())
     })?;
     Some(Records(out))
 }
 
-fn record<'a>(c: &mut Cursor<'a>) -> Option<RawRecord<'a>> {
+fn record<'a>(c: &mut Cursor<'a>, arena: &mut Arena) -> Option<RawRecord<'a>> {
     let (mut topic, mut partition, mut offset, mut timestamp) = (None, None, None, None);
     let (mut key, mut value, mut headers) = (None, None, None);
     c.object(|c, name| match name {
@@ -65,7 +68,7 @@ fn record<'a>(c: &mut Cursor<'a>) -> Option<RawRecord<'a>> {
         "timestamp" => once(&mut timestamp, c.integer()?),
         "key" => once(&mut key, c.nullable_string()?),
         "value" => once(&mut value, c.nullable_string()?),
-        "headers" => once(&mut headers, header_list(c)?),
+        "headers" => once(&mut headers, header_list(c, arena)?),
         "valueSchemaMetadata" => None,
         // `timestampType` and whatever else the mapping adds: ignored, as serde ignores them.
         _ => c.scalar(),
@@ -83,17 +86,16 @@ fn record<'a>(c: &mut Cursor<'a>) -> Option<RawRecord<'a>> {
     })
 }
 
-/// `[{"name": [signed bytes], ...}, ...]`.
-fn header_list(c: &mut Cursor) -> Option<Headers> {
+/// `[{"name": [signed bytes], ...}, ...]`, each header's bytes one field of the arena.
+fn header_list(c: &mut Cursor, arena: &mut Arena) -> Option<Headers> {
     let mut out = Vec::new();
     c.array(|c| {
         c.object(|c, name| {
-            let mut bytes = Vec::with_capacity(16);
             c.array(|c| {
-                bytes.push(i8::try_from(c.integer()?).ok()? as u8);
+                arena.push(i8::try_from(c.integer()?).ok()? as u8);
                 Some(())
             })?;
-            out.push((name.to_owned(), bytes));
+            out.push((name.to_owned(), arena.take()));
             Some(())
         })
     })?;
@@ -225,6 +227,7 @@ mod tests {
     use super::super::{event_json, parse_event, parse_event_with_serde};
     use super::*;
     use crate::event::{KafkaRecordIn, TopicPartition};
+    use bytes::Bytes;
 
     /// The scan's reading of `text`, checked against serde's: `Some` only with the same records.
     fn scanned(text: &str) -> Option<crate::event::ParsedEvent> {
@@ -242,14 +245,14 @@ mod tests {
     fn the_mappings_own_events_take_the_scan() {
         let parsed = scanned(AWS_EXAMPLE).expect("AWS's example is in the mapping's form");
         let r = &parsed.partitions[&TopicPartition { topic: "mytopic".into(), partition: 0 }][0];
-        assert_eq!(r.headers, vec![("headerKey".to_string(), b"headerValue".to_vec())]);
+        assert_eq!(r.headers, vec![("headerKey".to_string(), Bytes::from_static(b"headerValue"))]);
         assert_eq!(r.value.as_deref(), Some(&b"Hello, this is a test."[..]));
         // What the generator and the esm render (keys sorted, nulls, empty lists, negative bytes).
         let text = r#"{"bootstrapServers":null,"eventSource":"SelfManagedKafka","records":{"a-b-3":[{"headers":[],"key":null,"offset":-5,"partition":3,"timestamp":0,"value":"%%"},{"headers":[{"h":[-128,0,127]},{"h":[]}],"offset":9223372036854775807,"partition":3,"timestamp":-9223372036854775808,"topic":"a-b"}],"x-1":[]}}"#;
         let parsed = scanned(text).expect("a rendered event takes the scan");
         let rs = &parsed.partitions[&TopicPartition { topic: "a-b".into(), partition: 3 }];
         assert!(rs[0].value_error.as_deref().is_some_and(|e| e.contains("not base64")), "{rs:?}");
-        assert_eq!(rs[1].headers, vec![("h".to_string(), vec![128, 0, 127]), ("h".to_string(), vec![])]);
+        assert_eq!(rs[1].headers, vec![("h".to_string(), Bytes::from_static(&[128, 0, 127])), ("h".to_string(), Bytes::new())]);
     }
 
     #[test]
@@ -301,7 +304,8 @@ mod tests {
         (any::<i64>(), any::<i64>(), proptest::option::of(bytes()), proptest::option::of(bytes()),
          proptest::collection::vec(("[a-z\"\\\\é]{0,4}", bytes()), 0..3))
             .prop_map(|(offset, timestamp_ms, key, value, headers)| KafkaRecordIn {
-                offset, timestamp_ms, key, value, value_error: None, headers, value_schema: None,
+                offset, timestamp_ms, key: key.map(Bytes::from), value: value.map(Bytes::from), value_error: None,
+                headers: headers.into_iter().map(|(name, bytes)| (name, Bytes::from(bytes))).collect(), value_schema: None,
             })
     }
 

@@ -194,7 +194,7 @@ async fn read_dead_letters(table: &Table, filter: &ReplayFilter) -> Result<Vec<(
             if filter.since_us.is_some_and(|s| rejected_at.value(i) < s) || filter.reason.as_deref().is_some_and(|r| !errors.value(i).contains(r)) {
                 continue;
             }
-            let bytes = |a: &arrow_array::LargeBinaryArray| (!a.is_null(i)).then(|| a.value(i).to_vec());
+            let bytes = |a: &arrow_array::LargeBinaryArray| (!a.is_null(i)).then(|| bytes::Bytes::copy_from_slice(a.value(i)));
             let record = KafkaRecordIn {
                 offset: offsets.value(i),
                 timestamp_ms: rejected_at.value(i) / 1000,

@@ -184,11 +184,11 @@ pub(crate) mod tests {
         KafkaRecordIn {
             offset,
             timestamp_ms: 1_700_000_000_000 + offset,
-            key: Some(format!("key-{offset}").into_bytes()),
+            key: Some(format!("key-{offset}").into()),
             // Bytes that base64 cannot shorten and that cover every signed-byte value.
             value: Some((0..value_len).map(|i| (i * 7 + offset as usize) as u8).collect()),
             value_error: None,
-            headers: vec![("h".into(), vec![0, 127, 128, 255])],
+            headers: vec![("h".into(), vec![0, 127, 128, 255].into())],
             value_schema: None,
         }
     }

@@ -446,13 +446,13 @@ impl Poller {
 fn record_of(m: &BorrowedMessage<'_>) -> (TopicPartition, KafkaRecordIn) {
     let headers = m
         .headers()
-        .map(|hs| hs.iter().map(|h| (h.key.to_string(), h.value.unwrap_or_default().to_vec())).collect())
+        .map(|hs| hs.iter().map(|h| (h.key.to_string(), h.value.unwrap_or_default().to_vec().into())).collect())
         .unwrap_or_default();
     let record = KafkaRecordIn {
         offset: m.offset(),
         timestamp_ms: m.timestamp().to_millis().unwrap_or(0),
-        key: m.key().map(<[u8]>::to_vec),
-        value: m.payload().map(<[u8]>::to_vec),
+        key: m.key().map(|k| k.to_vec().into()),
+        value: m.payload().map(|v| v.to_vec().into()),
         value_error: None,
         headers,
         value_schema: None,

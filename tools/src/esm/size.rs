@@ -116,12 +116,12 @@ mod tests {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
         for _ in 0..20_000 {
             let tp = TopicPartition { topic: rng.text(12), partition: rng.int() as i32 };
-            let headers = (0..rng.below(4)).map(|_| (rng.text(6), rng.bytes(12))).collect();
+            let headers = (0..rng.below(4)).map(|_| (rng.text(6), rng.bytes(12).into())).collect();
             let record = KafkaRecordIn {
                 offset: rng.int(),
                 timestamp_ms: rng.int(),
-                key: (rng.below(3) > 0).then(|| rng.bytes(40)),
-                value: (rng.below(5) > 0).then(|| rng.bytes(300)),
+                key: (rng.below(3) > 0).then(|| rng.bytes(40).into()),
+                value: (rng.below(5) > 0).then(|| rng.bytes(300).into()),
                 value_error: None,
                 headers,
                 value_schema: None,
@@ -138,8 +138,8 @@ mod tests {
         let mut record = KafkaRecordIn {
             offset: 1,
             timestamp_ms: 2,
-            key: Some(b"not base64 \"raw\"".to_vec()),
-            value: Some(b"x".to_vec()),
+            key: Some(b"not base64 \"raw\"".to_vec().into()),
+            value: Some(b"x".to_vec().into()),
             value_error: Some("key is not base64: invalid".into()),
             headers: vec![],
             value_schema: None,
