@@ -58,7 +58,8 @@ pub struct KafkaRecordIn {
     /// `valueSchemaMetadata`: set when the event source mapping's own schema-registry support
     /// validated the value (its `SchemaRegistryConfig`): the writer schema's registry id, and the
     /// value is the record as JSON (`EventRecordFormat = JSON`) or without its frame (`SOURCE`).
-    pub value_schema: Option<SchemaMetadata>,
+    /// Boxed: rare, and a record is smaller without it inline (a million of them at once).
+    pub value_schema: Option<Box<SchemaMetadata>>,
 }
 
 /// What the mapping says of a value it validated against a schema registry.
@@ -213,7 +214,7 @@ impl RawRecord<'_> {
             value,
             value_error,
             headers: self.headers.0,
-            value_schema: self.value_schema_metadata,
+            value_schema: self.value_schema_metadata.map(Box::new),
         }
     }
 }

@@ -146,7 +146,7 @@ mod tests {
         };
         assert_eq!(record_json_len(&tp, &record), record_json(&tp, &record).to_string().len());
         record.value_error = None;
-        record.value_schema = Some(icestream::event::SchemaMetadata { data_format: "AVRO".into(), schema_id: "7".into() });
+        record.value_schema = Some(Box::new(icestream::event::SchemaMetadata { data_format: "AVRO".into(), schema_id: "7".into() }));
         assert_eq!(record_json_len(&tp, &record), record_json(&tp, &record).to_string().len());
     }
 }
