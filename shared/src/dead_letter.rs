@@ -52,7 +52,7 @@ pub struct DeadLetterBuilder {
     source: StringBuilder,
     rejected_at: TimestampMicrosecondBuilder,
     /// Headers per row, the last value of a repeated name.
-    headers: Vec<BTreeMap<String, Vec<u8>>>,
+    headers: Vec<BTreeMap<String, Bytes>>,
     rejected_at_us: i64,
     source_name: String,
 }
@@ -85,7 +85,7 @@ impl DeadLetterBuilder {
         self.error.append_value(reject.error);
         self.source.append_value(&self.source_name);
         self.rejected_at.append_value(self.rejected_at_us);
-        self.headers.push(reject.headers.iter().map(|(name, bytes)| (name.clone(), bytes.to_vec())).collect());
+        self.headers.push(reject.headers.iter().cloned().collect());
     }
 
     /// The rows as a batch of `schema` (the dead-letter table's Arrow schema), columns matched
@@ -115,7 +115,7 @@ impl DeadLetterBuilder {
 }
 
 /// A map<string, binary> column of the table's exact Arrow type (field names and ids).
-fn headers_array(rows: &[BTreeMap<String, Vec<u8>>], data_type: &DataType) -> Result<ArrayRef> {
+fn headers_array(rows: &[BTreeMap<String, Bytes>], data_type: &DataType) -> Result<ArrayRef> {
     let DataType::Map(entries, sorted) = data_type else {
         return Err(Error::Config(format!("dead-letter column `headers` is {data_type}, not a map")));
     };
@@ -123,7 +123,7 @@ fn headers_array(rows: &[BTreeMap<String, Vec<u8>>], data_type: &DataType) -> Re
         return Err(Error::Config(format!("dead-letter column `headers` has entries of {}, not a struct", entries.data_type())));
     };
     let names: Vec<&str> = rows.iter().flat_map(|h| h.keys().map(String::as_str)).collect();
-    let values: Vec<&[u8]> = rows.iter().flat_map(|h| h.values().map(Vec::as_slice)).collect();
+    let values: Vec<&[u8]> = rows.iter().flat_map(|h| h.values().map(|v| &v[..])).collect();
     let keys: ArrayRef = arrow_cast::cast(&StringArray::from(names), kv[0].data_type())?;
     let values: ArrayRef = arrow_cast::cast(&LargeBinaryArray::from(values), kv[1].data_type())?;
     let entries_array = StructArray::try_new(kv.clone(), vec![keys, values], None)?;

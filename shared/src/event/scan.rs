@@ -257,7 +257,7 @@ mod tests {
 
     #[test]
     fn anything_else_goes_to_serde_with_the_same_result() {
-        let serde_only = [
+        let mut serde_only = vec![
             // White space, an escape, a fraction, an exponent, a leading zero, `-0`.
             AWS_EXAMPLE.replace(r#""offset":15,"#, r#""offset": 15,"#),
             AWS_EXAMPLE.replace(r#""topic":"mytopic""#, r#""topic":"my\u0074opic""#),
@@ -270,22 +270,10 @@ mod tests {
             AWS_EXAMPLE.replace(r#""eventSource""#, r#""extra":1,"eventSource""#),
             AWS_EXAMPLE.replace(r#""timestampType":"CREATE_TIME""#, r#""timestampType":{"a":1}"#),
             AWS_EXAMPLE.replace(r#""headers""#, r#""valueSchemaMetadata":{"dataFormat":"AVRO","schemaId":"1"},"headers""#),
-            // Values serde refuses: a header byte out of range, a partition out of range, no
-            // partition, a string partition, trailing text.
-            AWS_EXAMPLE.replace("[104,", "[300,"),
-            AWS_EXAMPLE.replace("[104,", "[-129,"),
-            AWS_EXAMPLE.replace("[104,", "[0104,"),
-            AWS_EXAMPLE.replace("[104,", "[-0,"),
-            AWS_EXAMPLE.replace("[104,", "[1.0,"),
-            AWS_EXAMPLE.replace("[104,", "[,"),
+            // Values serde refuses: a trailing comma in a header, a partition out of range, no
+            // partition, a string partition, trailing text (header bytes out of range or not
+            // written as JSON writes an integer: below).
             AWS_EXAMPLE.replace(",117,101]", ",117,101,]"),
-            AWS_EXAMPLE.replace("[104,", "[1000,"),
-            AWS_EXAMPLE.replace("[104,", "[00,"),
-            AWS_EXAMPLE.replace("[104,", "[+1,"),
-            AWS_EXAMPLE.replace("[104,", "[--1,"),
-            AWS_EXAMPLE.replace("[104,", "[1e2,"),
-            AWS_EXAMPLE.replace("[104,", "[[104],"),
-            AWS_EXAMPLE.replace("[104,", r#"["h","#),
             AWS_EXAMPLE.replace(r#""partition":0"#, r#""partition":4294967296"#),
             AWS_EXAMPLE.replace(r#""partition":0,"#, ""),
             AWS_EXAMPLE.replace(r#""partition":0"#, r#""partition":"0""#),
@@ -296,6 +284,8 @@ mod tests {
             format!("{AWS_EXAMPLE} "),
             format!("{AWS_EXAMPLE}x"),
         ];
+        let header_bytes = ["[300,", "[-129,", "[0104,", "[-0,", "[1.0,", "[,", "[1000,", "[00,", "[+1,", "[--1,", "[1e2,", "[[104],", r#"["h","#];
+        serde_only.extend(header_bytes.map(|first| AWS_EXAMPLE.replace("[104,", first)));
         for text in &serde_only {
             assert!(scan_event(text).is_none(), "the scan took {text}");
             let fast = parse_event(text.as_bytes()).map(|p| p.partitions).map_err(|e| e.to_string());
