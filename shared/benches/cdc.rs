@@ -47,7 +47,7 @@ async fn run(changes: usize, accounts: i64) {
                 key: None,
                 value: Some(c.to_csv().into()),
                 value_error: None,
-                headers: vec![],
+                headers: Default::default(),
                 value_schema: None,
             });
             *offset += 1;

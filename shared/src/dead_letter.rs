@@ -12,7 +12,7 @@ use arrow_schema::{DataType, SchemaRef};
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
-use crate::event::{KafkaRecordIn, TopicPartition};
+use crate::event::{Headers, KafkaRecordIn, TopicPartition};
 use crate::tables::{dead_letter as col, lineage};
 
 /// One rejected record.
@@ -22,7 +22,7 @@ pub struct Reject<'a> {
     pub offset: i64,
     pub key: Option<&'a [u8]>,
     pub value: Option<&'a [u8]>,
-    pub headers: &'a [(String, Bytes)],
+    pub headers: &'a Headers,
     pub error: &'a str,
 }
 
@@ -85,7 +85,7 @@ impl DeadLetterBuilder {
         self.error.append_value(reject.error);
         self.source.append_value(&self.source_name);
         self.rejected_at.append_value(self.rejected_at_us);
-        self.headers.push(reject.headers.iter().cloned().collect());
+        self.headers.push(reject.headers.iter_shared().map(|(name, value)| (name.to_string(), value)).collect());
     }
 
     /// The rows as a batch of `schema` (the dead-letter table's Arrow schema), columns matched
@@ -141,9 +141,9 @@ mod tests {
         let def = crate::tables::dead_letter_table("t_dead_letter", "zstd").unwrap();
         let schema = def.arrow_schema().unwrap();
         let mut b = DeadLetterBuilder::new(1_700_000_000_000_000, "avro");
-        let headers = vec![("trace".to_string(), Bytes::from_static(&[1, 2])), ("trace".to_string(), Bytes::from_static(&[3]))];
+        let headers = Headers::from_pairs([("trace", &[1, 2][..]), ("trace", &[3])]);
         b.append(Reject { topic: "t", partition: 1, offset: 7, key: Some(b"k"), value: None, headers: &headers, error: "bad", });
-        b.append(Reject { topic: "t", partition: 1, offset: 8, key: None, value: Some(b"v"), headers: &[], error: "worse" });
+        b.append(Reject { topic: "t", partition: 1, offset: 8, key: None, value: Some(b"v"), headers: &Headers::default(), error: "worse" });
         let batch = b.finish(schema).unwrap();
         assert_eq!(batch.num_rows(), 2);
         let map = batch.column_by_name(col::HEADERS).unwrap().as_any().downcast_ref::<MapArray>().unwrap();
@@ -158,7 +158,7 @@ mod tests {
         let fields: Vec<_> = full.fields().iter().filter(|f| f.name() != col::HEADERS).cloned().collect();
         let schema = Arc::new(arrow_schema::Schema::new(fields));
         let mut b = DeadLetterBuilder::new(0, "json");
-        b.append(Reject { topic: "t", partition: 0, offset: 1, key: None, value: None, headers: &[], error: "e" });
+        b.append(Reject { topic: "t", partition: 0, offset: 1, key: None, value: None, headers: &Headers::default(), error: "e" });
         assert_eq!(b.finish(schema).unwrap().num_columns(), 8);
     }
 }

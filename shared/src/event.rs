@@ -17,9 +17,11 @@ use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use crate::error::{Error, Result};
 
 mod arena;
+mod headers;
 mod scan;
 
 use arena::Arena;
+pub use headers::Headers;
 
 /// The event sources the MSK and self-managed Kafka mappings put in `eventSource`.
 pub const EVENT_SOURCES: &[&str] = &["aws:kafka", "SelfManagedKafka"];
@@ -53,8 +55,9 @@ pub struct KafkaRecordIn {
     pub value: Option<Bytes>,
     /// Why the record could not be read (key or value not base64); such a record becomes a
     /// dead letter, and the field that was not base64 holds the raw text as sent.
-    pub value_error: Option<String>,
-    pub headers: Vec<(String, Bytes)>,
+    pub value_error: Option<Box<str>>,
+    /// In one `Bytes` (of the arena, for a parsed event): no allocation per record.
+    pub headers: Headers,
     /// `valueSchemaMetadata`: set when the event source mapping's own schema-registry support
     /// validated the value (its `SchemaRegistryConfig`): the writer schema's registry id, and the
     /// value is the record as JSON (`EventRecordFormat = JSON`) or without its frame (`SOURCE`).
@@ -206,14 +209,14 @@ impl RawRecord<'_> {
         };
         let key = decode(self.key, "key");
         let value = decode(self.value, "value");
-        let value_error = (!problems.is_empty()).then(|| problems.join("; "));
+        let value_error = (!problems.is_empty()).then(|| problems.join("; ").into());
         KafkaRecordIn {
             offset: self.offset,
             timestamp_ms: self.timestamp,
             key,
             value,
             value_error,
-            headers: self.headers.0,
+            headers: self.headers,
             value_schema: self.value_schema_metadata.map(Box::new),
         }
     }
@@ -246,9 +249,6 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for Text<'a> {
 
 /// A record's headers: a list of `{name: [signed bytes]}` objects, read as (name, bytes) pairs
 /// in order (a name may repeat, as Kafka allows).
-#[derive(Default)]
-struct Headers(Vec<(String, Bytes)>);
-
 impl<'de> serde::Deserialize<'de> for Headers {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         struct List;
@@ -258,13 +258,13 @@ impl<'de> serde::Deserialize<'de> for Headers {
                 f.write_str("a list of header objects")
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Headers, A::Error> {
-                let mut out = Vec::new();
+                let mut out = bytes::BytesMut::new();
                 while seq.next_element_seed(Object(&mut out))?.is_some() {}
-                Ok(Headers(out))
+                Ok(Headers::from_encoded(out.freeze()))
             }
         }
         /// One `{name: [signed bytes], ..}` object, appended to the list.
-        struct Object<'o>(&'o mut Vec<(String, Bytes)>);
+        struct Object<'o>(&'o mut bytes::BytesMut);
         impl<'de> DeserializeSeed<'de> for Object<'_> {
             type Value = ();
             fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
@@ -279,7 +279,7 @@ impl<'de> serde::Deserialize<'de> for Headers {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
                 while let Some(name) = map.next_key::<String>()? {
                     let bytes = map.next_value_seed(SignedBytes)?;
-                    self.0.push((name, Bytes::from(bytes)));
+                    headers::write(self.0, &name, &bytes);
                 }
                 Ok(())
             }

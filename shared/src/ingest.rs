@@ -539,7 +539,7 @@ pub fn decode_partitions(
                 continue;
             }
             let value = match (&record.value, &record.value_error) {
-                (_, Some(e)) => Err(e.clone()),
+                (_, Some(e)) => Err(e.to_string()),
                 (Some(v), None) => Ok(&v[..]),
                 (None, None) => Err("value is absent (null)".to_string()),
             };

@@ -276,7 +276,7 @@ pub fn decode_changes(event: &ParsedEvent, format: CdcFormat, order_column: &str
                 continue;
             }
             let value = match (&record.value, &record.value_error) {
-                (_, Some(e)) => Err(e.clone()),
+                (_, Some(e)) => Err(e.to_string()),
                 (Some(v), None) => Ok(&v[..]),
                 (None, None) => Err("value is absent (null)".to_string()),
             };

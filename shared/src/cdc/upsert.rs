@@ -204,7 +204,7 @@ impl<'p> UpsertDecoder<'p> {
 
     fn append(&mut self, tp: &TopicPartition, record: &KafkaRecordIn) -> std::result::Result<(), String> {
         if let Some(e) = &record.value_error {
-            return Err(e.clone());
+            return Err(e.to_string());
         }
         let (change, reader) = match (&self.writers, record.value.as_deref()) {
             (Some(RegistryWriters::Envelopes(envelopes)), Some(value)) => {

@@ -86,20 +86,22 @@ fn record<'a>(c: &mut Cursor<'a>, arena: &mut Arena) -> Option<RawRecord<'a>> {
     })
 }
 
-/// `[{"name": [signed bytes], ...}, ...]`, each header's bytes one field of the arena.
+/// `[{"name": [signed bytes], ...}, ...]`, the whole list one field of the arena.
 fn header_list(c: &mut Cursor, arena: &mut Arena) -> Option<Headers> {
-    let mut out = Vec::new();
-    c.array(|c| {
+    let listed = c.array(|c| {
         c.object(|c, name| {
+            let at = arena.begin_header(name);
             c.array(|c| {
                 arena.push(i8::try_from(c.integer()?).ok()? as u8);
                 Some(())
             })?;
-            out.push((name.to_owned(), arena.take()));
+            arena.end_header(at);
             Some(())
         })
-    })?;
-    Some(Headers(out))
+    });
+    // Taken either way: a list the scan refuses leaves nothing behind for the next field.
+    let list = arena.take();
+    listed.map(|()| Headers::from_encoded(list))
 }
 
 /// A field seen twice is serde's error to name.
@@ -245,14 +247,14 @@ mod tests {
     fn the_mappings_own_events_take_the_scan() {
         let parsed = scanned(AWS_EXAMPLE).expect("AWS's example is in the mapping's form");
         let r = &parsed.partitions[&TopicPartition { topic: "mytopic".into(), partition: 0 }][0];
-        assert_eq!(r.headers, vec![("headerKey".to_string(), Bytes::from_static(b"headerValue"))]);
+        assert_eq!(r.headers, Headers::from_pairs([("headerKey", b"headerValue")]));
         assert_eq!(r.value.as_deref(), Some(&b"Hello, this is a test."[..]));
         // What the generator and the esm render (keys sorted, nulls, empty lists, negative bytes).
         let text = r#"{"bootstrapServers":null,"eventSource":"SelfManagedKafka","records":{"a-b-3":[{"headers":[],"key":null,"offset":-5,"partition":3,"timestamp":0,"value":"%%"},{"headers":[{"h":[-128,0,127]},{"h":[]}],"offset":9223372036854775807,"partition":3,"timestamp":-9223372036854775808,"topic":"a-b"}],"x-1":[]}}"#;
         let parsed = scanned(text).expect("a rendered event takes the scan");
         let rs = &parsed.partitions[&TopicPartition { topic: "a-b".into(), partition: 3 }];
         assert!(rs[0].value_error.as_deref().is_some_and(|e| e.contains("not base64")), "{rs:?}");
-        assert_eq!(rs[1].headers, vec![("h".to_string(), Bytes::from_static(&[128, 0, 127])), ("h".to_string(), Bytes::new())]);
+        assert_eq!(rs[1].headers, Headers::from_pairs([("h", &[128, 0, 127][..]), ("h", &[])]));
     }
 
     #[test]
@@ -302,7 +304,7 @@ mod tests {
          proptest::collection::vec(("[a-z\"\\\\é]{0,4}", bytes()), 0..3))
             .prop_map(|(offset, timestamp_ms, key, value, headers)| KafkaRecordIn {
                 offset, timestamp_ms, key: key.map(Bytes::from), value: value.map(Bytes::from), value_error: None,
-                headers: headers.into_iter().map(|(name, bytes)| (name, Bytes::from(bytes))).collect(), value_schema: None,
+                headers: Headers::from_pairs(headers), value_schema: None,
             })
     }
 

@@ -201,7 +201,7 @@ async fn read_dead_letters(table: &Table, filter: &ReplayFilter) -> Result<Vec<(
                 key: bytes(&keys),
                 value: bytes(&values),
                 value_error: None,
-                headers: vec![],
+                headers: Default::default(),
                 value_schema: None,
             };
             out.push((TopicPartition { topic: topics.value(i).to_string(), partition: partitions.value(i) }, record));

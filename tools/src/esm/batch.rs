@@ -188,7 +188,7 @@ pub(crate) mod tests {
             // Bytes that base64 cannot shorten and that cover every signed-byte value.
             value: Some((0..value_len).map(|i| (i * 7 + offset as usize) as u8).collect()),
             value_error: None,
-            headers: vec![("h".into(), vec![0, 127, 128, 255].into())],
+            headers: icestream::event::Headers::from_pairs([("h", [0, 127, 128, 255])]),
             value_schema: None,
         }
     }
@@ -282,7 +282,7 @@ pub(crate) mod tests {
             }
             if offset % 11 == 0 {
                 r.value = None;
-                r.headers.clear();
+                r.headers = Default::default();
             }
             builder.push(&tp((offset % 3) as i32), r).unwrap();
         }

@@ -27,10 +27,10 @@ use anyhow::{Context, Result};
 use bytes::BytesMut;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
-use icestream::event::{KafkaRecordIn, LOCAL_CLUSTER_ARN, TopicPartition};
+use icestream::event::{Headers, KafkaRecordIn, LOCAL_CLUSTER_ARN, TopicPartition};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{BorrowedMessage, Headers, Message};
+use rdkafka::message::{BorrowedMessage, Headers as _, Message};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use serde::Serialize;
 
@@ -453,14 +453,15 @@ impl Poller {
     }
 }
 
-/// A fetched message as the event carries it. Its key, value and header values are copied into
-/// one buffer, shared by their `Bytes`: one allocation rather than three, and the clone each
+/// A fetched message as the event carries it. Its key, value and headers are copied into one
+/// buffer, shared by their `Bytes`: one allocation rather than one per part, and the clone each
 /// in-process invocation takes of its batch counts references instead of allocating.
 fn record_of(m: &BorrowedMessage<'_>) -> KafkaRecordIn {
-    let headers = m.headers();
-    let header_bytes = headers.map_or(0, |hs| hs.iter().map(|h| h.value.map_or(0, <[u8]>::len)).sum());
-    let (key, value) = (m.key(), m.payload());
+    let (key, value, headers) = (m.key(), m.payload(), m.headers());
+    let header_bytes: usize =
+        headers.map_or(0, |hs| hs.iter().map(|h| Headers::encoded_len(h.key, h.value.unwrap_or_default())).sum());
     let mut buffer = BytesMut::with_capacity(key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len) + header_bytes);
+    let headers = headers.map(|hs| Headers::from_buffer(&mut buffer, hs.iter().map(|h| (h.key, h.value.unwrap_or_default()))));
     let mut copy = |bytes: &[u8]| {
         buffer.extend_from_slice(bytes);
         buffer.split().freeze()
@@ -471,7 +472,7 @@ fn record_of(m: &BorrowedMessage<'_>) -> KafkaRecordIn {
         key: key.map(&mut copy),
         value: value.map(&mut copy),
         value_error: None,
-        headers: headers.map(|hs| hs.iter().map(|h| (h.key.to_string(), copy(h.value.unwrap_or_default()))).collect()).unwrap_or_default(),
+        headers: headers.unwrap_or_default(),
         value_schema: None,
     }
 }

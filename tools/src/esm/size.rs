@@ -116,7 +116,7 @@ mod tests {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
         for _ in 0..20_000 {
             let tp = TopicPartition { topic: rng.text(12), partition: rng.int() as i32 };
-            let headers = (0..rng.below(4)).map(|_| (rng.text(6), rng.bytes(12).into())).collect();
+            let headers = (0..rng.below(4)).map(|_| (rng.text(6), rng.bytes(12))).collect();
             let record = KafkaRecordIn {
                 offset: rng.int(),
                 timestamp_ms: rng.int(),
@@ -141,7 +141,7 @@ mod tests {
             key: Some(b"not base64 \"raw\"".to_vec().into()),
             value: Some(b"x".to_vec().into()),
             value_error: Some("key is not base64: invalid".into()),
-            headers: vec![],
+            headers: Default::default(),
             value_schema: None,
         };
         assert_eq!(record_json_len(&tp, &record), record_json(&tp, &record).to_string().len());
