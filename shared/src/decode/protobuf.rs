@@ -33,7 +33,13 @@ struct MessagePlan {
     columns: Vec<Option<FieldPlan>>,
     /// `(field number, column index)`, sorted by number.
     by_number: Vec<(u32, usize)>,
+    /// The column of each field number below [`DIRECT`] (`usize::MAX`: none), without a search.
+    direct: Vec<usize>,
 }
+
+/// Field numbers looked up by index rather than searched: most messages number their fields
+/// from 1 up.
+const DIRECT: u32 = 64;
 
 struct FieldPlan {
     name: String,
@@ -90,10 +96,27 @@ impl MessagePlan {
             .filter_map(|(i, column)| Some((m.get_field_by_name(column.name())?.number(), i)))
             .collect();
         by_number.sort_unstable();
-        MessagePlan { columns, by_number }
+        Self::indexed(columns, by_number)
+    }
+
+    fn indexed(columns: Vec<Option<FieldPlan>>, by_number: Vec<(u32, usize)>) -> Self {
+        let below = by_number.iter().map(|(n, _)| *n).filter(|n| *n < DIRECT).max().map_or(0, |n| n as usize + 1);
+        let mut direct = vec![usize::MAX; below];
+        for &(n, i) in by_number.iter().filter(|(n, _)| *n < DIRECT) {
+            direct[n as usize] = i;
+        }
+        MessagePlan { columns, by_number, direct }
+    }
+
+    /// No fields: a message read for nothing (an unknown well-known type, a non-struct target).
+    fn empty() -> Self {
+        Self::indexed(Vec::new(), Vec::new())
     }
 
     fn column_of(&self, number: u32) -> Option<usize> {
+        if number < DIRECT {
+            return self.direct.get(number as usize).copied().filter(|i| *i != usize::MAX);
+        }
         self.by_number.binary_search_by_key(&number, |(n, _)| *n).ok().map(|i| self.by_number[i].1)
     }
 }
@@ -137,11 +160,11 @@ fn value_plan(kind: &Kind, target: &DataType) -> ValuePlan {
                     let inner = m.get_field(1).map(|f| value_plan(&f.kind(), target));
                     match inner {
                         Some(ValuePlan::Scalar(s)) => ValuePlan::Wrapper(s),
-                        _ => ValuePlan::Message(Box::new(MessagePlan { columns: Vec::new(), by_number: Vec::new() })),
+                        _ => ValuePlan::Message(Box::new(MessagePlan::empty())),
                     }
                 }
                 (None, DataType::Struct(columns)) => ValuePlan::Message(Box::new(MessagePlan::new(m, columns))),
-                (None, _) => ValuePlan::Message(Box::new(MessagePlan { columns: Vec::new(), by_number: Vec::new() })),
+                (None, _) => ValuePlan::Message(Box::new(MessagePlan::empty())),
             };
         }
     };
@@ -169,6 +192,13 @@ impl Raw<'_> {
 }
 
 fn varint(input: &mut &[u8]) -> Result<u64, DecodeError> {
+    // One byte: every tag of a field numbered below 16, and small values.
+    if let Some((&byte, rest)) = input.split_first()
+        && byte < 0x80
+    {
+        *input = rest;
+        return Ok(u64::from(byte));
+    }
     let mut value = 0u64;
     for (i, byte) in input.iter().enumerate().take(10) {
         value |= u64::from(byte & 0x7f) << (7 * i);
@@ -268,6 +298,11 @@ fn decode_message(mut input: &[u8], plan: &MessagePlan, col: &mut Col) -> R {
         let Some(i) = plan.column_of(number) else { continue };
         let Some(field) = &plan.columns[i] else { continue };
         let read = match &field.shape {
+            // A scalar: the last one wins, nothing to merge.
+            Shape::Single { value: ValuePlan::Scalar(_) | ValuePlan::Enum(_), .. } => {
+                slots[i] = Slot::Raw(raw);
+                Ok(())
+            }
             Shape::Single { value, .. } => {
                 slots[i] = match (std::mem::replace(&mut slots[i], Slot::Empty), raw, value) {
                     (Slot::Raw(Raw::Len(a)), Raw::Len(b), ValuePlan::Message(_) | ValuePlan::Timestamp | ValuePlan::Wrapper(_)) => {

@@ -357,3 +357,33 @@ fn protobuf_packed_and_unpacked_repeated_scalars_decode_alike() {
         );
     }
 }
+
+#[test]
+fn protobuf_fields_numbered_anywhere_and_long_varints_decode() {
+    use prost::Message;
+    // Numbers below the direct lookup's bound, at it and far above it (the largest allowed),
+    // values of one to ten varint bytes; unknown fields between them are skipped.
+    let source = r#"syntax = "proto3"; package t;
+        message M { int64 a = 1; int64 b = 63; int64 c = 64; string d = 1000; int64 e = 536870911; uint32 f = 15; }
+        message W { int64 a = 1; int64 x = 2; int64 b = 63; int64 y = 65; int64 c = 64; string d = 1000;
+                    int64 e = 536870911; uint32 f = 15; }"#;
+    let schema = SourceSchema::from_text(Format::Protobuf, source, Some("t.M")).unwrap();
+    let mut m = message(&schema, "t.W");
+    set(
+        &mut m,
+        vec![
+            ("a", Proto::I64(127)),
+            ("x", Proto::I64(9)),
+            ("b", Proto::I64(128)),
+            ("y", Proto::I64(-1)),
+            ("c", Proto::I64(-1)),
+            ("d", Proto::String("thousand".into())),
+            ("e", Proto::I64(i64::MAX)),
+            ("f", Proto::U32(u32::MAX)),
+        ],
+    );
+    assert_eq!(
+        decode_rows(&schema, &[m.encode_to_vec()]),
+        [["a=127", "f=4294967295", "b=128", "c=-1", "d=thousand", "e=9223372036854775807"]]
+    );
+}
