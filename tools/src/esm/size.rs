@@ -15,20 +15,12 @@ pub fn record_json_len(tp: &TopicPartition, r: &KafkaRecordIn) -> usize {
     if r.value_error.is_some() || r.value_schema.is_some() {
         return record_json(tp, r).to_string().len();
     }
-    let headers = if r.headers.is_empty() {
-        2
-    } else {
-        // `[` `]`, a comma between items; each item `{"key":[b,b,...]}`.
-        let items: usize = r
-            .headers
-            .iter()
-            .map(|(k, v)| {
-                let bytes = if v.is_empty() { 0 } else { v.iter().map(|&b| i8_len(b as i8)).sum::<usize>() + v.len() - 1 };
-                1 + json_str_len(k) + 1 + 1 + bytes + 1 + 1
-            })
-            .sum();
-        2 + items + r.headers.len() - 1
-    };
+    // `[` `]`, a comma between items; each item `{"key":[b,b,...]}`.
+    let (items, count) = r.headers.iter().fold((0usize, 0usize), |(items, count), (k, v)| {
+        let bytes = if v.is_empty() { 0 } else { v.iter().map(|&b| i8_len(b as i8)).sum::<usize>() + v.len() - 1 };
+        (items + 1 + json_str_len(k) + 1 + 1 + bytes + 1 + 1, count + 1)
+    });
+    let headers = 2 + items + count.saturating_sub(1);
     RECORD_FRAME
         + headers
         + base64_field_len(r.key.as_deref())
