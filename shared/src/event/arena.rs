@@ -36,7 +36,9 @@ impl Arena {
         }
     }
 
-    /// Appends a byte to the field being written (ended by [`Arena::take`]).
+    /// Appends a byte to the field being written (ended by [`Arena::take`]). Inlined: it runs
+    /// once per header byte, 13 times a record in the reference events.
+    #[inline]
     pub(super) fn push(&mut self, byte: u8) {
         self.0.put_u8(byte);
     }
