@@ -141,7 +141,7 @@ mod tests {
         let def = crate::tables::dead_letter_table("t_dead_letter", "zstd").unwrap();
         let schema = def.arrow_schema().unwrap();
         let mut b = DeadLetterBuilder::new(1_700_000_000_000_000, "avro");
-        let headers = Headers::from_pairs([("trace", &[1, 2][..]), ("trace", &[3])]);
+        let headers = Headers::from_iter([("trace", &[1, 2][..]), ("trace", &[3])]);
         b.append(Reject { topic: "t", partition: 1, offset: 7, key: Some(b"k"), value: None, headers: &headers, error: "bad", });
         b.append(Reject { topic: "t", partition: 1, offset: 8, key: None, value: Some(b"v"), headers: &Headers::default(), error: "worse" });
         let batch = b.finish(schema).unwrap();

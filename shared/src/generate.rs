@@ -323,7 +323,7 @@ pub fn generate(opts: &GeneratorOptions) -> Result<Generated> {
             key: record_opts.keyed.then(|| generated.key().into()),
             value: Some(generated.value.clone().into()),
             value_error: None,
-            headers: crate::event::Headers::from_pairs([("producer", b"icestream-gen")]),
+            headers: crate::event::Headers::from_iter([("producer", b"icestream-gen")]),
             value_schema: None,
         };
         if opts.max_bytes > 0 {

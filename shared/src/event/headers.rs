@@ -12,11 +12,6 @@ use bytes::{BufMut, Bytes, BytesMut};
 pub struct Headers(Bytes);
 
 impl Headers {
-    /// Headers from `(name, value)` pairs, in one allocation.
-    pub fn from_pairs<N: AsRef<str>, V: AsRef<[u8]>>(pairs: impl IntoIterator<Item = (N, V)>) -> Self {
-        Self::from_buffer(&mut BytesMut::new(), pairs)
-    }
-
     /// Headers from `(name, value)` pairs, written into an empty `buf` and split off it, its
     /// spare capacity left for what follows (a record's parts can share one allocation: reserve
     /// [`Headers::encoded_len`] of each).
@@ -45,10 +40,6 @@ impl Headers {
         self.0.is_empty()
     }
 
-    pub fn len(&self) -> usize {
-        self.iter().count()
-    }
-
     /// `(name, value)` in order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> {
         let mut rest: &[u8] = &self.0;
@@ -66,9 +57,10 @@ impl Headers {
     }
 }
 
+/// Headers from `(name, value)` pairs, in one allocation.
 impl<N: AsRef<str>, V: AsRef<[u8]>> FromIterator<(N, V)> for Headers {
     fn from_iter<I: IntoIterator<Item = (N, V)>>(pairs: I) -> Self {
-        Self::from_pairs(pairs)
+        Self::from_buffer(&mut BytesMut::new(), pairs)
     }
 }
 
@@ -127,16 +119,16 @@ mod tests {
             ("trace".into(), vec![255]),
             ("é".into(), vec![0; 300]),
         ];
-        let headers = Headers::from_pairs(pairs.iter().map(|(n, v)| (n, v)));
-        assert_eq!(headers.len(), 4);
+        let headers = Headers::from_iter(pairs.iter().map(|(n, v)| (n, v)));
+        assert_eq!(headers.iter().count(), 4);
         let back: Vec<(String, Vec<u8>)> = headers.iter().map(|(n, v)| (n.to_string(), v.to_vec())).collect();
         assert_eq!(back, pairs);
         let shared: Vec<Bytes> = headers.iter_shared().map(|(_, v)| v).collect();
         assert_eq!(shared[3], Bytes::from(vec![0; 300]));
-        assert_eq!(headers, Headers::from_pairs(pairs.clone()));
-        assert_ne!(headers, Headers::from_pairs(pairs[..3].iter().map(|(n, v)| (n, v))));
-        assert!(Headers::default().is_empty() && Headers::from_pairs(Vec::<(&str, &[u8])>::new()).is_empty());
-        assert_eq!(format!("{:?}", Headers::from_pairs([("a", b"x")])), r#"[("a", b"x")]"#);
+        assert_eq!(headers, Headers::from_iter(pairs.clone()));
+        assert_ne!(headers, Headers::from_iter(pairs[..3].iter().map(|(n, v)| (n, v))));
+        assert!(Headers::default().is_empty() && Headers::from_iter(Vec::<(&str, &[u8])>::new()).is_empty());
+        assert_eq!(format!("{:?}", Headers::from_iter([("a", b"x")])), r#"[("a", b"x")]"#);
     }
 
     #[test]
@@ -154,9 +146,9 @@ mod tests {
 
     #[test]
     fn a_cut_encoding_stops_without_panicking() {
-        let whole = Headers::from_pairs([("name", b"value")]).0;
+        let whole = Headers::from_iter([("name", b"value")]).0;
         for cut in 0..whole.len() {
-            assert_eq!(Headers(whole.slice(..cut)).len(), 0);
+            assert_eq!(Headers(whole.slice(..cut)).iter().count(), 0);
         }
     }
 }

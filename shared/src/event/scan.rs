@@ -247,14 +247,14 @@ mod tests {
     fn the_mappings_own_events_take_the_scan() {
         let parsed = scanned(AWS_EXAMPLE).expect("AWS's example is in the mapping's form");
         let r = &parsed.partitions[&TopicPartition { topic: "mytopic".into(), partition: 0 }][0];
-        assert_eq!(r.headers, Headers::from_pairs([("headerKey", b"headerValue")]));
+        assert_eq!(r.headers, Headers::from_iter([("headerKey", b"headerValue")]));
         assert_eq!(r.value.as_deref(), Some(&b"Hello, this is a test."[..]));
         // What the generator and the esm render (keys sorted, nulls, empty lists, negative bytes).
         let text = r#"{"bootstrapServers":null,"eventSource":"SelfManagedKafka","records":{"a-b-3":[{"headers":[],"key":null,"offset":-5,"partition":3,"timestamp":0,"value":"%%"},{"headers":[{"h":[-128,0,127]},{"h":[]}],"offset":9223372036854775807,"partition":3,"timestamp":-9223372036854775808,"topic":"a-b"}],"x-1":[]}}"#;
         let parsed = scanned(text).expect("a rendered event takes the scan");
         let rs = &parsed.partitions[&TopicPartition { topic: "a-b".into(), partition: 3 }];
         assert!(rs[0].value_error.as_deref().is_some_and(|e| e.contains("not base64")), "{rs:?}");
-        assert_eq!(rs[1].headers, Headers::from_pairs([("h", &[128, 0, 127][..]), ("h", &[])]));
+        assert_eq!(rs[1].headers, Headers::from_iter([("h", &[128, 0, 127][..]), ("h", &[])]));
     }
 
     #[test]
@@ -304,7 +304,7 @@ mod tests {
          proptest::collection::vec(("[a-z\"\\\\é]{0,4}", bytes()), 0..3))
             .prop_map(|(offset, timestamp_ms, key, value, headers)| KafkaRecordIn {
                 offset, timestamp_ms, key: key.map(Bytes::from), value: value.map(Bytes::from), value_error: None,
-                headers: Headers::from_pairs(headers), value_schema: None,
+                headers: Headers::from_iter(headers), value_schema: None,
             })
     }
 

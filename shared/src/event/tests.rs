@@ -53,7 +53,7 @@ fn parses_groups_sorts_and_keeps_bad_values_as_record_errors() {
     assert_eq!(p0.iter().map(|r| r.offset).collect::<Vec<_>>(), [15, 16]);
     assert_eq!(p0[0].value, None);
     assert_eq!(p0[1].value.as_deref(), Some(&[1, 2, 3][..]));
-    assert_eq!(p0[1].headers, Headers::from_pairs([("h", [104, 255])]));
+    assert_eq!(p0[1].headers, Headers::from_iter([("h", [104, 255])]));
     // Topic derived from the group key, dash included.
     let p1 = &parsed.partitions[&TopicPartition { topic: "vehicle-telemetry".into(), partition: 1 }];
     assert_eq!(p1[0].key.as_deref(), Some(&b"key"[..]));
@@ -103,7 +103,7 @@ fn one_pass_reads_escaped_text_repeated_headers_and_mixed_groups() {
     let t0 = &parsed.partitions[&TopicPartition { topic: "t".into(), partition: 0 }];
     assert_eq!(t0.iter().map(|r| r.offset).collect::<Vec<_>>(), [1, 2]);
     assert_eq!(t0[1].value.as_deref(), Some(&[255u8][..]));
-    assert_eq!(t0[1].headers, Headers::from_pairs([("a", [1]), ("a", [2]), ("b", [128])]));
+    assert_eq!(t0[1].headers, Headers::from_iter([("a", [1]), ("a", [2]), ("b", [128])]));
     let u7 = &parsed.partitions[&TopicPartition { topic: "u".into(), partition: 7 }];
     assert_eq!(u7.iter().map(|r| r.offset).collect::<Vec<_>>(), [3, 9]);
     let again = parse_event(event_json("aws:kafka", "arn", "b", &parsed.partitions).to_string().as_bytes()).unwrap();

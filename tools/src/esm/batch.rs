@@ -188,7 +188,7 @@ pub(crate) mod tests {
             // Bytes that base64 cannot shorten and that cover every signed-byte value.
             value: Some((0..value_len).map(|i| (i * 7 + offset as usize) as u8).collect()),
             value_error: None,
-            headers: icestream::event::Headers::from_pairs([("h", [0, 127, 128, 255])]),
+            headers: icestream::event::Headers::from_iter([("h", [0, 127, 128, 255])]),
             value_schema: None,
         }
     }
