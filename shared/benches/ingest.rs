@@ -29,7 +29,7 @@ fn rows(source: Source, values: &[&[u8]], schema: arrow_schema::SchemaRef) -> Re
 fn floor_write(batch: &RecordBatch, dir: &std::path::Path) -> Duration {
     let t0 = Instant::now();
     let file = std::fs::File::create(dir.join("floor.parquet")).unwrap();
-    let props = icestream::writer::writer_properties("zstd").unwrap();
+    let props = icestream::writer::writer_properties("zstd", &[batch]).unwrap();
     let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
     w.write(batch).unwrap();
     w.close().unwrap();

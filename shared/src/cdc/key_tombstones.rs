@@ -113,7 +113,7 @@ impl KeyTombstones {
         columns.push(Arc::new(self.map.values().map(|t| t.deleted_at_us).collect::<Int64Array>()));
         let batch = RecordBatch::try_new(schema.clone(), columns)?;
         let mut buffer = Vec::new();
-        let mut writer = ArrowWriter::try_new(&mut buffer, schema, Some(writer_properties(compression)?))?;
+        let mut writer = ArrowWriter::try_new(&mut buffer, schema, Some(writer_properties(compression, &[&batch])?))?;
         writer.write(&batch)?;
         writer.close()?;
         let path = format!("{}/metadata/tombstones-{}.parquet", table.metadata().location(), uuid::Uuid::new_v4());

@@ -280,7 +280,7 @@ mod tests {
     async fn bucket_file(table: &Table, bucket: i32) -> DataFile {
         let ids = in_bucket(&Int64Array::from_iter_values(0..IDS), bucket);
         let batch = RecordBatch::try_from_iter([("id", Arc::new(ids.clone()) as ArrayRef), ("seq", Arc::new(ids.clone()) as ArrayRef)]).unwrap();
-        let props = crate::writer::table_writer_properties("zstd", table.metadata().properties()).unwrap();
+        let props = crate::writer::table_writer_properties("zstd", table.metadata().properties(), &[&batch]).unwrap();
         let mut buffer = Vec::new();
         let mut writer = ArrowWriter::try_new(&mut buffer, batch.schema(), Some(props)).unwrap();
         writer.write(&batch).unwrap();

@@ -96,7 +96,7 @@ impl Tombstones {
         ];
         let batch = RecordBatch::try_new(schema(), columns)?;
         let mut buffer = Vec::new();
-        let mut writer = ArrowWriter::try_new(&mut buffer, schema(), Some(writer_properties(compression)?))?;
+        let mut writer = ArrowWriter::try_new(&mut buffer, schema(), Some(writer_properties(compression, &[&batch])?))?;
         writer.write(&batch)?;
         writer.close()?;
         let path = format!("{}/metadata/tombstones-{}.parquet", table.metadata().location(), uuid::Uuid::new_v4());

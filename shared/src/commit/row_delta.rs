@@ -201,7 +201,7 @@ pub async fn write_position_deletes(table: &Table, data_file: &DataFile, positio
     ];
     let batch = RecordBatch::try_new(schema.clone(), columns)?;
     let mut buffer = Vec::new();
-    let mut writer = ArrowWriter::try_new(&mut buffer, schema, Some(writer_properties(compression)?))?;
+    let mut writer = ArrowWriter::try_new(&mut buffer, schema, Some(writer_properties(compression, &[&batch])?))?;
     writer.write(&batch)?;
     writer.close()?;
     let size = buffer.len() as u64;
