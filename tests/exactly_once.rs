@@ -185,9 +185,7 @@ async fn eight_writer_processes_on_different_partitions_all_land_exactly_once() 
         let one: BTreeMap<_, _> = [(tp.clone(), records.clone())].into();
         let path = write_event(dir.path(), &format!("p{i}.json"), &event_json("aws:kafka", "arn", "b", &one));
         children.push(
-            std::process::Command::new(icestream_bin())
-                .args(["ingest", path.to_str().unwrap(), &format!("warehouse={}", wh.display())])
-                .env("RUST_LOG", "warn")
+            icestream_command(&["ingest", path.to_str().unwrap(), &format!("warehouse={}", wh.display())])
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
                 .spawn()

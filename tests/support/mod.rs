@@ -26,14 +26,22 @@ pub fn icestream_bin() -> PathBuf {
     bin
 }
 
-/// Run `icestream ARGS` with a clean ICESTREAM_* environment plus `env`.
-pub fn icestream(args: &[&str], env: &[(&str, &str)]) -> Output {
+/// `icestream ARGS` without this process's `ICESTREAM_*` variables: the CLI reads every one as
+/// a knob (and refuses names that are none, such as `ICESTREAM_BIN`), so a developer's exported
+/// configuration would change what a test runs.
+pub fn icestream_command(args: &[&str]) -> Command {
     let mut cmd = Command::new(icestream_bin());
     cmd.args(args);
-    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("ICESTREAM_") && k != "ICESTREAM_BIN") {
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with(icestream::config::ENV_PREFIX)) {
         cmd.env_remove(k);
     }
     cmd.env("RUST_LOG", "warn");
+    cmd
+}
+
+/// Run `icestream ARGS` with a clean ICESTREAM_* environment plus `env`.
+pub fn icestream(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = icestream_command(args);
     for (k, v) in env {
         cmd.env(k, v);
     }
