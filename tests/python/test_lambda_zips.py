@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ZIPS = ROOT / "target" / "lambda"
 FUNCTIONS = sorted(p.name for p in (ROOT / "functions").iterdir() if (p / "Cargo.toml").is_file())
 BIN = os.environ.get("ICESTREAM_BIN", "")
-VENV_BIN = Path(os.environ.get("ICESTREAM_VENV", Path.home() / ".cache" / "icestream-venv")) / "bin"
+VENV_BIN = Path(os.environ.get("VENV", Path.home() / ".cache" / "icestream-venv")) / "bin"
 # Amazon Linux 2023, the provided.al2023 runtime, ships glibc 2.34.
 AL2023_GLIBC = (2, 34)
 # ELF e_machine values.
