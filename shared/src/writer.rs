@@ -85,8 +85,7 @@ fn distinct_columns(batches: &[&RecordBatch]) -> Vec<String> {
             continue;
         }
         let sample = column.slice(0, rows);
-        let nulls = sample.null_count();
-        let values = rows - nulls;
+        let values = rows - sample.null_count();
         if values == 0 {
             continue;
         }
@@ -112,7 +111,7 @@ fn distinct_columns(batches: &[&RecordBatch]) -> Vec<String> {
 /// hold a touched key, and a key column's dictionary, read with any of its pages, stays small).
 pub(crate) fn table_writer_properties(
     compression: &str,
-    properties: &std::collections::HashMap<String, String>,
+    properties: &HashMap<String, String>,
     batches: &[&RecordBatch],
 ) -> Result<WriterProperties> {
     let columns: Vec<&str> =
