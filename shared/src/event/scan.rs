@@ -104,6 +104,27 @@ fn header_list(c: &mut Cursor, arena: &mut Arena) -> Option<Headers> {
     listed.map(|()| Headers::from_encoded(list))
 }
 
+/// The position of the first `"` or `\` in `bytes`. The event's strings are short (field names,
+/// a topic, base64 of tens of bytes), where `memchr2`'s dispatch and set-up cost more than the
+/// search (~53 instructions a call, half of the string's cost): compared a word at a time, the
+/// bytes equal to either found with the carry trick of `has_zero_byte`. A false mark only
+/// follows a true one (the borrow runs upwards, to later bytes), so the lowest mark is exact.
+fn quote_or_backslash(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
+    let zero_bytes = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
+    let mut at = 0;
+    while let Some(word) = bytes[at..].first_chunk::<8>() {
+        let word = u64::from_le_bytes(*word);
+        let marks = zero_bytes(word ^ (ONES * u64::from(b'"'))) | zero_bytes(word ^ (ONES * u64::from(b'\\')));
+        if marks != 0 {
+            return Some(at + marks.trailing_zeros() as usize / 8);
+        }
+        at += 8;
+    }
+    bytes[at..].iter().position(|&b| b == b'"' || b == b'\\').map(|p| at + p)
+}
+
 /// A field seen twice is serde's error to name.
 fn once<T>(slot: &mut Option<T>, value: T) -> Option<()> {
     slot.replace(value).is_none().then_some(())
@@ -168,7 +189,7 @@ impl<'a> Cursor<'a> {
             return None;
         }
         // No control characters anywhere ([`scan_event`] checked), so the first quote ends it.
-        let len = memchr::memchr2(b'"', b'\\', self.rest())?;
+        let len = quote_or_backslash(self.rest())?;
         if self.rest()[len] != b'"' {
             return None;
         }
@@ -306,6 +327,24 @@ mod tests {
                 offset, timestamp_ms, key: key.map(Bytes::from), value: value.map(Bytes::from), value_error: None,
                 headers: Headers::from_iter(headers), value_schema: None,
             })
+    }
+
+    #[test]
+    fn a_string_ends_at_its_first_quote_or_backslash() {
+        // Every position in and around a word, next to bytes one bit away from either.
+        for len in 0..40 {
+            for at in 0..=len {
+                for end in [b'"', b'\\'] {
+                    let mut bytes: Vec<u8> = (0..len).map(|i| [b'!', b'#', b']', b'[', 0xa2, 0xdc, b'a'][i % 7]).collect();
+                    if at < len {
+                        bytes[at] = end;
+                        bytes.iter_mut().skip(at + 1).step_by(3).for_each(|b| *b = b'"');
+                    }
+                    let naive = bytes.iter().position(|&b| b == b'"' || b == b'\\');
+                    assert_eq!(quote_or_backslash(&bytes), naive, "{bytes:?}");
+                }
+            }
+        }
     }
 
     proptest::proptest! {
