@@ -331,7 +331,9 @@ mod tests {
 
     #[test]
     fn a_string_ends_at_its_first_quote_or_backslash() {
-        // Every position in and around a word, next to bytes one bit away from either.
+        // Every length and position across words, among bytes just above and below either and
+        // with the high bit set (what a borrow or a missing `& !v` would mark falsely), with more
+        // quotes after the first.
         for len in 0..40 {
             for at in 0..=len {
                 for end in [b'"', b'\\'] {
