@@ -2,10 +2,11 @@
 # `make bench-local`: the local end-to-end rate. A Tansu broker on 127.0.0.1 takes RECORDS proto
 # telemetry records (`icestream produce`, as fast as it goes), then `icestream esm` with the
 # pipeline in process (invoke=inprocess) drains the topic in batches of up to 10,000 into the
-# embedded catalog. Prints records/s of the drain (broker poll -> event -> ingest -> commit) and
-# of the producer alone, for scale. Figures are printed, never asserted.
+# embedded catalog, with a 2 s session (Tansu answers a new group's join after half of it).
+# Prints records/s of the drain (broker poll -> event -> ingest -> commit) and of the producer
+# alone, for scale. Figures are printed, never asserted.
 #
-# Usage: scripts/bench_local.sh ICESTREAM_BIN   (env: RECORDS=200000, WINDOW_MS=500, KAFKA_PORT=random, PARTITIONS=4)
+# Usage: scripts/bench_local.sh ICESTREAM_BIN   (env: RECORDS=200000, WINDOW_MS=500, SESSION_TIMEOUT_MS=2000, KAFKA_PORT=random, PARTITIONS=4)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:?usage: scripts/bench_local.sh ICESTREAM_BIN}
@@ -21,7 +22,7 @@ t0=$(now)
 RUST_LOG=warn "$BIN" produce bootstrap="127.0.0.1:$KAFKA_PORT" topic=$TOPICS format=proto count="$RECORDS" >/dev/null
 t1=$(now)
 RUST_LOG=${RUST_LOG:-warn} "$BIN" esm bootstrap="127.0.0.1:$KAFKA_PORT" topic=$TOPICS group=bench invoke=inprocess drain=true \
-  batch_size=10000 batching_window_ms=${WINDOW_MS:-500} on_failure_dir="$STATE_DIR/failures" \
+  batch_size=10000 batching_window_ms=${WINDOW_MS:-500} session_timeout_ms=${SESSION_TIMEOUT_MS:-2000} on_failure_dir="$STATE_DIR/failures" \
   warehouse="$STATE_DIR/wh" source=proto >"$STATE_DIR/esm.out" 2>"$STATE_DIR/esm.log" || { tail -20 "$STATE_DIR/esm.log"; exit 1; }
 cat "$STATE_DIR/esm.out" >&2
 t2=$(now)

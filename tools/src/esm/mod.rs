@@ -31,7 +31,7 @@ use icestream::event::{Headers, KafkaRecordIn, LOCAL_CLUSTER_ARN, TopicPartition
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, Headers as _, Message};
-use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use rdkafka::{ClientConfig, ClientContext, Offset, TopicPartitionList};
 use serde::Serialize;
 
 use crate::kafka::client_config;
@@ -137,6 +137,33 @@ struct Phases {
     function_commit: Duration,
 }
 
+/// The consumer's librdkafka settings.
+fn consumer_config(opts: &EsmOptions) -> ClientConfig {
+    let mut config = client_config(&opts.bootstrap);
+    config
+        .set("group.id", &opts.group)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        // TRIM_HORIZON: a new group starts at the beginning (Tansu's LATEST is wrong anyway).
+        .set("auto.offset.reset", "earliest")
+        .set("enable.partition.eof", "true")
+        // Brokers refuse a session below their minimum (6 s on Kafka); Tansu holds a new group's
+        // join for half of it. Heartbeats go well inside it, from librdkafka's own thread, so a
+        // long invocation does not miss them.
+        .set("session.timeout.ms", opts.session_timeout.as_millis().to_string())
+        .set("heartbeat.interval.ms", "200")
+        // Invocations and their retries happen between polls; never leave the group for it.
+        .set("max.poll.interval.ms", "86400000")
+        // Fetch in large pieces and keep up to a million records per partition queued, so
+        // the next batch is already here when an invocation ends (defaults: 1 MB per
+        // partition, 100k records). Not a shorter fetch.wait.max.ms: at 50 ms a drain of a
+        // partition whose last batch was discarded never saw its end against Tansu.
+        .set("max.partition.fetch.bytes", "16777216")
+        .set("fetch.max.bytes", "67108864")
+        .set("queued.min.messages", "1000000");
+    config
+}
+
 /// A connected poller.
 pub struct Poller {
     opts: EsmOptions,
@@ -149,30 +176,7 @@ pub struct Poller {
 impl Poller {
     /// Join the group and subscribe (the assignment arrives with the first polls).
     pub fn connect(opts: EsmOptions) -> Result<Self> {
-        let consumer: StreamConsumer<EsmContext> = client_config(&opts.bootstrap)
-            .set("group.id", &opts.group)
-            .set("enable.auto.commit", "false")
-            .set("enable.auto.offset.store", "false")
-            // TRIM_HORIZON: a new group starts at the beginning (Tansu's LATEST is wrong anyway).
-            .set("auto.offset.reset", "earliest")
-            .set("enable.partition.eof", "true")
-            // Tansu answers a new group's second JoinGroup after about half the session timeout
-            // (measured: 6000 -> 3.0 s, 4000 -> 2.1 s, 2000 -> 1.0 s). Not below 4000, as a
-            // precaution: Tansu (0.6 source) pauses a joining follower 3 s, and a session shorter
-            // than that could expire the member during its own join (not observed). Heartbeats
-            // well inside it; librdkafka sends them from its own thread, so a long invocation
-            // does not miss them.
-            .set("session.timeout.ms", "4000")
-            .set("heartbeat.interval.ms", "200")
-            // Invocations and their retries happen between polls; never leave the group for it.
-            .set("max.poll.interval.ms", "86400000")
-            // Fetch in large pieces and keep up to a million records per partition queued, so
-            // the next batch is already here when an invocation ends (defaults: 1 MB per
-            // partition, 100k records). Not a shorter fetch.wait.max.ms: at 50 ms a drain of a
-            // partition whose last batch was discarded never saw its end against Tansu.
-            .set("max.partition.fetch.bytes", "16777216")
-            .set("fetch.max.bytes", "67108864")
-            .set("queued.min.messages", "1000000")
+        let consumer: StreamConsumer<EsmContext> = consumer_config(&opts)
             .create_with_context(EsmContext::default())
             .with_context(|| format!("Kafka consumer for {}", opts.bootstrap))?;
         // Several topics (comma-separated) make one poller feed events that carry them all,
@@ -474,5 +478,19 @@ fn record_of(m: &BorrowedMessage<'_>) -> KafkaRecordIn {
         value_error: None,
         headers: headers.unwrap_or_default(),
         value_schema: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_session_timeout_reaches_the_consumer() {
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let (opts, _) = EsmOptions::from_args(&words(&["group=g"])).unwrap();
+        assert_eq!(consumer_config(&opts).get("session.timeout.ms"), Some("6000"));
+        let (opts, _) = EsmOptions::from_args(&words(&["session_timeout_ms=2000"])).unwrap();
+        assert_eq!(consumer_config(&opts).get("session.timeout.ms"), Some("2000"));
     }
 }

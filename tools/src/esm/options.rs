@@ -23,6 +23,7 @@ pub const ESM_OPTIONS: &[Knob] = &[
     Knob { key: "drain", default: "false", allowed: Allowed::OneOf(&["true", "false"]), help: "Consume what the topic holds, then exit 0 once every partition is caught up; false = run until stopped" },
     Knob { key: "retries", default: "2", allowed: Allowed::Integer { min: 0, max: 10_000 }, help: "Retries of a failed batch (whole batch) before it goes to the on-failure directory" },
     Knob { key: "on_failure_dir", default: "./esm-failures", allowed: Allowed::Text, help: "On-failure destination: one JSON file per discarded batch, as the mapping writes to S3" },
+    Knob { key: "session_timeout_ms", default: "6000", allowed: Allowed::Integer { min: 1_000, max: 3_600_000 }, help: "How long the broker keeps the poller in its group without a heartbeat (sent every 200 ms). Apache Kafka and Redpanda refuse less than their group.min.session.timeout.ms, 6000 by default; Tansu answers a new group's join after half of it in whole seconds, so the local scripts use 2000 there (a 1 s join)" },
 ];
 
 /// Where batches go.
@@ -63,6 +64,7 @@ pub struct EsmOptions {
     pub drain: bool,
     pub retries: u32,
     pub on_failure_dir: PathBuf,
+    pub session_timeout: Duration,
 }
 
 impl EsmOptions {
@@ -115,6 +117,7 @@ impl EsmOptions {
             drain: settings.get("drain") == "true",
             retries: settings.parse("retries")?,
             on_failure_dir: PathBuf::from(settings.get("on_failure_dir")),
+            session_timeout: Duration::from_millis(settings.parse("session_timeout_ms")?),
         };
         Ok((opts, function_args))
     }
@@ -132,9 +135,10 @@ mod tests {
     fn poller_and_function_words_are_split_and_typed() {
         let (o, f) = EsmOptions::from_args(&args(&[
             "bootstrap=127.0.0.1:1", "topic=t", "group=g", "function=cdc", "batch_size=10000",
-            "batching_window_ms=0", "drain=true", "retries=0", "warehouse=/tmp/w", "source=json",
+            "batching_window_ms=0", "drain=true", "retries=0", "session_timeout_ms=2000", "warehouse=/tmp/w", "source=json",
         ]))
         .unwrap();
+        assert_eq!(o.session_timeout, Duration::from_secs(2));
         assert_eq!((o.bootstrap.as_str(), o.topic.as_str(), o.group.as_str()), ("127.0.0.1:1", "t", "g"));
         assert_eq!((o.function, o.batch_size, o.batching_window, o.drain, o.retries), (FunctionKind::Cdc, 10_000, Duration::ZERO, true, 0));
         assert_eq!(o.invoke, Invoke::InProcess);
@@ -147,6 +151,7 @@ mod tests {
             ("batch_size=10001", &["`batch_size`", "1 to 10000"][..]),
             ("function=kinesis", &["`function`", "ingest|cdc"]),
             ("drain=yes", &["`drain`", "true|false"]),
+            ("session_timeout_ms=999", &["`session_timeout_ms`", "1000 to 3600000"]),
             ("invoke=ftp://x", &["`invoke`", "inprocess", "http://"]),
             ("sauce=1", &["unknown key `sauce`", "batch_size", "warehouse"]),
         ] {
