@@ -92,7 +92,7 @@ fn header_list(c: &mut Cursor, arena: &mut Arena) -> Option<Headers> {
         c.object(|c, name| {
             let at = arena.begin_header(name);
             c.array(|c| {
-                arena.push(i8::try_from(c.integer()?).ok()? as u8);
+                arena.push(c.signed_byte()?);
                 Some(())
             })?;
             arena.end_header(at);
@@ -235,6 +235,33 @@ impl<'a> Cursor<'a> {
         Some(value)
     }
 
+    /// A header byte: what [`Self::integer`] reads, from -128 to 127, as its two's complement.
+    /// Headers are most of an event's integers (one per byte), and at most three digits make
+    /// a shorter loop than the general one.
+    fn signed_byte(&mut self) -> Option<u8> {
+        let rest = self.rest();
+        let sign = usize::from(rest.first() == Some(&b'-'));
+        let digit = |at: usize| rest.get(sign + at).map(|b| b.wrapping_sub(b'0')).filter(|d| *d <= 9);
+        let (mut magnitude, mut digits) = (i16::from(digit(0)?), 1);
+        // No digit after a leading zero; a fourth digit is out of range either way.
+        while magnitude != 0 && digits < 3 {
+            let Some(d) = digit(digits) else { break };
+            magnitude = magnitude * 10 + i16::from(d);
+            digits += 1;
+        }
+        if digit(digits).is_some() || matches!(rest.get(sign + digits), Some(b'.' | b'e' | b'E')) {
+            return None;
+        }
+        let value = match sign {
+            0 => magnitude,
+            _ if magnitude == 0 => return None,
+            _ => -magnitude,
+        };
+        let byte = i8::try_from(value).ok()?;
+        self.i += sign + digits;
+        Some(byte as u8)
+    }
+
     /// A string, integer or null, skipped.
     fn scalar(&mut self) -> Option<()> {
         match self.rest().first()? {
@@ -345,6 +372,26 @@ mod tests {
                     let naive = bytes.iter().position(|&b| b == b'"' || b == b'\\');
                     assert_eq!(quote_or_backslash(&bytes), naive, "{bytes:?}");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn a_header_byte_is_what_the_integer_reads_in_the_i8_range() {
+        // Every number from -1000 to 1000 as written, with leading zeros, `-0`, a fraction, an
+        // exponent or more digits after it, and bare signs and empty text.
+        let mut texts: Vec<String> = (-1000..=1000).map(|n: i32| n.to_string()).collect();
+        for n in ["0", "00", "01", "007", "-0", "-00", "-01", "1", "12", "127", "128", "-128", "-129"] {
+            texts.push(n.to_string());
+            texts.extend(["]", ",", ".5", "e1", "E1", "0", "9"].iter().map(|tail| format!("{n}{tail}")));
+        }
+        texts.extend(["", "-", "--1", "+1", "a", " 1"].map(String::from));
+        for text in &texts {
+            let (mut general, mut byte) = (Cursor { text, i: 0 }, Cursor { text, i: 0 });
+            let expected = general.integer().and_then(|v| i8::try_from(v).ok()).map(|v| v as u8);
+            assert_eq!(byte.signed_byte(), expected, "{text:?}");
+            if expected.is_some() {
+                assert_eq!(byte.i, general.i, "{text:?}: where the cursor stops");
             }
         }
     }
