@@ -24,8 +24,13 @@ pub fn produce(bootstrap: &str, args: &[&str]) -> Expectation {
 
 /// Run a poller on `topic` with `drain=true` plus `args` to the end; what it did.
 pub async fn drain<F: Function>(bootstrap: &str, topic: &str, function: &F, args: &[String]) -> EsmStats {
-    // Tansu answers a new group's join after half the session timeout: 2 s makes it a 1 s join.
-    let mut all = vec![format!("bootstrap={bootstrap}"), format!("topic={topic}"), "drain=true".to_string(), "session_timeout_ms=2000".to_string()];
+    let mut all = vec![
+        format!("bootstrap={bootstrap}"),
+        format!("topic={topic}"),
+        "drain=true".to_string(),
+        // Tansu answers a new group's join after half the session timeout: 2 s makes it a 1 s join.
+        "session_timeout_ms=2000".to_string(),
+    ];
     all.extend(args.iter().cloned());
     let (opts, rest) = EsmOptions::from_args(&all).expect("options");
     assert!(rest.is_empty(), "function words {rest:?}: the test builds its function itself");
