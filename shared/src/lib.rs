@@ -26,6 +26,7 @@ pub mod generate;
 pub mod ingest;
 #[cfg(feature = "aws")]
 pub mod lambda;
+mod local_files;
 pub mod logging;
 pub mod manifest_cache;
 pub mod maintenance;

@@ -2,7 +2,8 @@
 //! ours uses goes through [`CountingStorageFactory`], which wraps iceberg's OpenDAL storage and
 //! counts each read (a whole file, a byte range, a file's metadata) and each write (a file
 //! written whole, a writer's upload at close, a delete) in the shared [`CallCounter`], in flight
-//! while it runs (for the sequential round trips).
+//! while it runs (for the sequential round trips). Whole files for a local warehouse are written
+//! by [`crate::local_files`] instead of OpenDAL (one blocking task a file, not a dozen).
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use iceberg::io::{FileMetadata, FileRead, FileWrite, InputFile, OutputFile, Stor
 use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 
 use crate::catalog_calls::{CallCounter, StorageCall};
+use crate::local_files;
 
 /// File IO by URI scheme (`file://`, `s3://`, `memory://`), counted.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
@@ -80,7 +82,10 @@ impl Storage for CountingStorage {
     }
     async fn write(&self, path: &str, bs: Bytes) -> Result<()> {
         let _call = self.counter.storage(StorageCall::Write).await;
-        self.inner.write(path, bs).await
+        match local_files::local_path(path) {
+            Some(local) => local_files::write_whole(local.to_path_buf(), bs).await,
+            None => self.inner.write(path, bs).await,
+        }
     }
     async fn writer(&self, path: &str) -> Result<Box<dyn FileWrite>> {
         Ok(Box::new(CountingWrite { inner: self.inner.writer(path).await?, counter: self.counter.clone() }))
