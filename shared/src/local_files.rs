@@ -18,6 +18,7 @@ pub(crate) fn local_path(uri: &str) -> Option<&Path> {
 
 /// Write `bytes` as the whole file at `path`, replacing what is there.
 pub(crate) async fn write_whole(path: PathBuf, bytes: Bytes) -> Result<()> {
+    let shown = path.display().to_string();
     let written = tokio::task::spawn_blocking(move || {
         let write = || -> std::io::Result<()> {
             if let Some(parent) = path.parent() {
@@ -30,7 +31,7 @@ pub(crate) async fn write_whole(path: PathBuf, bytes: Bytes) -> Result<()> {
         write().map_err(|e| Error::new(ErrorKind::Unexpected, format!("writing {}: {e}", path.display())))
     })
     .await;
-    written.map_err(|e| Error::new(ErrorKind::Unexpected, format!("a local write's task failed: {e}")))?
+    written.map_err(|e| Error::new(ErrorKind::Unexpected, format!("writing {shown}: the task failed: {e}")))?
 }
 
 #[cfg(test)]
