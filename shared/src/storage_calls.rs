@@ -3,7 +3,7 @@
 //! counts each read (a whole file, a byte range, a file's metadata) and each write (a file
 //! written whole, a writer's upload at close, a delete) in the shared [`CallCounter`], in flight
 //! while it runs (for the sequential round trips). Whole files for a local warehouse are written
-//! by [`crate::local_files`] instead of OpenDAL (one blocking task a file, not a dozen).
+//! by `local_files` instead of OpenDAL (one blocking task a file, not a dozen).
 
 use std::ops::Range;
 use std::sync::Arc;
