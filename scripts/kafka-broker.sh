@@ -6,7 +6,9 @@
 #   scripts/kafka-broker.sh stop
 #
 # Environment: KAFKA_PORT (9092), TOPICS ("vehicle-telemetry"), PARTITIONS (4),
-# VENV (~/.cache/icestream-venv), TANSU_BIN (the venv's tansu), STATE_DIR (./.local).
+# VENV (~/.cache/icestream-venv), TANSU_BIN (the venv's tansu), STATE_DIR (./.local), TANSU_LOG
+# (warn: the broker's own log filter; a RUST_LOG exported for icestream is not passed on, as
+# Tansu logging at info slowed it until a producer's sends timed out).
 # With Docker instead: `docker compose up -d` (docker-compose.yml, apache/kafka in KRaft mode).
 set -euo pipefail
 
@@ -41,7 +43,7 @@ case ${1:-} in
     fi
     mkdir -p "$STATE_DIR"
     # Both URLs on loopback: the default listens on every interface.
-    "$tansu" broker --listener-url "$URL" --advertised-listener-url "$URL" --storage-engine memory://tansu/ \
+    RUST_LOG=${TANSU_LOG:-warn} "$tansu" broker --listener-url "$URL" --advertised-listener-url "$URL" --storage-engine memory://tansu/ \
       >"$STATE_DIR/tansu-$KAFKA_PORT.log" 2>&1 &
     echo $! >"$PID_FILE"
     for _ in $(seq 1 200); do

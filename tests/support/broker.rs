@@ -60,6 +60,8 @@ impl Broker {
         let url = format!("tcp://127.0.0.1:{port}");
         let mut child = Command::new(tansu_bin())
             .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url, "--storage-engine", "memory://tansu/"])
+            // Not the test run's RUST_LOG: Tansu logging at info or below slows it (sends time out).
+            .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
