@@ -164,6 +164,21 @@ fn consumer_config(opts: &EsmOptions) -> ClientConfig {
     config
 }
 
+/// What the broker refuses at every attempt, where librdkafka would retry forever and a drain
+/// never end: a session timeout outside the broker's bounds (each JoinGroup fails).
+fn refused(error: &KafkaError, opts: &EsmOptions) -> Option<anyhow::Error> {
+    (error.rdkafka_error_code() == Some(RDKafkaErrorCode::InvalidSessionTimeout)).then(|| {
+        anyhow::anyhow!(
+            "the broker at {} refused session_timeout_ms={} for group {}: it allows from its \
+             group.min.session.timeout.ms to its group.max.session.timeout.ms (6000 to 1800000 on Apache Kafka \
+             by default); set session_timeout_ms within them",
+            opts.bootstrap,
+            opts.session_timeout.as_millis(),
+            opts.group,
+        )
+    })
+}
+
 /// A connected poller.
 pub struct Poller {
     opts: EsmOptions,
@@ -258,8 +273,11 @@ impl Poller {
                     Err(KafkaError::PartitionEOF(partition)) => {
                         at_end.insert(partition);
                     }
-                    // Broker hiccups: librdkafka reconnects and refetches on its own.
-                    Err(e) => tracing::warn!("kafka: {e}"),
+                    Err(e) => match refused(&e, &self.opts) {
+                        Some(refusal) => return Err(refusal),
+                        // Broker hiccups: librdkafka reconnects and refetches on its own.
+                        None => tracing::warn!("kafka: {e}"),
+                    },
                 }
                 // Callbacks (a revocation among them) are served inside `recv`.
                 self.drop_revoked(&mut lanes, &mut at_end);
@@ -490,12 +508,25 @@ fn record_of(m: &BorrowedMessage<'_>) -> KafkaRecordIn {
 mod tests {
     use super::*;
 
+    fn options(words: &[&str]) -> EsmOptions {
+        EsmOptions::from_args(&words.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap().0
+    }
+
     #[test]
     fn the_session_timeout_reaches_the_consumer() {
-        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let (opts, _) = EsmOptions::from_args(&words(&["group=g"])).unwrap();
-        assert_eq!(consumer_config(&opts).get("session.timeout.ms"), Some("6000"));
-        let (opts, _) = EsmOptions::from_args(&words(&["session_timeout_ms=2000"])).unwrap();
-        assert_eq!(consumer_config(&opts).get("session.timeout.ms"), Some("2000"));
+        assert_eq!(consumer_config(&options(&["group=g"])).get("session.timeout.ms"), Some("6000"));
+        assert_eq!(consumer_config(&options(&["session_timeout_ms=2000"])).get("session.timeout.ms"), Some("2000"));
+    }
+
+    #[test]
+    fn a_refused_session_timeout_stops_the_poller_naming_the_knob() {
+        let opts = options(&["session_timeout_ms=2000", "group=g"]);
+        let join_failed = KafkaError::MessageConsumption(RDKafkaErrorCode::InvalidSessionTimeout);
+        let message = refused(&join_failed, &opts).expect("a refused session stops the poller").to_string();
+        for needle in ["session_timeout_ms=2000", "group g", "group.min.session.timeout.ms"] {
+            assert!(message.contains(needle), "{needle}: {message}");
+        }
+        let hiccup = KafkaError::MessageConsumption(RDKafkaErrorCode::BrokerTransportFailure);
+        assert!(refused(&hiccup, &opts).is_none(), "a broker hiccup is retried");
     }
 }
