@@ -20,18 +20,19 @@ pub(crate) fn local_path(uri: &str) -> Option<&Path> {
 pub(crate) async fn write_whole(path: PathBuf, bytes: Bytes) -> Result<()> {
     let shown = path.display().to_string();
     let written = tokio::task::spawn_blocking(move || {
-        let write = || -> std::io::Result<()> {
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent)?;
-            }
-            let mut file = std::fs::File::create(&path)?;
-            file.write_all(&bytes)?;
-            file.sync_all()
-        };
-        write().map_err(|e| Error::new(ErrorKind::Unexpected, format!("writing {}: {e}", path.display())))
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let mut file = std::fs::File::create(&path)?;
+        file.write_all(&bytes)?;
+        file.sync_all()
     })
     .await;
-    written.map_err(|e| Error::new(ErrorKind::Unexpected, format!("writing {shown}: the task failed: {e}")))?
+    let failed = |why: String| Error::new(ErrorKind::Unexpected, format!("writing {shown}: {why}"));
+    match written {
+        Ok(done) => done.map_err(|e| failed(e.to_string())),
+        Err(e) => Err(failed(format!("the task failed: {e}"))),
+    }
 }
 
 #[cfg(test)]

@@ -164,19 +164,23 @@ fn consumer_config(opts: &EsmOptions) -> ClientConfig {
     config
 }
 
-/// What the broker refuses at every attempt, where librdkafka would retry forever and a drain
-/// never end: a session timeout outside the broker's bounds (each JoinGroup fails).
-fn refused(error: &KafkaError, opts: &EsmOptions) -> Option<anyhow::Error> {
-    (error.rdkafka_error_code() == Some(RDKafkaErrorCode::InvalidSessionTimeout)).then(|| {
-        anyhow::anyhow!(
+/// An error the consumer delivered: a broker hiccup is logged (librdkafka reconnects and
+/// refetches on its own); what the broker refuses at every attempt stops the poller, where
+/// librdkafka would retry forever and a drain never end: a session timeout outside the broker's
+/// bounds (each JoinGroup fails).
+fn consumer_error(error: &KafkaError, opts: &EsmOptions) -> Result<()> {
+    if error.rdkafka_error_code() == Some(RDKafkaErrorCode::InvalidSessionTimeout) {
+        anyhow::bail!(
             "the broker at {} refused session_timeout_ms={} for group {}: it allows from its \
              group.min.session.timeout.ms to its group.max.session.timeout.ms (6000 to 1800000 on Apache Kafka \
              by default); set session_timeout_ms within them",
             opts.bootstrap,
             opts.session_timeout.as_millis(),
             opts.group,
-        )
-    })
+        );
+    }
+    tracing::warn!("kafka: {error}");
+    Ok(())
 }
 
 /// A connected poller.
@@ -273,11 +277,7 @@ impl Poller {
                     Err(KafkaError::PartitionEOF(partition)) => {
                         at_end.insert(partition);
                     }
-                    Err(e) => match refused(&e, &self.opts) {
-                        Some(refusal) => return Err(refusal),
-                        // Broker hiccups: librdkafka reconnects and refetches on its own.
-                        None => tracing::warn!("kafka: {e}"),
-                    },
+                    Err(e) => consumer_error(&e, &self.opts)?,
                 }
                 // Callbacks (a revocation among them) are served inside `recv`.
                 self.drop_revoked(&mut lanes, &mut at_end);
@@ -522,11 +522,11 @@ mod tests {
     fn a_refused_session_timeout_stops_the_poller_naming_the_knob() {
         let opts = options(&["session_timeout_ms=2000", "group=g"]);
         let join_failed = KafkaError::MessageConsumption(RDKafkaErrorCode::InvalidSessionTimeout);
-        let message = refused(&join_failed, &opts).expect("a refused session stops the poller").to_string();
+        let message = consumer_error(&join_failed, &opts).expect_err("a refused session stops the poller").to_string();
         for needle in ["session_timeout_ms=2000", "group g", "group.min.session.timeout.ms"] {
             assert!(message.contains(needle), "{needle}: {message}");
         }
         let hiccup = KafkaError::MessageConsumption(RDKafkaErrorCode::BrokerTransportFailure);
-        assert!(refused(&hiccup, &opts).is_none(), "a broker hiccup is retried");
+        assert!(consumer_error(&hiccup, &opts).is_ok(), "a broker hiccup is retried");
     }
 }
