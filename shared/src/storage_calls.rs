@@ -2,8 +2,9 @@
 //! ours uses goes through [`CountingStorageFactory`], which wraps iceberg's OpenDAL storage and
 //! counts each read (a whole file, a byte range, a file's metadata) and each write (a file
 //! written whole, a writer's upload at close, a delete) in the shared [`CallCounter`], in flight
-//! while it runs (for the sequential round trips). Whole files for a local warehouse are written
-//! by `local_files` instead of OpenDAL (one blocking task a file, not a dozen).
+//! while it runs (for the sequential round trips). A local warehouse's whole-file reads and its
+//! writes go through `local_files` instead of OpenDAL (a blocking task or two a file, not a
+//! dozen).
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -72,7 +73,10 @@ impl Storage for CountingStorage {
     }
     async fn read(&self, path: &str) -> Result<Bytes> {
         let _call = self.counter.storage(StorageCall::Read).await;
-        let bytes = self.inner.read(path).await?;
+        let bytes = match local_files::local_path(path) {
+            Some(local) => local_files::read_whole(local.to_path_buf()).await?,
+            None => self.inner.read(path).await?,
+        };
         self.counter.bytes_read(&bytes);
         Ok(bytes)
     }
@@ -88,7 +92,11 @@ impl Storage for CountingStorage {
         }
     }
     async fn writer(&self, path: &str) -> Result<Box<dyn FileWrite>> {
-        Ok(Box::new(CountingWrite { inner: self.inner.writer(path).await?, counter: self.counter.clone() }))
+        let inner: Box<dyn FileWrite> = match local_files::local_path(path) {
+            Some(local) => Box::new(local_files::LocalWrite::new(local.to_path_buf())),
+            None => self.inner.writer(path).await?,
+        };
+        Ok(Box::new(CountingWrite { inner, counter: self.counter.clone() }))
     }
     async fn delete(&self, path: &str) -> Result<()> {
         let _call = self.counter.storage(StorageCall::Write).await;
