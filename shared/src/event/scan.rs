@@ -26,8 +26,9 @@ pub(super) fn scan_event(text: &str) -> Option<KafkaEvent> {
     let mut c = Cursor { text, i: 0 };
     let mut event = KafkaEvent::default();
     let mut seen = [false; 4];
-    c.object(|c, name| {
-        let field = ["eventSource", "eventSourceArn", "bootstrapServers", "records"].iter().position(|f| *f == name)?;
+    c.object_of(&EVENT_FIELDS, &mut FieldOrder::new(), |c, name| {
+        // An unknown field at the top: serde's to name or ignore.
+        let Name::Known(field) = name else { return None };
         if std::mem::replace(&mut seen[field], true) {
             return None;
         }
@@ -44,12 +45,12 @@ pub(super) fn scan_event(text: &str) -> Option<KafkaEvent> {
 
 /// `{"topic-partition": [record, ...], ...}`, each group filed as the serde path files it.
 fn records(c: &mut Cursor) -> Option<Records> {
-    let (mut out, mut arena) = (BTreeMap::new(), Arena::new());
+    let (mut out, mut arena, mut order) = (BTreeMap::new(), Arena::new(), FieldOrder::new());
     c.object(|c, key| {
         let mut filing = Filing::new(key, &mut out, &mut arena);
         // A record the filing refuses (partition out of range, no topic): serde names it.
         c.array(|c| {
-            let raw = record(c, filing.arena)?;
+            let raw = record(c, filing.arena, &mut order)?;
             filing.push(raw).ok()
         })?;
         filing.finish();
@@ -58,19 +59,19 @@ fn records(c: &mut Cursor) -> Option<Records> {
     Some(Records(out))
 }
 
-fn record<'a>(c: &mut Cursor<'a>, arena: &mut Arena) -> Option<RawRecord<'a>> {
+fn record<'a>(c: &mut Cursor<'a>, arena: &mut Arena, order: &mut FieldOrder<9>) -> Option<RawRecord<'a>> {
     let (mut topic, mut partition, mut offset, mut timestamp) = (None, None, None, None);
     let (mut key, mut value, mut headers) = (None, None, None);
-    c.object(|c, name| match name {
-        "topic" => once(&mut topic, c.nullable_string()?),
-        "partition" => once(&mut partition, c.integer()?),
-        "offset" => once(&mut offset, c.integer()?),
-        "timestamp" => once(&mut timestamp, c.integer()?),
-        "key" => once(&mut key, c.nullable_string()?),
-        "value" => once(&mut value, c.nullable_string()?),
-        "headers" => once(&mut headers, header_list(c, arena)?),
-        "valueSchemaMetadata" => None,
-        // `timestampType` and whatever else the mapping adds: ignored, as serde ignores them.
+    c.object_of(&RECORD_FIELDS, order, |c, name| match name {
+        Name::Known(0) => once(&mut topic, c.nullable_string()?),
+        Name::Known(1) => once(&mut partition, c.integer()?),
+        Name::Known(2) => once(&mut offset, c.integer()?),
+        Name::Known(3) => once(&mut timestamp, c.integer()?),
+        Name::Known(5) => once(&mut key, c.nullable_string()?),
+        Name::Known(6) => once(&mut value, c.nullable_string()?),
+        Name::Known(7) => once(&mut headers, header_list(c, arena)?),
+        Name::Known(8) => None,
+        // `timestampType` (4) and whatever else the mapping adds: ignored, as serde ignores them.
         _ => c.scalar(),
     })?;
     let text = |s: Option<Option<&'a str>>| s.flatten().map(|s| Text(Cow::Borrowed(s)));
@@ -125,6 +126,45 @@ fn quote_or_backslash(bytes: &[u8]) -> Option<usize> {
     bytes[at..].iter().position(|&b| b == b'"' || b == b'\\').map(|p| at + p)
 }
 
+/// The event's fields, each as it is written before its value.
+const EVENT_FIELDS: [&[u8]; 4] = [br#""eventSource":"#, br#""eventSourceArn":"#, br#""bootstrapServers":"#, br#""records":"#];
+
+/// A record's fields, in the order AWS documents them: `topic`, `partition`, `offset`,
+/// `timestamp`, `timestampType`, `key`, `value`, `headers`, then `valueSchemaMetadata`.
+const RECORD_FIELDS: [&[u8]; 9] = [
+    br#""topic":"#,
+    br#""partition":"#,
+    br#""offset":"#,
+    br#""timestamp":"#,
+    br#""timestampType":"#,
+    br#""key":"#,
+    br#""value":"#,
+    br#""headers":"#,
+    br#""valueSchemaMetadata":"#,
+];
+
+/// Which known name came first in the last object read, and which followed each: an event
+/// lists every record's fields in one order (AWS's, or sorted as the esm and the generator
+/// write them), so from the second record on each name is found at the first comparison.
+struct FieldOrder<const N: usize> {
+    first: usize,
+    after: [usize; N],
+}
+
+impl<const N: usize> FieldOrder<N> {
+    /// The order of the list itself until an object shows another.
+    fn new() -> Self {
+        FieldOrder { first: 0, after: std::array::from_fn(|k| (k + 1) % N) }
+    }
+}
+
+/// A member's name: the index of one the caller knows, or another (read, not kept).
+#[derive(Clone, Copy)]
+enum Name {
+    Known(usize),
+    Other,
+}
+
 /// A field seen twice is serde's error to name.
 fn once<T>(slot: &mut Option<T>, value: T) -> Option<()> {
     slot.replace(value).is_none().then_some(())
@@ -148,7 +188,49 @@ impl<'a> Cursor<'a> {
     }
 
     /// `{"name": value, ...}`, `member` reading each value.
-    fn object(&mut self, mut member: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+    fn object(&mut self, member: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+        self.object_named(
+            |c| {
+                let name = c.string()?;
+                c.eat(b':').then_some(name)
+            },
+            member,
+        )
+    }
+
+    /// `{"name": value, ...}` whose names are mostly in `known` (each written `"name":`): a known
+    /// name is recognised where it stands, trying first the one `order` says came next last
+    /// time, so only another name is searched for its closing quote.
+    fn object_of<const N: usize>(
+        &mut self,
+        known: &[&[u8]; N],
+        order: &mut FieldOrder<N>,
+        mut member: impl FnMut(&mut Self, Name) -> Option<()>,
+    ) -> Option<()> {
+        let mut last: Option<usize> = None;
+        self.object_named(
+            |c| {
+                let rest = c.rest();
+                let guess = last.map_or(order.first, |l| order.after[l]);
+                let hit = std::iter::once(guess).chain((0..N).filter(|&k| k != guess)).find(|&k| rest.starts_with(known[k]));
+                let Some(k) = hit else {
+                    c.string()?;
+                    return c.eat(b':').then_some(Name::Other);
+                };
+                c.i += known[k].len();
+                match last {
+                    Some(l) => order.after[l] = k,
+                    None => order.first = k,
+                }
+                last = Some(k);
+                Some(Name::Known(k))
+            },
+            &mut member,
+        )
+    }
+
+    /// `{name value, ...}`: `name` reads a member's name and its colon, `member` its value.
+    fn object_named<N>(&mut self, mut name: impl FnMut(&mut Self) -> Option<N>, mut member: impl FnMut(&mut Self, N) -> Option<()>) -> Option<()> {
         if !self.eat(b'{') {
             return None;
         }
@@ -156,10 +238,7 @@ impl<'a> Cursor<'a> {
             return Some(());
         }
         loop {
-            let name = self.string()?;
-            if !self.eat(b':') {
-                return None;
-            }
+            let name = name(self)?;
             member(self, name)?;
             if !self.eat(b',') {
                 return self.eat(b'}').then_some(());
@@ -303,6 +382,30 @@ mod tests {
         let rs = &parsed.partitions[&TopicPartition { topic: "a-b".into(), partition: 3 }];
         assert!(rs[0].value_error.as_deref().is_some_and(|e| e.contains("not base64")), "{rs:?}");
         assert_eq!(rs[1].headers, Headers::from_iter([("h", &[128, 0, 127][..]), ("h", &[])]));
+    }
+
+    #[test]
+    fn records_whose_fields_change_order_read_as_serde_reads_them() {
+        // AWS's order, then sorted (the esm's), then shuffled with fields the scan ignores
+        // among them, and a name that only starts like a known one: each record read right
+        // whatever the order the one before it taught.
+        let records = [
+            r#"{"topic":"t","partition":0,"offset":1,"timestamp":5,"timestampType":"CREATE_TIME","key":"YQ==","value":"Yg==","headers":[]}"#,
+            r#"{"headers":[{"h":[1]}],"key":null,"offset":2,"partition":0,"timestamp":6,"timestampType":"LOG_APPEND_TIME","topic":"t","value":"Yw=="}"#,
+            r#"{"value":"ZA==","extra":7,"offset":3,"timestampTypeX":"x","topic":"t","timestamp":7,"partition":0,"key":"ZQ==","headers":[]}"#,
+            r#"{"offset":4,"partition":0,"timestamp":8,"topic":"t"}"#,
+            r#"{"topic":"t","partition":0,"offset":5,"timestamp":9,"timestampType":"CREATE_TIME","key":"YQ==","value":"Yg==","headers":[]}"#,
+        ];
+        let text = format!(r#"{{"eventSource":"aws:kafka","records":{{"t-0":[{}]}}}}"#, records.join(","));
+        let parsed = scanned(&text).expect("every record is in the mapping's form");
+        let rs = &parsed.partitions[&TopicPartition { topic: "t".into(), partition: 0 }];
+        assert_eq!(rs.iter().map(|r| r.offset).collect::<Vec<_>>(), [1, 2, 3, 4, 5]);
+        assert_eq!(rs[2].value.as_deref(), Some(&b"d"[..]));
+        assert_eq!(rs[2].key.as_deref(), Some(&b"e"[..]));
+        assert_eq!(rs[3].value, None);
+        // A known field twice is still serde's to name, in any order.
+        let twice = text.replace(r#""offset":4,"#, r#""offset":4,"topic":"t","#);
+        assert!(scan_event(&twice).is_none());
     }
 
     #[test]
