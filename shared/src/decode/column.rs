@@ -73,10 +73,12 @@ impl Col {
         self.valid.len()
     }
 
+    #[cold]
     fn mismatch(&self, what: &str) -> DecodeError {
         mismatch(&self.field, what)
     }
 
+    #[inline]
     pub fn push_bool(&mut self, v: bool) -> R {
         match &mut self.data {
             Data::Bool(x) => x.push(v),
@@ -87,6 +89,7 @@ impl Col {
     }
 
     /// Into an int (or date) column, or widened into a long one.
+    #[inline]
     pub fn push_i32(&mut self, v: i32) -> R {
         match &mut self.data {
             Data::I32(x) => x.push(v),
@@ -97,6 +100,7 @@ impl Col {
         Ok(())
     }
 
+    #[inline]
     pub fn push_i64(&mut self, v: i64) -> R {
         match &mut self.data {
             Data::I64(x) => x.push(v),
@@ -106,6 +110,7 @@ impl Col {
         Ok(())
     }
 
+    #[inline]
     pub fn push_f32(&mut self, v: f32) -> R {
         match &mut self.data {
             Data::F32(x) => x.push(v),
@@ -116,6 +121,7 @@ impl Col {
         Ok(())
     }
 
+    #[inline]
     pub fn push_f64(&mut self, v: f64) -> R {
         match &mut self.data {
             Data::F64(x) => x.push(v),
@@ -136,6 +142,7 @@ impl Col {
     }
 
     /// String (already valid UTF-8) or binary bytes.
+    #[inline]
     pub fn push_bytes(&mut self, v: &[u8]) -> R {
         match &mut self.data {
             Data::Bytes { ends, bytes } => {

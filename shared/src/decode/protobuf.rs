@@ -229,7 +229,9 @@ fn take<'a>(input: &mut &'a [u8], n: usize) -> Result<&'a [u8], DecodeError> {
     Ok(head)
 }
 
-/// The next field of a message, groups (deprecated, never in our schemas) skipped.
+/// The next field of a message, groups (deprecated, never in our schemas) skipped. Inlined into
+/// its loops: as a call it cost ~20 instructions a field in moving its result through memory.
+#[inline(always)]
 fn next_field<'a>(input: &mut &'a [u8]) -> Result<Option<(u32, Raw<'a>)>, DecodeError> {
     loop {
         if input.is_empty() {
@@ -489,6 +491,7 @@ fn push_value(raw: Raw, plan: &ValuePlan, col: &mut Col) -> R {
     }
 }
 
+#[inline]
 fn push_scalar(raw: Raw, s: Scalar, col: &mut Col) -> R {
     let zigzag = |v: u64| (v >> 1) as i64 ^ -((v & 1) as i64);
     match (s, raw) {
