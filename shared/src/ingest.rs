@@ -248,7 +248,10 @@ impl IngestPipeline {
         // data commit below).
         let marks = Marks { data: &data_marks, dead_lettered: &dead_lettered };
         let marks_ref = &marks;
-        let unseen = partitions.iter().flat_map(|(tp, records)| records.iter().filter(move |r| !marks_ref.holds(tp, r.offset)));
+        let unseen = partitions.iter().flat_map(|(tp, records)| {
+            let holds = marks_ref.of(tp);
+            records.iter().filter(move |r| !holds(r.offset))
+        });
         let calls_before = tables.registry.as_ref().map_or(0, Registry::calls);
         let plan = WriterPlan::new(pipeline, tables.registry.as_ref(), unseen, data_table.metadata()).await?;
         summary.registry_calls += tables.registry.as_ref().map_or(0, Registry::calls) - calls_before;
@@ -474,9 +477,11 @@ pub struct Marks<'a> {
 }
 
 impl Marks<'_> {
-    /// Whether one of the tables holds `offset` already.
-    pub fn holds(&self, tp: &TopicPartition, offset: i64) -> bool {
-        self.data.covers(tp, offset) || self.dead_lettered.get(tp).is_some_and(|held| held.contains(&offset))
+    /// Whether one of the tables holds an offset of `tp` already. Looked up once per partition:
+    /// each record then costs a comparison, not two map lookups keyed by topic name.
+    pub fn of(&self, tp: &TopicPartition) -> impl Fn(i64) -> bool + use<'_> {
+        let (watermark, dead_lettered) = (self.data.get(tp), self.dead_lettered.get(tp));
+        move |offset| watermark.is_some_and(|w| offset <= w) || dead_lettered.is_some_and(|held| held.contains(&offset))
     }
 }
 
@@ -529,12 +534,11 @@ pub fn decode_partitions(
         if let (Some(first), Some(last)) = (records.first(), records.last()) {
             out.ranges.insert(tp.clone(), (first.offset, last.offset));
         }
-        // Looked up once per partition: nothing is allocated per record.
-        let dead_lettered = marks.dead_lettered.get(tp);
+        let holds = marks.of(tp);
         for record in records {
             out.oldest_timestamp_ms = Some(out.oldest_timestamp_ms.map_or(record.timestamp_ms, |o| o.min(record.timestamp_ms)));
             out.record_times.push(record.timestamp_ms);
-            if marks.data.covers(tp, record.offset) || dead_lettered.is_some_and(|held| held.contains(&record.offset)) {
+            if holds(record.offset) {
                 out.skipped_replay += 1;
                 continue;
             }
