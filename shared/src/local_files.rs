@@ -1,6 +1,6 @@
 //! Whole-file reads and writes for a local warehouse (`file://`), each file in as few blocking
-//! tasks as it can be: a read is one task, a write one task per [`FLUSH_BYTES`] and one to sync
-//! it. OpenDAL's fs backend runs every step (make the directory, open, write, sync, close) as a
+//! tasks as it can be: a read is one task, a write one (written and synced at close; a file over
+//! [`FLUSH_BYTES`] one more per step). OpenDAL's fs backend runs every step (make the directory, open, write, sync, close) as a
 //! task of its own on the blocking pool (about 55 thread wake-ups a file, measured with
 //! `strace`), and its first call builds an HTTP client whose certificate loading is ~19M
 //! instructions (callgrind) that a local file never needs. The durability is the same: every

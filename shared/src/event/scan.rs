@@ -63,15 +63,15 @@ fn record<'a>(c: &mut Cursor<'a>, arena: &mut Arena, order: &mut FieldOrder<9>) 
     let (mut topic, mut partition, mut offset, mut timestamp) = (None, None, None, None);
     let (mut key, mut value, mut headers) = (None, None, None);
     c.object_of(&RECORD_FIELDS, order, |c, name| match name {
-        Name::Known(0) => once(&mut topic, c.nullable_string()?),
-        Name::Known(1) => once(&mut partition, c.integer()?),
-        Name::Known(2) => once(&mut offset, c.integer()?),
-        Name::Known(3) => once(&mut timestamp, c.integer()?),
-        Name::Known(5) => once(&mut key, c.nullable_string()?),
-        Name::Known(6) => once(&mut value, c.nullable_string()?),
-        Name::Known(7) => once(&mut headers, header_list(c, arena)?),
-        Name::Known(8) => None,
-        // `timestampType` (4) and whatever else the mapping adds: ignored, as serde ignores them.
+        Name::Known(field::TOPIC) => once(&mut topic, c.nullable_string()?),
+        Name::Known(field::PARTITION) => once(&mut partition, c.integer()?),
+        Name::Known(field::OFFSET) => once(&mut offset, c.integer()?),
+        Name::Known(field::TIMESTAMP) => once(&mut timestamp, c.integer()?),
+        Name::Known(field::KEY) => once(&mut key, c.nullable_string()?),
+        Name::Known(field::VALUE) => once(&mut value, c.nullable_string()?),
+        Name::Known(field::HEADERS) => once(&mut headers, header_list(c, arena)?),
+        Name::Known(field::VALUE_SCHEMA_METADATA) => None,
+        // `timestampType` and whatever else the mapping adds: ignored, as serde ignores them.
         _ => c.scalar(),
     })?;
     let text = |s: Option<Option<&'a str>>| s.flatten().map(|s| Text(Cow::Borrowed(s)));
@@ -129,8 +129,7 @@ fn quote_or_backslash(bytes: &[u8]) -> Option<usize> {
 /// The event's fields, each as it is written before its value.
 const EVENT_FIELDS: [&[u8]; 4] = [br#""eventSource":"#, br#""eventSourceArn":"#, br#""bootstrapServers":"#, br#""records":"#];
 
-/// A record's fields, in the order AWS documents them: `topic`, `partition`, `offset`,
-/// `timestamp`, `timestampType`, `key`, `value`, `headers`, then `valueSchemaMetadata`.
+/// A record's fields, in the order AWS documents them (their indices in [`field`]).
 const RECORD_FIELDS: [&[u8]; 9] = [
     br#""topic":"#,
     br#""partition":"#,
@@ -142,6 +141,18 @@ const RECORD_FIELDS: [&[u8]; 9] = [
     br#""headers":"#,
     br#""valueSchemaMetadata":"#,
 ];
+
+/// The index of each of [`RECORD_FIELDS`].
+mod field {
+    pub const TOPIC: usize = 0;
+    pub const PARTITION: usize = 1;
+    pub const OFFSET: usize = 2;
+    pub const TIMESTAMP: usize = 3;
+    pub const KEY: usize = 5;
+    pub const VALUE: usize = 6;
+    pub const HEADERS: usize = 7;
+    pub const VALUE_SCHEMA_METADATA: usize = 8;
+}
 
 /// Which known name came first in the last object read, and which followed each: an event
 /// lists every record's fields in one order (AWS's, or sorted as the esm and the generator
