@@ -22,6 +22,10 @@ pub mod summary {
 pub struct RecordTimes(Vec<i64>);
 
 impl RecordTimes {
+    pub fn with_capacity(records: usize) -> Self {
+        RecordTimes(Vec::with_capacity(records))
+    }
+
     pub fn push(&mut self, timestamp_ms: i64) {
         self.0.push(timestamp_ms);
     }

@@ -514,12 +514,13 @@ impl DecodedPartitions {
 pub fn decode_partitions(
     pipeline: &Pipeline,
     plan: &WriterPlan,
-    decoder: RecordDecoder,
+    mut decoder: RecordDecoder,
     partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
     marks: &Marks<'_>,
     rejected_at_us: i64,
 ) -> Result<DecodedPartitions> {
     let records: usize = partitions.values().map(Vec::len).sum();
+    decoder.reserve(records);
     let mut out = DecodedPartitions {
         decoder,
         lineage: Lineage::with_capacity(records),
@@ -528,7 +529,7 @@ pub fn decode_partitions(
         schema_rejects: 0,
         ranges: BTreeMap::new(),
         oldest_timestamp_ms: None,
-        record_times: RecordTimes::default(),
+        record_times: RecordTimes::with_capacity(records),
     };
     for (tp, records) in partitions {
         if let (Some(first), Some(last)) = (records.first(), records.last()) {

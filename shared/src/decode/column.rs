@@ -69,6 +69,24 @@ impl Col {
         self.field.name()
     }
 
+    /// Room for `rows` more rows, a struct's columns included, so a batch's vectors grow once
+    /// instead of doubling with a copy each time. How many items a list, map or string holds
+    /// is not known: only their row ends are reserved.
+    pub fn reserve(&mut self, rows: usize) {
+        self.valid.reserve(rows);
+        match &mut self.data {
+            Data::Bool(x) => x.reserve(rows),
+            Data::I32(x) => x.reserve(rows),
+            Data::I64(x) => x.reserve(rows),
+            Data::F32(x) => x.reserve(rows),
+            Data::F64(x) => x.reserve(rows),
+            Data::Decimal(x) => x.reserve(rows),
+            Data::Fixed { width, bytes } => bytes.reserve(width.saturating_mul(rows)),
+            Data::Bytes { ends, .. } | Data::List { ends, .. } | Data::Map { ends, .. } => ends.reserve(rows),
+            Data::Struct(children) => children.iter_mut().for_each(|c| c.reserve(rows)),
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.valid.len()
     }
@@ -346,4 +364,42 @@ fn offsets<O: OffsetSizeTrait>(ends: &[usize]) -> Result<OffsetBuffer<O>, ArrowE
         out.push(O::from_usize(e).ok_or_else(too_big)?);
     }
     Ok(OffsetBuffer::new(ScalarBuffer::from(out)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_schema::Field;
+
+    #[test]
+    fn reserved_rows_are_pushed_without_moving_the_vectors() {
+        let fields = vec![
+            Field::new("n", DataType::Int64, false),
+            Field::new("s", DataType::Utf8, true),
+            Field::new("l", DataType::List(Arc::new(Field::new("item", DataType::Int32, true))), true),
+        ];
+        let root = Arc::new(Field::new("", DataType::Struct(fields.into()), false));
+        let mut row = Col::new(&root).unwrap();
+        row.reserve(100);
+        let Data::Struct(columns) = &row.data else { unreachable!() };
+        let (Data::I64(n), Data::Bytes { ends, .. }, Data::List { ends: list_ends, .. }) = (&columns[0].data, &columns[1].data, &columns[2].data)
+        else {
+            unreachable!()
+        };
+        let before = (n.as_ptr(), ends.as_ptr(), list_ends.as_ptr(), columns[0].valid.as_ptr(), row.valid.as_ptr());
+        for i in 0..100 {
+            let Data::Struct(columns) = &mut row.data else { unreachable!() };
+            columns[0].push_i64(i).unwrap();
+            columns[1].push_bytes(b"x").unwrap();
+            columns[2].close_row();
+            row.close_row();
+        }
+        let Data::Struct(columns) = &row.data else { unreachable!() };
+        let (Data::I64(n), Data::Bytes { ends, .. }, Data::List { ends: list_ends, .. }) = (&columns[0].data, &columns[1].data, &columns[2].data)
+        else {
+            unreachable!()
+        };
+        assert_eq!((n.as_ptr(), ends.as_ptr(), list_ends.as_ptr(), columns[0].valid.as_ptr(), row.valid.as_ptr()), before);
+        assert_eq!(row.len(), 100);
+    }
 }

@@ -88,6 +88,11 @@ impl RecordDecoder {
         })
     }
 
+    /// Room for `rows` more rows in every column (see [`Col::reserve`]).
+    pub fn reserve(&mut self, rows: usize) {
+        self.row.reserve(rows);
+    }
+
     pub fn len(&self) -> usize {
         self.row.len()
     }
