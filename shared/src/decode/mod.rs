@@ -258,8 +258,14 @@ pub(crate) fn element_type(t: &DataType, index: usize) -> DataType {
 }
 
 /// A string value as UTF-8, or an error saying so.
+#[inline]
 pub(crate) fn utf8(bytes: &[u8]) -> std::result::Result<&str, DecodeError> {
-    std::str::from_utf8(bytes).map_err(|e| DecodeError::new(format!("invalid UTF-8 in a string: {e}")))
+    std::str::from_utf8(bytes).map_err(invalid_utf8)
+}
+
+#[cold]
+fn invalid_utf8(e: std::str::Utf8Error) -> DecodeError {
+    DecodeError::new(format!("invalid UTF-8 in a string: {e}"))
 }
 
 /// A UUID's 16 bytes from its text form.

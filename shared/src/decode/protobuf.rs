@@ -279,26 +279,39 @@ fn skip_group(input: &mut &[u8], number: u32, depth: usize) -> R {
 }
 
 /// A singular field's value so far: the last one wins; a message seen twice merges (the
-/// concatenation of two encodings is their merge).
+/// concatenation of two encodings is their merge). What a merge or a map gathers is kept in
+/// [`Gathered`], so a slot is a plain value: a record's slots need no drop, which was a call per
+/// field and a pass over every slot at the end of each record.
+#[derive(Clone, Copy)]
 enum Slot<'a> {
     Empty,
     Raw(Raw<'a>),
-    Merged(Vec<u8>),
+    /// The merged encodings of a message seen more than once: `Gathered::merged[k]`.
+    Merged(usize),
+    /// A map's entries: `Gathered::entries[k]`.
+    Entries(usize),
+}
+
+/// What a record's slots gather beyond one value; empty (no allocation) for most records.
+#[derive(Default)]
+struct Gathered<'a> {
+    merged: Vec<Vec<u8>>,
     /// A map's `(key, value)` entries in wire order; a repeated key keeps its last value.
-    Entries(Vec<(Raw<'a>, Raw<'a>)>),
+    entries: Vec<Vec<(Raw<'a>, Raw<'a>)>>,
 }
 
 fn decode_message(mut input: &[u8], plan: &MessagePlan, col: &mut Col) -> R {
     let columns = col.children()?;
     // Most messages are small: their slots live on the stack, no allocation per record.
-    let mut on_stack = [const { Slot::Empty }; 16];
+    let mut on_stack = [Slot::Empty; 16];
     let mut on_heap: Vec<Slot> = Vec::new();
     let slots: &mut [Slot] = if plan.columns.len() <= on_stack.len() {
         &mut on_stack[..plan.columns.len()]
     } else {
-        on_heap.resize_with(plan.columns.len(), || Slot::Empty);
+        on_heap.resize(plan.columns.len(), Slot::Empty);
         &mut on_heap
     };
+    let mut gathered = Gathered::default();
     while let Some((number, raw)) = next_field(&mut input)? {
         let Some(i) = plan.column_of(number) else { continue };
         let Some(field) = &plan.columns[i] else { continue };
@@ -309,22 +322,26 @@ fn decode_message(mut input: &[u8], plan: &MessagePlan, col: &mut Col) -> R {
                 Ok(())
             }
             Shape::Single { value, .. } => {
-                slots[i] = match (std::mem::replace(&mut slots[i], Slot::Empty), raw, value) {
+                slots[i] = match (slots[i], raw, value) {
                     (Slot::Raw(Raw::Len(a)), Raw::Len(b), ValuePlan::Message(_) | ValuePlan::Timestamp | ValuePlan::Wrapper(_)) => {
-                        Slot::Merged([a, b].concat())
+                        gathered.merged.push([a, b].concat());
+                        Slot::Merged(gathered.merged.len() - 1)
                     }
-                    (Slot::Merged(mut a), Raw::Len(b), ValuePlan::Message(_) | ValuePlan::Timestamp | ValuePlan::Wrapper(_)) => {
-                        a.extend_from_slice(b);
-                        Slot::Merged(a)
+                    (Slot::Merged(k), Raw::Len(b), ValuePlan::Message(_) | ValuePlan::Timestamp | ValuePlan::Wrapper(_)) => {
+                        gathered.merged[k].extend_from_slice(b);
+                        Slot::Merged(k)
                     }
                     (_, raw, _) => Slot::Raw(raw),
                 };
                 Ok(())
             }
             Shape::List(element) => push_items(raw, element, &mut columns[i]),
-            Shape::Map { key, value } => read_entry(raw, key, value).map(|entry| match &mut slots[i] {
-                Slot::Entries(entries) => entries.push(entry),
-                other => *other = Slot::Entries(vec![entry]),
+            Shape::Map { key, value } => read_entry(raw, key, value).map(|entry| match slots[i] {
+                Slot::Entries(k) => gathered.entries[k].push(entry),
+                _ => {
+                    gathered.entries.push(vec![entry]);
+                    slots[i] = Slot::Entries(gathered.entries.len() - 1);
+                }
             }),
         };
         read.map_err(|e| e.at(field.name.as_str()))?;
@@ -334,13 +351,15 @@ fn decode_message(mut input: &[u8], plan: &MessagePlan, col: &mut Col) -> R {
             column.push_missing()?;
             continue;
         };
-        let pushed = match (&field.shape, slot) {
+        let pushed = match (&field.shape, *slot) {
             (Shape::Single { presence: true, .. }, Slot::Empty) => column.push_missing(),
             (Shape::Single { value, .. }, Slot::Empty) => push_value(zero(value), value, column),
-            (Shape::Single { value, .. }, Slot::Raw(raw)) => push_value(*raw, value, column),
-            (Shape::Single { value, .. }, Slot::Merged(bytes)) => push_value(Raw::Len(bytes), value, column),
+            // A scalar, the most common field, without the call through `push_value`.
+            (Shape::Single { value: ValuePlan::Scalar(s), .. }, Slot::Raw(raw)) => push_scalar(raw, *s, column),
+            (Shape::Single { value, .. }, Slot::Raw(raw)) => push_value(raw, value, column),
+            (Shape::Single { value, .. }, Slot::Merged(k)) => push_value(Raw::Len(&gathered.merged[k]), value, column),
             (Shape::Single { .. }, Slot::Entries(_)) => Err(DecodeError::new("internal: map entries for a singular field")),
-            (Shape::Map { key, value }, Slot::Entries(entries)) => push_map(entries, key, value, column),
+            (Shape::Map { key, value }, Slot::Entries(k)) => push_map(&gathered.entries[k], key, value, column),
             (Shape::List(_) | Shape::Map { .. }, _) => {
                 column.close_row();
                 Ok(())
@@ -491,16 +510,16 @@ fn push_value(raw: Raw, plan: &ValuePlan, col: &mut Col) -> R {
     }
 }
 
-#[inline]
+/// Inlined where it is called (a field at a time: a call's saves and restores were half its
+/// cost); its errors are made apart, in cold functions.
+#[inline(always)]
 fn push_scalar(raw: Raw, s: Scalar, col: &mut Col) -> R {
     let zigzag = |v: u64| (v >> 1) as i64 ^ -((v & 1) as i64);
     match (s, raw) {
         (Scalar::Int32, Raw::Varint(v)) => col.push_i32(v as i32),
         (Scalar::Int64, Raw::Varint(v)) => col.push_i64(v as i64),
         (Scalar::Uint32, Raw::Varint(v)) => col.push_i64(i64::from(v as u32)),
-        (Scalar::Uint64, Raw::Varint(v)) | (Scalar::Fixed64, Raw::Fixed64(v)) => col.push_i64(
-            i64::try_from(v).map_err(|_| DecodeError::new(format!("{v} exceeds the long range (uint64 above 2^63-1)")))?,
-        ),
+        (Scalar::Uint64, Raw::Varint(v)) | (Scalar::Fixed64, Raw::Fixed64(v)) => col.push_i64(i64::try_from(v).map_err(|_| above_long(v))?),
         (Scalar::Sint32, Raw::Varint(v)) => col.push_i32(zigzag(u64::from(v as u32)) as i32),
         (Scalar::Sint64, Raw::Varint(v)) => col.push_i64(zigzag(v)),
         (Scalar::Bool, Raw::Varint(v)) => col.push_bool(v != 0),
@@ -511,8 +530,18 @@ fn push_scalar(raw: Raw, s: Scalar, col: &mut Col) -> R {
         (Scalar::Double, Raw::Fixed64(v)) => col.push_f64(f64::from_bits(v)),
         (Scalar::String, Raw::Len(b)) => col.push_bytes(utf8(b)?.as_bytes()),
         (Scalar::Bytes, Raw::Len(b)) => col.push_bytes(b),
-        (s, raw) => Err(wire_mismatch(raw, &format!("{s:?}").to_lowercase())),
+        (s, raw) => Err(scalar_mismatch(raw, s)),
     }
+}
+
+#[cold]
+fn above_long(v: u64) -> DecodeError {
+    DecodeError::new(format!("{v} exceeds the long range (uint64 above 2^63-1)"))
+}
+
+#[cold]
+fn scalar_mismatch(raw: Raw, s: Scalar) -> DecodeError {
+    wire_mismatch(raw, &format!("{s:?}").to_lowercase())
 }
 
 /// `google.protobuf.Timestamp` as UTC microseconds.
