@@ -50,8 +50,13 @@ fn main() {
         "{:<6} {:>9} {:>9} {:>12} {:>8} {:>12} {:>7} {:>6} {:>6} {:>12}",
         "format", "records", "event MB", "whole r/s", "parse %", "floor r/s", "ratio", "files", "loads", "swaps"
     );
+    // `BENCH_FORMATS=proto` (comma-separated) runs only those formats, e.g. under a profiler.
+    let formats = std::env::var("BENCH_FORMATS").unwrap_or_else(|_| "proto,avro,json".into());
     for source in [Source::Proto, Source::Avro, Source::Json] {
         let name = format!("{source:?}").to_lowercase();
+        if !formats.split(',').any(|f| f == name) {
+            continue;
+        }
         for &n in &sizes {
             let dir = tempfile::tempdir().unwrap();
             let wh = dir.path().join("wh");
