@@ -480,8 +480,8 @@ impl Marks<'_> {
     /// Whether one of the tables holds an offset of `tp` already. Looked up once per partition:
     /// each record then costs a comparison, not two map lookups keyed by topic name.
     pub fn of(&self, tp: &TopicPartition) -> impl Fn(i64) -> bool + use<'_> {
-        let (watermark, dead_lettered) = (self.data.get(tp), self.dead_lettered.get(tp));
-        move |offset| watermark.is_some_and(|w| offset <= w) || dead_lettered.is_some_and(|held| held.contains(&offset))
+        let (covered, dead_lettered) = (self.data.covers_in(tp), self.dead_lettered.get(tp));
+        move |offset| covered(offset) || dead_lettered.is_some_and(|held| held.contains(&offset))
     }
 }
 

@@ -39,7 +39,13 @@ impl Watermarks {
 
     /// Whether the record at `offset` of `tp` is already covered.
     pub fn covers(&self, tp: &TopicPartition, offset: i64) -> bool {
-        self.get(tp).is_some_and(|w| offset <= w)
+        self.covers_in(tp)(offset)
+    }
+
+    /// [`Self::covers`] for the records of one partition: the watermark looked up once.
+    pub fn covers_in(&self, tp: &TopicPartition) -> impl Fn(i64) -> bool + use<> {
+        let watermark = self.get(tp);
+        move |offset| watermark.is_some_and(|w| offset <= w)
     }
 
     /// Raise to at least `offset`; a watermark never goes down.
