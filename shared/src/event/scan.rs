@@ -63,16 +63,17 @@ fn record<'a>(c: &mut Cursor<'a>, arena: &mut Arena, order: &mut FieldOrder<9>, 
     let (mut topic, mut partition, mut offset, mut timestamp) = (None, None, None, None);
     let (mut key, mut value, mut headers) = (None, None, None);
     c.object_of(&RECORD_FIELDS, order, |c, name| match name {
-        Name::Known(field::TOPIC) => once(&mut topic, c.repeated_string(&mut last.topic)?),
+        Name::Known(field::TOPIC) => once(&mut topic, c.repeated(&mut last.topic, Cursor::nullable_string)?),
         Name::Known(field::PARTITION) => once(&mut partition, c.integer()?),
         Name::Known(field::OFFSET) => once(&mut offset, c.integer()?),
         Name::Known(field::TIMESTAMP) => once(&mut timestamp, c.integer()?),
         Name::Known(field::KEY) => once(&mut key, c.nullable_string()?),
         Name::Known(field::VALUE) => once(&mut value, c.nullable_string()?),
-        Name::Known(field::HEADERS) => once(&mut headers, header_list(c, arena, &mut last.headers)?),
+        Name::Known(field::HEADERS) => once(&mut headers, c.repeated(&mut last.headers, |c| header_list(c, arena))?),
         Name::Known(field::VALUE_SCHEMA_METADATA) => None,
         // `timestampType` and whatever else the mapping adds: ignored, as serde ignores them.
-        Name::Known(field::TIMESTAMP_TYPE) if c.rest().first() == Some(&b'"') => c.repeated_string(&mut last.timestamp_type).map(drop),
+        // (A string only: an integer's reading looks one byte past it, so its text cannot repeat.)
+        Name::Known(field::TIMESTAMP_TYPE) if c.rest().first() == Some(&b'"') => c.repeated(&mut last.timestamp_type, Cursor::string).map(drop),
         _ => c.scalar(),
     })?;
     let text = |s: Option<Option<&'a str>>| s.flatten().map(|s| Text(Cow::Borrowed(s)));
@@ -88,35 +89,25 @@ fn record<'a>(c: &mut Cursor<'a>, arena: &mut Arena, order: &mut FieldOrder<9>, 
     })
 }
 
-/// What the last record held in the fields that usually repeat from one record to the next:
-/// the topic, the timestamp type and the headers. A field whose text repeats the last one's is
-/// compared whole instead of read again.
+/// What the last record held in the fields that usually repeat from one record to the next (a
+/// producer stamps every record with the same headers; a group's records share a topic), read
+/// through [`Cursor::repeated`]. The reference events' one header (13 signed bytes) was 1.4k
+/// instructions a record to read (callgrind).
 #[derive(Default)]
 struct Repeats<'a> {
-    topic: &'a str,
-    timestamp_type: &'a str,
-    headers: Option<LastHeaders<'a>>,
+    topic: Option<Last<'a, Option<&'a str>>>,
+    timestamp_type: Option<Last<'a, &'a str>>,
+    headers: Option<Last<'a, Headers>>,
 }
 
-/// The text of the last header list read, and its headers.
-struct LastHeaders<'a> {
+/// The text of a field's last value, and what it read to.
+struct Last<'a, T> {
     text: &'a [u8],
-    headers: Headers,
+    value: T,
 }
 
-/// `[{"name": [signed bytes], ...}, ...]`, the whole list one field of the arena. A producer
-/// usually stamps every record with the same headers, and a list whose text repeats the last
-/// one's reads to the same headers: the list's end is its matching `]`, and reading it looks at
-/// no byte past that. So a repeat shares the last list's bytes instead of reading its numbers
-/// again (1.4k instructions a record of the reference events, 13 header bytes: callgrind).
-fn header_list<'a>(c: &mut Cursor<'a>, arena: &mut Arena, last: &mut Option<LastHeaders<'a>>) -> Option<Headers> {
-    if let Some(last) = last.as_ref()
-        && starts_with(c.rest(), last.text)
-    {
-        c.i += last.text.len();
-        return Some(last.headers.clone());
-    }
-    let start = c.i;
+/// `[{"name": [signed bytes], ...}, ...]`, the whole list one field of the arena.
+fn header_list(c: &mut Cursor, arena: &mut Arena) -> Option<Headers> {
     let listed = c.array(|c| {
         c.object(|c, name| {
             let at = arena.begin_header(name);
@@ -130,10 +121,7 @@ fn header_list<'a>(c: &mut Cursor<'a>, arena: &mut Arena, last: &mut Option<Last
     });
     // Taken either way: a list the scan refuses leaves nothing behind for the next field.
     let list = arena.take();
-    listed?;
-    let headers = Headers::from_encoded(list);
-    *last = Some(LastHeaders { text: &c.text.as_bytes()[start..c.i], headers: headers.clone() });
-    Some(headers)
+    listed.map(|()| Headers::from_encoded(list))
 }
 
 /// The position of the first `"` or `\` in `bytes`. The event's strings are short (field names,
@@ -223,7 +211,6 @@ impl<const N: usize> FieldOrder<N> {
 }
 
 /// A member's name: the index of one the caller knows, or another (read, not kept).
-#[derive(Clone, Copy)]
 enum Name {
     Known(usize),
     Other,
@@ -352,22 +339,21 @@ impl<'a> Cursor<'a> {
         if self.null() { Some(None) } else { self.string().map(Some) }
     }
 
-    /// [`Self::nullable_string`] for a field that usually repeats `last`, the last string read
-    /// into it: `"last"` where it stands reads as `last` (a string read before has no quote or
-    /// backslash inside), so only another string is searched for its end.
-    fn repeated_string(&mut self, last: &mut &'a str) -> Option<Option<&'a str>> {
-        let rest = self.rest();
-        let (start, end) = (self.i + 1, self.i + 1 + last.len());
-        if rest.first() == Some(&b'"') && starts_with(&rest[1..], last.as_bytes()) && rest.get(1 + last.len()) == Some(&b'"') {
-            self.i = end + 1;
-            // Both ends are ASCII quotes, so both are char boundaries.
-            return Some(Some(&self.text[start..end]));
+    /// The value `read` reads here, or `last`'s when the text here starts with `last`'s: a value
+    /// whose reading ends at its closing `"`, `]` or `null` and looks at no byte past it reads
+    /// the same text to the same value, so a repeat is compared whole, not read again (a
+    /// repeated header list shares the last one's bytes). A value `read` refuses is not kept.
+    fn repeated<T: Clone>(&mut self, last: &mut Option<Last<'a, T>>, read: impl FnOnce(&mut Self) -> Option<T>) -> Option<T> {
+        if let Some(last) = last.as_ref()
+            && starts_with(self.rest(), last.text)
+        {
+            self.i += last.text.len();
+            return Some(last.value.clone());
         }
-        let read = self.nullable_string()?;
-        if let Some(s) = read {
-            *last = s;
-        }
-        Some(read)
+        let start = self.i;
+        let value = read(self)?;
+        *last = Some(Last { text: &self.text.as_bytes()[start..self.i], value: value.clone() });
+        Some(value)
     }
 
     /// A JSON integer in the i64 range: no fraction, exponent, leading zero or `-0`.
