@@ -137,7 +137,7 @@ mod tests {
             sorted.sort_unstable();
             let n = sorted.len();
             let age_at = |pct: usize| (100 - sorted[n - (pct * n).div_ceil(100).max(1)]).max(0);
-            let f = RecordTimes(times).at(100, 0).unwrap();
+            let f = RecordTimes(times).at(100, 0).ok_or_else(|| proptest::test_runner::TestCaseError::fail("no figures for some times"))?;
             proptest::prop_assert_eq!((f.age_p50_ms, f.age_p99_ms), (age_at(50), age_at(99)));
             proptest::prop_assert_eq!((f.age_max_ms, f.newest_record_ms), (100 - sorted[0], sorted[n - 1]));
         }

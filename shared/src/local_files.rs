@@ -117,6 +117,8 @@ impl FileWrite for LocalWrite {
 mod tests {
     use super::*;
 
+    type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
     #[test]
     fn only_absolute_file_uris_are_local() {
         assert_eq!(local_path("file:///wh/t/data/a.parquet"), Some(Path::new("/wh/t/data/a.parquet")));
@@ -126,46 +128,49 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_whole_write_makes_its_directories_and_replaces_the_file() {
-        let dir = tempfile::tempdir().unwrap();
+    async fn a_whole_write_makes_its_directories_and_replaces_the_file() -> TestResult {
+        let dir = tempfile::tempdir()?;
         let path = dir.path().join("t/data/hour=1/a.parquet");
-        write_whole(path.clone(), Bytes::from_static(b"first version")).await.unwrap();
-        assert_eq!(read_whole(path.clone()).await.unwrap(), Bytes::from_static(b"first version"));
-        write_whole(path.clone(), Bytes::from_static(b"second")).await.unwrap();
-        assert_eq!(std::fs::read(&path).unwrap(), b"second");
+        write_whole(path.clone(), Bytes::from_static(b"first version")).await?;
+        assert_eq!(read_whole(path.clone()).await?, Bytes::from_static(b"first version"));
+        write_whole(path.clone(), Bytes::from_static(b"second")).await?;
+        assert_eq!(std::fs::read(&path)?, b"second");
+        Ok(())
     }
 
     #[tokio::test]
-    async fn a_streamed_write_keeps_every_step_in_order_and_refuses_more_after_close() {
-        let dir = tempfile::tempdir().unwrap();
+    async fn a_streamed_write_keeps_every_step_in_order_and_refuses_more_after_close() -> TestResult {
+        let dir = tempfile::tempdir()?;
         let path = dir.path().join("t/data/a.parquet");
         let big = vec![7u8; FLUSH_BYTES + 3];
         let mut writer = LocalWrite::new(path.clone());
-        writer.write(Bytes::from_static(b"head")).await.unwrap();
+        writer.write(Bytes::from_static(b"head")).await?;
         // Past the flush size: written to the file before close.
-        writer.write(Bytes::from(big.clone())).await.unwrap();
-        assert_eq!(std::fs::metadata(&path).unwrap().len(), 4 + big.len() as u64);
-        writer.write(Bytes::from_static(b"tail")).await.unwrap();
-        writer.close().await.unwrap();
+        writer.write(Bytes::from(big.clone())).await?;
+        assert_eq!(std::fs::metadata(&path)?.len(), 4 + big.len() as u64);
+        writer.write(Bytes::from_static(b"tail")).await?;
+        writer.close().await?;
         let expected = [&b"head"[..], &big, b"tail"].concat();
-        assert_eq!(std::fs::read(&path).unwrap(), expected);
+        assert_eq!(std::fs::read(&path)?, expected);
         assert!(writer.write(Bytes::from_static(b"x")).await.is_err());
         assert!(writer.close().await.is_err());
         // Nothing written still leaves the (empty) file, as a closed writer must.
         let empty = dir.path().join("t/data/empty.parquet");
         let mut writer = LocalWrite::new(empty.clone());
-        writer.close().await.unwrap();
-        assert_eq!(std::fs::read(&empty).unwrap(), b"");
+        writer.close().await?;
+        assert_eq!(std::fs::read(&empty)?, b"");
+        Ok(())
     }
 
     #[tokio::test]
-    async fn a_failed_read_or_write_names_the_file() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("t"), b"a file where a directory should be").unwrap();
+    async fn a_failed_read_or_write_names_the_file() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        std::fs::write(dir.path().join("t"), b"a file where a directory should be")?;
         let path = dir.path().join("t/data/a.parquet");
-        let error = write_whole(path.clone(), Bytes::from_static(b"x")).await.unwrap_err().to_string();
+        let error = write_whole(path.clone(), Bytes::from_static(b"x")).await.err().map(|e| e.to_string()).unwrap_or_default();
         assert!(error.contains(&format!("writing {}", path.display())), "{error}");
-        let error = read_whole(path.clone()).await.unwrap_err().to_string();
+        let error = read_whole(path.clone()).await.err().map(|e| e.to_string()).unwrap_or_default();
         assert!(error.contains(&format!("reading {}", path.display())), "{error}");
+        Ok(())
     }
 }

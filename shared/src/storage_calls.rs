@@ -152,3 +152,33 @@ impl FileWrite for CountingWrite {
         self.inner.close().await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use iceberg::io::FileIOBuilder;
+
+    use super::*;
+
+    /// A local warehouse's files go through `local_files`, counted as any other: a written file
+    /// appears only at close (OpenDAL's fs backend creates it as the writer opens), and a read
+    /// that fails names the file and what was done to it.
+    #[tokio::test]
+    async fn local_files_are_written_whole_at_close_and_counted() -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let counter = Arc::new(CallCounter::default());
+        let io = FileIOBuilder::new(Arc::new(CountingStorageFactory::new(counter.clone()))).build();
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("t/data/a.parquet");
+        let uri = format!("file://{}", path.display());
+        let mut writer = io.new_output(&uri)?.writer().await?;
+        writer.write(Bytes::from_static(b"rows")).await?;
+        assert!(!path.exists(), "a local file is written at close");
+        writer.close().await?;
+        assert_eq!(io.new_input(&uri)?.read().await?, Bytes::from_static(b"rows"));
+        let missing = dir.path().join("t/missing.parquet");
+        let error = io.new_input(format!("file://{}", missing.display()))?.read().await.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(error.contains(&format!("reading {}", missing.display())), "{error}");
+        let calls = counter.snapshot();
+        assert_eq!((calls.storage_writes, calls.storage_reads, calls.storage_bytes_read), (1, 2, 4), "{calls:?}");
+        Ok(())
+    }
+}

@@ -371,35 +371,37 @@ mod tests {
     use super::*;
     use arrow_schema::Field;
 
+    /// Where the vectors of a `{n: long, s: string, l: list<int>}` row keep their values.
+    fn addresses(row: &Col) -> Option<[*const u8; 5]> {
+        let Data::Struct(columns) = &row.data else { return None };
+        let (Data::I64(n), Data::Bytes { ends, .. }, Data::List { ends: list_ends, .. }) = (&columns[0].data, &columns[1].data, &columns[2].data)
+        else {
+            return None;
+        };
+        Some([n.as_ptr().cast(), ends.as_ptr().cast(), list_ends.as_ptr().cast(), columns[0].valid.as_ptr().cast(), row.valid.as_ptr().cast()])
+    }
+
     #[test]
-    fn reserved_rows_are_pushed_without_moving_the_vectors() {
+    fn reserved_rows_are_pushed_without_moving_the_vectors() -> Result<(), String> {
         let fields = vec![
             Field::new("n", DataType::Int64, false),
             Field::new("s", DataType::Utf8, true),
             Field::new("l", DataType::List(Arc::new(Field::new("item", DataType::Int32, true))), true),
         ];
         let root = Arc::new(Field::new("", DataType::Struct(fields.into()), false));
-        let mut row = Col::new(&root).unwrap();
+        let mut row = Col::new(&root).ok_or("no column for the row")?;
         row.reserve(100);
-        let Data::Struct(columns) = &row.data else { unreachable!() };
-        let (Data::I64(n), Data::Bytes { ends, .. }, Data::List { ends: list_ends, .. }) = (&columns[0].data, &columns[1].data, &columns[2].data)
-        else {
-            unreachable!()
-        };
-        let before = (n.as_ptr(), ends.as_ptr(), list_ends.as_ptr(), columns[0].valid.as_ptr(), row.valid.as_ptr());
+        let before = addresses(&row);
+        assert!(before.is_some());
         for i in 0..100 {
-            let Data::Struct(columns) = &mut row.data else { unreachable!() };
-            columns[0].push_i64(i).unwrap();
-            columns[1].push_bytes(b"x").unwrap();
+            let Data::Struct(columns) = &mut row.data else { return Err("not a struct".into()) };
+            columns[0].push_i64(i).map_err(|e| e.to_string())?;
+            columns[1].push_bytes(b"x").map_err(|e| e.to_string())?;
             columns[2].close_row();
             row.close_row();
         }
-        let Data::Struct(columns) = &row.data else { unreachable!() };
-        let (Data::I64(n), Data::Bytes { ends, .. }, Data::List { ends: list_ends, .. }) = (&columns[0].data, &columns[1].data, &columns[2].data)
-        else {
-            unreachable!()
-        };
-        assert_eq!((n.as_ptr(), ends.as_ptr(), list_ends.as_ptr(), columns[0].valid.as_ptr(), row.valid.as_ptr()), before);
+        assert_eq!(addresses(&row), before);
         assert_eq!(row.len(), 100);
+        Ok(())
     }
 }
