@@ -453,7 +453,7 @@ mod tests {
     }
 
     #[test]
-    fn records_whose_fields_change_order_read_as_serde_reads_them() {
+    fn records_whose_fields_change_order_read_as_serde_reads_them() -> Result<(), String> {
         // AWS's order, then sorted (the esm's), then shuffled with fields the scan ignores
         // among them, and a name that only starts like a known one: each record read right
         // whatever the order the one before it taught.
@@ -465,7 +465,7 @@ mod tests {
             r#"{"topic":"t","partition":0,"offset":5,"timestamp":9,"timestampType":"CREATE_TIME","key":"YQ==","value":"Yg==","headers":[]}"#,
         ];
         let text = format!(r#"{{"eventSource":"aws:kafka","records":{{"t-0":[{}]}}}}"#, records.join(","));
-        let parsed = scanned(&text).expect("every record is in the mapping's form");
+        let parsed = scanned(&text).ok_or("every record is in the mapping's form")?;
         let rs = &parsed.partitions[&TopicPartition { topic: "t".into(), partition: 0 }];
         assert_eq!(rs.iter().map(|r| r.offset).collect::<Vec<_>>(), [1, 2, 3, 4, 5]);
         assert_eq!(rs[2].value.as_deref(), Some(&b"d"[..]));
@@ -474,10 +474,11 @@ mod tests {
         // A known field twice is still serde's to name, in any order.
         let twice = text.replace(r#""offset":4,"#, r#""offset":4,"topic":"t","#);
         assert!(scan_event(&twice).is_none());
+        Ok(())
     }
 
     #[test]
-    fn a_repeated_header_list_is_shared_and_reads_as_serde_reads_it() {
+    fn a_repeated_header_list_is_shared_and_reads_as_serde_reads_it() -> Result<(), String> {
         // The same list twice, then lists that start like it (a longer value, another header
         // after it), an empty one, a refused one in between (serde's), and the first again.
         let lists = [
@@ -494,7 +495,7 @@ mod tests {
             let records: Vec<String> = lists.iter().enumerate().map(|(i, h)| record(i, h)).collect();
             format!(r#"{{"eventSource":"aws:kafka","records":{{"t-0":[{}]}}}}"#, records.join(","))
         };
-        let parsed = scanned(&text(&lists)).expect("every record is in the mapping's form");
+        let parsed = scanned(&text(&lists)).ok_or("every record is in the mapping's form")?;
         let rs = &parsed.partitions[&TopicPartition { topic: "t".into(), partition: 0 }];
         let value = |i: usize| rs[i].headers.iter().next().map(|(_, v)| v.as_ptr());
         assert_eq!(value(0), value(1), "a repeat shares the list read before it");
@@ -505,10 +506,11 @@ mod tests {
         // A list the scan refuses is not remembered: the event goes to serde, which names it.
         let refused = text(&[lists[0], r#"[{"p":[300]}]"#, r#"[{"p":[300]}]"#]);
         assert!(scan_event(&refused).is_none());
+        Ok(())
     }
 
     #[test]
-    fn a_repeated_topic_or_timestamp_type_reads_as_serde_reads_it() {
+    fn a_repeated_topic_or_timestamp_type_reads_as_serde_reads_it() -> Result<(), String> {
         // Each field the same as the record before, then one that starts like it, one it
         // starts like, an empty one, null, and (the timestamp type) a number.
         let fields = [("t", r#""CREATE_TIME""#), ("t", r#""CREATE_TIME""#), ("tx", r#""CREATE_TIMEX""#), ("t", r#""CREATE""#),
@@ -517,17 +519,18 @@ mod tests {
             .map(|(i, (topic, kind))| format!(r#"{{"offset":{i},"partition":0,"timestamp":1,"timestampType":{kind},"topic":"{topic}"}}"#))
             .collect();
         let text = format!(r#"{{"eventSource":"aws:kafka","records":{{"t-0":[{}]}}}}"#, records.join(","));
-        let parsed = scanned(&text).expect("every record is in the mapping's form");
+        let parsed = scanned(&text).ok_or("every record is in the mapping's form")?;
         assert_eq!(parsed.partitions[&TopicPartition { topic: "t".into(), partition: 0 }].len(), 7);
         assert_eq!(parsed.partitions[&TopicPartition { topic: "tx".into(), partition: 0 }][0].offset, 2);
         // An empty topic after "t" is the group's; a topic with an escape, or a timestamp type
         // after the one before it that is not a string, goes to serde.
         let empty = text.replace(r#""topic":"tx""#, r#""topic":"""#);
-        assert_eq!(scanned(&empty).expect("scanned").partitions.len(), 1);
+        assert_eq!(scanned(&empty).ok_or("an empty topic takes the scan")?.partitions.len(), 1);
         for (field, other) in [(r#""topic":"tx""#, r#""topic":"t\u0078""#), (r#""timestampType":"CREATE_TIMEX""#, r#""timestampType":{"a":1}"#)] {
             let changed = text.replacen(field, other, 1);
             assert!(changed != text && scan_event(&changed).is_none(), "{changed}");
         }
+        Ok(())
     }
 
     #[test]
