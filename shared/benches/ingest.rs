@@ -81,7 +81,8 @@ fn main() {
     println!("events up to {WARM_EVENTS_UP_TO} records: median of {} warm events in one process (the first is cold);", WARM_EVENTS - 1);
     println!("cpu r/s = records / CPU time (user + system, all threads): the wall time less I/O waits;");
     println!("floor = bare arrow-rs ArrowWriter (zstd) of the same rows in one file, files floor = in as many");
-    println!("files as the ingest wrote (contiguous slices); ratio = whole time / floor time");
+    println!("files as the ingest wrote (contiguous slices), medians alike; ratio = whole time / floor time;");
+    println!("files = the median event's data files, loads and swaps = the last event's catalog calls");
     println!(
         "{:<6} {:>9} {:>9} {:>11} {:>11} {:>7} {:>11} {:>6} {:>11} {:>6} {:>6} {:>6} {:>6}",
         "format", "records", "event MB", "whole r/s", "cpu r/s", "parse %", "floor r/s", "ratio", "files r/s", "ratio", "files", "loads", "swaps"
@@ -103,11 +104,11 @@ fn main() {
                     generate(&GeneratorOptions::from_args(args).unwrap()).unwrap().event.to_string().into_bytes()
                 })
                 .collect();
-            let (mut wall, mut cpu, mut parse) = (Vec::new(), Vec::new(), Vec::new());
-            let (summary, calls) = rt.block_on(async {
+            let (mut wall, mut cpu, mut parse, mut files) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            let calls = rt.block_on(async {
                 let config = Config::from_args([format!("warehouse={}", wh.display()), format!("source={name}")]).unwrap();
                 let pipeline = IngestPipeline::new(config).await.unwrap();
-                let mut last = None;
+                let mut calls = None;
                 for event in &events {
                     let before = pipeline.catalogs().calls();
                     let deadline = Instant::now() + Duration::from_secs(3600);
@@ -118,22 +119,28 @@ fn main() {
                     wall.push(t0.elapsed());
                     cpu.push(cpu_time() - c0);
                     assert_eq!(summary.written, n, "every record of a bench event is written once");
-                    last = Some((summary, pipeline.catalogs().calls() - before));
+                    files.push(summary.files);
+                    calls = Some(pipeline.catalogs().calls() - before);
                 }
-                last.unwrap()
+                calls.unwrap()
             });
-            // The cold first event is left out where there are warm ones.
-            let warm = |v: Vec<Duration>| median(if v.len() > 1 { v[1..].to_vec() } else { v });
-            let (whole, cpu, parse) = (warm(wall), warm(cpu), warm(parse));
-            let event = events.last().unwrap();
-            let parsed = parse_event(event).unwrap();
-            // The generator's values all decode (no `corrupt=true`).
-            let values: Vec<&[u8]> = parsed.partitions.values().flatten().filter_map(|r| r.value.as_deref()).collect();
+            // The floors of each event's rows, after the ingest (the same rows, the same files).
             let cfg = Config::from_args([format!("warehouse={}", wh.display())]).unwrap();
             let def = tables::vehicle_telemetry("bench", "zstd", cfg.target_file_size_bytes).unwrap();
-            let batch = rows(source, &values, def.arrow_schema().unwrap());
-            let floor = floor_write(&batch, dir.path());
-            let files_floor = floor_write_files(&batch, summary.files, dir.path());
+            let (mut floor, mut files_floor) = (Vec::new(), Vec::new());
+            for (event, &files) in events.iter().zip(&files) {
+                let parsed = parse_event(event).unwrap();
+                // The generator's values all decode (no `corrupt=true`).
+                let values: Vec<&[u8]> = parsed.partitions.values().flatten().filter_map(|r| r.value.as_deref()).collect();
+                let batch = rows(source, &values, def.arrow_schema().unwrap());
+                floor.push(floor_write(&batch, dir.path()));
+                files_floor.push(floor_write_files(&batch, files, dir.path()));
+            }
+            // The cold first event is left out where there are warm ones.
+            let warm = |mut v: Vec<Duration>| median(if v.len() > 1 { v.split_off(1) } else { v });
+            let (whole, cpu, parse, floor, files_floor) = (warm(wall), warm(cpu), warm(parse), warm(floor), warm(files_floor));
+            files.sort_unstable();
+            let (event, files) = (events.last().unwrap(), files[files.len() / 2]);
             let rate = |d: Duration| n as f64 / d.as_secs_f64();
             println!(
                 "{:<6} {:>9} {:>9.1} {:>11.0} {:>11.0} {:>7.1} {:>11.0} {:>6.2} {:>11.0} {:>6.2} {:>6} {:>6} {:>6}",
@@ -147,7 +154,7 @@ fn main() {
                 whole.as_secs_f64() / floor.as_secs_f64(),
                 rate(files_floor),
                 whole.as_secs_f64() / files_floor.as_secs_f64(),
-                summary.files,
+                files,
                 calls.loads,
                 calls.swaps,
             );
