@@ -48,13 +48,13 @@ fn floor_write_files(batch: &RecordBatch, files: usize, dir: &std::path::Path) -
     t0.elapsed()
 }
 
-/// CPU time (user + system) of this process so far, over all its threads.
-fn cpu_time() -> Duration {
+/// CPU time of this process so far, over all its threads: (user, system).
+fn cpu_time() -> (Duration, Duration) {
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: getrusage fills the struct we own.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
     let tv = |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
-    tv(usage.ru_utime) + tv(usage.ru_stime)
+    (tv(usage.ru_utime), tv(usage.ru_stime))
 }
 
 /// Events of each size up to this many records run this many times in one process, each a new
@@ -80,12 +80,13 @@ fn main() {
     println!("whole ingest path from event bytes (parse, decode, split, Parquet zstd, commit), one core;");
     println!("events up to {WARM_EVENTS_UP_TO} records: median of {} warm events in one process (the first is cold);", WARM_EVENTS - 1);
     println!("cpu r/s = records / CPU time (user + system, all threads): the wall time less I/O waits;");
+    println!("sys % = the kernel's share of that CPU time (page faults of new memory, file system calls);");
     println!("floor = bare arrow-rs ArrowWriter (zstd) of the same rows in one file, files floor = in as many");
     println!("files as the ingest wrote (contiguous slices), medians alike; ratio = whole time / floor time;");
     println!("files = the median event's data files, loads and swaps = the last event's catalog calls");
     println!(
-        "{:<6} {:>9} {:>9} {:>11} {:>11} {:>7} {:>11} {:>6} {:>11} {:>6} {:>6} {:>6} {:>6}",
-        "format", "records", "event MB", "whole r/s", "cpu r/s", "parse %", "floor r/s", "ratio", "files r/s", "ratio", "files", "loads", "swaps"
+        "{:<6} {:>9} {:>9} {:>11} {:>11} {:>6} {:>7} {:>11} {:>6} {:>11} {:>6} {:>6} {:>6} {:>6}",
+        "format", "records", "event MB", "whole r/s", "cpu r/s", "sys %", "parse %", "floor r/s", "ratio", "files r/s", "ratio", "files", "loads", "swaps"
     );
     // `BENCH_FORMATS=proto` (comma-separated) runs only those formats, e.g. under a profiler.
     let formats = std::env::var("BENCH_FORMATS").unwrap_or_else(|_| "proto,avro,json".into());
@@ -104,7 +105,7 @@ fn main() {
                     generate(&GeneratorOptions::from_args(args).unwrap()).unwrap().event.to_string().into_bytes()
                 })
                 .collect();
-            let (mut wall, mut cpu, mut parse, mut files) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            let (mut wall, mut cpu, mut sys, mut parse, mut files) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
             let calls = rt.block_on(async {
                 let config = Config::from_args([format!("warehouse={}", wh.display()), format!("source={name}")]).unwrap();
                 let pipeline = IngestPipeline::new(config).await.unwrap();
@@ -117,7 +118,9 @@ fn main() {
                     parse.push(t0.elapsed());
                     let summary = pipeline.handle(parsed, deadline).await.unwrap();
                     wall.push(t0.elapsed());
-                    cpu.push(cpu_time() - c0);
+                    let c1 = cpu_time();
+                    cpu.push(c1.0 + c1.1 - c0.0 - c0.1);
+                    sys.push(c1.1 - c0.1);
                     assert_eq!(summary.written, n, "every record of a bench event is written once");
                     files.push(summary.files);
                     calls = Some(pipeline.catalogs().calls() - before);
@@ -138,17 +141,18 @@ fn main() {
             }
             // The cold first event is left out where there are warm ones.
             let warm = |mut v: Vec<Duration>| median(if v.len() > 1 { v.split_off(1) } else { v });
-            let (whole, cpu, parse, floor, files_floor) = (warm(wall), warm(cpu), warm(parse), warm(floor), warm(files_floor));
+            let (whole, cpu, sys, parse, floor, files_floor) = (warm(wall), warm(cpu), warm(sys), warm(parse), warm(floor), warm(files_floor));
             files.sort_unstable();
             let (event, files) = (events.last().unwrap(), files[files.len() / 2]);
             let rate = |d: Duration| n as f64 / d.as_secs_f64();
             println!(
-                "{:<6} {:>9} {:>9.1} {:>11.0} {:>11.0} {:>7.1} {:>11.0} {:>6.2} {:>11.0} {:>6.2} {:>6} {:>6} {:>6}",
+                "{:<6} {:>9} {:>9.1} {:>11.0} {:>11.0} {:>6.1} {:>7.1} {:>11.0} {:>6.2} {:>11.0} {:>6.2} {:>6} {:>6} {:>6}",
                 name,
                 n,
                 event.len() as f64 / 1e6,
                 rate(whole),
                 rate(cpu),
+                100.0 * sys.as_secs_f64() / cpu.as_secs_f64(),
                 100.0 * parse.as_secs_f64() / whole.as_secs_f64(),
                 rate(floor),
                 whole.as_secs_f64() / floor.as_secs_f64(),
