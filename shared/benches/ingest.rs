@@ -16,36 +16,38 @@ use icestream::generate::{GeneratorOptions, generate};
 use icestream::{Config, IngestPipeline, tables};
 use parquet::arrow::ArrowWriter;
 
+type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
+
 /// The rows of the event's values, decoded by the hand-written reference codec (for the floor).
-fn rows(source: Source, values: &[&[u8]], schema: arrow_schema::SchemaRef) -> RecordBatch {
+fn rows(source: Source, values: &[&[u8]], schema: arrow_schema::SchemaRef) -> BenchResult<RecordBatch> {
     let mut b = TelemetryBuilder::with_capacity(values.len());
     for (i, v) in values.iter().enumerate() {
-        codec::decode_into(source, v, &mut b).expect("bench values decode");
+        codec::decode_into(source, v, &mut b)?;
         b.append_lineage("vehicle-telemetry", 0, i as i64);
     }
-    b.finish(schema).expect("batch")
+    Ok(b.finish(schema)?)
 }
 
 /// The floor: one bare arrow-rs `ArrowWriter` (zstd) of the rows into one file.
-fn floor_write(batch: &RecordBatch, dir: &std::path::Path) -> Duration {
+fn floor_write(batch: &RecordBatch, dir: &std::path::Path) -> BenchResult<Duration> {
     floor_write_files(batch, 1, dir)
 }
 
 /// The same rows as `files` bare files of contiguous slices (as many files as the ingest wrote):
 /// the floor of a partitioned write, which pays every file's fixed cost (column writers, codec
 /// contexts, footer) as the ingest does.
-fn floor_write_files(batch: &RecordBatch, files: usize, dir: &std::path::Path) -> Duration {
+fn floor_write_files(batch: &RecordBatch, files: usize, dir: &std::path::Path) -> BenchResult<Duration> {
     let files = files.clamp(1, batch.num_rows().max(1));
-    let props = icestream::writer::writer_properties("zstd", &[batch]).unwrap();
+    let props = icestream::writer::writer_properties("zstd", &[batch])?;
     let t0 = Instant::now();
     for i in 0..files {
         let (start, end) = (batch.num_rows() * i / files, batch.num_rows() * (i + 1) / files);
-        let file = std::fs::File::create(dir.join(format!("floor-{i}.parquet"))).unwrap();
-        let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props.clone())).unwrap();
-        w.write(&batch.slice(start, end - start)).unwrap();
-        w.close().unwrap();
+        let file = std::fs::File::create(dir.join(format!("floor-{i}.parquet")))?;
+        let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props.clone()))?;
+        w.write(&batch.slice(start, end - start))?;
+        w.close()?;
     }
-    t0.elapsed()
+    Ok(t0.elapsed())
 }
 
 /// CPU time of this process so far, over all its threads: (user, system).
@@ -69,11 +71,24 @@ fn median(mut values: Vec<Duration>) -> Duration {
     values[values.len() / 2]
 }
 
-fn main() {
+/// What `make bench` prints of one format and size.
+struct Figures {
+    whole: Duration,
+    cpu: Duration,
+    sys: Duration,
+    parse: Duration,
+    floor: Duration,
+    files_floor: Duration,
+    event_bytes: usize,
+    files: usize,
+    calls: icestream::catalog_calls::CatalogCalls,
+}
+
+fn main() -> BenchResult<()> {
     // First, while this process is small: Linux carries a parent's peak RSS into a forked
     // child's ru_maxrss, so measuring after the 1M-row runs would report ours, not the child's.
-    peak_rss();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    peak_rss()?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let sizes: Vec<usize> = std::env::var("BENCH_SIZES")
         .map(|s| s.split(',').filter_map(|x| x.parse().ok()).collect())
         .unwrap_or_else(|_| vec![10_000, 1_000_000]);
@@ -96,112 +111,131 @@ fn main() {
             continue;
         }
         for &n in &sizes {
-            let dir = tempfile::tempdir().unwrap();
-            let wh = dir.path().join("wh");
-            let runs = if n <= WARM_EVENTS_UP_TO { WARM_EVENTS } else { 1 };
-            let events: Vec<Vec<u8>> = (0..runs)
-                .map(|i| {
-                    let args = [format!("records={n}"), format!("format={name}"), format!("seed={}", i + 1), format!("start_offset={}", i * n)];
-                    generate(&GeneratorOptions::from_args(args).unwrap()).unwrap().event.to_string().into_bytes()
-                })
-                .collect();
-            let (mut wall, mut cpu, mut sys, mut parse, mut files) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-            let calls = rt.block_on(async {
-                let config = Config::from_args([format!("warehouse={}", wh.display()), format!("source={name}")]).unwrap();
-                let pipeline = IngestPipeline::new(config).await.unwrap();
-                let mut calls = None;
-                for event in &events {
-                    let before = pipeline.catalogs().calls();
-                    let deadline = Instant::now() + Duration::from_secs(3600);
-                    let (t0, c0) = (Instant::now(), cpu_time());
-                    let parsed = parse_event(event).unwrap();
-                    parse.push(t0.elapsed());
-                    let summary = pipeline.handle(parsed, deadline).await.unwrap();
-                    wall.push(t0.elapsed());
-                    let c1 = cpu_time();
-                    cpu.push(c1.0 + c1.1 - c0.0 - c0.1);
-                    sys.push(c1.1 - c0.1);
-                    assert_eq!(summary.written, n, "every record of a bench event is written once");
-                    files.push(summary.files);
-                    calls = Some(pipeline.catalogs().calls() - before);
-                }
-                calls.unwrap()
-            });
-            // The floors of each event's rows, after the ingest (the same rows, the same files).
-            let cfg = Config::from_args([format!("warehouse={}", wh.display())]).unwrap();
-            let def = tables::vehicle_telemetry("bench", "zstd", cfg.target_file_size_bytes).unwrap();
-            let (mut floor, mut files_floor) = (Vec::new(), Vec::new());
-            for (event, &files) in events.iter().zip(&files) {
-                let parsed = parse_event(event).unwrap();
-                // The generator's values all decode (no `corrupt=true`).
-                let values: Vec<&[u8]> = parsed.partitions.values().flatten().filter_map(|r| r.value.as_deref()).collect();
-                let batch = rows(source, &values, def.arrow_schema().unwrap());
-                floor.push(floor_write(&batch, dir.path()));
-                files_floor.push(floor_write_files(&batch, files, dir.path()));
-            }
-            // The cold first event is left out where there are warm ones.
-            let warm = |mut v: Vec<Duration>| median(if v.len() > 1 { v.split_off(1) } else { v });
-            let (whole, cpu, sys, parse, floor, files_floor) = (warm(wall), warm(cpu), warm(sys), warm(parse), warm(floor), warm(files_floor));
-            files.sort_unstable();
-            let (event, files) = (events.last().unwrap(), files[files.len() / 2]);
+            let f = measure(&rt, source, &name, n)?;
             let rate = |d: Duration| n as f64 / d.as_secs_f64();
             println!(
                 "{:<6} {:>9} {:>9.1} {:>11.0} {:>11.0} {:>6.1} {:>7.1} {:>11.0} {:>6.2} {:>11.0} {:>6.2} {:>6} {:>6} {:>6}",
                 name,
                 n,
-                event.len() as f64 / 1e6,
-                rate(whole),
-                rate(cpu),
-                100.0 * sys.as_secs_f64() / cpu.as_secs_f64(),
-                100.0 * parse.as_secs_f64() / whole.as_secs_f64(),
-                rate(floor),
-                whole.as_secs_f64() / floor.as_secs_f64(),
-                rate(files_floor),
-                whole.as_secs_f64() / files_floor.as_secs_f64(),
-                files,
-                calls.loads,
-                calls.swaps,
+                f.event_bytes as f64 / 1e6,
+                rate(f.whole),
+                rate(f.cpu),
+                100.0 * f.sys.as_secs_f64() / f.cpu.as_secs_f64(),
+                100.0 * f.parse.as_secs_f64() / f.whole.as_secs_f64(),
+                rate(f.floor),
+                f.whole.as_secs_f64() / f.floor.as_secs_f64(),
+                rate(f.files_floor),
+                f.whole.as_secs_f64() / f.files_floor.as_secs_f64(),
+                f.files,
+                f.calls.loads,
+                f.calls.swaps,
             );
         }
     }
+    Ok(())
+}
+
+/// The whole path and the floors for events of `n` records of `source`.
+fn measure(rt: &tokio::runtime::Runtime, source: Source, name: &str, n: usize) -> BenchResult<Figures> {
+    let dir = tempfile::tempdir()?;
+    let wh = dir.path().join("wh");
+    let runs = if n <= WARM_EVENTS_UP_TO { WARM_EVENTS } else { 1 };
+    let events = (0..runs)
+        .map(|i| {
+            let args = [format!("records={n}"), format!("format={name}"), format!("seed={}", i + 1), format!("start_offset={}", i * n)];
+            Ok(generate(&GeneratorOptions::from_args(args)?)?.event.to_string().into_bytes())
+        })
+        .collect::<BenchResult<Vec<Vec<u8>>>>()?;
+    let (mut wall, mut cpu, mut sys, mut parse, mut files) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let calls = rt.block_on(async {
+        let config = Config::from_args([format!("warehouse={}", wh.display()), format!("source={name}")])?;
+        let pipeline = IngestPipeline::new(config).await?;
+        let mut calls = Default::default();
+        for event in &events {
+            let before = pipeline.catalogs().calls();
+            let deadline = Instant::now() + Duration::from_secs(3600);
+            let (t0, c0) = (Instant::now(), cpu_time());
+            let parsed = parse_event(event)?;
+            parse.push(t0.elapsed());
+            let summary = pipeline.handle(parsed, deadline).await?;
+            wall.push(t0.elapsed());
+            let c1 = cpu_time();
+            cpu.push(c1.0 + c1.1 - c0.0 - c0.1);
+            sys.push(c1.1 - c0.1);
+            if summary.written != n {
+                return Err(format!("{} of the event's {n} records written", summary.written).into());
+            }
+            files.push(summary.files);
+            calls = pipeline.catalogs().calls() - before;
+        }
+        BenchResult::Ok(calls)
+    })?;
+    // The floors of each event's rows, after the ingest (the same rows, the same files).
+    let cfg = Config::from_args([format!("warehouse={}", wh.display())])?;
+    let schema = tables::vehicle_telemetry("bench", "zstd", cfg.target_file_size_bytes)?.arrow_schema()?;
+    let (mut floor, mut files_floor) = (Vec::new(), Vec::new());
+    for (event, &files) in events.iter().zip(&files) {
+        let parsed = parse_event(event)?;
+        // The generator's values all decode (no `corrupt=true`).
+        let values: Vec<&[u8]> = parsed.partitions.values().flatten().filter_map(|r| r.value.as_deref()).collect();
+        let batch = rows(source, &values, schema.clone())?;
+        floor.push(floor_write(&batch, dir.path())?);
+        files_floor.push(floor_write_files(&batch, files, dir.path())?);
+    }
+    // The cold first event is left out where there are warm ones.
+    let warm = |mut v: Vec<Duration>| median(if v.len() > 1 { v.split_off(1) } else { v });
+    files.sort_unstable();
+    Ok(Figures {
+        whole: warm(wall),
+        cpu: warm(cpu),
+        sys: warm(sys),
+        parse: warm(parse),
+        floor: warm(floor),
+        files_floor: warm(files_floor),
+        event_bytes: events.last().map_or(0, Vec::len),
+        files: files[files.len() / 2],
+        calls,
+    })
 }
 
 /// Peak RSS of the release `icestream ingest` on a maximal 6 MB event.
-fn peak_rss() {
-    let bin = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().join("icestream");
+fn peak_rss() -> BenchResult<()> {
+    let exe = std::env::current_exe()?;
+    let Some(bin) = exe.parent().and_then(std::path::Path::parent).map(|release| release.join("icestream")) else {
+        return Err(format!("{} has no release directory above it", exe.display()).into());
+    };
     if !bin.exists() {
         println!("peak RSS: build the release CLI first (cargo build --release --bin icestream)");
-        return;
+        return Ok(());
     }
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir()?;
     let event = dir.path().join("max.json");
-    let gen_ = std::process::Command::new(&bin)
-        .args(["gen-event", "max_bytes=6000000", &format!("out={}", event.display())])
-        .output()
-        .unwrap();
-    assert!(gen_.status.success(), "{}", String::from_utf8_lossy(&gen_.stderr));
-    let bytes = std::fs::metadata(&event).unwrap().len();
+    let gen_ = std::process::Command::new(&bin).args(["gen-event", "max_bytes=6000000", &format!("out={}", event.display())]).output()?;
+    if !gen_.status.success() {
+        return Err(format!("gen-event failed: {}", String::from_utf8_lossy(&gen_.stderr)).into());
+    }
+    let bytes = std::fs::metadata(&event)?.len();
     let child = std::process::Command::new(&bin)
-        .args(["ingest", event.to_str().unwrap(), &format!("warehouse={}", dir.path().join("wh").display())])
+        .arg("ingest")
+        .arg(&event)
+        .arg(format!("warehouse={}", dir.path().join("wh").display()))
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::null())
         // Its metrics lines (EMF) go to stderr: kept out of the table, shown if it fails.
-        .stderr(std::fs::File::create(dir.path().join("stderr")).unwrap())
-        .spawn()
-        .unwrap();
+        .stderr(std::fs::File::create(dir.path().join("stderr"))?)
+        .spawn()?;
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     let mut status = 0;
     // SAFETY: wait4 reaps exactly this child and fills the structs we own with its own usage
     // (not the generator's, which getrusage(RUSAGE_CHILDREN) would fold in).
     let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
-    assert!(
-        pid > 0 && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "ingest failed: {}",
-        std::fs::read_to_string(dir.path().join("stderr")).unwrap_or_default()
-    );
+    if !(pid > 0 && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+        return Err(format!("ingest failed: {}", std::fs::read_to_string(dir.path().join("stderr")).unwrap_or_default()).into());
+    }
     println!(
         "peak RSS of `icestream ingest` on a {:.1} MB MSK event: {:.1} MB (target: under 128 MB)",
         bytes as f64 / 1e6,
         usage.ru_maxrss as f64 / 1024.0
     );
+    Ok(())
 }
