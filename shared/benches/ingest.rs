@@ -28,14 +28,10 @@ fn rows(source: Source, values: &[&[u8]], schema: arrow_schema::SchemaRef) -> Be
     Ok(b.finish(schema)?)
 }
 
-/// The floor: one bare arrow-rs `ArrowWriter` (zstd) of the rows into one file.
-fn floor_write(batch: &RecordBatch, dir: &std::path::Path) -> BenchResult<Duration> {
-    floor_write_files(batch, 1, dir)
-}
-
-/// The same rows as `files` bare files of contiguous slices (as many files as the ingest wrote):
-/// the floor of a partitioned write, which pays every file's fixed cost (column writers, codec
-/// contexts, footer) as the ingest does.
+/// The floor: the rows as `files` bare arrow-rs `ArrowWriter` (zstd) files of contiguous slices.
+/// One file is the plain floor; as many files as the ingest wrote is the floor of a partitioned
+/// write, which pays every file's fixed cost (column writers, codec contexts, footer) as the
+/// ingest does.
 fn floor_write_files(batch: &RecordBatch, files: usize, dir: &std::path::Path) -> BenchResult<Duration> {
     let files = files.clamp(1, batch.num_rows().max(1));
     let props = icestream::writer::writer_properties("zstd", &[batch])?;
@@ -179,7 +175,7 @@ fn measure(rt: &tokio::runtime::Runtime, source: Source, name: &str, n: usize) -
         // The generator's values all decode (no `corrupt=true`).
         let values: Vec<&[u8]> = parsed.partitions.values().flatten().filter_map(|r| r.value.as_deref()).collect();
         let batch = rows(source, &values, schema.clone())?;
-        floor.push(floor_write(&batch, dir.path())?);
+        floor.push(floor_write_files(&batch, 1, dir.path())?);
         files_floor.push(floor_write_files(&batch, files, dir.path())?);
     }
     // The cold first event is left out where there are warm ones.
