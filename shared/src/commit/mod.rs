@@ -9,6 +9,7 @@
 //! use this one loop.
 
 pub mod append;
+pub mod manifest;
 pub mod pointer;
 pub mod row_delta;
 pub mod snapshot;

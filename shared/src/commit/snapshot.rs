@@ -1,14 +1,14 @@
 //! Builds the next table metadata for a [`ChangeSet`] on top of a loaded table: manifests,
 //! manifest list, snapshot, summary and property updates. This is where the operations
 //! iceberg-rust 0.10 lacks (replace, overwrite/row-delta) are made from its public blocks:
-//! `ManifestWriterBuilder`, `ManifestListWriter`, `Snapshot::builder` and `TableUpdate`.
+//! manifests ([`super::manifest`]), `ManifestListWriter`, `Snapshot::builder` and `TableUpdate`.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use iceberg::spec::{
     DataContentType, DataFile, DataFileFormat, FormatVersion, MAIN_BRANCH, ManifestContentType, ManifestFile,
-    ManifestListWriter, ManifestWriter, ManifestWriterBuilder, Schema, SchemaRef, Snapshot,
+    ManifestListWriter, Schema, Snapshot,
     SnapshotReference, SnapshotRetention, SnapshotSummaryCollector, Summary, TableMetadata,
     TableMetadataBuildResult,
 };
@@ -18,6 +18,7 @@ use iceberg::{MetadataLocation, TableUpdate};
 use uuid::Uuid;
 
 use super::ChangeSet;
+use super::manifest::ManifestFileWriter;
 use crate::error::{Error, Result};
 
 /// The staged result of one attempt: metadata to write and swap in.
@@ -69,31 +70,6 @@ fn new_snapshot_id(metadata: &TableMetadata) -> i64 {
             return id;
         }
     }
-}
-
-/// A manifest writer for `schema` and `table`'s default spec (`snapshot_id` None: staged, owned
-/// by no snapshot yet).
-pub(super) fn manifest_writer(
-    table: &Table,
-    schema: &SchemaRef,
-    path: String,
-    snapshot_id: Option<i64>,
-    content: ManifestContentType,
-) -> Result<ManifestWriter> {
-    let metadata = table.metadata();
-    let builder = ManifestWriterBuilder::new(
-        table.file_io().new_output(path)?,
-        snapshot_id,
-        schema.clone(),
-        metadata.default_partition_spec().as_ref().clone(),
-    );
-    Ok(match (metadata.format_version(), content) {
-        (FormatVersion::V1, _) => builder.build_v1(),
-        (FormatVersion::V2, ManifestContentType::Data) => builder.build_v2_data(),
-        (FormatVersion::V2, ManifestContentType::Deletes) => builder.build_v2_deletes(),
-        (FormatVersion::V3, ManifestContentType::Data) => builder.build_v3_data(),
-        (FormatVersion::V3, ManifestContentType::Deletes) => builder.build_v3_deletes(),
-    })
 }
 
 /// Stage `change` on `table`. Writes manifests and the manifest list; writes no metadata file.
@@ -189,7 +165,7 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
             }
             let path = next_manifest_path();
             written.push(path.clone());
-            let mut writer = manifest_writer(table, &schema, path, Some(snapshot_id), manifest_file.content)?;
+            let mut writer = ManifestFileWriter::new(table, &schema, path, Some(snapshot_id), manifest_file.content)?;
             for entry in manifest.entries() {
                 if !entry.is_alive() {
                     continue;
@@ -213,7 +189,7 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
     for chunk in to_rewrite.chunks(ENTRIES_PER_REWRITTEN_MANIFEST) {
         let path = next_manifest_path();
         written.push(path.clone());
-        let mut writer = manifest_writer(table, &schema, path, Some(snapshot_id), ManifestContentType::Data)?;
+        let mut writer = ManifestFileWriter::new(table, &schema, path, Some(snapshot_id), ManifestContentType::Data)?;
         for e in chunk {
             if e.removed {
                 collector.remove_file(&e.data_file, schema.clone(), spec.clone());
@@ -242,7 +218,7 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
         }
         let path = next_manifest_path();
         written.push(path.clone());
-        let mut writer = manifest_writer(table, &schema, path, Some(snapshot_id), content)?;
+        let mut writer = ManifestFileWriter::new(table, &schema, path, Some(snapshot_id), content)?;
         for file in files {
             let expected = match content {
                 ManifestContentType::Data => DataContentType::Data,

@@ -4,7 +4,7 @@
 //! of its own making, and then removes the manifest.
 //!
 //! A staged manifest is an ordinary Iceberg data manifest (the same writer as the commit's own
-//! manifests, [`super::snapshot`]), written with the table's current schema and partition spec;
+//! manifests, [`super::manifest`]), written with the table's current schema and partition spec;
 //! no snapshot refers to it. Unconsumed ones are unreferenced files, which orphan removal
 //! deletes once they are older than its margin.
 
@@ -28,7 +28,7 @@ pub async fn write_staged_manifest(table: &Table, files: &[DataFile]) -> Result<
         DataFileFormat::Avro
     );
     // No snapshot owns these entries yet: the committer adds the files to its own manifest.
-    let mut writer = super::snapshot::manifest_writer(table, table.metadata().current_schema(), path.clone(), None, ManifestContentType::Data)?;
+    let mut writer = super::manifest::ManifestFileWriter::new(table, table.metadata().current_schema(), path.clone(), None, ManifestContentType::Data)?;
     for file in files {
         writer.add_file(file.clone(), -1)?;
     }
