@@ -133,9 +133,12 @@ pub fn parse_event_with_serde(json: &[u8]) -> Result<ParsedEvent> {
 }
 
 /// UTF-8 checked once, over the whole text: serde_json trusts a `&str`, where from bytes it
-/// checks each of the ~15 strings of every record on its own (a twentieth of its parse).
+/// checks each of the ~15 strings of every record on its own (a twentieth of its parse). SIMD
+/// first; text it refuses is checked again by std, whose error says where.
 fn event_text(json: &[u8]) -> Result<&str> {
-    std::str::from_utf8(json).map_err(|e| Error::Event(format!("event is not JSON: {e}")))
+    simdutf8::basic::from_utf8(json)
+        .or_else(|_| std::str::from_utf8(json))
+        .map_err(|e| Error::Event(format!("event is not JSON: {e}")))
 }
 
 fn parse_text_with_serde(text: &str) -> Result<ParsedEvent> {
