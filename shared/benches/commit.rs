@@ -4,10 +4,15 @@
 //!   table at once: commit attempts and commit wall time per writer, for N = 1, 4, 8, 16.
 //! * `dedup=window` against `dedup=batch`: one 10k-record batch into a table that already holds
 //!   1M rows in its recent partitions.
+//! * One manifest of 10,000 entries (maintenance's rewritten size) of a real ingest's data files:
+//!   iceberg-rust's `ManifestWriter` against `commit::manifest`'s.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use iceberg::spec::{DataFile, ManifestContentType, ManifestWriterBuilder};
+use icestream::catalog::Catalogs;
+use icestream::commit::manifest::ManifestFileWriter;
 use icestream::event::{ParsedEvent, event_json, parse_event};
 use icestream::generate::{GeneratorOptions, generate};
 use icestream::{Config, IngestPipeline};
@@ -100,6 +105,55 @@ async fn window_cost() {
     }
 }
 
+const MANIFEST_ENTRIES: usize = 10_000;
+
+async fn manifest_cost() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config::from_args([format!("warehouse={}", dir.path().join("wh").display())]).unwrap();
+    let pipeline = IngestPipeline::new(config.clone()).await.unwrap();
+    let g = generate(&GeneratorOptions::from_args(["records=10000".to_string()]).unwrap()).unwrap();
+    pipeline.handle(parse_event(g.event.to_string().as_bytes()).unwrap(), Instant::now() + Duration::from_secs(600)).await.unwrap();
+    let catalogs = Catalogs::connect(&config).await.unwrap();
+    let table = catalogs.catalog().load_table(&catalogs.ident(&config.table)).await.unwrap();
+    let snapshot = table.metadata().current_snapshot().unwrap().clone();
+    let mut files: Vec<DataFile> = Vec::new();
+    for listed in icestream::manifest_cache::manifest_list(&table, &snapshot).await.unwrap().iter() {
+        let manifest = icestream::manifest_cache::manifest(&table, listed).await.unwrap();
+        files.extend(manifest.entries().iter().map(|e| e.data_file().clone()));
+    }
+    let entries: Vec<DataFile> = files.iter().cycle().take(MANIFEST_ENTRIES).cloned().collect();
+    let schema = table.metadata().current_schema().clone();
+    let spec = table.metadata().default_partition_spec().as_ref().clone();
+    let path = |name: &str| format!("{}/metadata/bench-{name}.avro", table.metadata().location());
+    println!("\none manifest of {MANIFEST_ENTRIES} entries ({} data files of a 10k-record ingest, repeated)", files.len());
+    for round in 0..3 {
+        let t0 = Instant::now();
+        let mut theirs = ManifestWriterBuilder::new(table.file_io().new_output(path("theirs")).unwrap(), Some(1), schema.clone(), spec.clone()).build_v2_data();
+        for file in &entries {
+            theirs.add_existing_file(file.clone(), 1, 1, Some(1)).unwrap();
+        }
+        let theirs = theirs.write_manifest_file().await.unwrap();
+        let theirs_time = t0.elapsed();
+        let t0 = Instant::now();
+        let mut ours = ManifestFileWriter::new(&table, &schema, path("ours"), Some(1), ManifestContentType::Data).unwrap();
+        for file in &entries {
+            ours.add_existing_file(file.clone(), 1, 1, Some(1)).unwrap();
+        }
+        let ours = ours.write_manifest_file().await.unwrap();
+        let ours_time = t0.elapsed();
+        assert_eq!(ours.manifest_length, theirs.manifest_length, "the two manifests differ in size");
+        let per_entry = |t: Duration| t.as_secs_f64() * 1e6 / MANIFEST_ENTRIES as f64;
+        println!(
+            "  round {round}: iceberg-rust {:>7.1} ms ({:.1} µs an entry), commit::manifest {:>6.1} ms ({:.1} µs an entry), {} bytes each",
+            theirs_time.as_secs_f64() * 1e3,
+            per_entry(theirs_time),
+            ours_time.as_secs_f64() * 1e3,
+            per_entry(ours_time),
+            ours.manifest_length
+        );
+    }
+}
+
 fn chrono_now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
 }
@@ -111,5 +165,7 @@ fn main() {
     for n in [1, 4, 8, 16] {
         contention(n);
     }
-    tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(window_cost());
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    rt.block_on(window_cost());
+    rt.block_on(manifest_cost());
 }
