@@ -164,13 +164,23 @@ async fn write(table: &Table, mut writer: ManifestFileWriter, path: &str, entrie
 
 /// Both writers' files for the same entries: (ours, iceberg-rust's), each with its list entry.
 async fn both(table: &Table, content: ManifestContentType, entries: &[(Add, DataFile)]) -> [(Vec<u8>, ManifestFile); 2] {
+    both_for(table, content, entries, Some(42)).await
+}
+
+/// [`both`], the manifest owned by `snapshot_id` (None: staged, owned by no snapshot yet).
+async fn both_for(
+    table: &Table,
+    content: ManifestContentType,
+    entries: &[(Add, DataFile)],
+    snapshot_id: Option<i64>,
+) -> [(Vec<u8>, ManifestFile); 2] {
     let schema = table.metadata().current_schema();
     let ours_path = format!("{}/metadata/ours.avro", table.metadata().location());
     let theirs_path = format!("{}/metadata/theirs.avro", table.metadata().location());
-    let ours = ManifestFileWriter::new(table, schema, ours_path.clone(), Some(42), content).unwrap();
+    let ours = ManifestFileWriter::new(table, schema, ours_path.clone(), snapshot_id, content).unwrap();
     let builder = ManifestWriterBuilder::new(
         table.file_io().new_output(&theirs_path).unwrap(),
-        Some(42),
+        snapshot_id,
         schema.clone(),
         table.metadata().default_partition_spec().as_ref().clone(),
     );
@@ -227,6 +237,20 @@ async fn data_manifests_match_iceberg_rust_for_every_partition_type() {
         let summaries = ours.1.partitions.as_ref().unwrap();
         assert!(summaries[3].contains_nan == Some(true) && summaries[0].contains_null);
     }
+}
+
+#[tokio::test]
+async fn staged_manifests_owned_by_no_snapshot_match() {
+    let table = table(FormatVersion::V2, &[("ts", Transform::Hour), ("id", Transform::Bucket(16))]);
+    let added: Vec<_> = (0..8)
+        .map(|i| {
+            let partition = Struct::from_iter([Some(Literal::int(490_000 + i as i32)), Some(Literal::int(i as i32))]);
+            (Add::Added(-1), file(&table, i, DataContentType::Data, partition))
+        })
+        .collect();
+    let [ours, theirs] = both_for(&table, ManifestContentType::Data, &added, None).await;
+    assert_same(&ours, &theirs);
+    assert_eq!(ours.1.added_snapshot_id, -1);
 }
 
 #[tokio::test]
