@@ -209,6 +209,8 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
         });
     }
 
+    // The change's own manifests (data and deletes) are uploaded side by side: one round trip.
+    let mut own = Vec::new();
     for (files, content) in [
         (&change.added_data_files, ManifestContentType::Data),
         (&change.added_delete_files, ManifestContentType::Deletes),
@@ -231,8 +233,9 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
             // -1: the data sequence number is inherited from the manifest list at commit.
             writer.add_file(file.clone(), -1)?;
         }
-        manifests.push(writer.write_manifest_file().await?);
+        own.push(writer.write_manifest_file());
     }
+    manifests.extend(futures::future::try_join_all(own).await?);
 
     let next_seq = metadata.next_sequence_number();
     let list_path = format!("{meta_dir}/snap-{snapshot_id}-1-{commit_id}.{}", DataFileFormat::Avro);

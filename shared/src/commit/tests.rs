@@ -270,3 +270,42 @@ async fn a_conflict_forgets_this_processs_last_commit_even_when_the_log_no_longe
     assert_eq!(out.attempts, 2);
     assert!(Watermarks::from_properties(f.load().await.metadata().properties()).covers(&tp(), 8));
 }
+
+/// Adds one data file and one position-delete file (a row delta's shape).
+struct DataAndDeletes;
+
+impl Planner for DataAndDeletes {
+    async fn plan(&mut self, table: &Table, _attempt: u32) -> Result<Option<ChangeSet>> {
+        let deletes = iceberg::spec::DataFileBuilder::default()
+            .content(iceberg::spec::DataContentType::PositionDeletes)
+            .file_path(format!("{}/data/deletes.parquet", table.metadata().location()))
+            .file_format(iceberg::spec::DataFileFormat::Parquet)
+            .partition_spec_id(table.metadata().default_partition_spec_id())
+            .record_count(1)
+            .file_size_in_bytes(10)
+            .build()
+            .map_err(|e| Error::Invariant(e.to_string()))?;
+        let mut change = ChangeSet::new(Operation::Overwrite);
+        change.added_data_files = vec![data_file(table, "rows")];
+        change.added_delete_files = vec![deletes];
+        Ok(Some(change))
+    }
+}
+
+/// A change's data and delete manifests go up side by side. With every call 20 ms, as over a
+/// network: the load (lookup, then its metadata file), both manifests at once, the manifest list
+/// with the metadata file, the swap: 5 (6 when the manifests went one after the other).
+#[tokio::test]
+async fn data_and_delete_manifests_are_one_round_trip() {
+    let f = fixture().await;
+    f.catalogs.call_counter().simulate_latency(Duration::from_millis(20));
+    let before = f.catalogs.calls();
+    let out = f.catalogs.committer.commit(&f.ident, soon(), &mut DataAndDeletes).await.unwrap();
+    let used = f.catalogs.calls() - before;
+    assert!(out.committed);
+    assert_eq!(used.sequential, 5, "{used:?}");
+    let table = f.load().await;
+    let listed = table.manifest_list_reader(table.metadata().current_snapshot().unwrap()).load().await.unwrap();
+    let contents: Vec<_> = listed.entries().iter().map(|m| m.content).collect();
+    assert_eq!(contents, [iceberg::spec::ManifestContentType::Data, iceberg::spec::ManifestContentType::Deletes]);
+}
