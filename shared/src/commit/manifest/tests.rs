@@ -30,6 +30,8 @@ fn schema() -> Schema {
             field(8, "small", PrimitiveType::Int),
             field(9, "f", PrimitiveType::Float),
             field(10, "amount", PrimitiveType::Decimal { precision: 9, scale: 2 }),
+            field(11, "at", PrimitiveType::Time),
+            field(12, "local", PrimitiveType::Timestamp),
         ])
         .build()
         .unwrap()
@@ -76,6 +78,10 @@ const ALL_TYPES: &[(&str, Transform)] = &[
     ("small", Transform::Identity),
     ("f", Transform::Identity),
     ("name", Transform::Truncate(2)),
+    ("id", Transform::Identity),
+    ("ts", Transform::Identity),
+    ("at", Transform::Identity),
+    ("local", Transform::Identity),
 ];
 
 /// The `i`th file's partition values for [`ALL_TYPES`]: every third value null, NaNs now and then.
@@ -92,6 +98,10 @@ fn all_types_partition(i: i64) -> Struct {
         null_or(Literal::int(-(i as i32))),
         null_or(Literal::float(if i % 5 == 0 { f32::NAN } else { i as f32 })),
         null_or(Literal::string(format!("na{}", i % 3))),
+        null_or(Literal::long(i * 1_000_003 - 5)),
+        null_or(Literal::timestamptz(1_780_000_000_000_000 + i * 7_000_000)),
+        null_or(Literal::time(3_600_000_000 + i * 1_000)),
+        null_or(Literal::timestamp(1_700_000_000_000_000 - i * 9_000_000)),
     ])
 }
 
