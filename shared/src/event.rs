@@ -20,7 +20,7 @@ mod arena;
 mod headers;
 mod scan;
 
-use arena::Arena;
+use arena::{Arena, Field};
 pub use headers::Headers;
 
 /// The event sources the MSK and self-managed Kafka mappings put in `eventSource`.
@@ -196,32 +196,40 @@ struct RawRecord<'a> {
 }
 
 impl RawRecord<'_> {
-    fn into_record(self, arena: &mut Arena) -> KafkaRecordIn {
+    /// An upper bound of the bytes its key and value decode to (base64: 3 bytes per 4 letters).
+    fn decoded_len_bound(&self) -> usize {
+        let len = |t: &Option<Text>| t.as_ref().map_or(0, |t| t.0.len());
+        (len(&self.key) + len(&self.value)) / 4 * 3 + 6
+    }
+
+    /// The record, its key and value still to be sliced from the arena's open chunk.
+    fn into_record(self, arena: &mut Arena) -> (KafkaRecordIn, [Field; 2]) {
         // A key or value that is not base64 is kept as the raw text sent, for the record's
         // dead-letter row (a bad key must not silently become no key).
         let mut problems = Vec::new();
         let mut decode = |text: Option<Text>, what: &str| {
-            let text = text?.0;
-            Some(match arena.base64(&text) {
-                Ok(bytes) => bytes,
+            let Some(text) = text else { return Field::Absent };
+            match arena.base64(&text.0) {
+                Ok(field) => field,
                 Err(e) => {
                     problems.push(format!("{what} {NOT_BASE64}: {e}"));
-                    Bytes::from(text.into_owned())
+                    Field::Owned(Bytes::from(text.0.into_owned()))
                 }
-            })
+            }
         };
         let key = decode(self.key, "key");
         let value = decode(self.value, "value");
         let value_error = (!problems.is_empty()).then(|| problems.join("; ").into());
-        KafkaRecordIn {
+        let record = KafkaRecordIn {
             offset: self.offset,
             timestamp_ms: self.timestamp,
-            key,
-            value,
+            key: None,
+            value: None,
             value_error,
             headers: self.headers,
             value_schema: self.value_schema_metadata.map(Box::new),
-        }
+        };
+        (record, [key, value])
     }
 }
 
@@ -372,29 +380,58 @@ struct Filing<'g> {
     run: Option<(TopicPartition, Vec<KafkaRecordIn>)>,
     /// Where the records' bytes go.
     arena: &'g mut Arena,
+    /// The keys and values of the run's last records, in the arena's open chunk: they get their
+    /// slices when it is frozen, before the run is filed or the chunk fills.
+    unsliced: Vec<[Field; 2]>,
 }
 
 impl<'g> Filing<'g> {
     fn new(key: &'g str, out: &'g mut BTreeMap<TopicPartition, Vec<KafkaRecordIn>>, arena: &'g mut Arena) -> Self {
-        Filing { key, out, run: None, arena }
+        Filing { key, out, run: None, arena, unsliced: Vec::new() }
     }
 
     fn push(&mut self, raw: RawRecord) -> std::result::Result<(), String> {
         let (topic, partition) = topic_partition(self.key, &raw)?;
         if !matches!(&self.run, Some((tp, _)) if tp.partition == partition && tp.topic == topic) {
+            self.slice_fields();
             let tp = TopicPartition { topic: topic.to_owned(), partition };
             if let Some((done, records)) = self.run.replace((tp, Vec::new())) {
                 Self::file(self.out, done, records);
             }
         }
+        if !self.arena.has_room(raw.decoded_len_bound()) {
+            self.slice_fields();
+        }
+        let (record, fields) = raw.into_record(self.arena);
         if let Some((_, records)) = &mut self.run {
-            records.push(raw.into_record(self.arena));
+            records.push(record);
+            self.unsliced.push(fields);
+        }
+        if self.arena.is_full() {
+            self.slice_fields();
         }
         Ok(())
     }
 
-    fn finish(self) {
-        if let Some((done, records)) = self.run {
+    /// Freezes the arena's open chunk and hands the run's last records their keys and values.
+    fn slice_fields(&mut self) {
+        if self.unsliced.is_empty() {
+            return;
+        }
+        let chunk = self.arena.freeze_values();
+        if let Some((_, records)) = &mut self.run {
+            let first = records.len().saturating_sub(self.unsliced.len());
+            for (record, [key, value]) in records[first..].iter_mut().zip(self.unsliced.drain(..)) {
+                record.key = key.resolve(&chunk);
+                record.value = value.resolve(&chunk);
+            }
+        }
+        self.unsliced.clear();
+    }
+
+    fn finish(mut self) {
+        self.slice_fields();
+        if let Some((done, records)) = self.run.take() {
             Self::file(self.out, done, records);
         }
     }

@@ -120,7 +120,7 @@ fn header_list(c: &mut Cursor, arena: &mut Arena) -> Option<Headers> {
         })
     });
     // Taken either way: a list the scan refuses leaves nothing behind for the next field.
-    let list = arena.take();
+    let list = arena.take_headers();
     listed.map(|()| Headers::from_encoded(list))
 }
 
