@@ -30,14 +30,16 @@ fn contention(writers: usize) {
     let warm = dir.path().join("warm.json");
     std::fs::write(&warm, event_json("aws:kafka", "a", "b", &BTreeMap::new()).to_string()).unwrap();
     run(&[warm.to_str().unwrap()], &wh);
-    let mut children = vec![];
+    let mut events = vec![];
     for (i, (tp, records)) in full.partitions.iter().enumerate() {
         let path = dir.path().join(format!("p{i}.json"));
         let one: BTreeMap<_, _> = [(tp.clone(), records.clone())].into();
         std::fs::write(&path, event_json("aws:kafka", "a", "b", &one).to_string()).unwrap();
-        children.push(spawn(&path, &wh));
+        events.push(path);
     }
+    // From the first spawn: the writers run while the later ones start.
     let started = Instant::now();
+    let children: Vec<_> = events.iter().map(|path| spawn(path, &wh)).collect();
     let (mut attempts, mut commit_ms, mut max_ms) = (0u64, 0u64, 0u64);
     for c in children {
         let out = c.wait_with_output().unwrap();
