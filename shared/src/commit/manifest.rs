@@ -454,7 +454,7 @@ struct DataFileRecord<'a> {
 impl Serialize for DataFileRecord<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
         let f = self.file;
-        let long = |v: u64| i64::try_from(v).map_err(|_| S::Error::custom(format!("{v} does not fit an Avro long")));
+        let long = |v: u64| avro_long(&v).map_err(S::Error::custom);
         let mut record = serializer.serialize_struct("r2", 20)?;
         record.serialize_field("content", &(f.content_type() as i32))?;
         record.serialize_field("file_path", f.file_path())?;
@@ -462,12 +462,12 @@ impl Serialize for DataFileRecord<'_> {
         record.serialize_field("partition", &PartitionRecord { file: f, names: self.partition_names })?;
         record.serialize_field("record_count", &long(f.record_count())?)?;
         record.serialize_field("file_size_in_bytes", &long(f.file_size_in_bytes())?)?;
-        record.serialize_field("column_sizes", &Some(Counts(f.column_sizes())))?;
-        record.serialize_field("value_counts", &Some(Counts(f.value_counts())))?;
-        record.serialize_field("null_value_counts", &Some(Counts(f.null_value_counts())))?;
-        record.serialize_field("nan_value_counts", &Some(Counts(f.nan_value_counts())))?;
-        record.serialize_field("lower_bounds", &Some(Bounds(f.lower_bounds())))?;
-        record.serialize_field("upper_bounds", &Some(Bounds(f.upper_bounds())))?;
+        record.serialize_field("column_sizes", &Some(KeyValues(f.column_sizes(), avro_long)))?;
+        record.serialize_field("value_counts", &Some(KeyValues(f.value_counts(), avro_long)))?;
+        record.serialize_field("null_value_counts", &Some(KeyValues(f.null_value_counts(), avro_long)))?;
+        record.serialize_field("nan_value_counts", &Some(KeyValues(f.nan_value_counts(), avro_long)))?;
+        record.serialize_field("lower_bounds", &Some(KeyValues(f.lower_bounds(), bound_bytes)))?;
+        record.serialize_field("upper_bounds", &Some(KeyValues(f.upper_bounds(), bound_bytes)))?;
         record.serialize_field("key_metadata", &f.key_metadata().map(AvroBytes))?;
         record.serialize_field("split_offsets", &f.split_offsets())?;
         record.serialize_field("equality_ids", &f.equality_ids())?;
@@ -522,32 +522,27 @@ impl Serialize for PartitionValue<'_> {
     }
 }
 
-/// A field-id → count map as Avro's array of key/value records.
-struct Counts<'a>(&'a HashMap<i32, u64>);
+/// A field-id → value map as Avro's array of key/value records, each value made by its function
+/// (a count as a long, a bound as its single-value bytes).
+struct KeyValues<'a, V, F>(&'a HashMap<i32, V>, F);
 
-impl Serialize for Counts<'_> {
+impl<V, T: Serialize, F: Fn(&V) -> std::result::Result<T, String>> Serialize for KeyValues<'_, V, F> {
     fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
         let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
-        for (&key, &value) in self.0 {
-            let value = i64::try_from(value).map_err(|_| S::Error::custom(format!("{value} does not fit an Avro long")))?;
+        for (&key, value) in self.0 {
+            let value = (self.1)(value).map_err(|e| S::Error::custom(format!("field {key}: {e}")))?;
             seq.serialize_element(&KeyValue { key, value })?;
         }
         seq.end()
     }
 }
 
-/// A field-id → bound map as Avro's array of key/value records (single-value bytes).
-struct Bounds<'a>(&'a HashMap<i32, Datum>);
+fn avro_long(v: &u64) -> std::result::Result<i64, String> {
+    i64::try_from(*v).map_err(|_| format!("{v} does not fit an Avro long"))
+}
 
-impl Serialize for Bounds<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
-        let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
-        for (&key, datum) in self.0 {
-            let bytes = datum.to_bytes().map_err(|e| S::Error::custom(format!("bound of field {key}: {e}")))?;
-            seq.serialize_element(&KeyValue { key, value: AvroBytes(&bytes) })?;
-        }
-        seq.end()
-    }
+fn bound_bytes(bound: &Datum) -> std::result::Result<AvroBytes<Vec<u8>>, String> {
+    bound.to_bytes().map(|bytes| AvroBytes(bytes.into_vec())).map_err(|e| e.to_string())
 }
 
 struct KeyValue<V> {
@@ -565,11 +560,11 @@ impl<V: Serialize> Serialize for KeyValue<V> {
 }
 
 /// Bytes as Avro `bytes` (serde would make a sequence of numbers of a slice).
-struct AvroBytes<'a>(&'a [u8]);
+struct AvroBytes<B>(B);
 
-impl Serialize for AvroBytes<'_> {
+impl<B: AsRef<[u8]>> Serialize for AvroBytes<B> {
     fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
-        serializer.serialize_bytes(self.0)
+        serializer.serialize_bytes(self.0.as_ref())
     }
 }
 
