@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use iceberg::spec::{DataFile, ManifestContentType, ManifestWriterBuilder};
 use icestream::catalog::Catalogs;
+use icestream::commit::row_delta::LiveFiles;
 use icestream::commit::manifest::ManifestFileWriter;
 use icestream::event::{ParsedEvent, event_json, parse_event};
 use icestream::generate::{GeneratorOptions, generate};
@@ -109,20 +110,17 @@ async fn window_cost() {
 
 const MANIFEST_ENTRIES: usize = 10_000;
 
-async fn manifest_cost() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = Config::from_args([format!("warehouse={}", dir.path().join("wh").display())]).unwrap();
-    let pipeline = IngestPipeline::new(config.clone()).await.unwrap();
-    let g = generate(&GeneratorOptions::from_args(["records=10000".to_string()]).unwrap()).unwrap();
-    pipeline.handle(parse_event(g.event.to_string().as_bytes()).unwrap(), Instant::now() + Duration::from_secs(600)).await.unwrap();
-    let catalogs = Catalogs::connect(&config).await.unwrap();
-    let table = catalogs.catalog().load_table(&catalogs.ident(&config.table)).await.unwrap();
-    let snapshot = table.metadata().current_snapshot().unwrap().clone();
-    let mut files: Vec<DataFile> = Vec::new();
-    for listed in icestream::manifest_cache::manifest_list(&table, &snapshot).await.unwrap().iter() {
-        let manifest = icestream::manifest_cache::manifest(&table, listed).await.unwrap();
-        files.extend(manifest.entries().iter().map(|e| e.data_file().clone()));
-    }
+type BenchResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
+
+async fn manifest_cost() -> BenchResult {
+    let dir = tempfile::tempdir()?;
+    let config = Config::from_args([format!("warehouse={}", dir.path().join("wh").display())])?;
+    let pipeline = IngestPipeline::new(config.clone()).await?;
+    let g = generate(&GeneratorOptions::from_args(["records=10000".to_string()])?)?;
+    pipeline.handle(parse_event(g.event.to_string().as_bytes())?, Instant::now() + Duration::from_secs(600)).await?;
+    let catalogs = Catalogs::connect(&config).await?;
+    let table = catalogs.catalog().load_table(&catalogs.ident(&config.table)).await?;
+    let files = LiveFiles::of(&table).await?.data;
     let entries: Vec<DataFile> = files.iter().cycle().take(MANIFEST_ENTRIES).cloned().collect();
     let schema = table.metadata().current_schema().clone();
     let spec = table.metadata().default_partition_spec().as_ref().clone();
@@ -130,18 +128,18 @@ async fn manifest_cost() {
     println!("\none manifest of {MANIFEST_ENTRIES} entries ({} data files of a 10k-record ingest, repeated)", files.len());
     for round in 0..3 {
         let t0 = Instant::now();
-        let mut theirs = ManifestWriterBuilder::new(table.file_io().new_output(path("theirs")).unwrap(), Some(1), schema.clone(), spec.clone()).build_v2_data();
+        let mut theirs = ManifestWriterBuilder::new(table.file_io().new_output(path("theirs"))?, Some(1), schema.clone(), spec.clone()).build_v2_data();
         for file in &entries {
-            theirs.add_existing_file(file.clone(), 1, 1, Some(1)).unwrap();
+            theirs.add_existing_file(file.clone(), 1, 1, Some(1))?;
         }
-        let theirs = theirs.write_manifest_file().await.unwrap();
+        let theirs = theirs.write_manifest_file().await?;
         let theirs_time = t0.elapsed();
         let t0 = Instant::now();
-        let mut ours = ManifestFileWriter::new(&table, &schema, path("ours"), Some(1), ManifestContentType::Data).unwrap();
+        let mut ours = ManifestFileWriter::new(&table, &schema, path("ours"), Some(1), ManifestContentType::Data)?;
         for file in &entries {
-            ours.add_existing_file(file.clone(), 1, 1, Some(1)).unwrap();
+            ours.add_existing_file(file.clone(), 1, 1, Some(1))?;
         }
-        let ours = ours.write_manifest_file().await.unwrap();
+        let ours = ours.write_manifest_file().await?;
         let ours_time = t0.elapsed();
         assert_eq!(ours.manifest_length, theirs.manifest_length, "the two manifests differ in size");
         let per_entry = |t: Duration| t.as_secs_f64() * 1e6 / MANIFEST_ENTRIES as f64;
@@ -154,20 +152,21 @@ async fn manifest_cost() {
             ours.manifest_length
         );
     }
+    Ok(())
 }
 
 fn chrono_now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
 }
 
-fn main() {
+fn main() -> BenchResult {
     assert!(bin().exists(), "build the release CLI first: cargo build --release --bin icestream");
     println!("concurrent writer processes on one table (embedded SQLite catalog), 5000 records each");
     println!("writers attempts/writer commit ms/writer max commit ms     wall s");
     for n in [1, 4, 8, 16] {
         contention(n);
     }
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(window_cost());
-    rt.block_on(manifest_cost());
+    rt.block_on(manifest_cost())
 }
