@@ -296,16 +296,18 @@ impl Planner for DataAndDeletes {
 /// network: the load (lookup, then its metadata file), both manifests at once, the manifest list
 /// with the metadata file, the swap: 5 (6 when the manifests went one after the other).
 #[tokio::test]
-async fn data_and_delete_manifests_are_one_round_trip() {
+async fn data_and_delete_manifests_are_one_round_trip() -> Result<()> {
     let f = fixture().await;
     f.catalogs.call_counter().simulate_latency(Duration::from_millis(20));
     let before = f.catalogs.calls();
-    let out = f.catalogs.committer.commit(&f.ident, soon(), &mut DataAndDeletes).await.unwrap();
+    let out = f.catalogs.committer.commit(&f.ident, soon(), &mut DataAndDeletes).await?;
     let used = f.catalogs.calls() - before;
     assert!(out.committed);
     assert_eq!(used.sequential, 5, "{used:?}");
     let table = f.load().await;
-    let listed = table.manifest_list_reader(table.metadata().current_snapshot().unwrap()).load().await.unwrap();
+    let current = table.metadata().current_snapshot().ok_or_else(|| Error::Invariant("no snapshot".into()))?;
+    let listed = table.manifest_list_reader(current).load().await?;
     let contents: Vec<_> = listed.entries().iter().map(|m| m.content).collect();
     assert_eq!(contents, [iceberg::spec::ManifestContentType::Data, iceberg::spec::ManifestContentType::Deletes]);
+    Ok(())
 }

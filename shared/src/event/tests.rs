@@ -155,12 +155,12 @@ proptest::proptest! {
     fn base64_decoding_agrees_with_the_base64_crate(text in "[A-Za-z0-9+/=]{0,40}", bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..64)) {
         let mut arena = Arena::new();
         if let Ok(expected) = STANDARD.decode(&text) {
-            proptest::prop_assert_eq!(decode(&mut arena, &text).unwrap(), expected);
+            proptest::prop_assert_eq!(decode(&mut arena, &text).ok(), Some(bytes::Bytes::from(expected)));
         }
         if let Ok(got) = decode(&mut arena, &text) {
-            proptest::prop_assert_eq!(decode(&mut arena, &STANDARD.encode(&got)).unwrap(), got);
+            proptest::prop_assert_eq!(decode(&mut arena, &STANDARD.encode(&got)).ok(), Some(got));
         }
-        proptest::prop_assert_eq!(decode(&mut arena, &STANDARD.encode(&bytes)).unwrap(), bytes);
+        proptest::prop_assert_eq!(decode(&mut arena, &STANDARD.encode(&bytes)).ok(), Some(bytes::Bytes::from(bytes)));
     }
 }
 
