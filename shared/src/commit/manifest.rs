@@ -366,8 +366,7 @@ async fn header(
     schema: &SchemaRef,
     spec: &PartitionSpec,
 ) -> Result<Arc<Header>> {
-    let key = (format, content, schema.clone(), spec.clone());
-    let same = |h: &&Arc<Header>| h.key.0 == key.0 && h.key.1 == key.1 && *h.key.2 == *key.2 && h.key.3 == key.3;
+    let same = |h: &&Arc<Header>| h.key.0 == format && h.key.1 == content && *h.key.2 == **schema && h.key.3 == *spec;
     if let Some(found) = HEADERS.lock().map_err(|_| poisoned())?.iter().find(same) {
         return Ok(found.clone());
     }
@@ -385,6 +384,7 @@ async fn header(
         .and_then(|start| bytes[start..].try_into().ok())
         .ok_or_else(|| unexpected("shorter than a sync marker"))?;
     let partition_names = partition_field_names(&avro).ok_or_else(|| unexpected("no data_file.partition record"))?;
+    let key = (format, content, schema.clone(), spec.clone());
     let header = Arc::new(Header { avro, bytes, marker, partition_names, key });
     let mut kept = HEADERS.lock().map_err(|_| poisoned())?;
     if kept.len() == HEADERS_KEPT {
