@@ -5,6 +5,7 @@
 use arrow_schema::{DataType, Fields};
 
 use super::column::Col;
+use super::varint::{self, VarintError};
 use super::{DecodeError, element_type, millis_to_micros, utf8, uuid_bytes};
 use crate::schema::avro::{AvroSchema, AvroType};
 
@@ -65,16 +66,13 @@ struct Input<'a>(&'a [u8]);
 
 impl<'a> Input<'a> {
     fn long(&mut self) -> Result<i64, DecodeError> {
-        let bytes = self.0;
-        let mut value: u64 = 0;
-        for (i, byte) in bytes.iter().enumerate().take(10) {
-            value |= u64::from(byte & 0x7f) << (7 * i);
-            if byte & 0x80 == 0 {
-                self.0 = &bytes[i + 1..];
-                return Ok((value >> 1) as i64 ^ -((value & 1) as i64));
-            }
-        }
-        Err(DecodeError::new(if self.0.len() < 10 { "truncated: the value ends inside a number" } else { "a varint longer than 10 bytes" }))
+        let value = varint::read(&mut self.0).map_err(|e| {
+            DecodeError::new(match e {
+                VarintError::Truncated => "truncated: the value ends inside a number",
+                VarintError::TooLong => "a varint longer than 10 bytes",
+            })
+        })?;
+        Ok((value >> 1) as i64 ^ -((value & 1) as i64))
     }
 
     fn int(&mut self) -> Result<i32, DecodeError> {

@@ -17,6 +17,7 @@ mod avro;
 mod column;
 mod json;
 mod protobuf;
+pub(crate) mod varint;
 
 use arrow_array::ArrayRef;
 use arrow_schema::{DataType, Field as ArrowField, Fields, SchemaRef, TimeUnit};

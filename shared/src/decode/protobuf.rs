@@ -8,6 +8,7 @@ use arrow_schema::{DataType, Fields};
 use prost_reflect::{EnumDescriptor, FieldDescriptor, Kind, MessageDescriptor};
 
 use super::column::Col;
+use super::varint::{self, VarintError};
 use super::{DecodeError, element_type, utf8};
 use crate::schema::protobuf::{ProtoSchema, WellKnown, well_known};
 
@@ -191,26 +192,14 @@ impl Raw<'_> {
     }
 }
 
-// Inlined by hand: whether codegen inlines it moved with unrelated changes elsewhere in the
-// crate (a separate call per tag cost 8M instructions per 10k records under callgrind).
 #[inline(always)]
 fn varint(input: &mut &[u8]) -> Result<u64, DecodeError> {
-    // One byte: every tag of a field numbered below 16, and small values.
-    if let Some((&byte, rest)) = input.split_first()
-        && byte < 0x80
-    {
-        *input = rest;
-        return Ok(u64::from(byte));
-    }
-    let mut value = 0u64;
-    for (i, byte) in input.iter().enumerate().take(10) {
-        value |= u64::from(byte & 0x7f) << (7 * i);
-        if byte & 0x80 == 0 {
-            *input = &input[i + 1..];
-            return Ok(value);
-        }
-    }
-    Err(DecodeError::new(if input.len() < 10 { "truncated varint" } else { "a varint longer than 10 bytes" }))
+    varint::read(input).map_err(|e| {
+        DecodeError::new(match e {
+            VarintError::Truncated => "truncated varint",
+            VarintError::TooLong => "a varint longer than 10 bytes",
+        })
+    })
 }
 
 /// The next `N` bytes as an array (fixed32/fixed64 values).

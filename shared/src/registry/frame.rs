@@ -10,6 +10,7 @@
 use std::borrow::Cow;
 use std::io::Read;
 
+use crate::decode::varint::{self, VarintError};
 use crate::schema::Format;
 
 /// Which writer schema a record names.
@@ -145,16 +146,10 @@ pub fn glue(value: &[u8], format: Format) -> Result<Frame<'_>, String> {
 
 /// An unsigned LEB128 varint (at most 10 bytes), advancing `input`.
 fn read_varint(input: &mut &[u8]) -> Result<u64, String> {
-    let mut value = 0u64;
-    for shift in (0..70).step_by(7) {
-        let (&byte, rest) = input.split_first().ok_or("frame cut short inside a varint")?;
-        *input = rest;
-        value |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Ok(value);
-        }
-    }
-    Err("frame has a varint longer than 10 bytes".into())
+    varint::read(input).map_err(|e| match e {
+        VarintError::Truncated => "frame cut short inside a varint".into(),
+        VarintError::TooLong => "frame has a varint longer than 10 bytes".into(),
+    })
 }
 
 fn zigzag(v: u64) -> i64 {
