@@ -31,6 +31,7 @@ pub mod logging;
 pub mod manifest_cache;
 pub mod maintenance;
 pub mod metrics;
+mod partition_values;
 pub mod pipeline;
 pub mod project;
 pub mod recovery;

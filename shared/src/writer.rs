@@ -15,7 +15,7 @@ use arrow_schema::DataType;
 use arrow_select::take::take_record_batch;
 use bytes::Bytes;
 use foldhash::fast::RandomState;
-use iceberg::arrow::{PartitionValueCalculator, arrow_struct_to_literal};
+use iceberg::arrow::arrow_struct_to_literal;
 use iceberg::io::FileIO;
 use iceberg::spec::{DataContentType, DataFile, DataFileFormat, Literal, PartitionKey, PartitionSpecRef, SchemaRef};
 use iceberg::table::Table;
@@ -29,6 +29,7 @@ use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
 use crate::error::{Error, Result};
+use crate::partition_values::PartitionValues;
 use crate::tables::{BLOOM_FILTER_PROPERTY_PREFIX, DICTIONARY_SIZE_PROPERTY, PAGE_ROW_LIMIT_PROPERTY, ROW_GROUP_SIZE_PROPERTY};
 
 /// Rows handed to the rolling writer at a time (how often it checks the file size).
@@ -270,7 +271,7 @@ type Rows<'a> = Vec<(&'a RecordBatch, Option<UInt32Array>)>;
 /// column with the spec's transforms (arrow kernels), rows grouped by their row-format key
 /// (bytes, no per-row value objects), one partition key built per group.
 fn split_by_partition<'a>(schema: &SchemaRef, spec: &PartitionSpecRef, batches: &[&'a RecordBatch]) -> Result<Vec<(Option<PartitionKey>, Rows<'a>)>> {
-    let calculator = PartitionValueCalculator::try_new(spec, schema)?;
+    let calculator = PartitionValues::try_new(spec, schema)?;
     let partition_type = spec.partition_type(schema)?;
     let mut groups: Vec<(Option<PartitionKey>, Rows<'a>)> = Vec::new();
     // foldhash (hashbrown's default, seeded per process), not std's SipHash: every row's key is

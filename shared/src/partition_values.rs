@@ -1,0 +1,125 @@
+//! A batch's partition values: iceberg-rust's `PartitionValueCalculator` (project each
+//! partition field's source column, apply its transform, gather a struct), except that
+//! `bucket` of an integer-valued column is hashed here.
+//!
+//! iceberg-rust hashes each value through the `murmur3` crate, which reads its input through
+//! `std::io::Read`: 188 instructions a row for the reference pipeline's `bucket(16,
+//! vehicle_id)`, half of the partition split (callgrind). The spec's hash of an int, long,
+//! date, time or timestamp is Murmur3 x86 32-bit (seed 0) of the value as 8 little-endian
+//! bytes, two blocks, which is a dozen multiplies written out. Every other transform and
+//! source type stays iceberg-rust's.
+
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    ArrowPrimitiveType, Date32Type, Int32Type, Int64Type, Time64MicrosecondType, TimestampMicrosecondType,
+};
+use arrow_array::{ArrayRef, RecordBatch, StructArray};
+use arrow_schema::{DataType, Fields};
+use iceberg::arrow::record_batch_projector::RecordBatchProjector;
+use iceberg::arrow::type_to_arrow_type;
+use iceberg::spec::{PartitionSpec, Schema, Transform, Type};
+use iceberg::transform::{BoxedTransformFunction, create_transform_function};
+
+use crate::error::{Error, Result};
+
+/// Computes the partition values of batches of one schema under one spec.
+pub(crate) struct PartitionValues {
+    projector: RecordBatchProjector,
+    transforms: Vec<PartitionTransform>,
+    /// The partition struct's Arrow fields.
+    fields: Fields,
+}
+
+struct PartitionTransform {
+    /// `Some(n)` for `bucket[n]`.
+    buckets: Option<u32>,
+    function: BoxedTransformFunction,
+}
+
+impl PartitionValues {
+    /// For a partitioned `spec` of `schema` (an unpartitioned spec is an error, as in
+    /// iceberg-rust).
+    pub(crate) fn try_new(spec: &PartitionSpec, schema: &Schema) -> Result<Self> {
+        if spec.is_unpartitioned() {
+            return Err(Error::Invariant("partition values of an unpartitioned spec".into()));
+        }
+        let transforms = spec
+            .fields()
+            .iter()
+            .map(|field| {
+                let buckets = match field.transform {
+                    Transform::Bucket(n) => Some(n),
+                    _ => None,
+                };
+                Ok(PartitionTransform { buckets, function: create_transform_function(&field.transform)? })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let sources: Vec<i32> = spec.fields().iter().map(|field| field.source_id).collect();
+        let projector = RecordBatchProjector::from_iceberg_schema(Arc::new(schema.clone()), &sources)?;
+        let DataType::Struct(fields) = type_to_arrow_type(&Type::Struct(spec.partition_type(schema)?))? else {
+            return Err(Error::Invariant("a partition type is not a struct".into()));
+        };
+        Ok(PartitionValues { projector, transforms, fields })
+    }
+
+    /// The partition values of each row of `batch`, a struct with a column per partition field.
+    pub(crate) fn calculate(&self, batch: &RecordBatch) -> Result<ArrayRef> {
+        let sources = self.projector.project_column(batch.columns())?;
+        let values = sources
+            .into_iter()
+            .zip(&self.transforms)
+            .map(|(source, transform)| match transform.buckets.and_then(|n| buckets_of_integers(&source, n)) {
+                Some(buckets) => Ok(buckets),
+                None => Ok(transform.function.transform(source)?),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Arc::new(StructArray::try_new(self.fields.clone(), values, None)?))
+    }
+}
+
+/// `bucket[n]` of each value of an integer-valued column (null stays null); `None` for a
+/// column of another type.
+fn buckets_of_integers(column: &ArrayRef, n: u32) -> Option<ArrayRef> {
+    match column.data_type() {
+        DataType::Int32 => buckets::<Int32Type>(column, n, i64::from),
+        DataType::Date32 => buckets::<Date32Type>(column, n, i64::from),
+        DataType::Int64 => buckets::<Int64Type>(column, n, |v| v),
+        DataType::Time64(arrow_schema::TimeUnit::Microsecond) => buckets::<Time64MicrosecondType>(column, n, |v| v),
+        DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, _) => buckets::<TimestampMicrosecondType>(column, n, |v| v),
+        _ => None,
+    }
+}
+
+fn buckets<T: ArrowPrimitiveType>(column: &ArrayRef, n: u32, long: impl Fn(T::Native) -> i64) -> Option<ArrayRef> {
+    let values = column.as_primitive_opt::<T>()?;
+    // The spec's `(hash & Integer.MAX_VALUE) % N`, with N as iceberg-rust takes it.
+    let modulus = n as i32;
+    if modulus <= 0 {
+        return None;
+    }
+    Some(Arc::new(values.unary::<_, Int32Type>(|v| (hash_long(long(v)) & i32::MAX) % modulus)))
+}
+
+/// Murmur3 x86 32-bit, seed 0, of `v` as 8 little-endian bytes: the spec's hash of an int
+/// (widened), long, date, time or timestamp.
+fn hash_long(v: i64) -> i32 {
+    const C1: u32 = 0xcc9e_2d51;
+    const C2: u32 = 0x1b87_3593;
+    let mut h: u32 = 0;
+    for block in [v as u32, (v >> 32) as u32] {
+        h ^= block.wrapping_mul(C1).rotate_left(15).wrapping_mul(C2);
+        h = h.rotate_left(13).wrapping_mul(5).wrapping_add(0xe654_6b64);
+    }
+    h ^= 8;
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^= h >> 16;
+    h as i32
+}
+
+#[cfg(test)]
+mod tests;
