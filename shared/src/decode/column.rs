@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use arrow_array::types::Decimal128Type;
 use arrow_array::*;
-use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_buffer::{BooleanBuffer, Buffer, NullBufferBuilder, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType, FieldRef, TimeUnit};
 
 use super::DecodeError;
@@ -16,7 +16,9 @@ type R = Result<(), DecodeError>;
 
 pub(crate) struct Col {
     field: FieldRef,
-    valid: Vec<bool>,
+    /// Which rows are valid: a count until the first null (arrow-rs's builder), not a `bool`
+    /// pushed per value and scanned again at the end.
+    valid: NullBufferBuilder,
     data: Data,
 }
 
@@ -62,7 +64,7 @@ impl Col {
             }
             _ => return None,
         };
-        Some(Col { field: field.clone(), valid: Vec::new(), data })
+        Some(Col { field: field.clone(), valid: NullBufferBuilder::new(0), data })
     }
 
     pub fn name(&self) -> &str {
@@ -73,7 +75,6 @@ impl Col {
     /// instead of doubling with a copy each time. How many items a list, map or string holds
     /// is not known: only their row ends are reserved.
     pub fn reserve(&mut self, rows: usize) {
-        self.valid.reserve(rows);
         match &mut self.data {
             Data::Bool(x) => x.reserve(rows),
             Data::I32(x) => x.reserve(rows),
@@ -96,56 +97,56 @@ impl Col {
         mismatch(&self.field, what)
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn push_bool(&mut self, v: bool) -> R {
         match &mut self.data {
             Data::Bool(x) => x.push(v),
             _ => return Err(self.mismatch("boolean")),
         }
-        self.valid.push(true);
+        self.valid.append_non_null();
         Ok(())
     }
 
     /// Into an int (or date) column, or widened into a long one.
-    #[inline]
+    #[inline(always)]
     pub fn push_i32(&mut self, v: i32) -> R {
         match &mut self.data {
             Data::I32(x) => x.push(v),
             Data::I64(x) => x.push(i64::from(v)),
             _ => return Err(self.mismatch("int")),
         }
-        self.valid.push(true);
+        self.valid.append_non_null();
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn push_i64(&mut self, v: i64) -> R {
         match &mut self.data {
             Data::I64(x) => x.push(v),
             _ => return Err(self.mismatch("long")),
         }
-        self.valid.push(true);
+        self.valid.append_non_null();
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn push_f32(&mut self, v: f32) -> R {
         match &mut self.data {
             Data::F32(x) => x.push(v),
             Data::F64(x) => x.push(f64::from(v)),
             _ => return Err(self.mismatch("float")),
         }
-        self.valid.push(true);
+        self.valid.append_non_null();
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn push_f64(&mut self, v: f64) -> R {
         match &mut self.data {
             Data::F64(x) => x.push(v),
             _ => return Err(self.mismatch("double")),
         }
-        self.valid.push(true);
+        self.valid.append_non_null();
         Ok(())
     }
 
@@ -155,12 +156,12 @@ impl Col {
             Data::Decimal(x) => x.push(v),
             _ => return Err(self.mismatch("decimal")),
         }
-        self.valid.push(true);
+        self.valid.append_non_null();
         Ok(())
     }
 
     /// String (already valid UTF-8) or binary bytes.
-    #[inline]
+    #[inline(always)]
     pub fn push_bytes(&mut self, v: &[u8]) -> R {
         match &mut self.data {
             Data::Bytes { ends, bytes } => {
@@ -169,7 +170,7 @@ impl Col {
             }
             _ => return Err(self.mismatch("string or binary")),
         }
-        self.valid.push(true);
+        self.valid.append_non_null();
         Ok(())
     }
 
@@ -179,7 +180,7 @@ impl Col {
             Data::Fixed { width, .. } => return Err(DecodeError::new(format!("expected {width} bytes, got {}", v.len()))),
             _ => return Err(self.mismatch("fixed")),
         }
-        self.valid.push(true);
+        self.valid.append_non_null();
         Ok(())
     }
 
@@ -208,7 +209,7 @@ impl Col {
             Data::List { ends, child } => ends.push(child.len()),
             Data::Map { ends, keys, .. } => ends.push(keys.len()),
         }
-        self.valid.push(!self.field.is_nullable());
+        self.valid.append(!self.field.is_nullable());
     }
 
     /// A struct column's children, to push one row into each before [`Self::close_row`].
@@ -250,7 +251,7 @@ impl Col {
             Data::Map { ends, keys, .. } => ends.push(keys.len()),
             _ => {}
         }
-        self.valid.push(true);
+        self.valid.append_non_null();
     }
 
     /// Drops rows from `rows` on, nested parts included: also the parts of a row that failed
@@ -286,7 +287,7 @@ impl Col {
 
     /// A struct column's children as arrays; empties the column.
     pub fn finish_children(&mut self) -> Result<Vec<ArrayRef>, ArrowError> {
-        self.valid.clear();
+        self.valid = NullBufferBuilder::new(0);
         match &mut self.data {
             Data::Struct(children) => children.iter_mut().map(Col::finish).collect(),
             _ => Err(ArrowError::SchemaError(format!("{} is not a struct column", self.field.name()))),
@@ -295,8 +296,8 @@ impl Col {
 
     /// The rows so far as one array of the column's type; empties the column.
     pub fn finish(&mut self) -> Result<ArrayRef, ArrowError> {
-        let valid = std::mem::take(&mut self.valid);
-        let nulls = (!valid.iter().all(|v| *v)).then(|| NullBuffer::from(valid));
+        // A bitmap made for a null that a truncate dropped may be all valid: no nulls then.
+        let nulls = self.valid.finish().filter(|nulls| nulls.null_count() > 0);
         let dt = self.field.data_type().clone();
         Ok(match &mut self.data {
             Data::Bool(x) => Arc::new(BooleanArray::new(BooleanBuffer::from(take(x)), nulls)),
@@ -371,14 +372,15 @@ mod tests {
     use super::*;
     use arrow_schema::Field;
 
-    /// Where the vectors of a `{n: long, s: string, l: list<int>}` row keep their values.
-    fn addresses(row: &Col) -> Option<[*const u8; 5]> {
+    /// Where the vectors of a `{n: long, s: string, l: list<int>}` row keep their values (the
+    /// validity is a count until the first null).
+    fn addresses(row: &Col) -> Option<[*const u8; 3]> {
         let Data::Struct(columns) = &row.data else { return None };
         let (Data::I64(n), Data::Bytes { ends, .. }, Data::List { ends: list_ends, .. }) = (&columns[0].data, &columns[1].data, &columns[2].data)
         else {
             return None;
         };
-        Some([n.as_ptr().cast(), ends.as_ptr().cast(), list_ends.as_ptr().cast(), columns[0].valid.as_ptr().cast(), row.valid.as_ptr().cast()])
+        Some([n.as_ptr().cast(), ends.as_ptr().cast(), list_ends.as_ptr().cast()])
     }
 
     #[test]
@@ -402,6 +404,32 @@ mod tests {
         }
         assert_eq!(addresses(&row), before);
         assert_eq!(row.len(), 100);
+        Ok(())
+    }
+
+    #[test]
+    fn nulls_follow_truncates_and_a_dropped_null_leaves_none() -> Result<(), String> {
+        let field = Arc::new(Field::new("n", DataType::Int64, true));
+        let mut col = Col::new(&field).ok_or("no column")?;
+        col.push_i64(1).map_err(|e| e.to_string())?;
+        col.push_missing().map_err(|e| e.to_string())?;
+        col.push_i64(3).map_err(|e| e.to_string())?;
+        col.truncate(2);
+        col.push_i64(4).map_err(|e| e.to_string())?;
+        let kept = col.finish().map_err(|e| e.to_string())?;
+        assert_eq!(kept.as_ref(), &Int64Array::from(vec![Some(1), None, Some(4)]) as &dyn Array);
+        // The null made a bitmap; the truncate drops the null, not the bitmap.
+        col.push_i64(1).map_err(|e| e.to_string())?;
+        col.push_missing().map_err(|e| e.to_string())?;
+        col.truncate(1);
+        let all_valid = col.finish().map_err(|e| e.to_string())?;
+        assert_eq!(all_valid.len(), 1);
+        assert!(all_valid.nulls().is_none(), "no null buffer without nulls");
+        // A required column refuses a missing value and keeps its rows.
+        let mut required = Col::new(&Arc::new(Field::new("r", DataType::Int64, false))).ok_or("no column")?;
+        required.push_i64(1).map_err(|e| e.to_string())?;
+        assert!(required.push_missing().is_err());
+        assert_eq!(required.len(), 1);
         Ok(())
     }
 }
