@@ -6,7 +6,7 @@ use arrow_schema::{DataType, Fields};
 
 use super::column::Col;
 use super::varint::{self, VarintError};
-use super::{DecodeError, element_type, millis_to_micros, utf8, uuid_bytes};
+use super::{DecodeError, check_utf8, element_type, millis_to_micros, utf8, uuid_bytes};
 use crate::schema::avro::{AvroSchema, AvroType};
 
 pub(crate) struct AvroReader {
@@ -210,7 +210,11 @@ fn read_leaf(t: &AvroType, input: &mut Input, col: &mut Col) -> Result<(), Decod
         AvroType::Float => col.push_f32(f32::from_le_bytes(input.take_array()?)),
         AvroType::Double => col.push_f64(f64::from_le_bytes(input.take_array()?)),
         AvroType::Bytes => col.push_bytes(input.bytes()?),
-        AvroType::String => col.push_bytes(utf8(input.bytes()?)?.as_bytes()),
+        AvroType::String => {
+            let bytes = input.bytes()?;
+            check_utf8(bytes)?;
+            col.push_bytes(bytes)
+        }
         AvroType::Fixed(n) => col.push_fixed(input.take(*n)?),
         AvroType::Uuid => col.push_fixed(&uuid_bytes(utf8(input.bytes()?)?)?),
         AvroType::Enum(symbols) => {

@@ -9,7 +9,7 @@ use prost_reflect::{EnumDescriptor, FieldDescriptor, Kind, MessageDescriptor};
 
 use super::column::Col;
 use super::varint::{self, VarintError};
-use super::{DecodeError, element_type, utf8};
+use super::{DecodeError, check_utf8, element_type};
 use crate::schema::protobuf::{ProtoSchema, WellKnown, well_known};
 
 type R = Result<(), DecodeError>;
@@ -568,7 +568,10 @@ fn push_scalar(raw: Raw, s: Scalar, col: &mut Col) -> R {
         (Scalar::Sfixed64, Raw::Fixed64(v)) => col.push_i64(v as i64),
         (Scalar::Float, Raw::Fixed32(v)) => col.push_f32(f32::from_bits(v)),
         (Scalar::Double, Raw::Fixed64(v)) => col.push_f64(f64::from_bits(v)),
-        (Scalar::String, Raw::Len(b)) => col.push_bytes(utf8(b)?.as_bytes()),
+        (Scalar::String, Raw::Len(b)) => {
+            check_utf8(b)?;
+            col.push_bytes(b)
+        }
         (Scalar::Bytes, Raw::Len(b)) => col.push_bytes(b),
         (s, raw) => Err(scalar_mismatch(raw, s)),
     }

@@ -125,6 +125,29 @@ fn bad_telemetry_records_name_the_field_and_append_nothing() {
 }
 
 #[test]
+fn strings_are_any_utf8_and_nothing_else() -> Result<(), Box<dyn std::error::Error>> {
+    for format in [Format::Protobuf, Format::Avro] {
+        let source = codec_source(format);
+        let mut decoder = RecordDecoder::new(&telemetry_schema(format), telemetry_target())?;
+        let reading = |model: &str| Reading { model: model.into(), ..readings()[0].clone() };
+        // ASCII, then two- and four-byte characters.
+        decoder.append(&crate::codec::encode(source, &reading("Zoe")))?;
+        decoder.append(&crate::codec::encode(source, &reading("Zoë 🚗")))?;
+        // A byte no UTF-8 text has, in place of the `~`.
+        let mut bad = crate::codec::encode(source, &reading("Zo~"));
+        let at = bad.windows(3).position(|w| w == b"Zo~").ok_or("the model is not in the encoding")?;
+        bad[at + 2] = 0xff;
+        let e = decoder.append(&bad).err().ok_or("invalid UTF-8 accepted")?;
+        assert!(e.contains("field `model`") && e.contains("invalid UTF-8"), "{format:?}: {e}");
+        assert_eq!(decoder.len(), 2, "{format:?}: nothing appended");
+        let columns = decoder.finish()?;
+        let models: Vec<String> = rows(&telemetry_target(), &columns).into_iter().map(|row| row[2].clone()).collect();
+        assert_eq!(models, ["model=Zoe", "model=Zoë 🚗"], "{format:?}");
+    }
+    Ok(())
+}
+
+#[test]
 fn avro_leftover_bytes_and_empty_values_are_errors() {
     let mut decoder = RecordDecoder::new(&telemetry_schema(Format::Avro), telemetry_target()).unwrap();
     let mut value = crate::codec::encode(Source::Avro, &readings()[0]);
