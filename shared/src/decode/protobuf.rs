@@ -12,6 +12,10 @@ use super::varint::{self, VarintError};
 use super::{DecodeError, check_utf8, element_type};
 use crate::schema::protobuf::{ProtoSchema, WellKnown, well_known};
 
+mod timestamp;
+
+use timestamp::{timestamp_as_written, timestamp_fields, timestamp_micros};
+
 type R = Result<(), DecodeError>;
 
 pub(crate) struct ProtoReader {
@@ -525,15 +529,11 @@ fn push_value(raw: Raw, plan: &ValuePlan, col: &mut Col) -> R {
             }
         }
         (ValuePlan::Message(m), Raw::Len(bytes)) => decode_message(bytes, m, col),
-        (ValuePlan::Timestamp, Raw::Len(mut bytes)) => {
-            let (mut seconds, mut nanos) = (0i64, 0i32);
-            while let Some((number, raw)) = next_field(&mut bytes)? {
-                match (number, raw) {
-                    (1, Raw::Varint(v)) => seconds = v as i64,
-                    (2, Raw::Varint(v)) => nanos = v as i32,
-                    _ => {}
-                }
-            }
+        (ValuePlan::Timestamp, Raw::Len(bytes)) => {
+            let (seconds, nanos) = match timestamp_as_written(bytes) {
+                Some(fields) => fields,
+                None => timestamp_fields(bytes)?,
+            };
             col.push_i64(timestamp_micros(seconds, nanos)?)
         }
         (ValuePlan::Wrapper(s), Raw::Len(mut bytes)) => {
@@ -585,17 +585,6 @@ fn above_long(v: u64) -> DecodeError {
 #[cold]
 fn scalar_mismatch(raw: Raw, s: Scalar) -> DecodeError {
     wire_mismatch(raw, &format!("{s:?}").to_lowercase())
-}
-
-/// `google.protobuf.Timestamp` as UTC microseconds.
-fn timestamp_micros(seconds: i64, nanos: i32) -> Result<i64, DecodeError> {
-    if !(0..1_000_000_000).contains(&nanos) {
-        return Err(DecodeError::new(format!("timestamp nanos {nanos} out of range 0..1e9")));
-    }
-    seconds
-        .checked_mul(1_000_000)
-        .and_then(|us| us.checked_add(i64::from(nanos / 1000)))
-        .ok_or_else(|| DecodeError::new(format!("timestamp seconds {seconds} out of range")))
 }
 
 #[cfg(test)]

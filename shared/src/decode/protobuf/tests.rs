@@ -168,3 +168,52 @@ fn messages_with_lists_or_maps_keep_the_general_way() -> TestResult {
     assert!(!ProtoReader::new(p, own_target(&schema).fields()).row.one_pass);
     Ok(())
 }
+
+/// A timestamp's encoding: fields 1 and 2 as varints, each left out when zero.
+fn timestamp_encoding(seconds: i64, nanos: i32) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (tag, value) in [(0x08u8, seconds as u64), (0x10, nanos as i64 as u64)] {
+        if value != 0 {
+            out.push(tag);
+            let mut v = value;
+            while v >= 0x80 {
+                out.push((v as u8) | 0x80);
+                v >>= 7;
+            }
+            out.push(v as u8);
+        }
+    }
+    out
+}
+
+proptest::proptest! {
+    /// Encoders' timestamps take the short reading, to what the general one reads.
+    #[test]
+    fn written_timestamps_read_as_the_general_way(seconds in proptest::num::i64::ANY, nanos in proptest::num::i32::ANY) {
+        let bytes = timestamp_encoding(seconds, nanos);
+        proptest::prop_assert_eq!(timestamp_as_written(&bytes), Some((seconds, nanos)));
+        proptest::prop_assert_eq!(timestamp_fields(&bytes).ok(), Some((seconds, nanos)));
+    }
+
+    /// Whatever the short reading takes, it reads as the general one (the rest it leaves).
+    #[test]
+    fn any_bytes_the_short_reading_takes_read_as_the_general_way(bytes in proptest::collection::vec(
+        proptest::prop_oneof![proptest::num::u8::ANY, proptest::strategy::Just(0x08u8), proptest::strategy::Just(0x10u8)], 0..14)) {
+        if let Some(fields) = timestamp_as_written(&bytes) {
+            proptest::prop_assert_eq!(timestamp_fields(&bytes).ok(), Some(fields));
+        }
+    }
+}
+
+#[test]
+fn timestamps_in_another_order_or_with_more_fields_read_the_general_way() {
+    // nanos before seconds, seconds twice (the last wins), an unknown field.
+    for (bytes, expected) in [
+        (vec![0x10, 0x05, 0x08, 0x02], (2, 5)),
+        (vec![0x08, 0x01, 0x08, 0x03], (3, 0)),
+        (vec![0x08, 0x01, 0x18, 0x07, 0x10, 0x02], (1, 2)),
+    ] {
+        assert_eq!(timestamp_as_written(&bytes), None, "{bytes:?}");
+        assert_eq!(timestamp_fields(&bytes).ok(), Some(expected), "{bytes:?}");
+    }
+}
