@@ -632,6 +632,29 @@ mod tests {
     }
 
     #[test]
+    fn an_integer_reads_as_serde_reads_it_at_every_length() -> Result<(), String> {
+        // 1 to 21 digits each way, the i64 limits and past them, leading zeros; at the end of
+        // the text, before a comma or a brace, or before a fraction or an exponent.
+        let mut numbers: Vec<String> = (1..=21).flat_map(|n| ["9876543210".repeat(3)[..n].to_string(), format!("-{}", &"1234567890".repeat(3)[..n])]).collect();
+        numbers.extend(["0", "-0", "00", "01", "-01", "9223372036854775807", "9223372036854775808", "-9223372036854775808", "-9223372036854775809"].map(String::from));
+        for number in &numbers {
+            for tail in ["", ",", "}", ",\"offset\":123456789", ".5", "e1", "E1"] {
+                let text = format!("{number}{tail}");
+                let mut c = Cursor { text: &text, i: 0 };
+                let fraction = tail.starts_with(['.', 'e', 'E']);
+                let expected = if fraction || number == "-0" { None } else { serde_json::from_str::<i64>(number).ok() };
+                if c.integer() != expected {
+                    return Err(format!("{text:?}: expected {expected:?}"));
+                }
+                if expected.is_some() && c.i != number.len() {
+                    return Err(format!("{text:?}: stopped at {}", c.i));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
     fn a_header_byte_is_what_the_integer_reads_in_the_i8_range() {
         // Every number from -1000 to 1000 as written, with leading zeros, `-0`, a fraction, an
         // exponent or more digits after it, and bare signs and empty text.
