@@ -9,6 +9,7 @@
 //! bytes, two blocks, which is a dozen multiplies written out. Every other transform and
 //! source type stays iceberg-rust's.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
@@ -16,7 +17,9 @@ use arrow_array::types::{
     ArrowPrimitiveType, Date32Type, Int32Type, Int64Type, Time64MicrosecondType, TimestampMicrosecondType,
 };
 use arrow_array::{ArrayRef, RecordBatch, StructArray};
+use arrow_row::Rows;
 use arrow_schema::{DataType, Fields};
+use foldhash::fast::RandomState;
 use iceberg::arrow::record_batch_projector::RecordBatchProjector;
 use iceberg::arrow::type_to_arrow_type;
 use iceberg::spec::{PartitionSpec, Schema, Transform, Type};
@@ -77,6 +80,46 @@ impl PartitionValues {
             .collect::<Result<Vec<_>>>()?;
         Ok(Arc::new(StructArray::try_new(self.fields.clone(), values, None)?))
     }
+}
+
+/// The rows of each distinct key of `keys` (the row format of a batch's partition values): the
+/// key's first row and all its rows, keys in the order they first appear. Keys of 8 to 16 bytes
+/// all of one width (partitions of ints, dates, hours and buckets: 5 bytes a value) are compared
+/// as one `u128` of two overlapping words: hashing each row's bytes was 110 instructions a row
+/// (callgrind).
+pub(crate) fn group_rows(keys: &Rows) -> Vec<(usize, Vec<u32>)> {
+    if let Some(groups) = group_fixed_width(keys) {
+        return groups;
+    }
+    group_by(keys.iter().enumerate().map(|(row, key)| (row, key.data())))
+}
+
+fn group_fixed_width(keys: &Rows) -> Option<Vec<(usize, Vec<u32>)>> {
+    let width = keys.iter().next()?.data().len();
+    if !(8..=16).contains(&width) || keys.iter().any(|key| key.data().len() != width) {
+        return None;
+    }
+    // The first and the last 8 bytes hold every byte of a key of 8 to 16: one-to-one.
+    let packed = |data: &[u8]| {
+        let (head, tail) = (data.first_chunk::<8>().map_or(0, |w| u64::from_le_bytes(*w)), data.last_chunk::<8>().map_or(0, |w| u64::from_le_bytes(*w)));
+        u128::from(head) | (u128::from(tail) << 64)
+    };
+    Some(group_by(keys.iter().enumerate().map(|(row, key)| (row, packed(key.data())))))
+}
+
+/// Rows by key, in first-seen order of the keys.
+fn group_by<K: std::hash::Hash + Eq>(rows: impl Iterator<Item = (usize, K)>) -> Vec<(usize, Vec<u32>)> {
+    // foldhash (hashbrown's default, seeded per process), not std's SipHash.
+    let mut index: HashMap<K, usize, RandomState> = HashMap::default();
+    let mut groups: Vec<(usize, Vec<u32>)> = Vec::new();
+    for (row, key) in rows {
+        let group = *index.entry(key).or_insert_with(|| {
+            groups.push((row, Vec::new()));
+            groups.len() - 1
+        });
+        groups[group].1.push(row as u32);
+    }
+    groups
 }
 
 /// `bucket[n]` of each value of an integer-valued column (null stays null); `None` for a

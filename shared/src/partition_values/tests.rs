@@ -109,3 +109,37 @@ fn an_unpartitioned_spec_is_refused() -> TestResult {
     assert!(PartitionValues::try_new(&PartitionSpec::unpartition_spec(), &schema).is_err());
     Ok(())
 }
+
+/// The rows of each key, keys in first-seen order, as a plain map of the key bytes finds them.
+fn grouped_plainly(keys: &arrow_row::Rows) -> Vec<(usize, Vec<u32>)> {
+    let mut groups: Vec<(Vec<u8>, usize, Vec<u32>)> = Vec::new();
+    for (row, key) in keys.iter().enumerate() {
+        match groups.iter_mut().find(|(k, _, _)| k.as_slice() == key.data()) {
+            Some((_, _, rows)) => rows.push(row as u32),
+            None => groups.push((key.data().to_vec(), row, vec![row as u32])),
+        }
+    }
+    groups.into_iter().map(|(_, first, rows)| (first, rows)).collect()
+}
+
+#[test]
+fn rows_group_by_key_whatever_its_width() -> TestResult {
+    use arrow_row::{RowConverter, SortField};
+    let longs = longs();
+    let ints: ArrayRef = Arc::new(Int32Array::from(longs.iter().map(|v| v.map(|v| (v % 5) as i32)).collect::<Vec<_>>()));
+    let hours: ArrayRef = Arc::new(Int32Array::from(longs.iter().map(|v| v.map(|v| (v % 3) as i32 + 490_000)).collect::<Vec<_>>()));
+    let wide: ArrayRef = Arc::new(Int64Array::from(longs.iter().map(|v| v.map(|v| v % 4)).collect::<Vec<_>>()));
+    let names: ArrayRef = Arc::new(StringArray::from(longs.iter().map(|v| v.map(|v| format!("n{}", v % 6))).collect::<Vec<_>>()));
+    // Widths 5 (one int: plain), 10 (two ints: packed), 14 (an int and a long: packed), 23 (two
+    // longs and an int: plain), strings (plain).
+    for columns in [vec![ints.clone()], vec![hours.clone(), ints.clone()], vec![ints.clone(), wide.clone()], vec![wide.clone(), wide.clone(), hours.clone()], vec![names, ints]] {
+        let converter = RowConverter::new(columns.iter().map(|c| SortField::new(c.data_type().clone())).collect())?;
+        let keys = converter.convert_columns(&columns)?;
+        assert_eq!(group_rows(&keys), grouped_plainly(&keys), "{} columns", columns.len());
+    }
+    // Two ints take the packed path.
+    let converter = RowConverter::new(vec![SortField::new(DataType::Int32), SortField::new(DataType::Int32)])?;
+    let keys = converter.convert_columns(&[hours.clone(), hours])?;
+    assert!(group_fixed_width(&keys).is_some());
+    Ok(())
+}
