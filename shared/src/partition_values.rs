@@ -1,6 +1,7 @@
 //! A batch's partition values: iceberg-rust's `PartitionValueCalculator` (project each
 //! partition field's source column, apply its transform, gather a struct), except that
-//! `bucket` of an integer-valued column is hashed here.
+//! `bucket` of an integer-valued column is hashed here; and its rows grouped by their
+//! partition's row-format key ([`group_rows`]).
 //!
 //! iceberg-rust hashes each value through the `murmur3` crate, which reads its input through
 //! `std::io::Read`: 188 instructions a row for the reference pipeline's `bucket(16,
