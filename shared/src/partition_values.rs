@@ -23,7 +23,7 @@ use arrow_schema::{DataType, Fields};
 use foldhash::fast::RandomState;
 use iceberg::arrow::record_batch_projector::RecordBatchProjector;
 use iceberg::arrow::type_to_arrow_type;
-use iceberg::spec::{PartitionSpec, Schema, Transform, Type};
+use iceberg::spec::{PartitionSpec, SchemaRef, StructType, Transform, Type};
 use iceberg::transform::{BoxedTransformFunction, create_transform_function};
 
 use crate::error::{Error, Result};
@@ -32,7 +32,8 @@ use crate::error::{Error, Result};
 pub(crate) struct PartitionValues {
     projector: RecordBatchProjector,
     transforms: Vec<PartitionTransform>,
-    /// The partition struct's Arrow fields.
+    /// The partition struct's Iceberg type, and its Arrow fields.
+    partition_type: StructType,
     fields: Fields,
 }
 
@@ -45,7 +46,7 @@ struct PartitionTransform {
 impl PartitionValues {
     /// For a partitioned `spec` of `schema` (an unpartitioned spec is an error, as in
     /// iceberg-rust).
-    pub(crate) fn try_new(spec: &PartitionSpec, schema: &Schema) -> Result<Self> {
+    pub(crate) fn try_new(spec: &PartitionSpec, schema: &SchemaRef) -> Result<Self> {
         if spec.is_unpartitioned() {
             return Err(Error::Invariant("partition values of an unpartitioned spec".into()));
         }
@@ -61,11 +62,17 @@ impl PartitionValues {
             })
             .collect::<Result<Vec<_>>>()?;
         let sources: Vec<i32> = spec.fields().iter().map(|field| field.source_id).collect();
-        let projector = RecordBatchProjector::from_iceberg_schema(Arc::new(schema.clone()), &sources)?;
-        let DataType::Struct(fields) = type_to_arrow_type(&Type::Struct(spec.partition_type(schema)?))? else {
+        let projector = RecordBatchProjector::from_iceberg_schema(Arc::clone(schema), &sources)?;
+        let partition_type = spec.partition_type(schema)?;
+        let DataType::Struct(fields) = type_to_arrow_type(&Type::Struct(partition_type.clone()))? else {
             return Err(Error::Invariant("a partition type is not a struct".into()));
         };
-        Ok(PartitionValues { projector, transforms, fields })
+        Ok(PartitionValues { projector, transforms, partition_type, fields })
+    }
+
+    /// The partition struct's Iceberg type.
+    pub(crate) fn partition_type(&self) -> &StructType {
+        &self.partition_type
     }
 
     /// The partition values of each row of `batch`, a struct with a column per partition field.
@@ -92,35 +99,37 @@ pub(crate) fn group_rows(keys: &Rows) -> Vec<(usize, Vec<u32>)> {
     if let Some(groups) = group_fixed_width(keys) {
         return groups;
     }
-    group_by(keys.iter().enumerate().map(|(row, key)| (row, key.data())))
+    group_by(keys.iter().enumerate().map(|(row, key)| Some((row, key.data())))).unwrap_or_default()
 }
 
+/// `None` where the keys are not all of one width from 8 to 16 bytes.
 fn group_fixed_width(keys: &Rows) -> Option<Vec<(usize, Vec<u32>)>> {
     let width = keys.iter().next()?.data().len();
-    if !(8..=16).contains(&width) || keys.iter().any(|key| key.data().len() != width) {
+    if !(8..=16).contains(&width) {
         return None;
     }
     // The first and the last 8 bytes hold every byte of a key of 8 to 16: one-to-one.
     let packed = |data: &[u8]| {
-        let (head, tail) = (data.first_chunk::<8>().map_or(0, |w| u64::from_le_bytes(*w)), data.last_chunk::<8>().map_or(0, |w| u64::from_le_bytes(*w)));
-        u128::from(head) | (u128::from(tail) << 64)
+        let (head, tail) = (data.first_chunk::<8>()?, data.last_chunk::<8>()?);
+        (data.len() == width).then(|| u128::from(u64::from_le_bytes(*head)) | (u128::from(u64::from_le_bytes(*tail)) << 64))
     };
-    Some(group_by(keys.iter().enumerate().map(|(row, key)| (row, packed(key.data())))))
+    group_by(keys.iter().enumerate().map(|(row, key)| Some((row, packed(key.data())?))))
 }
 
-/// Rows by key, in first-seen order of the keys.
-fn group_by<K: std::hash::Hash + Eq>(rows: impl Iterator<Item = (usize, K)>) -> Vec<(usize, Vec<u32>)> {
+/// Rows by key, in first-seen order of the keys; `None` at the first row without one.
+fn group_by<K: std::hash::Hash + Eq>(rows: impl Iterator<Item = Option<(usize, K)>>) -> Option<Vec<(usize, Vec<u32>)>> {
     // foldhash (hashbrown's default, seeded per process), not std's SipHash.
     let mut index: HashMap<K, usize, RandomState> = HashMap::default();
     let mut groups: Vec<(usize, Vec<u32>)> = Vec::new();
-    for (row, key) in rows {
+    for item in rows {
+        let (row, key) = item?;
         let group = *index.entry(key).or_insert_with(|| {
             groups.push((row, Vec::new()));
             groups.len() - 1
         });
         groups[group].1.push(row as u32);
     }
-    groups
+    Some(groups)
 }
 
 /// `bucket[n]` of each value of an integer-valued column (null stays null); `None` for a

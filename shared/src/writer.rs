@@ -272,7 +272,6 @@ type Rows<'a> = Vec<(&'a RecordBatch, Option<UInt32Array>)>;
 /// (bytes, no per-row value objects), one partition key built per group.
 fn split_by_partition<'a>(schema: &SchemaRef, spec: &PartitionSpecRef, batches: &[&'a RecordBatch]) -> Result<Vec<(Option<PartitionKey>, Rows<'a>)>> {
     let calculator = PartitionValues::try_new(spec, schema)?;
-    let partition_type = spec.partition_type(schema)?;
     let mut groups: Vec<(Option<PartitionKey>, Rows<'a>)> = Vec::new();
     // Each batch's groups by their key's bytes, across batches (rows are grouped per batch by
     // `group_rows`).
@@ -288,7 +287,7 @@ fn split_by_partition<'a>(schema: &SchemaRef, spec: &PartitionSpecRef, batches: 
                 Some(&g) => g,
                 None => {
                     let first: ArrayRef = Arc::new(values.slice(first, 1));
-                    let value = match arrow_struct_to_literal(&first, &partition_type)?.pop().flatten() {
+                    let value = match arrow_struct_to_literal(&first, calculator.partition_type())?.pop().flatten() {
                         Some(Literal::Struct(value)) => value,
                         _ => return Err(Error::Invariant("a partition value is not a struct".into())),
                     };

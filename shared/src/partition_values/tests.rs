@@ -96,8 +96,9 @@ fn a_batchs_values_are_iceberg_rusts() -> TestResult {
             Arc::new(StringArray::from(names)),
         ],
     )?;
-    let ours = PartitionValues::try_new(&spec, &schema)?.calculate(&batch)?;
-    let theirs = PartitionValueCalculator::try_new(&spec, &schema)?.calculate(&batch)?;
+    let (ours, theirs) = (PartitionValues::try_new(&spec, &Arc::new(schema.clone()))?, PartitionValueCalculator::try_new(&spec, &schema)?);
+    assert_eq!(ours.partition_type(), theirs.partition_type());
+    let (ours, theirs) = (ours.calculate(&batch)?, theirs.calculate(&batch)?);
     assert_eq!(ours.data_type(), theirs.data_type());
     assert_eq!(ours.to_data(), theirs.to_data());
     Ok(())
@@ -106,7 +107,7 @@ fn a_batchs_values_are_iceberg_rusts() -> TestResult {
 #[test]
 fn an_unpartitioned_spec_is_refused() -> TestResult {
     let schema = Schema::builder().with_fields(vec![NestedField::optional(1, "id", Type::Primitive(PrimitiveType::Long)).into()]).build()?;
-    assert!(PartitionValues::try_new(&PartitionSpec::unpartition_spec(), &schema).is_err());
+    assert!(PartitionValues::try_new(&PartitionSpec::unpartition_spec(), &Arc::new(schema)).is_err());
     Ok(())
 }
 
@@ -137,6 +138,14 @@ fn rows_group_by_key_whatever_its_width() -> TestResult {
         let keys = converter.convert_columns(&columns)?;
         assert_eq!(group_rows(&keys), grouped_plainly(&keys), "{} columns", columns.len());
     }
+    // Short strings start in the packed width and leave it: the packed path gives up, the
+    // plain one groups them.
+    let converter = RowConverter::new(vec![SortField::new(DataType::Utf8)])?;
+    let strings: ArrayRef = Arc::new(StringArray::from(vec!["a", "a much longer name", "a"]));
+    let keys = converter.convert_columns(&[strings])?;
+    assert!((8..=16).contains(&keys.row(0).data().len()), "the first key's width: {}", keys.row(0).data().len());
+    assert!(group_fixed_width(&keys).is_none());
+    assert_eq!(group_rows(&keys), vec![(0, vec![0, 2]), (1, vec![1])]);
     // Two ints take the packed path.
     let converter = RowConverter::new(vec![SortField::new(DataType::Int32), SortField::new(DataType::Int32)])?;
     let keys = converter.convert_columns(&[hours.clone(), hours])?;
