@@ -116,8 +116,7 @@ impl FileWrite for LocalWrite {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
+    use crate::testkit::TestResult;
 
     #[test]
     fn only_absolute_file_uris_are_local() {

@@ -11,6 +11,9 @@ use iceberg::table::Table;
 use crate::catalog::Catalogs;
 use crate::tables::TableDef;
 
+/// What a test returns: its failures travel with `?` instead of `unwrap`.
+pub(crate) type TestResult<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
+
 /// A local catalog in a tempdir (removed on drop) holding table `t` (one `long` column `id`,
 /// unpartitioned).
 pub struct LocalTable {

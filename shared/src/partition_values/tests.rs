@@ -8,8 +8,7 @@ use iceberg::spec::{NestedField, PartitionSpec, PrimitiveType, Schema, Transform
 use iceberg::transform::create_transform_function;
 
 use super::*;
-
-type TestResult<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
+use crate::testkit::TestResult;
 
 /// The hashes the Iceberg spec lists for its bucket transform ("Appendix B: 32-bit Hash
 /// Requirements").

@@ -14,8 +14,7 @@ use iceberg::table::Table;
 use iceberg::{NamespaceIdent, TableIdent};
 
 use super::*;
-
-type TestResult<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
+use crate::testkit::TestResult;
 
 /// Every partition value type the serde path writes, and one (decimal) it leaves to iceberg-rust.
 fn schema() -> TestResult<Schema> {

@@ -9,8 +9,7 @@ use prost_reflect::{DynamicMessage, Value as Proto};
 use super::*;
 use crate::decode::tests::own_target;
 use crate::schema::{Format, SourceSchema};
-
-type TestResult<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
+use crate::testkit::TestResult;
 
 /// Every kind of singular field: each scalar, an enum, a timestamp, a wrapper, a nested message
 /// and an explicitly optional scalar. `G` has one more field, unknown to `F`.
