@@ -125,7 +125,7 @@ fn bad_telemetry_records_name_the_field_and_append_nothing() {
 }
 
 #[test]
-fn strings_are_any_utf8_and_nothing_else() -> Result<(), Box<dyn std::error::Error>> {
+fn strings_are_any_utf8_and_nothing_else() -> crate::testkit::TestResult {
     for format in [Format::Protobuf, Format::Avro] {
         let source = codec_source(format);
         let mut decoder = RecordDecoder::new(&telemetry_schema(format), telemetry_target())?;
