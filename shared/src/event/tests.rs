@@ -1,4 +1,5 @@
 use super::*;
+use crate::testkit::TestResult;
 
 /// Fuzz finding (fuzz/findings/msk_event-timestamp-truncated.json): a timestamp survives
 /// parse → render → parse to the millisecond; a fractional one is an event error, not a panic.
@@ -59,6 +60,30 @@ fn parses_groups_sorts_and_keeps_bad_values_as_record_errors() {
     assert_eq!(p1[0].key.as_deref(), Some(&b"key"[..]));
     assert!(p1[0].value_error.as_ref().unwrap().contains("base64"));
     assert_eq!(p1[0].value.as_deref(), Some(&b"!!notbase64"[..]));
+}
+
+#[test]
+fn each_group_is_put_in_offset_order_and_a_repeated_offset_kept_once() -> TestResult {
+    let group = |offsets: &[(i64, &str)]| {
+        let records: Vec<String> = offsets
+            .iter()
+            .map(|(offset, value)| format!(r#"{{"partition":0,"offset":{offset},"timestamp":0,"value":"{value}","headers":[]}}"#))
+            .collect();
+        format!(r#"{{"records":{{"t-0":[{}]}}}}"#, records.join(","))
+    };
+    let read = |text: String| -> crate::Result<Vec<(i64, Option<bytes::Bytes>)>> {
+        let parsed = parse_event(text.as_bytes())?;
+        Ok(parsed.partitions.into_values().flatten().map(|r| (r.offset, r.value)).collect())
+    };
+    let v = |b: &'static [u8]| Some(bytes::Bytes::from_static(b));
+    // Ascending: as sent.
+    assert_eq!(read(group(&[(1, "AQ=="), (2, "Ag=="), (5, "Aw==")]))?, [(1, v(&[1])), (2, v(&[2])), (5, v(&[3]))]);
+    // Out of order, and an offset sent twice: sorted, the first copy kept.
+    let expected = [(1, v(&[1])), (2, v(&[2])), (5, v(&[3]))];
+    assert_eq!(read(group(&[(5, "Aw=="), (2, "Ag=="), (1, "AQ=="), (2, "BA==")]))?, expected);
+    // In order but repeated: one copy, the first.
+    assert_eq!(read(group(&[(1, "AQ=="), (2, "Ag=="), (2, "BA=="), (5, "Aw==")]))?, expected);
+    Ok(())
 }
 
 #[test]
