@@ -76,10 +76,10 @@ fn each_group_is_put_in_offset_order_and_a_repeated_offset_kept_once() -> TestRe
         Ok(parsed.partitions.into_values().flatten().map(|r| (r.offset, r.value)).collect())
     };
     let v = |b: &'static [u8]| Some(bytes::Bytes::from_static(b));
-    // Ascending: as sent.
-    assert_eq!(read(group(&[(1, "AQ=="), (2, "Ag=="), (5, "Aw==")]))?, [(1, v(&[1])), (2, v(&[2])), (5, v(&[3]))]);
-    // Out of order, and an offset sent twice: sorted, the first copy kept.
     let expected = [(1, v(&[1])), (2, v(&[2])), (5, v(&[3]))];
+    // Ascending: as sent.
+    assert_eq!(read(group(&[(1, "AQ=="), (2, "Ag=="), (5, "Aw==")]))?, expected);
+    // Out of order, and an offset sent twice: sorted, the first copy kept.
     assert_eq!(read(group(&[(5, "Aw=="), (2, "Ag=="), (1, "AQ=="), (2, "BA==")]))?, expected);
     // In order but repeated: one copy, the first.
     assert_eq!(read(group(&[(1, "AQ=="), (2, "Ag=="), (2, "BA=="), (5, "Aw==")]))?, expected);
