@@ -193,7 +193,7 @@ fn measure(rt: &tokio::runtime::Runtime, source: Source, name: &str, n: usize) -
     let warm_only = |mut v: Vec<Duration>| if v.len() > 1 { v.split_off(1) } else { v };
     let warm = |v: Vec<Duration>| median(warm_only(v));
     // Summed, not a median: user and system time are apportioned by the clock ticks that fell in
-    // each (milliseconds apart), so one 11 ms event reads 0% or a third, whatever it did.
+    // each (milliseconds apart), so one 11 ms event reads 0% or a large share, whatever it did.
     let total = |v: Vec<Duration>| warm_only(v).iter().sum::<Duration>().as_secs_f64();
     let sys_share = total(sys) / total(cpu.clone()).max(f64::MIN_POSITIVE);
     files.sort_unstable();
