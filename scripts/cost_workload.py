@@ -4,10 +4,12 @@ of JSON click events of about RECORD_BYTES each, as a full MSK event (up to the 
 or the mapping's 10,000-record batch), and two pipeline files for it that differ only in their
 partition spec: `day(event_time)` and `hour(event_time)` × `bucket(16, user_id)`.
 
-    scripts/cost_workload.py OUT_DIR [RECORD_BYTES=1024]
+    scripts/cost_workload.py OUT_DIR [RECORD_BYTES=1024] [UNSET_FIELDS=0]
 
 Writes OUT_DIR/event.json, OUT_DIR/clicks.schema.json, OUT_DIR/day.toml, OUT_DIR/hour_bucket.toml.
-The records' event times span ten seconds (a batching window of a 1 MB/s topic).
+The records' event times span ten seconds (a batching window of a 1 MB/s topic). UNSET_FIELDS
+adds that many optional fields to the schema that no record sets, as a wide schema's rarely used
+fields are (each a column of nulls in every file).
 """
 
 from __future__ import annotations
@@ -80,6 +82,10 @@ def main(args: list[str]) -> None:
         sys.exit(__doc__)
     out = Path(args[0])
     size = int(args[1]) if len(args) > 1 else 1024
+    unset = int(args[2]) if len(args) > 2 else 0
+    schema = json.loads(json.dumps(SCHEMA))
+    for i in range(unset):
+        schema["properties"][f"extra_{i:03d}"] = {"type": ["string", "integer", "number"][i % 3]}
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(7)
     records: dict[str, list[dict]] = {f"clicks-{p}": [] for p in range(PARTITIONS)}
@@ -98,7 +104,7 @@ def main(args: list[str]) -> None:
     event = {"eventSource": "aws:kafka", "eventSourceArn": "arn:aws:kafka:us-east-1:123456789012:cluster/c/1",
              "bootstrapServers": "127.0.0.1:9092", "records": records}
     (out / "event.json").write_text(json.dumps(event))
-    (out / "clicks.schema.json").write_text(json.dumps(SCHEMA, indent=2))
+    (out / "clicks.schema.json").write_text(json.dumps(schema, indent=2))
     (out / "day.toml").write_text(PIPELINE.format(spec='["day(event_time)"]'))
     (out / "hour_bucket.toml").write_text(PIPELINE.format(spec='["hour(event_time)", "bucket(16, user_id)"]'))
     count = sum(len(v) for v in records.values())

@@ -39,6 +39,12 @@ impl LocalTable {
         Self::keyed_in(spec).await
     }
 
+    /// Table `t` partitioned by `transform` of `id`.
+    pub async fn partitioned_by(transform: Transform) -> Self {
+        let spec = UnboundPartitionSpec::builder().add_partition_field(1, "id_part", transform).unwrap().build();
+        Self::with(HashMap::new(), false, spec).await
+    }
+
     async fn keyed_in(partition_spec: UnboundPartitionSpec) -> Self {
         let mut properties = HashMap::new();
         crate::tables::add_upsert_properties(&mut properties, &["id"]);

@@ -5,13 +5,14 @@
 //! not one per file). Every file name carries a fresh UUID so retries and concurrent writers
 //! never collide.
 
-use std::collections::{HashMap, HashSet};
+mod properties;
+
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
-use arrow_array::{Array, ArrayRef, RecordBatch, UInt32Array};
+use arrow_array::{ArrayRef, RecordBatch, UInt32Array};
 use arrow_row::{RowConverter, SortField};
-use arrow_schema::DataType;
 use arrow_select::take::take_record_batch;
 use bytes::Bytes;
 use foldhash::fast::RandomState;
@@ -24,13 +25,11 @@ use iceberg::writer::file_writer::ParquetWriterBuilder;
 use iceberg::writer::file_writer::location_generator::{DefaultFileNameGenerator, DefaultLocationGenerator};
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
-use parquet::basic::{Compression, GzipLevel, ZstdLevel};
-use parquet::file::properties::WriterProperties;
-use parquet::schema::types::ColumnPath;
 
+pub use self::properties::writer_properties;
+pub(crate) use self::properties::{table_writer_properties, with_identity_columns};
 use crate::error::{Error, Result};
 use crate::partition_values::{PartitionValues, group_rows};
-use crate::tables::{BLOOM_FILTER_PROPERTY_PREFIX, DICTIONARY_SIZE_PROPERTY, PAGE_ROW_LIMIT_PROPERTY, ROW_GROUP_SIZE_PROPERTY};
 
 /// Rows handed to the rolling writer at a time (how often it checks the file size).
 const ROLL_CHECK_ROWS: usize = 8192;
@@ -41,112 +40,6 @@ const IN_MEMORY_INPUT_BYTES: usize = 256 << 20;
 
 /// Encoded files held in memory before they are uploaded (side by side) to make room.
 const UPLOAD_BATCH_BYTES: u64 = 16 << 20;
-
-/// Rows of the input sampled to judge whether a column's values are distinct.
-const DISTINCT_SAMPLE_ROWS: usize = 1024;
-
-/// Parquet writer properties for writing `batches` with the codec named by the `compression`
-/// knob. iceberg-rust does not apply the table's compression property itself, so every writer
-/// goes through here.
-///
-/// A column whose values are distinct ([`distinct_columns`]: timestamps, ids, the lineage
-/// offset) is written without a dictionary. parquet-rs keeps a dictionary until it outgrows its
-/// page limit, so such a column paid for hashing every value, a dictionary page holding each
-/// value once and an index per row: the offset column of 1M records (32 files) took 3.1 MB with
-/// it and 1.2 MB plain. A column with repeats keeps its dictionary.
-pub fn writer_properties(compression: &str, batches: &[&RecordBatch]) -> Result<WriterProperties> {
-    let codec = match compression {
-        "zstd" => Compression::ZSTD(ZstdLevel::default()),
-        "snappy" => Compression::SNAPPY,
-        "lz4" => Compression::LZ4_RAW,
-        "gzip" => Compression::GZIP(GzipLevel::default()),
-        "none" => Compression::UNCOMPRESSED,
-        other => return Err(Error::Config(format!("unknown compression {other:?}"))),
-    };
-    let mut builder = WriterProperties::builder().set_compression(codec);
-    for column in distinct_columns(batches) {
-        builder = builder.set_column_dictionary_enabled(ColumnPath::from(column), false);
-    }
-    Ok(builder.build())
-}
-
-/// Top-level columns whose values are distinct in a sample of `batches` (the first
-/// [`DISTINCT_SAMPLE_ROWS`] rows): at least nine in ten of the non-null values differ. A
-/// dictionary of such a column costs about as much as the plain values it replaces plus an
-/// index per row. A column that repeats only over spans longer than the sample is judged
-/// distinct; a dictionary would have saved it little. Nested columns, booleans (parquet-rs gives them
-/// no dictionary) and a type the row format cannot take keep the default: the sample is a
-/// judgement, never a reason to fail a write.
-fn distinct_columns(batches: &[&RecordBatch]) -> Vec<String> {
-    let Some(first) = batches.iter().find(|b| b.num_rows() > 0) else { return Vec::new() };
-    let rows = first.num_rows().min(DISTINCT_SAMPLE_ROWS);
-    let mut distinct = Vec::new();
-    for (field, column) in first.schema().fields().iter().zip(first.columns()) {
-        if field.data_type().is_nested() || field.data_type() == &DataType::Boolean {
-            continue;
-        }
-        let sample = column.slice(0, rows);
-        let values = rows - sample.null_count();
-        if values == 0 {
-            continue;
-        }
-        let converter = RowConverter::new(vec![SortField::new(field.data_type().clone())]);
-        let Ok(encoded) = converter.and_then(|c| c.convert_columns(&[Arc::clone(&sample)])) else { continue };
-        let mut seen = HashSet::with_capacity_and_hasher(values, RandomState::default());
-        let mut repeats = 0;
-        // A low-cardinality column stops at its first few dozen rows.
-        let is_distinct = (0..rows).filter(|&i| sample.is_valid(i)).all(|i| {
-            repeats += usize::from(!seen.insert(encoded.row(i).data()));
-            repeats * 10 <= values
-        });
-        if is_distinct {
-            distinct.push(field.name().clone());
-        }
-    }
-    distinct
-}
-
-/// [`writer_properties`] plus what the table's Iceberg properties ask of Parquet files: bloom
-/// filters on columns, a row limit per page, a dictionary size limit and a row group size
-/// (upsert tables ask for all four, so a batch reads only the row groups and pages that may
-/// hold a touched key, and a key column's dictionary, read with any of its pages, stays small).
-pub(crate) fn table_writer_properties(
-    compression: &str,
-    properties: &HashMap<String, String>,
-    batches: &[&RecordBatch],
-) -> Result<WriterProperties> {
-    let columns: Vec<&str> =
-        properties.iter().filter(|(_, v)| v.as_str() == "true").filter_map(|(k, _)| k.strip_prefix(BLOOM_FILTER_PROPERTY_PREFIX)).collect();
-    let page_rows = positive(properties, PAGE_ROW_LIMIT_PROPERTY)?;
-    let dictionary_bytes = positive(properties, DICTIONARY_SIZE_PROPERTY)?;
-    let row_group_bytes = positive(properties, ROW_GROUP_SIZE_PROPERTY)?;
-    if columns.is_empty() && page_rows.is_none() && dictionary_bytes.is_none() && row_group_bytes.is_none() {
-        return writer_properties(compression, batches);
-    }
-    let mut builder = writer_properties(compression, batches)?.into_builder();
-    for column in columns {
-        builder = builder.set_column_bloom_filter_enabled(ColumnPath::from(column), true);
-    }
-    if let Some(rows) = page_rows {
-        // The writer checks the page's row count once per write batch.
-        builder = builder.set_data_page_row_count_limit(rows).set_write_batch_size(rows.min(1024));
-    }
-    if let Some(bytes) = dictionary_bytes {
-        builder = builder.set_dictionary_page_size_limit(bytes);
-    }
-    if let Some(bytes) = row_group_bytes {
-        builder = builder.set_max_row_group_bytes(Some(bytes));
-    }
-    Ok(builder.build())
-}
-
-/// A table property that must be a whole number above 0, if set.
-fn positive(properties: &std::collections::HashMap<String, String>, key: &str) -> Result<Option<usize>> {
-    properties
-        .get(key)
-        .map(|v| v.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| Error::Config(format!("table property {key} = {v:?} is not allowed: a whole number above 0"))))
-        .transpose()
-}
 
 /// Write `batches` (rows of `table`'s current schema) as data files, split by the table's
 /// default partition spec and rolled at `target_file_size` bytes. Nothing is committed.
@@ -216,8 +109,9 @@ pub async fn encode_data_files(
     let batches: Vec<&RecordBatch> = batches.iter().filter(|b| b.num_rows() > 0).collect();
     let in_memory = batches.iter().map(|b| b.get_array_memory_size()).sum::<usize>() <= IN_MEMORY_INPUT_BYTES;
     let io = if in_memory { FileIO::new_with_memory() } else { table.file_io().clone() };
+    let properties = table_writer_properties(compression, metadata.properties(), &batches)?;
     let rolling = RollingFileWriterBuilder::new(
-        ParquetWriterBuilder::new(table_writer_properties(compression, metadata.properties(), &batches)?, schema.clone()),
+        ParquetWriterBuilder::new(with_identity_columns(properties, &spec, &schema, &batches), schema.clone()),
         target_file_size,
         io.clone(),
         DefaultLocationGenerator::new(metadata)?,
@@ -314,6 +208,7 @@ mod tests {
     use arrow_array::{Int64Array, StringArray};
     use iceberg::arrow::{RecordBatchPartitionSplitter, schema_to_arrow_schema};
     use iceberg::spec::{NestedField, PrimitiveType, Schema, Transform, Type, UnboundPartitionSpec};
+    use parquet::basic::{Compression, ZstdLevel};
 
     use super::*;
 
@@ -375,81 +270,51 @@ mod tests {
         assert_eq!(from_b.sum::<usize>(), 1);
     }
 
-    /// Parquet files of `batch` as `properties` write them: which columns have a dictionary page.
-    fn dictionaries(batch: &RecordBatch, properties: WriterProperties) -> Vec<(String, bool)> {
-        use parquet::file::reader::{FileReader, SerializedFileReader};
-        let mut file = Vec::new();
-        let mut writer = parquet::arrow::ArrowWriter::try_new(&mut file, batch.schema(), Some(properties)).unwrap();
-        writer.write(batch).unwrap();
-        writer.close().unwrap();
-        let reader = SerializedFileReader::new(Bytes::from(file)).unwrap();
-        reader.metadata().row_group(0).columns().iter().map(|c| (c.column_path().string(), c.dictionary_page_offset().is_some())).collect()
-    }
-
-    /// Columns of distinct values (the offset, a timestamp, a string id, one with nulls between
-    /// distinct values) go without a dictionary, under every writer's properties and the
-    /// table's; columns with repeats keep theirs, at 85% distinct as at 2%, and so do a column of
-    /// nulls only and the leaves of a struct.
-    #[test]
-    fn columns_of_distinct_values_are_written_without_a_dictionary() {
-        use arrow_array::{StructArray, TimestampMicrosecondArray};
-        use arrow_schema::Field;
-        use crate::tables::lineage;
-        let rows = 3000i64;
-        let point = StructArray::from(vec![(
-            Arc::new(Field::new("x", DataType::Int64, false)),
-            Arc::new(Int64Array::from_iter_values(0..rows)) as ArrayRef,
-        )]);
-        let batch = RecordBatch::try_from_iter([
-            (lineage::OFFSET, Arc::new(Int64Array::from_iter_values(0..rows)) as ArrayRef),
-            ("event_time", Arc::new(TimestampMicrosecondArray::from_iter_values((0..rows).map(|i| 1_700_000_000_000_000 + i * 1000))) as ArrayRef),
-            ("order_id", Arc::new(StringArray::from_iter_values((0..rows).map(|i| format!("order-{i:08}")))) as ArrayRef),
-            ("coupon", Arc::new(StringArray::from_iter((0..rows).map(|i| (i % 3 == 0).then(|| format!("c{i}"))))) as ArrayRef),
-            ("model", Arc::new(StringArray::from_iter_values((0..rows).map(|i| ["a", "b"][i as usize % 2]))) as ArrayRef),
-            // 85 distinct values in every 100 rows: under nine in ten.
-            ("odometer", Arc::new(Int64Array::from_iter_values((0..rows).map(|i| i / 100 * 100 + (i % 100).min(84)))) as ArrayRef),
-            ("nothing", Arc::new(Int64Array::from(vec![None; rows as usize])) as ArrayRef),
-            ("point", Arc::new(point) as ArrayRef),
-        ])
-        .unwrap();
-        let expected: Vec<(String, bool)> = [
-            (lineage::OFFSET, false),
-            ("event_time", false),
-            ("order_id", false),
-            ("coupon", false),
-            ("model", true),
-            ("odometer", true),
-            ("nothing", true),
-            ("point.x", true),
-        ]
-        .into_iter()
-        .map(|(c, d)| (c.to_string(), d))
-        .collect();
-        assert_eq!(dictionaries(&batch, writer_properties("zstd", &[&batch]).unwrap()), expected);
-        let bloom = [(format!("{BLOOM_FILTER_PROPERTY_PREFIX}model"), "true".to_string())].into();
-        assert_eq!(dictionaries(&batch, table_writer_properties("zstd", &bloom, &[&batch]).unwrap()), expected);
-        // Nothing to sample: every column keeps the default.
-        let empty = batch.slice(0, 0);
-        assert!(dictionaries(&batch, writer_properties("zstd", &[&empty]).unwrap()).iter().all(|(_, dictionary)| *dictionary));
-    }
-
     /// The table's writer samples the rows it writes: a partitioned table's files of distinct
-    /// ids have no dictionary, its files of repeated ids have one.
+    /// ids have no dictionary, its files of repeated ids have one, a file of one id is not
+    /// compressed.
     #[tokio::test]
     async fn the_table_writer_samples_the_rows_it_writes() {
         use parquet::file::reader::{FileReader, SerializedFileReader};
         let fixture = crate::testkit::LocalTable::keyed_in_buckets(4).await;
         let table = fixture.load().await;
         let arrow = Arc::new(iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema()).unwrap());
-        for (ids, dictionary) in [((0..3000).collect::<Vec<i64>>(), false), ((0..3000).map(|i| i % 50).collect(), true)] {
+        let zstd = Compression::ZSTD(ZstdLevel::default());
+        let cases = [
+            ((0..3000).collect::<Vec<i64>>(), 4, false, zstd),
+            ((0..3000).map(|i| i % 50).collect(), 4, true, zstd),
+            // One id: one file, its column uncompressed.
+            (vec![7; 3000], 1, true, Compression::UNCOMPRESSED),
+        ];
+        for (ids, files, dictionary, codec) in cases {
             let batch = RecordBatch::try_new(arrow.clone(), vec![Arc::new(Int64Array::from(ids)) as ArrayRef]).unwrap();
-            let files = write_data_files(&table, &[batch], "zstd", 1 << 30).await.unwrap();
-            assert_eq!(files.len(), 4);
-            for file in files {
+            let written = write_data_files(&table, &[batch], "zstd", 1 << 30).await.unwrap();
+            assert_eq!(written.len(), files);
+            for file in written {
                 let bytes = table.file_io().new_input(file.file_path()).unwrap().read().await.unwrap();
                 let reader = SerializedFileReader::new(bytes).unwrap();
-                assert_eq!(reader.metadata().row_group(0).column(0).dictionary_page_offset().is_some(), dictionary, "{}", file.file_path());
+                let column = reader.metadata().row_group(0).column(0);
+                assert_eq!((column.dictionary_page_offset().is_some(), column.compression()), (dictionary, codec), "{}", file.file_path());
             }
+        }
+    }
+
+    /// An identity partition's source column is one value in each file: it gets a dictionary
+    /// and no codec there, though its values are distinct over the write.
+    #[tokio::test]
+    async fn an_identity_partition_column_is_a_dictionary_without_codec() {
+        use parquet::file::reader::{FileReader, SerializedFileReader};
+        let fixture = crate::testkit::LocalTable::partitioned_by(Transform::Identity).await;
+        let table = fixture.load().await;
+        let arrow = Arc::new(schema_to_arrow_schema(table.metadata().current_schema()).unwrap());
+        let batch = RecordBatch::try_new(arrow, vec![Arc::new(Int64Array::from_iter_values(0..50)) as ArrayRef]).unwrap();
+        let written = write_data_files(&table, &[batch], "zstd", 1 << 30).await.unwrap();
+        assert_eq!(written.len(), 50);
+        for file in written {
+            let bytes = table.file_io().new_input(file.file_path()).unwrap().read().await.unwrap();
+            let reader = SerializedFileReader::new(bytes).unwrap();
+            let column = reader.metadata().row_group(0).column(0);
+            assert_eq!((column.dictionary_page_offset().is_some(), column.compression()), (true, Compression::UNCOMPRESSED), "{}", file.file_path());
         }
     }
 }
