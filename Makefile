@@ -63,9 +63,10 @@ demo: build-demo
 
 # One feature set for the whole workspace: `--all-targets` resolves features as `cargo test`
 # does, so the dependencies compile once for both. The demo's build first (its own binary, for
-# tests/python/test_demo_build.py), so the workspace build leaves the whole CLI at $(BIN).
-test: venv system-deps
-	$(MAKE) build-demo
+# tests/python/test_demo_build.py), so the workspace build leaves the whole CLI at $(BIN); it
+# needs neither the venv nor the system packages, so it starts beside their downloads.
+test:
+	$(MAKE) -j venv system-deps build-demo
 	cargo build --workspace --all-targets
 	$(TEST_TOOLS) cargo test --workspace --no-fail-fast
 	$(MAKE) build PROFILE=zip-check
