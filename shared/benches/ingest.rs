@@ -182,7 +182,7 @@ fn measure(rt: &tokio::runtime::Runtime, source: Source, name: &str, n: usize) -
             }
             files.push(summary.files);
             calls = pipeline.catalogs().calls() - before;
-            // The floors of the event's rows (the same rows, as many files), right after its
+            // The floors of the event's rows (one file, and as many as it wrote), right after its
             // ingest: the machine's speed drifts with its neighbours, and a floor measured
             // beside its own event keeps that drift out of the ratio.
             let parsed = parse_event(event)?;
