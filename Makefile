@@ -51,9 +51,9 @@ build-cli: system-deps
 # The CLI as the demo needs it: the embedded catalog on a local warehouse, without the cargo
 # features `aws` (AWS SDKs, Glue and S3 Tables catalogs) and `kafka` (librdkafka), so without
 # cmake either: a third less to compile cold (docs/performance.md, "Build and CI time"). What it
-# leaves out fails naming the feature. Every dependency it shares with `make test`'s build resolves the same
-# features (pinned in tools/Cargo.toml, checked by tests/python/test_demo_build.py), so `make
-# test` after it compiles only what the demo left out.
+# leaves out fails naming the feature. Every dependency it shares with `make test`'s build
+# resolves the same features (pinned in tools/Cargo.toml, checked by
+# tests/python/test_demo_build.py), so `make test` after it compiles only what the demo left out.
 build-demo:
 	cargo build -p icestream-cli --bin icestream --no-default-features
 	cp -f $(BIN) $(DEMO_BIN)

@@ -62,10 +62,15 @@ fn cpu_time() -> (Duration, Duration) {
 const WARM_EVENTS: usize = 9;
 const WARM_EVENTS_UP_TO: usize = 100_000;
 
-/// The middle value of `values` (not empty).
-fn median(mut values: Vec<Duration>) -> Duration {
-    values.sort();
+/// The middle value of `values` (not empty), in the order `cmp` gives.
+fn median_by<T: Copy>(mut values: Vec<T>, cmp: impl FnMut(&T, &T) -> std::cmp::Ordering) -> T {
+    values.sort_by(cmp);
     values[values.len() / 2]
+}
+
+/// The warm events' figures: the cold first event is left out where there are warm ones.
+fn warm_only<T>(mut values: Vec<T>) -> Vec<T> {
+    if values.len() > 1 { values.split_off(1) } else { values }
 }
 
 /// What `make bench` prints of one format and size.
@@ -194,19 +199,15 @@ fn measure(rt: &tokio::runtime::Runtime, source: Source, name: &str, n: usize) -
         }
         BenchResult::Ok(calls)
     })?;
-    // The cold first event is left out where there are warm ones.
-    let warm_only = |mut v: Vec<Duration>| if v.len() > 1 { v.split_off(1) } else { v };
-    let warm = |v: Vec<Duration>| median(warm_only(v));
+    let warm = |v: Vec<Duration>| median_by(warm_only(v), Ord::cmp);
     // Summed, not a median: user and system time are apportioned by the clock ticks that fell in
     // each (milliseconds apart), so one 11 ms event reads 0% or a large share, whatever it did.
     let total = |v: Vec<Duration>| warm_only(v).iter().sum::<Duration>().as_secs_f64();
     let sys_share = total(sys) / total(cpu.clone()).max(f64::MIN_POSITIVE);
     // Paired, not a ratio of medians: an event and its floors ran back to back, at one speed.
     let paired = |floors: &[Duration]| {
-        let mut ratios: Vec<f64> =
-            warm_only(wall.clone()).iter().zip(warm_only(floors.to_vec())).map(|(w, f)| w.as_secs_f64() / f.as_secs_f64()).collect();
-        ratios.sort_by(f64::total_cmp);
-        ratios[ratios.len() / 2]
+        let ratios = wall.iter().zip(floors).map(|(w, f)| w.as_secs_f64() / f.as_secs_f64()).collect();
+        median_by(warm_only(ratios), f64::total_cmp)
     };
     let (ratio, files_ratio) = (paired(&floor), paired(&files_floor));
     files.sort_unstable();
