@@ -207,4 +207,14 @@ async fn one_invocation_counts_its_round_trips() {
     assert_eq!(line["StorageWrites"].as_f64(), Some(used.storage_writes as f64));
     assert_eq!(line["Files"].as_f64(), Some(s.files as f64));
     assert!(line["FilesPerGB"].as_f64().unwrap() > 0.0);
+
+    // The next invocation carries the snapshot's manifests: the current manifest list is read
+    // beside the new manifest's upload, not before it (7 when it was).
+    let g = generate(&GeneratorOptions::from_args(["records=2000", "seed=4", "start_offset=2000"]).unwrap()).unwrap();
+    let before = p.catalogs().calls();
+    let s = p.handle_json(g.event.to_string().as_bytes(), deadline).await.unwrap();
+    let used = p.catalogs().calls() - before;
+    assert!(s.written == 2000 && s.dead_letter == 0, "{s:?}");
+    assert_eq!((used.loads, used.swaps, used.storage_reads), (2, 1, 3), "{used:?}");
+    assert_eq!(used.sequential, 6, "{used:?}");
 }

@@ -127,89 +127,8 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
     let mut collector = SnapshotSummaryCollector::default();
     let mut manifests: Vec<ManifestFile> = Vec::new();
 
-    // Carry the current snapshot's manifests, rewriting those that hold removed files.
-    let mut still_to_remove: HashSet<&str> = change.removed_files.iter().map(String::as_str).collect();
-    // Live data entries gathered for `rewrite_manifests`, written after the loop.
-    let mut to_rewrite: Vec<RewrittenEntry> = Vec::new();
-    if let Some(current) = metadata.current_snapshot() {
-        // Collected first: the library's iterator is not Send, and commits run on spawned tasks.
-        let carried: Vec<ManifestFile> = crate::manifest_cache::manifest_list(table, current).await?.as_ref().clone();
-        for manifest_file in carried {
-            if change.rewrite_manifests && manifest_file.content == ManifestContentType::Data {
-                let manifest = crate::manifest_cache::manifest(table, &manifest_file).await?;
-                for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
-                    let seq = entry.sequence_number().unwrap_or(manifest_file.sequence_number);
-                    let data_file: DataFile = entry.data_file().clone();
-                    to_rewrite.push(RewrittenEntry {
-                        removed: still_to_remove.remove(entry.file_path()),
-                        snapshot_id: entry.snapshot_id().unwrap_or(manifest_file.added_snapshot_id),
-                        seq,
-                        file_seq: entry.file_sequence_number.or(Some(seq)),
-                        data_file,
-                    });
-                }
-                continue;
-            }
-            if still_to_remove.is_empty() || !manifest_file.has_added_files() && !manifest_file.has_existing_files() {
-                manifests.push(manifest_file);
-                continue;
-            }
-            let manifest = crate::manifest_cache::manifest(table, &manifest_file).await?;
-            let touched = manifest
-                .entries()
-                .iter()
-                .any(|e| e.is_alive() && still_to_remove.contains(e.file_path()));
-            if !touched {
-                manifests.push(manifest_file);
-                continue;
-            }
-            let path = next_manifest_path();
-            written.push(path.clone());
-            let mut writer = ManifestFileWriter::new(table, &schema, path, Some(snapshot_id), manifest_file.content)?;
-            for entry in manifest.entries() {
-                if !entry.is_alive() {
-                    continue;
-                }
-                let seq = entry.sequence_number().unwrap_or(manifest_file.sequence_number);
-                let file_seq = entry.file_sequence_number.or(Some(seq));
-                let data_file: DataFile = entry.data_file().clone();
-                if still_to_remove.remove(entry.file_path()) {
-                    collector.remove_file(&data_file, schema.clone(), spec.clone());
-                    writer.add_delete_file(data_file, seq, file_seq)?;
-                } else {
-                    let entry_snapshot = entry.snapshot_id().unwrap_or(manifest_file.added_snapshot_id);
-                    writer.add_existing_file(data_file, entry_snapshot, seq, file_seq)?;
-                }
-            }
-            manifests.push(writer.write_manifest_file().await?);
-        }
-    }
-    // Few, well-sized manifests: entries keep their snapshot and sequence numbers (status
-    // existing), so readers and later expiry see the same files as before.
-    for chunk in to_rewrite.chunks(ENTRIES_PER_REWRITTEN_MANIFEST) {
-        let path = next_manifest_path();
-        written.push(path.clone());
-        let mut writer = ManifestFileWriter::new(table, &schema, path, Some(snapshot_id), ManifestContentType::Data)?;
-        for e in chunk {
-            if e.removed {
-                collector.remove_file(&e.data_file, schema.clone(), spec.clone());
-                writer.add_delete_file(e.data_file.clone(), e.seq, e.file_seq)?;
-            } else {
-                writer.add_existing_file(e.data_file.clone(), e.snapshot_id, e.seq, e.file_seq)?;
-            }
-        }
-        manifests.push(writer.write_manifest_file().await?);
-    }
-    if !still_to_remove.is_empty() {
-        // A file to remove is no longer live: someone else removed or replaced it. The planner
-        // must look again rather than commit a change built on a stale view.
-        return Err(Error::CommitConflict {
-            table: table.identifier().to_string(),
-            reason: format!("{} file(s) to remove are no longer live", still_to_remove.len()),
-        });
-    }
-
-    // The change's own manifests (data and deletes) are uploaded side by side: one round trip.
+    // The change's own manifests (data and deletes), uploaded side by side and beside the read of
+    // the current manifest list (and whatever carrying it rewrites): one round trip, not two.
     let mut own = Vec::new();
     for (files, content) in [
         (&change.added_data_files, ManifestContentType::Data),
@@ -235,7 +154,92 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
         }
         own.push(writer.write_manifest_file());
     }
-    manifests.extend(futures::future::try_join_all(own).await?);
+    let carry = async {
+        // Carry the current snapshot's manifests, rewriting those that hold removed files.
+        let mut still_to_remove: HashSet<&str> = change.removed_files.iter().map(String::as_str).collect();
+        // Live data entries gathered for `rewrite_manifests`, written after the loop.
+        let mut to_rewrite: Vec<RewrittenEntry> = Vec::new();
+        if let Some(current) = metadata.current_snapshot() {
+            // Collected first: the library's iterator is not Send, and commits run on spawned tasks.
+            let carried: Vec<ManifestFile> = crate::manifest_cache::manifest_list(table, current).await?.as_ref().clone();
+            for manifest_file in carried {
+                if change.rewrite_manifests && manifest_file.content == ManifestContentType::Data {
+                    let manifest = crate::manifest_cache::manifest(table, &manifest_file).await?;
+                    for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
+                        let seq = entry.sequence_number().unwrap_or(manifest_file.sequence_number);
+                        let data_file: DataFile = entry.data_file().clone();
+                        to_rewrite.push(RewrittenEntry {
+                            removed: still_to_remove.remove(entry.file_path()),
+                            snapshot_id: entry.snapshot_id().unwrap_or(manifest_file.added_snapshot_id),
+                            seq,
+                            file_seq: entry.file_sequence_number.or(Some(seq)),
+                            data_file,
+                        });
+                    }
+                    continue;
+                }
+                if still_to_remove.is_empty() || !manifest_file.has_added_files() && !manifest_file.has_existing_files() {
+                    manifests.push(manifest_file);
+                    continue;
+                }
+                let manifest = crate::manifest_cache::manifest(table, &manifest_file).await?;
+                let touched = manifest
+                    .entries()
+                    .iter()
+                    .any(|e| e.is_alive() && still_to_remove.contains(e.file_path()));
+                if !touched {
+                    manifests.push(manifest_file);
+                    continue;
+                }
+                let path = next_manifest_path();
+                written.push(path.clone());
+                let mut writer = ManifestFileWriter::new(table, &schema, path, Some(snapshot_id), manifest_file.content)?;
+                for entry in manifest.entries() {
+                    if !entry.is_alive() {
+                        continue;
+                    }
+                    let seq = entry.sequence_number().unwrap_or(manifest_file.sequence_number);
+                    let file_seq = entry.file_sequence_number.or(Some(seq));
+                    let data_file: DataFile = entry.data_file().clone();
+                    if still_to_remove.remove(entry.file_path()) {
+                        collector.remove_file(&data_file, schema.clone(), spec.clone());
+                        writer.add_delete_file(data_file, seq, file_seq)?;
+                    } else {
+                        let entry_snapshot = entry.snapshot_id().unwrap_or(manifest_file.added_snapshot_id);
+                        writer.add_existing_file(data_file, entry_snapshot, seq, file_seq)?;
+                    }
+                }
+                manifests.push(writer.write_manifest_file().await?);
+            }
+        }
+        // Few, well-sized manifests: entries keep their snapshot and sequence numbers (status
+        // existing), so readers and later expiry see the same files as before.
+        for chunk in to_rewrite.chunks(ENTRIES_PER_REWRITTEN_MANIFEST) {
+            let path = next_manifest_path();
+            written.push(path.clone());
+            let mut writer = ManifestFileWriter::new(table, &schema, path, Some(snapshot_id), ManifestContentType::Data)?;
+            for e in chunk {
+                if e.removed {
+                    collector.remove_file(&e.data_file, schema.clone(), spec.clone());
+                    writer.add_delete_file(e.data_file.clone(), e.seq, e.file_seq)?;
+                } else {
+                    writer.add_existing_file(e.data_file.clone(), e.snapshot_id, e.seq, e.file_seq)?;
+                }
+            }
+            manifests.push(writer.write_manifest_file().await?);
+        }
+        if !still_to_remove.is_empty() {
+            // A file to remove is no longer live: someone else removed or replaced it. The planner
+            // must look again rather than commit a change built on a stale view.
+            return Err(Error::CommitConflict {
+                table: table.identifier().to_string(),
+                reason: format!("{} file(s) to remove are no longer live", still_to_remove.len()),
+            });
+        }
+        Ok::<_, Error>(())
+    };
+    let ((), own) = futures::try_join!(carry, futures::future::try_join_all(own))?;
+    manifests.extend(own);
 
     let next_seq = metadata.next_sequence_number();
     let list_path = format!("{meta_dir}/snap-{snapshot_id}-1-{commit_id}.{}", DataFileFormat::Avro);
