@@ -237,7 +237,11 @@ pub struct CountingPointer {
 impl PointerSwap for CountingPointer {
     async fn swap(&self, ident: &TableIdent, expected: &str, new_location: &str) -> std::result::Result<(), SwapError> {
         self.counter.swaps.fetch_add(1, Ordering::Relaxed);
-        let _call = self.counter.start(1).await;
+        let _call = self.counter.start(self.inner.round_trips()).await;
         self.inner.swap(ident, expected, new_location).await
+    }
+
+    fn round_trips(&self) -> u64 {
+        self.inner.round_trips()
     }
 }

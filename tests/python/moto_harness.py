@@ -24,6 +24,10 @@ c. S3 Tables maintenance configuration (Get/PutTableMaintenanceConfiguration,
    handlers on S3TablesResponse and in-memory storage on S3TablesBackend, starting from
    AWS's documented defaults (everything enabled; targetFileSizeMB 512, strategy auto;
    minSnapshotsToKeep 1, maxSnapshotAgeHours 120; unreferencedDays 3, nonCurrentDays 10).
+d. S3 Tables UpdateTableMetadataLocation answers `namespace` as a string; the API model says
+   a list of strings, so aws-sdk-s3tables cannot parse the answer and every swap that landed
+   reads as ambiguous (the commit reloads the table to settle it: a load per commit that AWS
+   does not cost). Patched: S3TablesResponse.update_table_metadata_location answers the list.
 """
 
 from __future__ import annotations
@@ -105,6 +109,19 @@ def _s3tables_get_table(self: S3TablesResponse) -> Any:
         doc["managedByService"] = managed
     elif managed:
         doc["managedByService"] = MANAGING_SERVICE
+    return status, headers, json.dumps(doc)
+
+
+# ---------------------------------------------------------------- d. namespace as a list
+
+_original_update_metadata_location = S3TablesResponse.update_table_metadata_location
+
+
+def _s3tables_update_metadata_location(self: S3TablesResponse) -> Any:
+    status, headers, body = _original_update_metadata_location(self)
+    doc = json.loads(body)
+    if isinstance(doc.get("namespace"), str):
+        doc["namespace"] = [doc["namespace"]]
     return status, headers, json.dumps(doc)
 
 
@@ -260,6 +277,7 @@ def apply_patches() -> None:
     GlueBackend.update_table = _glue_backend_update_table
     GlueResponse.update_table = _glue_response_update_table
     S3TablesResponse.get_table = _s3tables_get_table
+    S3TablesResponse.update_table_metadata_location = _s3tables_update_metadata_location
     S3TablesBackend.get_table_maintenance_configuration = _backend_get_table_maintenance
     S3TablesBackend.put_table_maintenance_configuration = _backend_put_table_maintenance
     S3TablesBackend.get_table_bucket_maintenance_configuration = _backend_get_bucket_maintenance

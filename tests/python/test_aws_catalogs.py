@@ -136,6 +136,25 @@ def test_s3tables_end_to_end_replay_and_concurrent_writers(moto_endpoint: str, t
     assert "max_snapshot_age_hours: Some(48)" in snapshots["settings"], managed
 
 
+@pytest.mark.parametrize("catalog", ["glue", "s3tables"])
+def test_a_direct_invocation_counts_the_swaps_version_read(catalog: str, moto_endpoint: str, glue_warehouse,
+                                                          table_bucket, tmp_path: Path) -> None:
+    """One table, no dead letters: the loads (the lookup, then the metadata file: 2, side by side),
+    the data files (1), the manifest (1), the manifest list with the metadata file (1), and the swap:
+    on these catalogs the read of the table's version, then the conditional update (2). The SQL
+    catalog's swap is one `UPDATE` (`tests/ingest_local.rs`: 6)."""
+    warehouse, ns = glue_warehouse if catalog == "glue" else table_bucket
+    knobs = [f"catalog={catalog}", f"warehouse={warehouse}", f"namespace={ns}", "s3_path_style=true"]
+    event, exp = gen(tmp_path, "e", "records=2000", "seed=5")
+    # The first run creates the tables; the second is an invocation on tables that exist.
+    run(moto_endpoint, "ingest", str(event), *knobs)
+    later, _ = gen(tmp_path, "later", "records=2000", "seed=6", f"start_offset={exp['records']}")
+    s = summary(run(moto_endpoint, "ingest", str(later), *knobs))
+    calls = s["round_trips"]
+    assert (s["dead_letter"], calls["loads"], calls["swaps"]) == (0, 2, 1), s
+    assert calls["sequential"] == 7, s
+
+
 def test_missing_resources_are_named(moto_endpoint: str, tmp_path: Path) -> None:
     event, _ = gen(tmp_path, "e", "records=10")
     missing = "arn:aws:s3tables:us-east-1:123456789012:bucket/does-not-exist"

@@ -138,4 +138,8 @@ impl PointerSwap for FaultyPointer {
         }
         outcome
     }
+
+    fn round_trips(&self) -> u64 {
+        self.inner.round_trips()
+    }
 }

@@ -25,6 +25,12 @@ pub enum SwapError {
 pub trait PointerSwap: std::fmt::Debug + Send + Sync {
     /// Point `ident` at `new_location` if and only if it still points at `expected`.
     async fn swap(&self, ident: &TableIdent, expected: &str, new_location: &str) -> Result<(), SwapError>;
+
+    /// Calls one swap makes one after another when it lands: what the invocation's sequential
+    /// round trips count for it.
+    fn round_trips(&self) -> u64 {
+        1
+    }
 }
 
 /// Iceberg SQL catalog (JDBC layout) in SQLite: a conditional `UPDATE`.
@@ -108,6 +114,11 @@ impl PointerSwap for GluePointer {
     async fn swap(&self, ident: &TableIdent, expected: &str, new_location: &str) -> Result<(), SwapError> {
         glue_swap(&self.client, ident, expected, new_location).await
     }
+
+    /// `GetTable` (the current location and its `VersionId`), then `UpdateTable`.
+    fn round_trips(&self) -> u64 {
+        2
+    }
 }
 
 /// Amazon S3 Tables: `UpdateTableMetadataLocation` with the table's version token.
@@ -123,6 +134,12 @@ pub struct S3TablesPointer {
 impl PointerSwap for S3TablesPointer {
     async fn swap(&self, ident: &TableIdent, expected: &str, new_location: &str) -> Result<(), SwapError> {
         s3tables_swap(&self.client, &self.table_bucket_arn, ident, expected, new_location).await
+    }
+
+    /// `GetTableMetadataLocation` (the location and its version token), then
+    /// `UpdateTableMetadataLocation`.
+    fn round_trips(&self) -> u64 {
+        2
     }
 }
 
