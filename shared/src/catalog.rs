@@ -152,12 +152,13 @@ impl Catalogs {
                     .await?;
                 let client = aws_sdk_glue::Client::new(&sdk);
                 preflight_warehouse_bucket(&sdk, config).await?;
+                let file_io = FileIOBuilder::new(storage_factory(&calls)).with_props(s3_file_io_props(&sdk, config)).build();
                 glue = Some(GlueCreate {
                     client: client.clone(),
                     warehouse: config.warehouse.trim_end_matches('/').to_string(),
-                    file_io: FileIOBuilder::new(storage_factory(&calls)).with_props(s3_file_io_props(&sdk, config)).build(),
+                    file_io: file_io.clone(),
                 });
-                Committer::new(Arc::new(catalog), Arc::new(GluePointer { client }))
+                Committer::new(Arc::new(catalog), Arc::new(GluePointer::new(client, file_io)))
             }
             #[cfg(feature = "aws")]
             CatalogKind::S3Tables => {
@@ -187,7 +188,7 @@ impl Catalogs {
             }
         };
         let committer = Committer::new(
-            Arc::new(CountingCatalog { inner: committer.catalog().clone(), counter: calls.clone() }),
+            Arc::new(CountingCatalog { inner: committer.catalog().clone(), pointer: committer.pointer().clone(), counter: calls.clone() }),
             Arc::new(CountingPointer { inner: committer.pointer().clone(), counter: calls.clone() }),
         );
         Ok(Self {

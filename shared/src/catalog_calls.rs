@@ -153,10 +153,12 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// A catalog that counts the calls it passes on.
+/// A catalog that counts the calls it passes on. Tables are loaded by the catalog's pointer
+/// where it loads them itself ([`PointerSwap::load`]: Glue keeps the version it reads).
 #[derive(Debug)]
 pub struct CountingCatalog {
     pub inner: Arc<dyn Catalog>,
+    pub pointer: Arc<dyn PointerSwap>,
     pub counter: Arc<CallCounter>,
 }
 
@@ -198,7 +200,10 @@ impl Catalog for CountingCatalog {
         self.counter.loads.fetch_add(1, Ordering::Relaxed);
         // The lookup, then the metadata file read inside it.
         let _call = self.counter.start(2).await;
-        self.inner.load_table(table).await
+        match self.pointer.load(table).await {
+            Some(loaded) => loaded,
+            None => self.inner.load_table(table).await,
+        }
     }
     async fn drop_table(&self, table: &TableIdent) -> Result<()> {
         let _call = self.counter.other().await;
@@ -243,5 +248,9 @@ impl PointerSwap for CountingPointer {
 
     fn round_trips(&self) -> u64 {
         self.inner.round_trips()
+    }
+
+    async fn load(&self, ident: &TableIdent) -> Option<Result<Table>> {
+        self.inner.load(ident).await
     }
 }

@@ -142,4 +142,8 @@ impl PointerSwap for FaultyPointer {
     fn round_trips(&self) -> u64 {
         self.inner.round_trips()
     }
+
+    async fn load(&self, ident: &TableIdent) -> Option<iceberg::Result<iceberg::table::Table>> {
+        self.inner.load(ident).await
+    }
 }

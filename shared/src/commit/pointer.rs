@@ -31,6 +31,12 @@ pub trait PointerSwap: std::fmt::Debug + Send + Sync {
     fn round_trips(&self) -> u64 {
         1
     }
+
+    /// This catalog's table load, when the pointer does it itself (`None`: the catalog's). A
+    /// Glue load keeps the `VersionId` it read, so the swap after it need not read it again.
+    async fn load(&self, _ident: &TableIdent) -> Option<iceberg::Result<iceberg::table::Table>> {
+        None
+    }
 }
 
 /// Iceberg SQL catalog (JDBC layout) in SQLite: a conditional `UPDATE`.
@@ -102,23 +108,90 @@ impl PointerSwap for SqlPointer {
 
 /// AWS Glue: `UpdateTable` with the `VersionId` read together with the current location.
 /// `SkipArchive` keeps Glue from storing a table version per commit (100,000 max per table).
+/// Tables are loaded here too: the `GetTable` of a load is kept (per table, the last), and a swap
+/// from the location it saw sends its `VersionId` without reading the table again; Glue refuses
+/// the update if any other has landed since, as it would after a fresh read.
 #[cfg(feature = "aws")]
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct GluePointer {
     pub client: aws_sdk_glue::Client,
+    /// Reads the metadata files the loads name.
+    pub file_io: iceberg::io::FileIO,
+    seen: std::sync::Mutex<std::collections::HashMap<TableIdent, aws_sdk_glue::types::Table>>,
+}
+
+#[cfg(feature = "aws")]
+impl GluePointer {
+    pub fn new(client: aws_sdk_glue::Client, file_io: iceberg::io::FileIO) -> Self {
+        Self { client, file_io, seen: Default::default() }
+    }
+
+    /// What the last load of `ident` read, if it saw `location`; taken: a swap uses it once.
+    fn seen_at(&self, ident: &TableIdent, location: &str) -> Option<aws_sdk_glue::types::Table> {
+        let mut seen = self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let table = seen.remove(ident)?;
+        (glue_metadata_location(&table) == Some(location)).then_some(table)
+    }
 }
 
 #[cfg(feature = "aws")]
 #[async_trait::async_trait]
 impl PointerSwap for GluePointer {
     async fn swap(&self, ident: &TableIdent, expected: &str, new_location: &str) -> Result<(), SwapError> {
-        glue_swap(&self.client, ident, expected, new_location).await
+        glue_swap(&self.client, ident, expected, new_location, self.seen_at(ident, expected)).await
     }
 
-    /// `GetTable` (the current location and its `VersionId`), then `UpdateTable`.
+    /// `UpdateTable` with the `VersionId` the load read; `GetTable` first only when the swap
+    /// is not from the location the last load saw (a commit on top of our own, a retry).
     fn round_trips(&self) -> u64 {
-        2
+        1
     }
+
+    async fn load(&self, ident: &TableIdent) -> Option<iceberg::Result<iceberg::table::Table>> {
+        Some(self.load_table(ident).await)
+    }
+}
+
+#[cfg(feature = "aws")]
+impl GluePointer {
+    /// `GetTable`, then the metadata file its `metadata_location` names, as iceberg-rust's Glue
+    /// catalog loads; what `GetTable` returned is kept for the swap.
+    async fn load_table(&self, ident: &TableIdent) -> iceberg::Result<iceberg::table::Table> {
+        use aws_sdk_glue::operation::get_table::GetTableError;
+        use iceberg::{ErrorKind, Runtime};
+        let database = ident.namespace().join(".");
+        let out = self.client.get_table().database_name(&database).name(ident.name()).send().await.map_err(|e| {
+            let kind = match e.as_service_error() {
+                Some(GetTableError::EntityNotFoundException(_)) => ErrorKind::TableNotFound,
+                _ => ErrorKind::Unexpected,
+            };
+            iceberg::Error::new(kind, crate::aws::error("glue:GetTable", &format!("{database}.{}", ident.name()), e).to_string())
+        })?;
+        let Some(glue_table) = out.table else {
+            return Err(iceberg::Error::new(ErrorKind::TableNotFound, format!("Glue returned no table for {ident}")));
+        };
+        let Some(location) = glue_metadata_location(&glue_table).map(str::to_string) else {
+            return Err(iceberg::Error::new(
+                ErrorKind::DataInvalid,
+                format!("Glue table {ident} has no `{GLUE_METADATA_LOCATION}` parameter: not an Iceberg table"),
+            ));
+        };
+        let metadata = iceberg::spec::TableMetadata::read_from(&self.file_io, &location).await?;
+        let table = iceberg::table::Table::builder()
+            .metadata(metadata)
+            .metadata_location(location)
+            .identifier(ident.clone())
+            .file_io(self.file_io.clone())
+            .runtime(Runtime::try_current()?)
+            .build()?;
+        self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(ident.clone(), glue_table);
+        Ok(table)
+    }
+}
+
+#[cfg(feature = "aws")]
+fn glue_metadata_location(table: &aws_sdk_glue::types::Table) -> Option<&str> {
+    table.parameters().and_then(|p| p.get(GLUE_METADATA_LOCATION)).map(String::as_str)
 }
 
 /// Amazon S3 Tables: `UpdateTableMetadataLocation` with the table's version token.
@@ -148,21 +221,31 @@ const GLUE_METADATA_LOCATION: &str = "metadata_location";
 #[cfg(feature = "aws")]
 const GLUE_PREVIOUS_METADATA_LOCATION: &str = "previous_metadata_location";
 
+/// `seen`: what a load's `GetTable` returned at `expected`, whose `VersionId` the update sends;
+/// without it the table is read first.
 #[cfg(feature = "aws")]
-async fn glue_swap(client: &aws_sdk_glue::Client, ident: &TableIdent, expected: &str, new_location: &str) -> Result<(), SwapError> {
+async fn glue_swap(
+    client: &aws_sdk_glue::Client,
+    ident: &TableIdent,
+    expected: &str,
+    new_location: &str,
+    seen: Option<aws_sdk_glue::types::Table>,
+) -> Result<(), SwapError> {
     use aws_sdk_glue::operation::update_table::UpdateTableError;
     use aws_sdk_glue::types::TableInput;
     let database = ident.namespace().join(".");
-    let current = client
-        .get_table()
-        .database_name(&database)
-        .name(ident.name())
-        .send()
-        .await
-        .map_err(|e| SwapError::Ambiguous(crate::aws::error("glue:GetTable", &format!("{database}.{}", ident.name()), e)))?;
-    let table = current
-        .table()
-        .ok_or_else(|| SwapError::Ambiguous(Error::Invariant(format!("Glue returned no table for {ident}"))))?;
+    let table = match seen {
+        Some(table) => table,
+        None => client
+            .get_table()
+            .database_name(&database)
+            .name(ident.name())
+            .send()
+            .await
+            .map_err(|e| SwapError::Ambiguous(crate::aws::error("glue:GetTable", &format!("{database}.{}", ident.name()), e)))?
+            .table
+            .ok_or_else(|| SwapError::Ambiguous(Error::Invariant(format!("Glue returned no table for {ident}"))))?,
+    };
     let mut parameters = table.parameters().cloned().unwrap_or_default();
     if parameters.get(GLUE_METADATA_LOCATION).map(String::as_str) != Some(expected) {
         return Err(SwapError::Conflict(format!("{ident} no longer at {expected}")));
