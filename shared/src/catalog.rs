@@ -181,10 +181,8 @@ impl Catalogs {
                     .await
                     .map_err(|e| crate::aws::error("s3tables:GetTableBucket", &config.warehouse, e))?;
                 s3tables = Some((client.clone(), config.warehouse.clone()));
-                Committer::new(
-                    Arc::new(catalog),
-                    Arc::new(S3TablesPointer { client, table_bucket_arn: config.warehouse.clone() }),
-                )
+                let file_io = FileIOBuilder::new(storage_factory(&calls)).with_props(s3_file_io_props(&sdk, config)).build();
+                Committer::new(Arc::new(catalog), Arc::new(S3TablesPointer::new(client, config.warehouse.clone(), file_io)))
             }
         };
         let committer = Committer::new(

@@ -158,7 +158,7 @@ impl GluePointer {
     /// catalog loads; what `GetTable` returned is kept for the swap.
     async fn load_table(&self, ident: &TableIdent) -> iceberg::Result<iceberg::table::Table> {
         use aws_sdk_glue::operation::get_table::GetTableError;
-        use iceberg::{ErrorKind, Runtime};
+        use iceberg::ErrorKind;
         let database = ident.namespace().join(".");
         let out = self.client.get_table().database_name(&database).name(ident.name()).send().await.map_err(|e| {
             let kind = match e.as_service_error() {
@@ -176,14 +176,7 @@ impl GluePointer {
                 format!("Glue table {ident} has no `{GLUE_METADATA_LOCATION}` parameter: not an Iceberg table"),
             ));
         };
-        let metadata = iceberg::spec::TableMetadata::read_from(&self.file_io, &location).await?;
-        let table = iceberg::table::Table::builder()
-            .metadata(metadata)
-            .metadata_location(location)
-            .identifier(ident.clone())
-            .file_io(self.file_io.clone())
-            .runtime(Runtime::try_current()?)
-            .build()?;
+        let table = loaded_table(&self.file_io, ident, &location).await?;
         self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(ident.clone(), glue_table);
         Ok(table)
     }
@@ -194,26 +187,94 @@ fn glue_metadata_location(table: &aws_sdk_glue::types::Table) -> Option<&str> {
     table.parameters().and_then(|p| p.get(GLUE_METADATA_LOCATION)).map(String::as_str)
 }
 
-/// Amazon S3 Tables: `UpdateTableMetadataLocation` with the table's version token.
+/// Amazon S3 Tables: `UpdateTableMetadataLocation` with the table's version token. Tables are
+/// loaded here too (`GetTableMetadataLocation`, then the metadata file): the token a load read is
+/// kept, and a swap from the location it saw sends it without reading it again; S3 Tables refuses
+/// it if any other update landed since.
 #[cfg(feature = "aws")]
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct S3TablesPointer {
     pub client: aws_sdk_s3tables::Client,
     pub table_bucket_arn: String,
+    /// Reads the metadata files the loads name.
+    pub file_io: iceberg::io::FileIO,
+    /// Per table, the last load's (location, version token).
+    seen: std::sync::Mutex<std::collections::HashMap<TableIdent, (String, String)>>,
+}
+
+#[cfg(feature = "aws")]
+impl S3TablesPointer {
+    pub fn new(client: aws_sdk_s3tables::Client, table_bucket_arn: String, file_io: iceberg::io::FileIO) -> Self {
+        Self { client, table_bucket_arn, file_io, seen: Default::default() }
+    }
+
+    /// The version token of the last load of `ident`, if it saw `location`; taken: used once.
+    fn seen_at(&self, ident: &TableIdent, location: &str) -> Option<String> {
+        let mut seen = self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (seen_location, token) = seen.remove(ident)?;
+        (seen_location == location).then_some(token)
+    }
+
+    async fn load_table(&self, ident: &TableIdent) -> iceberg::Result<iceberg::table::Table> {
+        use aws_sdk_s3tables::operation::get_table_metadata_location::GetTableMetadataLocationError;
+        use iceberg::ErrorKind;
+        let namespace = ident.namespace().join(".");
+        let resource = format!("{}/{namespace}/{}", self.table_bucket_arn, ident.name());
+        let current = self
+            .client
+            .get_table_metadata_location()
+            .table_bucket_arn(&self.table_bucket_arn)
+            .namespace(&namespace)
+            .name(ident.name())
+            .send()
+            .await
+            .map_err(|e| {
+                let kind = match e.as_service_error() {
+                    Some(GetTableMetadataLocationError::NotFoundException(_)) => ErrorKind::TableNotFound,
+                    _ => ErrorKind::Unexpected,
+                };
+                iceberg::Error::new(kind, crate::aws::error("s3tables:GetTableMetadataLocation", &resource, e).to_string())
+            })?;
+        let Some(location) = current.metadata_location().map(str::to_string) else {
+            return Err(iceberg::Error::new(ErrorKind::DataInvalid, format!("S3 Tables table {ident} has no metadata location yet")));
+        };
+        let table = loaded_table(&self.file_io, ident, &location).await?;
+        let token = current.version_token().to_string();
+        self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(ident.clone(), (location, token));
+        Ok(table)
+    }
 }
 
 #[cfg(feature = "aws")]
 #[async_trait::async_trait]
 impl PointerSwap for S3TablesPointer {
     async fn swap(&self, ident: &TableIdent, expected: &str, new_location: &str) -> Result<(), SwapError> {
-        s3tables_swap(&self.client, &self.table_bucket_arn, ident, expected, new_location).await
+        s3tables_swap(&self.client, &self.table_bucket_arn, ident, expected, new_location, self.seen_at(ident, expected)).await
     }
 
-    /// `GetTableMetadataLocation` (the location and its version token), then
-    /// `UpdateTableMetadataLocation`.
+    /// `UpdateTableMetadataLocation` with the token the load read; `GetTableMetadataLocation`
+    /// first only when the swap is not from the location the last load saw.
     fn round_trips(&self) -> u64 {
-        2
+        1
     }
+
+    async fn load(&self, ident: &TableIdent) -> Option<iceberg::Result<iceberg::table::Table>> {
+        Some(self.load_table(ident).await)
+    }
+}
+
+/// The table whose metadata file is `location`, read with `file_io` (as iceberg-rust's catalogs
+/// build it after their lookup).
+#[cfg(feature = "aws")]
+async fn loaded_table(file_io: &iceberg::io::FileIO, ident: &TableIdent, location: &str) -> iceberg::Result<iceberg::table::Table> {
+    let metadata = iceberg::spec::TableMetadata::read_from(file_io, location).await?;
+    iceberg::table::Table::builder()
+        .metadata(metadata)
+        .metadata_location(location)
+        .identifier(ident.clone())
+        .file_io(file_io.clone())
+        .runtime(iceberg::Runtime::try_current()?)
+        .build()
 }
 
 #[cfg(feature = "aws")]
@@ -277,33 +338,42 @@ async fn glue_swap(
 }
 
 #[cfg(feature = "aws")]
+/// `seen_token`: the version token a load read at `expected`; without it the location and its
+/// token are read first.
 async fn s3tables_swap(
     client: &aws_sdk_s3tables::Client,
     bucket: &str,
     ident: &TableIdent,
     expected: &str,
     new_location: &str,
+    seen_token: Option<String>,
 ) -> Result<(), SwapError> {
     use aws_sdk_s3tables::operation::update_table_metadata_location::UpdateTableMetadataLocationError;
     let namespace = ident.namespace().join(".");
     let resource = format!("{bucket}/{namespace}/{}", ident.name());
-    let current = client
-        .get_table_metadata_location()
-        .table_bucket_arn(bucket)
-        .namespace(&namespace)
-        .name(ident.name())
-        .send()
-        .await
-        .map_err(|e| SwapError::Ambiguous(crate::aws::error("s3tables:GetTableMetadataLocation", &resource, e)))?;
-    if current.metadata_location() != Some(expected) {
-        return Err(SwapError::Conflict(format!("{ident} no longer at {expected}")));
-    }
+    let token = match seen_token {
+        Some(token) => token,
+        None => {
+            let current = client
+                .get_table_metadata_location()
+                .table_bucket_arn(bucket)
+                .namespace(&namespace)
+                .name(ident.name())
+                .send()
+                .await
+                .map_err(|e| SwapError::Ambiguous(crate::aws::error("s3tables:GetTableMetadataLocation", &resource, e)))?;
+            if current.metadata_location() != Some(expected) {
+                return Err(SwapError::Conflict(format!("{ident} no longer at {expected}")));
+            }
+            current.version_token().to_string()
+        }
+    };
     let result = client
         .update_table_metadata_location()
         .table_bucket_arn(bucket)
         .namespace(&namespace)
         .name(ident.name())
-        .version_token(current.version_token())
+        .version_token(token)
         .metadata_location(new_location)
         .send()
         .await;
