@@ -242,12 +242,12 @@ pub struct CountingPointer {
 impl PointerSwap for CountingPointer {
     async fn swap(&self, ident: &TableIdent, expected: &str, new_location: &str) -> std::result::Result<(), SwapError> {
         self.counter.swaps.fetch_add(1, Ordering::Relaxed);
-        let _call = self.counter.start(self.inner.round_trips()).await;
+        let _call = self.counter.start(self.inner.round_trips(ident, expected)).await;
         self.inner.swap(ident, expected, new_location).await
     }
 
-    fn round_trips(&self) -> u64 {
-        self.inner.round_trips()
+    fn round_trips(&self, ident: &TableIdent, expected: &str) -> u64 {
+        self.inner.round_trips(ident, expected)
     }
 
     async fn load(&self, ident: &TableIdent) -> Option<Result<Table>> {

@@ -139,8 +139,8 @@ impl PointerSwap for FaultyPointer {
         outcome
     }
 
-    fn round_trips(&self) -> u64 {
-        self.inner.round_trips()
+    fn round_trips(&self, ident: &TableIdent, expected: &str) -> u64 {
+        self.inner.round_trips(ident, expected)
     }
 
     async fn load(&self, ident: &TableIdent) -> Option<iceberg::Result<iceberg::table::Table>> {

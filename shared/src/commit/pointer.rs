@@ -26,9 +26,9 @@ pub trait PointerSwap: std::fmt::Debug + Send + Sync {
     /// Point `ident` at `new_location` if and only if it still points at `expected`.
     async fn swap(&self, ident: &TableIdent, expected: &str, new_location: &str) -> Result<(), SwapError>;
 
-    /// Calls one swap makes one after another when it lands: what the invocation's sequential
-    /// round trips count for it.
-    fn round_trips(&self) -> u64 {
+    /// Calls a swap of `ident` from `expected` makes one after another when it lands: what the
+    /// invocation's sequential round trips count for it.
+    fn round_trips(&self, _ident: &TableIdent, _expected: &str) -> u64 {
         1
     }
 
@@ -141,10 +141,11 @@ impl PointerSwap for GluePointer {
         glue_swap(&self.client, ident, expected, new_location, self.seen_at(ident, expected)).await
     }
 
-    /// `UpdateTable` with the `VersionId` the load read; `GetTable` first only when the swap
-    /// is not from the location the last load saw (a commit on top of our own, a retry).
-    fn round_trips(&self) -> u64 {
-        1
+    /// `UpdateTable` with the `VersionId` the load read; `GetTable` first when the swap is not
+    /// from the location the last load saw (a commit on top of our own landed one).
+    fn round_trips(&self, ident: &TableIdent, expected: &str) -> u64 {
+        let seen = self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if seen.get(ident).and_then(glue_metadata_location) == Some(expected) { 1 } else { 2 }
     }
 
     async fn load(&self, ident: &TableIdent) -> Option<iceberg::Result<iceberg::table::Table>> {
@@ -253,9 +254,10 @@ impl PointerSwap for S3TablesPointer {
     }
 
     /// `UpdateTableMetadataLocation` with the token the load read; `GetTableMetadataLocation`
-    /// first only when the swap is not from the location the last load saw.
-    fn round_trips(&self) -> u64 {
-        1
+    /// first when the swap is not from the location the last load saw.
+    fn round_trips(&self, ident: &TableIdent, expected: &str) -> u64 {
+        let seen = self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if seen.get(ident).is_some_and(|(location, _)| location == expected) { 1 } else { 2 }
     }
 
     async fn load(&self, ident: &TableIdent) -> Option<iceberg::Result<iceberg::table::Table>> {
