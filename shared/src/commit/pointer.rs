@@ -32,8 +32,8 @@ pub trait PointerSwap: std::fmt::Debug + Send + Sync {
         1
     }
 
-    /// This catalog's table load, when the pointer does it itself (`None`: the catalog's). A
-    /// Glue load keeps the `VersionId` it read, so the swap after it need not read it again.
+    /// This catalog's table load, when the pointer does it itself (`None`: the catalog's). Glue's
+    /// and S3 Tables' keep the version they read, so the swap after it need not read it again.
     async fn load(&self, _ident: &TableIdent) -> Option<iceberg::Result<iceberg::table::Table>> {
         None
     }
@@ -142,7 +142,7 @@ impl PointerSwap for GluePointer {
     }
 
     /// `UpdateTable` with the `VersionId` the load read; `GetTable` first when the swap is not
-    /// from the location the last load saw (a commit on top of our own landed one).
+    /// from the location the last load saw.
     fn round_trips(&self, ident: &TableIdent, expected: &str) -> u64 {
         let seen = self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if seen.get(ident).and_then(glue_metadata_location) == Some(expected) { 1 } else { 2 }
