@@ -73,6 +73,12 @@ fn s3_file_io_props(sdk: &aws_config::SdkConfig, config: &Config) -> HashMap<Str
     props
 }
 
+/// S3 file IO with those settings, its calls counted: what our own table loads and creations use.
+#[cfg(feature = "aws")]
+fn s3_file_io(calls: &Arc<CallCounter>, sdk: &aws_config::SdkConfig, config: &Config) -> FileIO {
+    FileIOBuilder::new(storage_factory(calls)).with_props(s3_file_io_props(sdk, config)).build()
+}
+
 /// The Glue warehouse's S3 bucket must exist (the deployment creates it): say so at start.
 #[cfg(feature = "aws")]
 async fn preflight_warehouse_bucket(sdk: &aws_config::SdkConfig, config: &Config) -> Result<()> {
@@ -152,7 +158,7 @@ impl Catalogs {
                     .await?;
                 let client = aws_sdk_glue::Client::new(&sdk);
                 preflight_warehouse_bucket(&sdk, config).await?;
-                let file_io = FileIOBuilder::new(storage_factory(&calls)).with_props(s3_file_io_props(&sdk, config)).build();
+                let file_io = s3_file_io(&calls, &sdk, config);
                 glue = Some(GlueCreate {
                     client: client.clone(),
                     warehouse: config.warehouse.trim_end_matches('/').to_string(),
@@ -181,8 +187,7 @@ impl Catalogs {
                     .await
                     .map_err(|e| crate::aws::error("s3tables:GetTableBucket", &config.warehouse, e))?;
                 s3tables = Some((client.clone(), config.warehouse.clone()));
-                let file_io = FileIOBuilder::new(storage_factory(&calls)).with_props(s3_file_io_props(&sdk, config)).build();
-                Committer::new(Arc::new(catalog), Arc::new(S3TablesPointer::new(client, config.warehouse.clone(), file_io)))
+                Committer::new(Arc::new(catalog), Arc::new(S3TablesPointer::new(client, config.warehouse.clone(), s3_file_io(&calls, &sdk, config))))
             }
         };
         let committer = Committer::new(

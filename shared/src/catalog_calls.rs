@@ -154,7 +154,7 @@ impl Drop for InFlight<'_> {
 }
 
 /// A catalog that counts the calls it passes on. Tables are loaded by the catalog's pointer
-/// where it loads them itself ([`PointerSwap::load`]: Glue keeps the version it reads).
+/// where it loads them itself ([`PointerSwap::load`]: Glue and S3 Tables keep the version read).
 #[derive(Debug)]
 pub struct CountingCatalog {
     pub inner: Arc<dyn Catalog>,

@@ -116,21 +116,15 @@ impl PointerSwap for SqlPointer {
 pub struct GluePointer {
     pub client: aws_sdk_glue::Client,
     /// Reads the metadata files the loads name.
-    pub file_io: iceberg::io::FileIO,
-    seen: std::sync::Mutex<std::collections::HashMap<TableIdent, aws_sdk_glue::types::Table>>,
+    file_io: iceberg::io::FileIO,
+    /// What each load's `GetTable` returned (its `VersionId` and the table input the update keeps).
+    seen: LoadedVersions<aws_sdk_glue::types::Table>,
 }
 
 #[cfg(feature = "aws")]
 impl GluePointer {
     pub fn new(client: aws_sdk_glue::Client, file_io: iceberg::io::FileIO) -> Self {
-        Self { client, file_io, seen: Default::default() }
-    }
-
-    /// What the last load of `ident` read, if it saw `location`; taken: a swap uses it once.
-    fn seen_at(&self, ident: &TableIdent, location: &str) -> Option<aws_sdk_glue::types::Table> {
-        let mut seen = self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let table = seen.remove(ident)?;
-        (glue_metadata_location(&table) == Some(location)).then_some(table)
+        Self { client, file_io, seen: LoadedVersions::default() }
     }
 }
 
@@ -138,14 +132,13 @@ impl GluePointer {
 #[async_trait::async_trait]
 impl PointerSwap for GluePointer {
     async fn swap(&self, ident: &TableIdent, expected: &str, new_location: &str) -> Result<(), SwapError> {
-        glue_swap(&self.client, ident, expected, new_location, self.seen_at(ident, expected)).await
+        glue_swap(&self.client, ident, expected, new_location, self.seen.take_at(ident, expected)).await
     }
 
     /// `UpdateTable` with the `VersionId` the load read; `GetTable` first when the swap is not
     /// from the location the last load saw.
     fn round_trips(&self, ident: &TableIdent, expected: &str) -> u64 {
-        let seen = self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if seen.get(ident).and_then(glue_metadata_location) == Some(expected) { 1 } else { 2 }
+        self.seen.round_trips(ident, expected)
     }
 
     async fn load(&self, ident: &TableIdent) -> Option<iceberg::Result<iceberg::table::Table>> {
@@ -171,21 +164,16 @@ impl GluePointer {
         let Some(glue_table) = out.table else {
             return Err(iceberg::Error::new(ErrorKind::TableNotFound, format!("Glue returned no table for {ident}")));
         };
-        let Some(location) = glue_metadata_location(&glue_table).map(str::to_string) else {
+        let Some(location) = glue_table.parameters().and_then(|p| p.get(GLUE_METADATA_LOCATION)).cloned() else {
             return Err(iceberg::Error::new(
                 ErrorKind::DataInvalid,
                 format!("Glue table {ident} has no `{GLUE_METADATA_LOCATION}` parameter: not an Iceberg table"),
             ));
         };
         let table = loaded_table(&self.file_io, ident, &location).await?;
-        self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(ident.clone(), glue_table);
+        self.seen.keep(ident, location, glue_table);
         Ok(table)
     }
-}
-
-#[cfg(feature = "aws")]
-fn glue_metadata_location(table: &aws_sdk_glue::types::Table) -> Option<&str> {
-    table.parameters().and_then(|p| p.get(GLUE_METADATA_LOCATION)).map(String::as_str)
 }
 
 /// Amazon S3 Tables: `UpdateTableMetadataLocation` with the table's version token. Tables are
@@ -198,22 +186,15 @@ pub struct S3TablesPointer {
     pub client: aws_sdk_s3tables::Client,
     pub table_bucket_arn: String,
     /// Reads the metadata files the loads name.
-    pub file_io: iceberg::io::FileIO,
-    /// Per table, the last load's (location, version token).
-    seen: std::sync::Mutex<std::collections::HashMap<TableIdent, (String, String)>>,
+    file_io: iceberg::io::FileIO,
+    /// The version token each load read.
+    seen: LoadedVersions<String>,
 }
 
 #[cfg(feature = "aws")]
 impl S3TablesPointer {
     pub fn new(client: aws_sdk_s3tables::Client, table_bucket_arn: String, file_io: iceberg::io::FileIO) -> Self {
-        Self { client, table_bucket_arn, file_io, seen: Default::default() }
-    }
-
-    /// The version token of the last load of `ident`, if it saw `location`; taken: used once.
-    fn seen_at(&self, ident: &TableIdent, location: &str) -> Option<String> {
-        let mut seen = self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let (seen_location, token) = seen.remove(ident)?;
-        (seen_location == location).then_some(token)
+        Self { client, table_bucket_arn, file_io, seen: LoadedVersions::default() }
     }
 
     async fn load_table(&self, ident: &TableIdent) -> iceberg::Result<iceberg::table::Table> {
@@ -240,8 +221,7 @@ impl S3TablesPointer {
             return Err(iceberg::Error::new(ErrorKind::DataInvalid, format!("S3 Tables table {ident} has no metadata location yet")));
         };
         let table = loaded_table(&self.file_io, ident, &location).await?;
-        let token = current.version_token().to_string();
-        self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(ident.clone(), (location, token));
+        self.seen.keep(ident, location, current.version_token().to_string());
         Ok(table)
     }
 }
@@ -250,18 +230,53 @@ impl S3TablesPointer {
 #[async_trait::async_trait]
 impl PointerSwap for S3TablesPointer {
     async fn swap(&self, ident: &TableIdent, expected: &str, new_location: &str) -> Result<(), SwapError> {
-        s3tables_swap(&self.client, &self.table_bucket_arn, ident, expected, new_location, self.seen_at(ident, expected)).await
+        s3tables_swap(&self.client, &self.table_bucket_arn, ident, expected, new_location, self.seen.take_at(ident, expected)).await
     }
 
     /// `UpdateTableMetadataLocation` with the token the load read; `GetTableMetadataLocation`
     /// first when the swap is not from the location the last load saw.
     fn round_trips(&self, ident: &TableIdent, expected: &str) -> u64 {
-        let seen = self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if seen.get(ident).is_some_and(|(location, _)| location == expected) { 1 } else { 2 }
+        self.seen.round_trips(ident, expected)
     }
 
     async fn load(&self, ident: &TableIdent) -> Option<iceberg::Result<iceberg::table::Table>> {
         Some(self.load_table(ident).await)
+    }
+}
+
+/// Per table, the metadata location the last load saw and the catalog's version of it (what a
+/// conditional update sends): a swap from that location uses it, once; any other swap reads the
+/// version again first.
+#[cfg(feature = "aws")]
+#[derive(Debug)]
+struct LoadedVersions<V>(std::sync::Mutex<std::collections::HashMap<TableIdent, (String, V)>>);
+
+#[cfg(feature = "aws")]
+impl<V> Default for LoadedVersions<V> {
+    fn default() -> Self {
+        Self(Default::default())
+    }
+}
+
+#[cfg(feature = "aws")]
+impl<V> LoadedVersions<V> {
+    fn entries(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<TableIdent, (String, V)>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn keep(&self, ident: &TableIdent, location: String, version: V) {
+        self.entries().insert(ident.clone(), (location, version));
+    }
+
+    /// The version a load read at `location`, taken (a landed or lost swap makes it stale).
+    fn take_at(&self, ident: &TableIdent, location: &str) -> Option<V> {
+        let (seen, version) = self.entries().remove(ident)?;
+        (seen == location).then_some(version)
+    }
+
+    /// Calls in turn of a swap from `location`: the update alone, or the version read first.
+    fn round_trips(&self, ident: &TableIdent, location: &str) -> u64 {
+        if self.entries().get(ident).is_some_and(|(seen, _)| seen == location) { 1 } else { 2 }
     }
 }
 
@@ -390,3 +405,23 @@ async fn s3tables_swap(
     }
 }
 
+#[cfg(all(test, feature = "aws"))]
+mod tests {
+    use iceberg::NamespaceIdent;
+
+    use super::*;
+
+    #[test]
+    fn a_loaded_version_serves_one_swap_from_the_location_it_was_read_at() {
+        let (t, other) = (TableIdent::new(NamespaceIdent::new("ns".into()), "t".into()), TableIdent::new(NamespaceIdent::new("ns".into()), "u".into()));
+        let versions = LoadedVersions::default();
+        versions.keep(&t, "m1".into(), 7);
+        assert_eq!((versions.round_trips(&t, "m1"), versions.round_trips(&t, "m2"), versions.round_trips(&other, "m1")), (1, 2, 2));
+        assert_eq!(versions.take_at(&t, "m1"), Some(7));
+        // Used once: the next swap reads the version again.
+        assert_eq!((versions.take_at(&t, "m1"), versions.round_trips(&t, "m1")), (None, 2));
+        // A swap from another location gets nothing and drops what it found.
+        versions.keep(&t, "m1".into(), 8);
+        assert_eq!((versions.take_at(&t, "m2"), versions.take_at(&t, "m1")), (None, None));
+    }
+}
