@@ -507,6 +507,34 @@ async fn two_compactions_racing_each_other_rewrite_each_file_once() {
     );
 }
 
+/// Issue 45, defect 2: compaction's swap times out and the reload does not show it; the request
+/// lands just before the retry's swap. The retry must see its own outputs live (a landed
+/// commit), not take its groups for stale and delete the outputs the table now references.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compaction_whose_lost_swap_lands_late_keeps_its_outputs() {
+    use icestream::commit::fault::{Fault, FaultyPointer};
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    twelve_ingests_three_hours_ago(&wh).await;
+    let before = rows(&wh, None).await;
+    let cfg = config(&wh, &["hot_partition_hours=2"]);
+    let mut catalogs = Catalogs::connect(&cfg).await.unwrap();
+    let pointer = FaultyPointer::new(&catalogs.committer, [Fault::LostThenLandsLater], None);
+    catalogs.committer = catalogs.committer.with_pointer(pointer.clone());
+    let request = MaintenanceRequest::new(&["compact".to_string()], &[TABLE.to_string()], false, &cfg).unwrap();
+    let mut report = maintain(&catalogs, &request, deadline()).await.unwrap();
+    let table_report = report.tables.remove(0);
+    assert!(table_report.error.is_none(), "{:?}", table_report.error);
+    let compact = table_report.compact.unwrap();
+    assert!(pointer.conflicts.load(Ordering::SeqCst) >= 1, "the late landing did not make the retry conflict");
+    let table = load(&wh).await;
+    for (path, _) in live_files(&table).await {
+        assert!(Path::new(path.trim_start_matches("file://")).exists(), "live file {path} was deleted");
+    }
+    assert_eq!(rows(&wh, None).await, before, "rows lost or duplicated");
+    assert_eq!((compact.groups_committed, compact.groups_skipped_stale), (compact.groups_planned, 0), "{compact:?}");
+}
+
 #[tokio::test]
 async fn the_cli_runs_every_action_in_order_and_prints_the_report() {
     let dir = tempfile::tempdir().unwrap();

@@ -30,6 +30,12 @@ pub enum Fault {
     AmbiguousLost,
     /// Our swap lands, the response is lost and another writer commits on top before we reload.
     LandedThenOvertaken,
+    /// Our swap lands, its response is lost and a retry of the same request (an AWS SDK's own
+    /// retry) is refused because the version moved: a conflict answered for a swap that landed.
+    LandedThenConflict,
+    /// The request's response is lost and the table does not show it yet; it lands just before
+    /// the next swap reaches the catalog (a delayed request), so that swap then conflicts.
+    LostThenLandsLater,
     /// The catalog refuses for good (access denied); nothing swapped.
     Denied,
 }
@@ -47,6 +53,8 @@ pub struct FaultyPointer {
     pub overtakes: AtomicU32,
     /// Runs (once) before the first swap goes to the catalog.
     before_first_swap: Mutex<Option<BoxFuture<'static, ()>>>,
+    /// A swap answered as lost that lands before the next one: (table, expected, new location).
+    delayed: Mutex<Option<(TableIdent, String, String)>>,
 }
 
 impl std::fmt::Debug for FaultyPointer {
@@ -66,6 +74,7 @@ impl FaultyPointer {
             conflicts: AtomicU32::new(0),
             overtakes: AtomicU32::new(0),
             before_first_swap: Mutex::new(None),
+            delayed: Mutex::new(None),
         })
     }
 
@@ -106,6 +115,11 @@ impl PointerSwap for FaultyPointer {
         if let Some(hook) = hook {
             hook.await;
         }
+        let delayed = self.delayed.lock().unwrap().take();
+        if let Some((table, from, to)) = delayed {
+            // Whatever the catalog answers the late request, nobody hears it.
+            let _ = self.inner.swap(&table, &from, &to).await;
+        }
         let fault = self.script.lock().unwrap().pop_front().or(self.after);
         let setup = |e: Error| SwapError::Ambiguous(Error::Invariant(format!("fault setup failed: {e}")));
         let outcome = match fault {
@@ -123,10 +137,18 @@ impl PointerSwap for FaultyPointer {
                 Err(timeout())
             }
             Some(Fault::AmbiguousLost) => Err(timeout()),
+            Some(Fault::LostThenLandsLater) => {
+                *self.delayed.lock().unwrap() = Some((ident.clone(), expected.to_string(), new_location.to_string()));
+                Err(timeout())
+            }
             Some(Fault::LandedThenOvertaken) => {
                 self.inner.swap(ident, expected, new_location).await?;
                 self.other_writer_commits(ident).await.map_err(setup)?;
                 Err(timeout())
+            }
+            Some(Fault::LandedThenConflict) => {
+                self.inner.swap(ident, expected, new_location).await?;
+                self.inner.swap(ident, expected, new_location).await
             }
             Some(Fault::Denied) => Err(SwapError::Ambiguous(Error::Aws {
                 message: "access denied: the role needs `glue:UpdateTable`".into(),

@@ -9,6 +9,7 @@
 //! use this one loop.
 
 pub mod append;
+pub mod gaps;
 pub mod manifest;
 pub mod pointer;
 pub mod row_delta;
@@ -111,6 +112,9 @@ pub struct CommitOutcome {
     pub committed: bool,
     /// The table as of the end of the commit.
     pub table: Table,
+    /// Some attempt's swap had an unknown outcome that its reload did not show as landed: it may
+    /// still land (a delayed request), so files written for it must not be deleted by the caller.
+    pub unsettled: bool,
 }
 
 /// Commits to tables of one catalog.
@@ -185,6 +189,7 @@ impl Committer {
         let mut table = Some(table);
         let mut attempt = 0u32;
         let mut backoff = FIRST_BACKOFF;
+        let mut unsettled = false;
         loop {
             attempt += 1;
             let mut table = match table.take() {
@@ -198,14 +203,20 @@ impl Committer {
                 planned = planner.plan(&table, attempt).await?;
             }
             let Some(change) = planned else {
-                return Ok(CommitOutcome { snapshot_id: None, attempts: attempt, committed: false, table });
+                return Ok(CommitOutcome { snapshot_id: None, attempts: attempt, committed: false, table, unsettled });
             };
-            let error = match self.try_once(&table, &change).await {
+            let error = match self.try_once(&table, &change, &mut unsettled).await {
                 Ok(landed) => {
                     *last_landed = Some(landed.table.clone());
                     drop(last_landed);
                     delete_quietly(&landed.table, landed.expired).await;
-                    return Ok(CommitOutcome { snapshot_id: landed.snapshot_id, attempts: attempt, committed: true, table: landed.table });
+                    return Ok(CommitOutcome {
+                        snapshot_id: landed.snapshot_id,
+                        attempts: attempt,
+                        committed: true,
+                        table: landed.table,
+                        unsettled,
+                    });
                 }
                 Err(e) => e,
             };
@@ -227,9 +238,13 @@ impl Committer {
         }
     }
 
-    /// One attempt: stage, write metadata, swap. An ambiguous swap is settled by reloading and
-    /// looking for our snapshot or metadata file (see [`holds_commit`]).
-    async fn try_once(&self, table: &Table, change: &ChangeSet) -> Result<Landed> {
+    /// One attempt: stage, write metadata, swap. A swap that did not answer "done" is settled by
+    /// reloading and looking for our snapshot or metadata file (see [`holds_commit`]): an unknown
+    /// outcome, and a conflict too, since a conflict may answer a retry of a request that
+    /// landed (an SDK retry after a lost response; apache/iceberg#7151). Our files are deleted
+    /// only when the reload shows the conflict was real; `unsettled` is set when an outcome
+    /// stays unknown.
+    async fn try_once(&self, table: &Table, change: &ChangeSet, unsettled: &mut bool) -> Result<Landed> {
         let mut staged = snapshot::stage(table, change).await?;
         let current = table.metadata_location_result()?;
         let next = MetadataLocation::from_str(current)?.with_next_version().with_new_metadata(&staged.build.metadata);
@@ -241,7 +256,7 @@ impl Committer {
             vec![]
         };
         let ident = table.identifier();
-        match self.pointer.swap(ident, current, &next).await {
+        let swap_error = match self.pointer.swap(ident, current, &next).await {
             Ok(()) => {
                 let committed = Table::builder()
                     .metadata(staged.build.metadata)
@@ -250,26 +265,40 @@ impl Committer {
                     .file_io(table.file_io().clone())
                     .runtime(iceberg::Runtime::try_current()?)
                     .build()?;
-                Ok(Landed { snapshot_id: staged.snapshot_id, table: committed, expired })
+                return Ok(Landed { snapshot_id: staged.snapshot_id, table: committed, expired });
             }
-            Err(SwapError::Conflict(reason)) => {
-                // Definitely not swapped in: our metadata, manifests and list are unreferenced,
-                // so remove them now rather than leaving them to orphan removal.
+            Err(e) => e,
+        };
+        let reloaded = self.catalog.load_table(ident).await;
+        if let Ok(now) = &reloaded
+            && holds_commit(now, staged.snapshot_id, &next)
+        {
+            tracing::info!(table = %ident, "a swap answered {swap_error:?} had landed");
+            return Ok(Landed { snapshot_id: staged.snapshot_id, table: reloaded?, expired });
+        }
+        match (swap_error, reloaded) {
+            (SwapError::Conflict(reason), Ok(_)) => {
+                // Refused, and the table does not hold it: our metadata, manifests and list are
+                // unreferenced, so remove them now rather than leaving them to orphan removal.
                 delete_quietly(table, std::iter::once(next).chain(staged.written).collect()).await;
                 Err(Error::CommitConflict { table: ident.to_string(), reason })
             }
-            // Outcome unknown: never delete here. If the swap landed, a later commit may already
+            // Outcome unknown: never delete here. If the swap lands later, a later commit may
             // reference our files; orphan removal (with its age margin) is the only cleanup.
-            Err(SwapError::Ambiguous(swap_error)) => match self.catalog.load_table(ident).await {
-                Ok(now) if holds_commit(&now, staged.snapshot_id, &next) => {
-                    Ok(Landed { snapshot_id: staged.snapshot_id, table: now, expired })
-                }
-                Ok(_) => Err(Error::CommitNotLanded { table: ident.to_string(), source: Box::new(swap_error) }),
-                Err(reload_error) => {
-                    tracing::warn!(table = %ident, %swap_error, %reload_error, "swap outcome unknown and the table cannot be reloaded");
-                    Err(swap_error)
-                }
-            },
+            (SwapError::Conflict(reason), Err(reload_error)) => {
+                *unsettled = true;
+                tracing::warn!(table = %ident, %reason, %reload_error, "swap refused and the table cannot be reloaded");
+                Err(Error::CommitConflict { table: ident.to_string(), reason })
+            }
+            (SwapError::Ambiguous(swap_error), Ok(_)) => {
+                *unsettled = true;
+                Err(Error::CommitNotLanded { table: ident.to_string(), source: Box::new(swap_error) })
+            }
+            (SwapError::Ambiguous(swap_error), Err(reload_error)) => {
+                *unsettled = true;
+                tracing::warn!(table = %ident, %swap_error, %reload_error, "swap outcome unknown and the table cannot be reloaded");
+                Err(swap_error)
+            }
         }
     }
 }

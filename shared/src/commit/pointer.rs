@@ -343,7 +343,11 @@ async fn glue_swap(
     if let Some(version) = table.version_id() {
         update = update.version_id(version);
     }
-    match update.send().await {
+    // One request, no SDK retry: a retry after a lost response would be refused as a
+    // concurrent modification of the update that landed. The committer owns the retries and
+    // settles every non-success by reloading the table.
+    let no_retry = aws_sdk_glue::config::Builder::default().retry_config(aws_sdk_glue::config::retry::RetryConfig::disabled());
+    match update.customize().config_override(no_retry).send().await {
         Ok(_) => Ok(()),
         Err(e) => match e.as_service_error() {
             Some(UpdateTableError::ConcurrentModificationException(_)) => {
@@ -392,6 +396,11 @@ async fn s3tables_swap(
         .name(ident.name())
         .version_token(token)
         .metadata_location(new_location)
+        // No SDK retry, as for Glue's `UpdateTable` (see `glue_swap`).
+        .customize()
+        .config_override(
+            aws_sdk_s3tables::config::Builder::default().retry_config(aws_sdk_s3tables::config::retry::RetryConfig::disabled()),
+        )
         .send()
         .await;
     match result {

@@ -158,6 +158,19 @@ async fn an_ambiguous_swap_overtaken_by_another_writer_keeps_our_committed_files
 }
 
 #[tokio::test]
+async fn a_conflict_answered_to_a_retry_of_a_landed_swap_is_a_success_and_deletes_nothing() {
+    // Glue's `UpdateTable` lands, its response is lost, the SDK's retry of the same update is
+    // refused (the version moved): the table points at our metadata, which must not be deleted.
+    let f = fixture().await;
+    let (committer, pointer) = f.faulty([Fault::LandedThenConflict], None);
+    let mut p = planner(5);
+    let out = committer.commit(&f.ident, soon(), &mut p).await.unwrap();
+    assert_eq!(pointer.conflicts.load(Ordering::SeqCst), 1, "the catalog answered a conflict");
+    assert_eq!((out.attempts, p.plans, out.committed), (1, 1, true));
+    assert_only_our_snapshot(&f, &out).await;
+}
+
+#[tokio::test]
 async fn an_ambiguous_swap_that_was_lost_retries_and_deletes_nothing() {
     let f = fixture().await;
     let (committer, _) = f.faulty([Fault::AmbiguousLost], None);

@@ -190,6 +190,9 @@ struct CompactCommit {
     rewritten: Vec<(Group, Vec<DataFile>)>,
     /// Indexes of the groups the last plan left out.
     stale: Vec<usize>,
+    /// Indexes of the groups whose outputs the table already holds: an earlier attempt whose
+    /// swap had an unknown outcome landed after all.
+    landed: Vec<usize>,
 }
 
 impl Planner for CompactCommit {
@@ -200,8 +203,13 @@ impl Planner for CompactCommit {
         let partition_of: std::collections::HashMap<&str, String> =
             live.data.iter().map(|f| (f.file_path(), format!("{:?}", f.partition()))).collect();
         self.stale.clear();
+        self.landed.clear();
         let mut change = ChangeSet::new(Operation::Replace);
         for (i, (group, outputs)) in self.rewritten.iter().enumerate() {
+            if !outputs.is_empty() && outputs.iter().all(|o| live_data.contains(o.file_path())) {
+                self.landed.push(i);
+                continue;
+            }
             // Still valid only if every input is live with exactly the deletes we applied: a
             // delete added since (a CDC commit) would be lost by committing this rewrite.
             let unchanged = group.files.iter().all(|f| {
@@ -269,12 +277,15 @@ pub async fn compact(
             }
             rewritten.push((group, outputs));
         }
-        let mut planner = CompactCommit { rewritten, stale: vec![] };
+        let mut planner = CompactCommit { rewritten, stale: vec![], landed: vec![] };
         let outcome = catalogs.committer.commit(ident, deadline, &mut planner).await;
-        // Outputs of groups that did not land are unreferenced: remove them now.
+        // Outputs of stale groups are unreferenced: remove them now, but only when every swap's
+        // outcome is known (one that may still land could reference them; orphan removal, with
+        // its margin, takes them then). After a failed commit nothing is deleted, for the same
+        // reason.
         let unused: Vec<String> = match &outcome {
-            Ok(o) if o.committed => planner.stale.iter().flat_map(|&i| planner.rewritten[i].1.iter()).map(|f| f.file_path().to_string()).collect(),
-            _ => planner.rewritten.iter().flat_map(|(_, out)| out.iter()).map(|f| f.file_path().to_string()).collect(),
+            Ok(o) if !o.unsettled => planner.stale.iter().flat_map(|&i| planner.rewritten[i].1.iter()).map(|f| f.file_path().to_string()).collect(),
+            _ => vec![],
         };
         super::delete_files(&table, &unused, Instant::now() + Duration::from_secs(30)).await;
         let outcome = match outcome {
@@ -288,8 +299,8 @@ pub async fn compact(
             Err(e) => return Err(e),
         };
         report.commit_attempts += outcome.attempts;
-        report.groups_skipped_stale += if outcome.committed { planner.stale.len() } else { planner.rewritten.len() };
-        if outcome.committed {
+        report.groups_skipped_stale += planner.stale.len();
+        if outcome.committed || !planner.landed.is_empty() {
             report.commits += 1;
             for (i, (group, outputs)) in planner.rewritten.iter().enumerate() {
                 if planner.stale.contains(&i) {
