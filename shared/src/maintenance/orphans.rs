@@ -64,7 +64,7 @@ fn normalize(path: &str) -> String {
 
 /// Everything the table's metadata references: metadata files (current and logged), and for
 /// every snapshot its manifest list, manifests and every file its manifests name.
-async fn referenced(table: &Table) -> Result<HashSet<String>> {
+async fn referenced_by_table(table: &Table) -> Result<HashSet<String>> {
     let metadata = table.metadata();
     let mut out: HashSet<String> = HashSet::new();
     out.extend(table.metadata_location().map(normalize));
@@ -143,13 +143,32 @@ pub async fn remove_orphans(
     dry_run: bool,
     deadline: Instant,
 ) -> Result<OrphanReport> {
-    // List first, then read the metadata: a file committed between the two is referenced by
-    // the metadata we read; one written after the listing is not in the listing at all.
-    let location = catalogs.catalog().load_table(ident).await?.metadata().location().to_string();
+    remove_orphans_with(catalogs, ident, settings, dry_run, deadline, async || {}).await
+}
+
+/// [`remove_orphans`], running `after_load` right after the table whose references count is
+/// loaded (tests put another process's commit there).
+async fn remove_orphans_with(
+    catalogs: &Catalogs,
+    ident: &TableIdent,
+    settings: &MaintenanceSettings,
+    dry_run: bool,
+    deadline: Instant,
+    after_load: impl AsyncFnOnce(),
+) -> Result<OrphanReport> {
+    // List, then protect what is in flight, then read the metadata. A file committed between
+    // the listing and the load is referenced by the metadata we read; one written after the
+    // listing is not in the listing at all. Staged manifests are read before the load: the
+    // committer deletes a request's manifest only after committing it, so a manifest gone by
+    // then was committed before the load, and the load references its files.
+    let first = catalogs.catalog().load_table(ident).await?;
+    let location = first.metadata().location().to_string();
     let listed = list_files(&location, settings).await?;
+    let mut referenced = HashSet::new();
+    let staged_kept = keep_staged(&first, &listed, settings.clock.now(), &mut referenced).await;
     let table = catalogs.catalog().load_table(ident).await?;
-    let mut referenced = referenced(&table).await?;
-    let staged_kept = keep_staged(&table, &listed, settings.clock.now(), &mut referenced).await;
+    after_load().await;
+    referenced.extend(referenced_by_table(&table).await?);
     let margin = Duration::from_secs(settings.orphan_margin_hours.max(1) as u64 * 3600);
     let cutoff = settings.clock.now().checked_sub(margin).unwrap_or(SystemTime::UNIX_EPOCH);
     let mut report = OrphanReport {
@@ -204,7 +223,7 @@ async fn keep_staged(table: &Table, listed: &[ListedFile], now: SystemTime, refe
 mod tests {
     use super::*;
     use crate::clock::Clock;
-    use crate::commit::staged::write_staged_manifest;
+    use crate::commit::staged::{remove_staged_manifests, write_staged_manifest};
     use crate::testkit::{LocalTable, data_file};
 
     async fn write(table: &Table, path: &str) {
@@ -213,6 +232,40 @@ mod tests {
 
     async fn exists(table: &Table, path: &str) -> bool {
         table.file_io().exists(path).await.unwrap()
+    }
+
+    /// Appends `files` once.
+    struct AppendOnce(Vec<iceberg::spec::DataFile>);
+
+    impl crate::commit::Planner for AppendOnce {
+        async fn plan(&mut self, _table: &Table, _attempt: u32) -> Result<Option<crate::commit::ChangeSet>> {
+            Ok((!self.0.is_empty()).then(|| crate::commit::ChangeSet::append(std::mem::take(&mut self.0))))
+        }
+    }
+
+    /// Issue 45, defect 7: the committer commits a queued request and removes its staged
+    /// manifest while orphan removal runs. Its files are protected by the manifest or referenced
+    /// by the table orphan removal reads, never neither.
+    #[tokio::test]
+    async fn a_request_committed_while_orphans_run_keeps_its_files() {
+        let local = LocalTable::new().await;
+        let table = local.load().await;
+        let queued = data_file(&table, "queued");
+        write(&table, queued.file_path()).await;
+        let manifest = write_staged_manifest(&table, std::slice::from_ref(&queued)).await.unwrap();
+        let mut settings = MaintenanceSettings::from(&crate::Config::from_args(["orphan_margin_hours=1"]).unwrap());
+        // Two days later: the request waited in the dead-letter queue and was redriven.
+        settings.clock = Clock::Fixed(SystemTime::now() + Duration::from_secs(2 * 86_400));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let committer = async || {
+            let mut planner = AppendOnce(vec![queued.clone()]);
+            let out = local.catalogs.committer.commit(&local.ident, deadline, &mut planner).await.unwrap();
+            remove_staged_manifests(&out.table, [manifest.as_str()]).await;
+        };
+        let report = remove_orphans_with(&local.catalogs, &local.ident, &settings, false, deadline, committer).await.unwrap();
+        assert!(exists(&table, queued.file_path()).await, "a committed file was deleted: {report:?}");
+        let now = local.load().await;
+        assert_eq!(now.metadata().current_snapshot().map(|s| s.summary().additional_properties.get("added-data-files").cloned()), Some(Some("1".into())));
     }
 
     #[tokio::test]
