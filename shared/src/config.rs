@@ -184,7 +184,7 @@ pub const KNOBS: &[Knob] = &[
         key: "commit_gap_patience",
         default: "3",
         allowed: Allowed::Integer { min: 1, max: 100 },
-        help: "Committer: deliveries a request that starts past the table's watermark+1 waits for an earlier request of that partition (SQS does not keep order) before the gap is taken as a real Kafka offset gap; 1 = never wait",
+        help: "Committer: deliveries a request that starts past the table's watermark+1 waits for an earlier request of that partition (SQS does not keep order) before the committer moves past the gap, recorded as an open gap that a late request still fills; 1 = never wait",
     },
     Knob {
         key: "commit_gap_retry_s",

@@ -345,3 +345,58 @@ def test_direct_and_queued_figures_for_the_same_sixteen_writer_workload(moto_end
     rounds = max(len(schedule(random.Random(p), 999, BATCH)) for p in range(WRITERS))
     assert queued["snapshots"] <= rounds < direct["snapshots"], figures
     assert queued["manifests_per_M"] < direct["manifests_per_M"], figures
+
+
+@pytest.mark.parametrize("kind", ["standard", "fifo"])
+def test_a_committer_that_dies_holding_a_partitions_first_request_loses_nothing(
+        kind: str, moto_endpoint: str, aws_client: Any, tmp_path: Path) -> None:
+    """Issue 51: a committer receives a partition's first request and dies (nothing acknowledged,
+    the request invisible for its visibility timeout). The next request of that partition is
+    delivered again and again meanwhile. On a standard queue it takes the gap after
+    `commit_gap_patience` deliveries, recorded in the table (the audit fails on it); when the
+    first request comes back it fills the gap instead of being dropped as a replay. On a FIFO
+    queue the table's message group stays blocked while the first is in flight: no gap at all."""
+    s = Setup(moto_endpoint, aws_client, tmp_path, "local")
+    if kind == "fifo":
+        s.queue_url = aws_client("sqs").create_queue(
+            QueueName=f"commit-{uuid.uuid4().hex[:10]}.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+        s.queued = [*s.knobs, "commit_mode=queued", f"commit_queue_url={s.queue_url}"]
+    full, exp = generate(s.tmp, "records=600", "partitions=1", "corrupt=true", "seed=94")
+    assert last_offsets(full) == {0: 599}
+    s.ingest(cut(full, 0, 0, 299, s.tmp / "a.json"))
+    # The committer that dies: it received the first request (and its dead-letter twin) and
+    # never answered.
+    held: list = []
+    for _ in range(5):
+        held += s.aws("sqs").receive_message(QueueUrl=s.queue_url, MaxNumberOfMessages=10, VisibilityTimeout=12).get("Messages", [])
+        if len(held) == 2:
+            break
+    assert len(held) == 2, held
+    dead_at = time.monotonic()
+    s.ingest(cut(full, 0, 300, 599, s.tmp / "b.json"))
+
+    # The next request alone, delivered until the committer's patience runs out.
+    for _ in range(20):
+        s.poll("commit_gap_retry_s=1")
+        marks = json.loads(run(s.endpoint, "report", TELEMETRY, *s.knobs).stdout)["watermarks"]
+        if marks or time.monotonic() - dead_at > 10:
+            break
+        time.sleep(1.1)
+    audit = run(s.endpoint, "audit", TELEMETRY, *s.knobs, check=False)
+    if kind == "standard":
+        assert marks == {"vehicle-telemetry-0": 599}, "the later request took the gap"
+        assert audit.returncode == 1, f"the audit must fail while offsets are skipped: {audit.stdout}"
+        assert "300 skipped-by-committer" in audit.stdout, audit.stdout
+    else:
+        assert marks == {}, "a FIFO group stays blocked while its first request is in flight"
+
+    # The dead committer's request comes back after its visibility timeout.
+    time.sleep(max(0.0, 12.5 - (time.monotonic() - dead_at)))
+    reports = s.drain("commit_gap_retry_s=1")
+    telemetry = [t for r in reports for t in r["tables"] if t["table"].endswith(f".{TELEMETRY}")]
+    assert_exactly_once(s, full, exp)
+    if kind == "standard":
+        assert sum(t["gap_offsets_filled"] for t in telemetry) == 300, telemetry
+    audit = run(s.endpoint, "audit", TELEMETRY, *s.knobs, check=False)
+    assert audit.returncode == 0 and "PASS" in audit.stdout, audit.stdout
+    assert s.staged_left() == []

@@ -23,7 +23,38 @@ fn marks(entries: &[(i32, i64)]) -> Watermarks {
 }
 
 fn run(data: &HeldOffsets, dead: &HeldOffsets, mark: &Watermarks, dead_mark: &Watermarks, replayed: &ReplayedOffsets) -> AuditReport {
-    check(&Tables { data, dead_letters: dead, marks: mark, dead_letter_marks: dead_mark, replayed })
+    check(&Tables { data, dead_letters: dead, marks: mark, dead_letter_marks: dead_mark, replayed, skipped: &TakenGaps::default() })
+}
+
+/// Issue 51: the committer moved past a partition's first 331 offsets (and 10 more inside) with
+/// no request bringing them. The tables alone cannot see the first ones; the records can.
+#[test]
+fn offsets_the_committer_skipped_fail_the_audit_even_before_the_first_held_offset() {
+    use crate::commit::gaps::GapReason;
+    let data = held(&[(0, &(331..400).chain(410..500).collect::<Vec<_>>())]);
+    let mark = marks(&[(0, 499)]);
+    let passes = run(&data, &HeldOffsets::default(), &mark, &Watermarks::default(), &Default::default());
+    assert_eq!((passes.verdict, passes.gap_offsets), (Verdict::Pass, 10), "without the records the first batch is invisible: {passes:?}");
+    let mut skipped = TakenGaps::default();
+    skipped.take(&tp(0), 0, 330, GapReason::Patience, 1);
+    skipped.take(&tp(0), 400, 404, GapReason::Patience, 1);
+    let r = check(&Tables {
+        data: &data,
+        dead_letters: &HeldOffsets::default(),
+        marks: &mark,
+        dead_letter_marks: &Watermarks::default(),
+        replayed: &Default::default(),
+        skipped: &skipped,
+    });
+    assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
+    assert_eq!(r.gap_offsets, 331 + 10);
+    let listed: Vec<(i64, i64, Option<GapCause>)> = r.gaps.iter().map(|g| (g.from, g.to, g.cause)).collect();
+    assert_eq!(listed, [(0, 330, Some(GapCause::SkippedByCommitter)), (400, 404, Some(GapCause::SkippedByCommitter)), (405, 409, None)]);
+    assert!(r.verdict_line().contains("336 skipped-by-committer"), "{}", r.verdict_line());
+    // The broker shows them as transaction markers: explained, the audit passes.
+    let mut explained = r.clone();
+    explained.explain_gaps(|g| Ok(vec![Gap { cause: Some(GapCause::TransactionMarkers), ..g.clone() }])).unwrap();
+    assert_eq!(explained.verdict, Verdict::Pass);
 }
 
 #[test]

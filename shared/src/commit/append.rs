@@ -19,6 +19,7 @@ use iceberg::arrow::schema_to_arrow_schema;
 use iceberg::spec::{DataFile, Schema, SchemaRef};
 use iceberg::table::Table;
 
+use super::gaps::TakenGaps;
 use super::{ChangeSet, Planner, Watermarks};
 use crate::config::FailPoint;
 use crate::error::{Error, Result};
@@ -120,6 +121,17 @@ pub fn unseen_rows(
     ranges: &BTreeMap<TopicPartition, (i64, i64)>,
     marks: &Watermarks,
 ) -> Result<RecordBatch> {
+    rows_not_held(rows, ranges, marks, &TakenGaps::default())
+}
+
+/// [`unseen_rows`], also keeping rows at or below the watermark whose offset lies in one of
+/// `gaps` (offsets the queued committer moved past before their request came).
+pub fn rows_not_held(
+    rows: &RecordBatch,
+    ranges: &BTreeMap<TopicPartition, (i64, i64)>,
+    marks: &Watermarks,
+    gaps: &TakenGaps,
+) -> Result<RecordBatch> {
     let relevant: BTreeMap<&TopicPartition, i64> = ranges
         .iter()
         .filter_map(|(tp, (first, _))| marks.get(tp).filter(|w| w >= first).map(|w| (tp, w)))
@@ -136,11 +148,11 @@ pub fn unseen_rows(
     let offsets = rows.column(column(lineage::OFFSET)?).as_primitive::<Int64Type>();
     let keep: BooleanArray = (0..rows.num_rows())
         .map(|i| {
-            let mark = relevant
-                .iter()
-                .find(|(tp, _)| tp.partition == partitions.value(i) && tp.topic == topics.value(i))
-                .map(|(_, w)| *w);
-            Some(mark.is_none_or(|w| offsets.value(i) > w))
+            let (offset, found) = (
+                offsets.value(i),
+                relevant.iter().find(|(tp, _)| tp.partition == partitions.value(i) && tp.topic == topics.value(i)),
+            );
+            Some(found.is_none_or(|(tp, w)| offset > *w || gaps.contains(tp, offset)))
         })
         .collect();
     Ok(filter_record_batch(rows, &keep)?)

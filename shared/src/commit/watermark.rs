@@ -20,16 +20,7 @@ pub struct Watermarks(pub BTreeMap<TopicPartition, i64>);
 impl Watermarks {
     /// Read from a table's properties; entries that do not parse are ignored (not ours).
     pub fn from_properties(props: &HashMap<String, String>) -> Self {
-        let mut map = BTreeMap::new();
-        for (name, value) in props {
-            let Some(rest) = name.strip_prefix(PROPERTY_PREFIX) else { continue };
-            let Some((topic, partition)) = rest.rsplit_once('.') else { continue };
-            let (Ok(partition), Ok(offset)) = (partition.parse::<i32>(), value.parse::<i64>()) else {
-                continue;
-            };
-            map.insert(TopicPartition { topic: topic.to_string(), partition }, offset);
-        }
-        Self(map)
+        Self(per_partition(props, PROPERTY_PREFIX, |value| value.parse::<i64>().ok()))
     }
 
     /// Committed offset of one partition; records at or below it are already handled.
@@ -70,6 +61,20 @@ impl Watermarks {
 
 pub fn property_name(tp: &TopicPartition) -> String {
     format!("{PROPERTY_PREFIX}{}.{}", tp.topic, tp.partition)
+}
+
+/// The table properties named `<prefix><topic>.<partition>` whose value `parse` reads, by
+/// topic-partition (the partition is split off at the last dot: topic names may contain
+/// dots). Names or values that do not parse are not ours and are left out.
+pub fn per_partition<T>(props: &HashMap<String, String>, prefix: &str, parse: impl Fn(&str) -> Option<T>) -> BTreeMap<TopicPartition, T> {
+    props
+        .iter()
+        .filter_map(|(name, value)| {
+            let (topic, partition) = name.strip_prefix(prefix)?.rsplit_once('.')?;
+            let tp = TopicPartition { topic: topic.to_string(), partition: partition.parse().ok()? };
+            Some((tp, parse(value)?))
+        })
+        .collect()
 }
 
 #[cfg(test)]

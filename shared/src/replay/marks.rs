@@ -21,14 +21,7 @@ pub struct ReplayedOffsets(pub BTreeMap<TopicPartition, BTreeSet<i64>>);
 impl ReplayedOffsets {
     /// Read from a table's properties; values that do not parse are ignored (not ours).
     pub fn from_properties(props: &HashMap<String, String>) -> Self {
-        let mut map = BTreeMap::new();
-        for (name, value) in props {
-            let Some(rest) = name.strip_prefix(PROPERTY_PREFIX) else { continue };
-            let Some((topic, partition)) = rest.rsplit_once('.') else { continue };
-            let (Ok(partition), Some(offsets)) = (partition.parse::<i32>(), parse_ranges(value)) else { continue };
-            map.insert(TopicPartition { topic: topic.to_string(), partition }, offsets);
-        }
-        Self(map)
+        Self(crate::commit::watermark::per_partition(props, PROPERTY_PREFIX, parse_ranges))
     }
 
     pub fn contains(&self, tp: &TopicPartition, offset: i64) -> bool {
