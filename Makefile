@@ -17,7 +17,7 @@ WAREHOUSE ?= ./warehouse
 # zip-check (unoptimised, a third of the cold CPU time; see Cargo.toml).
 PROFILE ?= release
 
-.PHONY: help demo test test-rust test-python build-cli build-demo bench bench-local build infra-check venv clean local kafka-start kafka-stop system-deps fuzz
+.PHONY: sim help demo test test-rust test-python build-cli build-demo bench bench-local build infra-check venv clean local kafka-start kafka-stop system-deps fuzz
 
 help:
 	@echo "make demo     generate telemetry, ingest it into Iceberg on the embedded catalog, read it back"
@@ -25,6 +25,7 @@ help:
 	@echo "make bench    throughput against the bare arrow-rs Parquet floor, peak RSS on a 6 MB event, CDC apply rate, upsert read cost per batch as the table grows, audit time on 10M rows, registry framing against a fixed schema"
 	@echo "make bench-local  Kafka (Tansu) -> icestream esm in process -> ingest, records/s (release CLI; RECORDS=200000)"
 	@echo "make build    Lambda zips (cargo lambda build --release --arm64 --output-format zip); PROFILE=zip-check: unoptimised, for tests"
+	@echo "make sim      the seeded simulation of queued commits, the committer and maintenance under faults, SEEDS seeds (10000) from FIRST_SEED (0)"
 	@echo "make fuzz     cargo-fuzz (nightly) on the event parser, the CDC parsers and the three record decoders, FUZZ_SECONDS (60) per target; a crash input lands in fuzz/artifacts/"
 	@echo "make infra-check  terraform fmt, checkov, validate/test and the Terraform/code cross-checks"
 	@echo "make local    Kafka (Tansu) + the ingest function under cargo lambda watch + the event source mapping + a producer; Ctrl-C stops all"
@@ -95,6 +96,13 @@ bench-local: system-deps venv
 
 build: venv system-deps
 	PROFILE=$(PROFILE) PATH=$(VENV)/bin:$$PATH scripts/build-lambdas.sh
+
+# The seeded simulation of queued commits under faults (tests/sim.rs) as a soak: SEEDS seeds
+# from FIRST_SEED (`make test` runs its default share). A failing seed prints its own command.
+SEEDS ?= 10000
+FIRST_SEED ?= 0
+sim:
+	SIM_SEEDS=$(SEEDS) SIM_FIRST_SEED=$(FIRST_SEED) cargo test -p icestream-integration --test sim -- --nocapture
 
 # Untrusted-input parsers under libFuzzer; targets are fuzz/src/bin/*.rs.
 fuzz:
