@@ -15,6 +15,7 @@ use tracing::Instrument;
 
 use crate::catalog::Catalogs;
 use crate::commit::Watermarks;
+use crate::commit::gaps::TakenGaps;
 use crate::config::{Config, Dedup, FailPoint};
 use crate::dead_letter::{DeadLetterBuilder, Reject};
 use crate::decode::RecordDecoder;
@@ -246,7 +247,8 @@ impl IngestPipeline {
 
         // Each record's writer schema, and the table schema that takes them all (evolved in the
         // data commit below).
-        let marks = Marks { data: &data_marks, dead_lettered: &dead_lettered };
+        let data_gaps = TakenGaps::from_properties(data_table.metadata().properties());
+        let marks = Marks { data: &data_marks, open_gaps: &data_gaps, dead_lettered: &dead_lettered };
         let marks_ref = &marks;
         let unseen = partitions.iter().flat_map(|(tp, records)| {
             let holds = marks_ref.of(tp);
@@ -469,8 +471,11 @@ async fn evolve_now(catalogs: &Catalogs, table: Table, writers: &[Arc<SourceSche
 
 /// What the tables already hold, as far as decoding needs to know.
 pub struct Marks<'a> {
-    /// Offsets at or below these are in the pipeline table (or were deliberately dropped).
+    /// Offsets at or below these are in the pipeline table (or were deliberately dropped),
     pub data: &'a Watermarks,
+    /// except those in the queued committer's open gaps: their requests may still come, and a
+    /// redelivery of them must bring the records (see [`crate::commit::gaps`]).
+    pub open_gaps: &'a TakenGaps,
     /// Offsets past the data watermark that the dead-letter table holds (after a crash between
     /// the two commits).
     pub dead_lettered: &'a HashMap<TopicPartition, HashSet<i64>>,
@@ -481,7 +486,11 @@ impl Marks<'_> {
     /// each record then costs a comparison, not two map lookups keyed by topic name.
     pub fn of(&self, tp: &TopicPartition) -> impl Fn(i64) -> bool + use<'_> {
         let (covered, dead_lettered) = (self.data.covers_in(tp), self.dead_lettered.get(tp));
-        move |offset| covered(offset) || dead_lettered.is_some_and(|held| held.contains(&offset))
+        let open = self.open_gaps.0.get(tp).filter(|gaps| !gaps.is_empty());
+        move |offset| {
+            (covered(offset) && !open.is_some_and(|gaps| gaps.iter().any(|g| g.first <= offset && offset <= g.last)))
+                || dead_lettered.is_some_and(|held| held.contains(&offset))
+        }
     }
 }
 

@@ -18,7 +18,8 @@ use iceberg::spec::Operation;
 use iceberg::table::Table;
 
 use crate::catalog::Catalogs;
-use crate::commit::append::{OffsetAppend, target_schema, unseen_rows};
+use crate::commit::append::{OffsetAppend, rows_not_held, target_schema};
+use crate::commit::gaps::TakenGaps;
 use crate::commit::staged::write_staged_manifest;
 use crate::commit::{ChangeSet, Planner, Watermarks};
 use crate::config::{CommitMode, Config, FailPoint};
@@ -225,13 +226,15 @@ async fn stage(catalogs: &Catalogs, config: &Config, append: Append<'_>, deadlin
     }
     let layout = Arc::new(schema_to_arrow_schema(table.metadata().current_schema())?);
     let rows = project_batch(&rows, &layout)?;
-    // Committed watermarks: what the table holds for sure. The committer checks again.
+    // Committed watermarks: what the table holds for sure, but for the committer's open gaps,
+    // whose rows this request must bring (it claims its whole range). The committer checks again.
     let marks = Watermarks::from_properties(table.metadata().properties());
-    if ranges.iter().all(|(tp, (_, last))| marks.covers(tp, *last)) {
+    let gaps = TakenGaps::from_properties(table.metadata().properties());
+    if ranges.iter().all(|(tp, (first, last))| marks.covers(tp, *last) && !gaps.overlaps(tp, *first, *last)) {
         let appended = Appended { skipped_replay: rows.num_rows(), ..Default::default() };
         return Ok(Staged { appended, request: None, table, encoded: None });
     }
-    let unseen = unseen_rows(&rows, ranges, &marks)?;
+    let unseen = rows_not_held(&rows, ranges, &marks, &gaps)?;
     let skipped_replay = rows.num_rows() - unseen.num_rows();
     drop(rows);
     let encoded = if unseen.num_rows() == 0 {
