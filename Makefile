@@ -25,7 +25,7 @@ help:
 	@echo "make bench    throughput against the bare arrow-rs Parquet floor, peak RSS on a 6 MB event, CDC apply rate, upsert read cost per batch as the table grows, audit time on 10M rows, registry framing against a fixed schema"
 	@echo "make bench-local  Kafka (Tansu) -> icestream esm in process -> ingest, records/s (release CLI; RECORDS=200000)"
 	@echo "make build    Lambda zips (cargo lambda build --release --arm64 --output-format zip); PROFILE=zip-check: unoptimised, for tests"
-	@echo "make sim      the seeded simulation of queued commits, the committer and maintenance under faults, SEEDS seeds (10000) from FIRST_SEED (0)"
+	@echo "make sim      the seeded simulation of queued commits, the committer and maintenance under faults, SEEDS seeds (10000) from FIRST_SEED (0); then writers, committer and maintenance as processes SIGKILLed over KILL_ROUNDS rounds (100)"
 	@echo "make fuzz     cargo-fuzz (nightly) on the event parser, the CDC parsers and the three record decoders, FUZZ_SECONDS (60) per target; a crash input lands in fuzz/artifacts/"
 	@echo "make infra-check  terraform fmt, checkov, validate/test and the Terraform/code cross-checks"
 	@echo "make local    Kafka (Tansu) + the ingest function under cargo lambda watch + the event source mapping + a producer; Ctrl-C stops all"
@@ -99,10 +99,13 @@ build: venv system-deps
 
 # The seeded simulation of queued commits under faults (tests/sim.rs) as a soak: SEEDS seeds
 # from FIRST_SEED (`make test` runs its default share). A failing seed prints its own command.
+# Then the real-process rounds (tests/python/test_kill_rounds.py) with KILL_ROUNDS rounds.
 SEEDS ?= 10000
 FIRST_SEED ?= 0
-sim:
+KILL_ROUNDS ?= 100
+sim: venv build-cli
 	SIM_SEEDS=$(SEEDS) SIM_FIRST_SEED=$(FIRST_SEED) cargo test -p icestream-integration --test sim -- --nocapture
+	KILL_ROUNDS=$(KILL_ROUNDS) ICESTREAM_BIN=$(BIN) $(TEST_TOOLS) $(VENV)/bin/pytest -q -s tests/python/test_kill_rounds.py
 
 # Untrusted-input parsers under libFuzzer; targets are fuzz/src/bin/*.rs.
 fuzz:
