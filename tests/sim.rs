@@ -34,7 +34,10 @@ use iceberg::table::Table;
 use icestream::Config;
 use icestream::catalog::Catalogs;
 use icestream::clock::Clock;
-use icestream::commit::{Committer, PointerSwap, SwapError};
+use icestream::commit::append::rows_not_held;
+use icestream::commit::gaps::TakenGaps;
+use icestream::commit::{Committer, PointerSwap, SwapError, Watermarks};
+use icestream::event::TopicPartition;
 use icestream::commit::staged::write_staged_manifest;
 use icestream::maintenance::{MaintenanceRequest, maintain};
 use icestream::queued::batch::commit_batch;
@@ -48,11 +51,16 @@ use tokio::sync::Notify;
 const TOPIC: &str = "sim";
 const TABLE: &str = "sim_events";
 /// Visibility timeout of the commit queue, in steps.
-const VISIBILITY: u64 = 6;
+const VISIBILITY: u64 = 10;
 const MAX_RECEIVES: u32 = 5;
 
-/// Seeds that found defects; they run first, every time.
-const REGRESSIONS: &[u64] = &[];
+/// Offsets the committers moved past, and filled later, over all seeds (the figures line).
+static GAP_OFFSETS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static FILLED_OFFSETS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Seeds that found defects; they run first, every time. 82: a redelivery straddling the
+/// watermark skipped the rows of an open gap and "filled" it with nothing (writer side).
+const REGRESSIONS: &[u64] = &[82];
 
 // ------------------------------------------------------------------------------------ faults
 
@@ -285,7 +293,8 @@ impl Partition {
     fn batch(&self, rng: &mut SmallRng) -> (usize, usize) {
         let back = if rng.random_range(0..6) == 0 { rng.random_range(0..=self.cursor.min(6)) } else { 0 };
         let start = self.cursor - back;
-        let end = (self.cursor.max(start + 1) + rng.random_range(0..8)).min(self.offsets.len());
+        let size = if rng.random_range(0..5) == 0 { rng.random_range(0..40) } else { rng.random_range(0..8) };
+        let end = (self.cursor.max(start + 1) + size).min(self.offsets.len());
         (start, end.max(start + 1).min(self.offsets.len()))
     }
 }
@@ -426,6 +435,11 @@ impl World {
             return;
         }
         let (start, end) = self.partitions[p].batch(&mut self.rng);
+        self.write_batch(p, start, end).await;
+    }
+
+    /// The invocation of one batch, records `start..end` of partition `p`.
+    async fn write_batch(&mut self, p: usize, start: usize, end: usize) {
         let offsets: Vec<i64> = self.partitions[p].offsets[start..end].to_vec();
         let table = self.table().await;
         let schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema()).unwrap());
@@ -437,24 +451,37 @@ impl World {
             Arc::new(Int64Array::from(offsets.clone())),
         ];
         let batch = RecordBatch::try_new(schema, columns).unwrap();
-        let files = write_data_files(&table, &[batch], "zstd", 1 << 20).await.unwrap();
-        let fate = self.rng.random_range(0..20);
-        if fate == 0 {
-            self.note(format!("writer p{p} {}..={} crashed after writing files", offsets[0], offsets[n - 1]));
+        // As the queued writer does: the rows the table does not hold yet (at or below its
+        // watermarks, but for the committer's open gaps), the request claiming the whole batch.
+        let props = table.metadata().properties();
+        let (marks, gaps) = (Watermarks::from_properties(props), TakenGaps::from_properties(props));
+        let tp = TopicPartition { topic: TOPIC.into(), partition: p as i32 };
+        let (first, last) = (offsets[0], offsets[n - 1]);
+        if marks.covers(&tp, last) && !gaps.overlaps(&tp, first, last) {
+            self.note(format!("writer p{p} {first}..={last} held already"));
+            self.partitions[p].cursor = end;
             return;
         }
-        let manifest = write_staged_manifest(&table, &files).await.unwrap();
+        let ranges = BTreeMap::from([(tp, (first, last))]);
+        let rows = rows_not_held(&batch, &ranges, &marks, &gaps).unwrap();
+        let files = if rows.num_rows() > 0 { write_data_files(&table, &[rows.clone()], "zstd", 1 << 20).await.unwrap() } else { vec![] };
+        let fate = self.rng.random_range(0..20);
+        if fate == 0 {
+            self.note(format!("writer p{p} {first}..={last} crashed after writing files"));
+            return;
+        }
+        let manifest = if files.is_empty() { None } else { Some(write_staged_manifest(&table, &files).await.unwrap()) };
         if fate == 1 {
-            self.note(format!("writer p{p} {}..={} crashed after staging", offsets[0], offsets[n - 1]));
+            self.note(format!("writer p{p} {first}..={last} crashed after staging"));
             return;
         }
         let request = CommitRequest {
             version: REQUEST_VERSION,
             namespace: self.ident.namespace().join("."),
             table: TABLE.into(),
-            manifest: Some(manifest),
-            ranges: vec![OffsetRange { topic: TOPIC.into(), partition: p as i32, first: offsets[0], last: offsets[n - 1] }],
-            records: n as u64,
+            manifest,
+            ranges: vec![OffsetRange { topic: TOPIC.into(), partition: p as i32, first, last }],
+            records: rows.num_rows() as u64,
             files: files.len() as u64,
             bytes: files.iter().map(|f| f.file_size_in_bytes()).sum(),
             oldest_record_ms: None,
@@ -481,6 +508,10 @@ impl World {
             Self::restart(&mut self.catalogs, &self.pointer);
             return;
         };
+        for t in &report.tables {
+            GAP_OFFSETS.fetch_add(t.gap_offsets_taken, std::sync::atomic::Ordering::Relaxed);
+            FILLED_OFFSETS.fetch_add(t.gap_offsets_filled, std::sync::atomic::Ordering::Relaxed);
+        }
         self.note(format!(
             "committer: failures {:?} deferred {:?} tables {:?}",
             report.batch_item_failures,
@@ -552,6 +583,12 @@ impl World {
     /// table must hold each record once.
     async fn quiesce(&mut self) {
         *self.pointer.crashes.lock().unwrap() = false;
+        // Every record delivered again, each partition in one batch, then from its start.
+        for p in 0..self.partitions.len() {
+            let end = self.partitions[p].offsets.len();
+            self.write_batch(p, 0, end).await;
+            self.partitions[p].cursor = 0;
+        }
         for round in 0..400 {
             let pending: Vec<usize> = (0..self.partitions.len()).filter(|p| !self.partitions[*p].done()).collect();
             if let Some(&p) = pending.first() {
@@ -618,11 +655,18 @@ async fn run_seed(seed: u64) {
     let steps = world.rng.random_range(20..60);
     for _ in 0..steps {
         let p = world.rng.random_range(0..world.partitions.len());
-        match world.rng.random_range(0..10) {
-            0..=4 => world.writer(p).await,
-            5..=7 => world.committer().await,
-            8 => world.maintenance().await,
-            _ => world.queue.redrive(world.now),
+        match world.rng.random_range(0..20) {
+            0..=7 => world.writer(p).await,
+            8..=13 => world.committer().await,
+            14 | 15 => world.maintenance().await,
+            16 => world.queue.redrive(world.now),
+            _ => {
+                // The mapping starts the partition again from an earlier offset (its offset
+                // commit was lost, a rebalance): everything from there is delivered again.
+                let back = world.rng.random_range(0..=world.partitions[p].cursor);
+                world.note(format!("mapping rewinds p{p} by {back} records"));
+                world.partitions[p].cursor -= back;
+            }
         }
         world.now += 1;
         world.check_step().await;
@@ -647,7 +691,13 @@ fn run_share(share: u64) {
     let started = Instant::now();
     let mine: Vec<u64> = seeds().into_iter().enumerate().filter(|(i, _)| *i as u64 % 2 == share).map(|(_, s)| s).collect();
     runtime.block_on(futures::stream::iter(mine.clone()).map(run_seed).buffer_unordered(8).collect::<Vec<()>>());
-    println!("FIGURES sim share {share}: {} seeds in {:.1} s", mine.len(), started.elapsed().as_secs_f64());
+    println!(
+        "FIGURES sim share {share}: {} seeds in {:.1} s; gap offsets taken {} and filled {} so far",
+        mine.len(),
+        started.elapsed().as_secs_f64(),
+        GAP_OFFSETS.load(std::sync::atomic::Ordering::Relaxed),
+        FILLED_OFFSETS.load(std::sync::atomic::Ordering::Relaxed)
+    );
 }
 
 #[test]
