@@ -16,9 +16,9 @@ use apache_avro::Schema as AvroSchema;
 use bytes::Bytes;
 use iceberg::io::{FileIO, OutputFile};
 use iceberg::spec::{
-    DataContentType, DataFile, Datum, FieldSummary, FormatVersion, Literal, ManifestContentType, ManifestFile,
-    ManifestStatus, ManifestWriter, ManifestWriterBuilder, PartitionSpec, PrimitiveLiteral, PrimitiveType, SchemaRef,
-    StructType, UNASSIGNED_SEQUENCE_NUMBER,
+    DataContentType, DataFile, DataFileBuilder, Datum, FieldSummary, FormatVersion, Literal, ManifestContentType, ManifestFile,
+    ManifestStatus, ManifestWriter, ManifestWriterBuilder, PartitionSpec, PartitionSpecRef, PrimitiveLiteral, PrimitiveType, SchemaRef,
+    StructType, TableMetadata, UNASSIGNED_SEQUENCE_NUMBER,
 };
 use iceberg::table::Table;
 use serde::ser::{Error as _, Serialize, SerializeSeq, SerializeStruct, Serializer};
@@ -56,8 +56,8 @@ struct Entry {
 }
 
 impl ManifestFileWriter {
-    /// A writer for `schema` and `table`'s default spec (`snapshot_id` None: staged, owned by no
-    /// snapshot yet).
+    /// A writer for `schema` and `table`'s default spec, the spec of every file icestream writes
+    /// (`snapshot_id` None: staged, owned by no snapshot yet).
     pub fn new(
         table: &Table,
         schema: &SchemaRef,
@@ -65,8 +65,22 @@ impl ManifestFileWriter {
         snapshot_id: Option<i64>,
         content: ManifestContentType,
     ) -> Result<Self> {
+        Self::for_spec(table, schema, table.metadata().default_partition_spec(), path, snapshot_id, content)
+    }
+
+    /// A writer for entries partitioned by `spec`: a manifest's header, partition type and
+    /// manifest-list entry must name the spec its entries' partition tuples were computed with,
+    /// which for a file written before the spec evolved is not the default one.
+    pub fn for_spec(
+        table: &Table,
+        schema: &SchemaRef,
+        spec: &PartitionSpec,
+        path: String,
+        snapshot_id: Option<i64>,
+        content: ManifestContentType,
+    ) -> Result<Self> {
         let metadata = table.metadata();
-        let spec = metadata.default_partition_spec().as_ref().clone();
+        let spec = spec.clone();
         let format = metadata.format_version();
         let output = table.file_io().new_output(&path)?;
         let partition_type = spec.partition_type(schema)?;
@@ -148,6 +162,66 @@ impl ManifestFileWriter {
             Inner::Serde(m) => m.write().await,
         }
     }
+}
+
+/// The partition spec `file`'s partition tuple was computed with: the spec its manifest must
+/// name. iceberg-rust keeps a data file's spec id private (its writer sets it from the spec it
+/// split by, a manifest read from the manifest's spec), so it is found by comparing the file
+/// with itself rebuilt under each of the table's spec ids. A tuple without that spec's arity
+/// (an unpartitioned write names spec 0, whatever id the table's unpartitioned spec has) is
+/// the default spec's if it fits it.
+pub fn spec_of<'a>(file: &DataFile, metadata: &'a TableMetadata) -> Result<&'a PartitionSpecRef> {
+    let arity = file.partition().fields().len();
+    let fits = |spec: &PartitionSpecRef| spec.fields().len() == arity;
+    let default = metadata.default_partition_spec();
+    if metadata.partition_specs_iter().len() == 1 && fits(default) {
+        return Ok(default);
+    }
+    for spec in metadata.partition_specs_iter() {
+        if with_spec_id(file, spec.spec_id())? == *file {
+            if fits(spec) {
+                return Ok(spec);
+            }
+            break;
+        }
+    }
+    if fits(default) {
+        return Ok(default);
+    }
+    Err(Error::Invariant(format!(
+        "{} has {arity} partition value(s): no partition spec of the table fits it",
+        file.file_path()
+    )))
+}
+
+/// `file` with partition spec id `spec_id`, every other field as it is.
+fn with_spec_id(file: &DataFile, spec_id: i32) -> Result<DataFile> {
+    let mut builder = DataFileBuilder::default();
+    builder
+        .content(file.content_type())
+        .file_path(file.file_path().to_string())
+        .file_format(file.file_format())
+        .partition(file.partition().clone())
+        .record_count(file.record_count())
+        .file_size_in_bytes(file.file_size_in_bytes())
+        .column_sizes(file.column_sizes().clone())
+        .value_counts(file.value_counts().clone())
+        .null_value_counts(file.null_value_counts().clone())
+        .nan_value_counts(file.nan_value_counts().clone())
+        .lower_bounds(file.lower_bounds().clone())
+        .upper_bounds(file.upper_bounds().clone())
+        .key_metadata(file.key_metadata().map(<[u8]>::to_vec))
+        .split_offsets(file.split_offsets().map(<[i64]>::to_vec))
+        .equality_ids(file.equality_ids())
+        .first_row_id(file.first_row_id())
+        .partition_spec_id(spec_id)
+        .referenced_data_file(file.referenced_data_file())
+        .content_offset(file.content_offset())
+        .content_size_in_bytes(file.content_size_in_bytes());
+    if let Some(order) = file.sort_order_id() {
+        builder.sort_order_id(order);
+    }
+    builder.build().map_err(|e| Error::Invariant(format!("{}: {e}", file.file_path())))
 }
 
 /// iceberg-rust's writer for `format` and `content`.

@@ -24,6 +24,7 @@ use parquet::schema::types::SchemaDescriptor;
 use crate::columns::Columns;
 use crate::error::{Error, Result};
 use crate::writer::writer_properties;
+use super::manifest::spec_of;
 
 /// Reserved field ids of the position-delete schema (Iceberg spec).
 const FILE_PATH_FIELD_ID: i32 = 2_147_483_546;
@@ -212,8 +213,9 @@ pub async fn write_position_deletes(table: &Table, data_file: &DataFile, positio
         .file_path(path)
         .file_format(DataFileFormat::Parquet)
         .partition(data_file.partition().clone())
-        // DataFile keeps its spec id private; icestream tables have one spec, the default.
-        .partition_spec_id(table.metadata().default_partition_spec_id())
+        // The data file's tuple, so the data file's spec (an older one for a file written
+        // before the spec evolved): the commit puts this file in a manifest of that spec.
+        .partition_spec_id(spec_of(data_file, table.metadata())?.spec_id())
         .record_count(n as u64)
         .file_size_in_bytes(size)
         // Bounds on file_path let readers match the delete file to its data file from metadata.
