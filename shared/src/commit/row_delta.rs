@@ -22,6 +22,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::schema::types::SchemaDescriptor;
 
 use crate::columns::Columns;
+use crate::columns::conform::conform_batch;
 use crate::error::{Error, Result};
 use crate::writer::writer_properties;
 use super::manifest::spec_of;
@@ -232,16 +233,11 @@ pub async fn write_position_deletes(table: &Table, data_file: &DataFile, positio
         .map_err(|e| Error::Invariant(format!("position-delete file for {data_path}: {e}")))
 }
 
-/// Read a data file's live rows (`deletes` applied) straight from its Parquet, as rows of the
-/// table's arrow schema.
+/// Read a data file's live rows (`deletes` applied) straight from its Parquet, as rows of
+/// `schema` (the table's Arrow schema, with field ids): a file written under an older schema
+/// reads by Iceberg's evolution rules ([`conform_batch`]).
 pub async fn read_data_file(table: &Table, path: &str, deletes: &[&DataFile], schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
     let deleted = deleted_positions(table, path, deletes).await?;
     let (batches, _) = read_live_rows(table, path, &[], &deleted).await?;
-    let mut out = Vec::new();
-    for batch in batches {
-        let found = Columns::new(&batch, path).with_schema(table.metadata().current_schema());
-        let columns = schema.fields().iter().map(|f| found.as_type(f.name(), f.data_type())).collect::<Result<Vec<_>>>()?;
-        out.push(RecordBatch::try_new(schema.clone(), columns)?);
-    }
-    Ok(out)
+    batches.iter().map(|batch| conform_batch(batch, path, schema)).collect()
 }

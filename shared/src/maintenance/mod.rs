@@ -463,6 +463,9 @@ pub(crate) async fn delete_files(table: &Table, paths: &[String], deadline: Inst
 }
 
 #[cfg(test)]
+mod evolution_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
