@@ -16,7 +16,7 @@ use iceberg::table::Table;
 use super::{MaintenanceRequest, maintain};
 use crate::commit::row_delta::write_position_deletes;
 use crate::commit::ChangeSet;
-use crate::testkit::{FixedChange, LocalTable, TestResult, soon};
+use crate::testkit::{FixedChange, LocalTable, TestResult, soon, data_file};
 
 fn primitive(p: PrimitiveType) -> Box<Type> {
     Box::new(Type::Primitive(p))
@@ -180,3 +180,28 @@ async fn compaction_reads_files_of_older_schemas_by_the_evolution_rules() -> Tes
     assert_eq!(table_rows(&table).await?, expected);
     Ok(())
 }
+
+/// A compaction that fails (its files are gone from storage) is reported, and
+/// rewrite-manifests, expiry and orphan removal still run.
+#[tokio::test]
+async fn one_failing_action_does_not_stop_the_others() -> TestResult {
+    let f = LocalTable::new().await;
+    for i in 0..5 {
+        let table = f.load().await;
+        // Entries only: the files were never written, so compaction cannot read them.
+        let change = ChangeSet::append(vec![data_file(&table, &format!("missing-{i}"))]);
+        f.catalogs.committer.commit(&f.ident, soon(), &mut FixedChange(change)).await?;
+    }
+    let config = crate::Config::from_args(["hot_partition_hours=1"])?;
+    let request = MaintenanceRequest::new(&[], &["t".into()], false, &config)?;
+    let report = maintain(&f.catalogs, &request, soon()).await?;
+    let t = &report.tables[0];
+    let error = t.error.as_deref().ok_or("the compaction's error is reported")?;
+    assert!(error.starts_with("compact: ") && error.contains("missing-"), "{error}");
+    assert_eq!(report.failures().len(), 1);
+    let rewrite = t.rewrite_manifests.as_ref().ok_or("rewrite-manifests ran")?;
+    assert!(rewrite.committed, "{rewrite:?}");
+    assert!(t.expire.is_some() && t.remove_orphans.is_some(), "{t:?}");
+    Ok(())
+}
+
