@@ -10,7 +10,7 @@ use arrow_array::{Array, ArrayRef, Decimal128Array, Float32Array, Float64Array, 
 use arrow_buffer::NullBuffer;
 use arrow_schema::{DataType, SchemaRef};
 use futures::TryStreamExt;
-use iceberg::spec::{NestedField, Operation, PrimitiveType, Schema, StructType, Type};
+use iceberg::spec::{NestedField, Operation, PrimitiveType, Schema, StructType, Transform, Type, UnboundPartitionSpec};
 use iceberg::table::Table;
 
 use super::{MaintenanceRequest, maintain};
@@ -205,3 +205,40 @@ async fn one_failing_action_does_not_stop_the_others() -> TestResult {
     Ok(())
 }
 
+
+/// Files of the current hour written under an older spec (hour(ts)) than the default
+/// (bucket(id), hour(ts)): their hour is at their own spec's position, and compaction leaves
+/// that hot partition alone.
+#[tokio::test]
+async fn a_hot_partition_of_an_older_spec_is_left_alone() -> TestResult {
+    let schema = Schema::builder()
+        .with_fields(vec![
+            NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
+            NestedField::optional(2, "ts", Type::Primitive(PrimitiveType::Timestamptz)).into(),
+        ])
+        .build()?;
+    let f = LocalTable::of_schema(schema).await;
+    let by = |fields: Vec<(&str, Transform, i32)>| {
+        let mut spec = UnboundPartitionSpec::builder();
+        for (name, transform, source) in fields {
+            spec = spec.add_partition_field(source, name, transform)?;
+        }
+        Ok::<_, iceberg::Error>(spec.build())
+    };
+    f.other_engine_commit(|b| b.add_partition_spec(by(vec![("ts_hour", Transform::Hour, 2)])?)?.set_default_partition_spec(-1)).await?;
+    let now_us = chrono::Utc::now().timestamp_micros();
+    for id in [1, 2] {
+        let table = f.load().await;
+        let arrow = arrow(&table)?;
+        let ts = arrow_cast::cast(&(Arc::new(Int64Array::from(vec![now_us])) as ArrayRef), arrow.field_with_name("ts")?.data_type())?;
+        append(&f, RecordBatch::try_new(arrow, vec![Arc::new(Int64Array::from(vec![id])) as ArrayRef, ts])?).await?;
+    }
+    let spec = by(vec![("id_bucket", Transform::Bucket(4), 1), ("ts_hour", Transform::Hour, 2)])?;
+    f.other_engine_commit(|b| b.add_partition_spec(spec)?.set_default_partition_spec(-1)).await?;
+
+    let config = crate::Config::from_args(["hot_partition_hours=2"])?; // 2: an hour may turn meanwhile
+    let settings = super::MaintenanceSettings::from(&config);
+    let report = super::compact::compact(&f.catalogs, &f.ident, &settings, false, soon()).await?;
+    assert_eq!((report.groups_committed, report.hot_partitions_skipped), (0, 1), "{report:?}");
+    Ok(())
+}
