@@ -62,9 +62,9 @@ impl LocalTable {
         Self::of(schema, properties, sorted, partition_spec).await
     }
 
-    /// Table `t` of `schema`, unpartitioned.
-    pub async fn of_schema(schema: Schema) -> Self {
-        Self::of(schema, HashMap::new(), false, UnboundPartitionSpec::builder().build()).await
+    /// Table `t` of `schema`, partitioned by `partition_spec`.
+    pub async fn of_schema(schema: Schema, partition_spec: UnboundPartitionSpec) -> Self {
+        Self::of(schema, HashMap::new(), false, partition_spec).await
     }
 
     async fn of(schema: Schema, properties: HashMap<String, String>, sorted: bool, partition_spec: UnboundPartitionSpec) -> Self {

@@ -18,7 +18,7 @@ use iceberg::io::{FileIO, OutputFile};
 use iceberg::spec::{
     DataContentType, DataFile, DataFileBuilder, Datum, FieldSummary, FormatVersion, Literal, ManifestContentType, ManifestFile,
     ManifestStatus, ManifestWriter, ManifestWriterBuilder, PartitionSpec, PartitionSpecRef, PrimitiveLiteral, PrimitiveType, SchemaRef,
-    StructType, TableMetadata, UNASSIGNED_SEQUENCE_NUMBER,
+    Struct, StructType, TableMetadata, UNASSIGNED_SEQUENCE_NUMBER,
 };
 use iceberg::table::Table;
 use serde::ser::{Error as _, Serialize, SerializeSeq, SerializeStruct, Serializer};
@@ -27,7 +27,12 @@ use crate::error::{Error, Result};
 
 /// A manifest being written: entries are added, then [`ManifestFileWriter::write_manifest_file`]
 /// uploads it in one write and returns its manifest-list entry.
-pub struct ManifestFileWriter(Inner);
+pub struct ManifestFileWriter {
+    inner: Inner,
+    /// The manifest's spec and partition type, which every entry's values are put in.
+    spec_id: i32,
+    partition_type: StructType,
+}
 
 enum Inner {
     Serde(SerdeManifest),
@@ -85,10 +90,12 @@ impl ManifestFileWriter {
         let output = table.file_io().new_output(&path)?;
         let partition_type = spec.partition_type(schema)?;
         if format == FormatVersion::V1 || !serde_writes(&partition_type) {
+            let spec_id = spec.spec_id();
             let builder = ManifestWriterBuilder::new(output, snapshot_id, schema.clone(), spec);
-            return Ok(Self(Inner::Library(library_writer(builder, format, content))));
+            return Ok(Self { inner: Inner::Library(library_writer(builder, format, content)), spec_id, partition_type });
         }
-        Ok(Self(Inner::Serde(SerdeManifest {
+        let (spec_id, kept_type) = (spec.spec_id(), partition_type.clone());
+        let inner = Inner::Serde(SerdeManifest {
             output,
             path,
             snapshot_id,
@@ -98,13 +105,15 @@ impl ManifestFileWriter {
             spec,
             partition_type,
             entries: Vec::new(),
-        })))
+        });
+        Ok(Self { inner, spec_id, partition_type: kept_type })
     }
 
     /// Add `data_file` as added by this manifest's snapshot; a negative `sequence_number` is
     /// inherited from the manifest list at commit.
     pub fn add_file(&mut self, data_file: DataFile, sequence_number: i64) -> Result<()> {
-        match &mut self.0 {
+        let data_file = self.widened(data_file)?;
+        match &mut self.inner {
             Inner::Library(w) => Ok(w.add_file(data_file, sequence_number)?),
             Inner::Serde(m) => m.push(Entry {
                 status: ManifestStatus::Added,
@@ -124,7 +133,8 @@ impl ManifestFileWriter {
         sequence_number: i64,
         file_sequence_number: Option<i64>,
     ) -> Result<()> {
-        match &mut self.0 {
+        let data_file = self.widened(data_file)?;
+        match &mut self.inner {
             Inner::Library(w) => Ok(w.add_existing_file(data_file, snapshot_id, sequence_number, file_sequence_number)?),
             Inner::Serde(m) => m.push(Entry {
                 status: ManifestStatus::Existing,
@@ -143,7 +153,8 @@ impl ManifestFileWriter {
         sequence_number: i64,
         file_sequence_number: Option<i64>,
     ) -> Result<()> {
-        match &mut self.0 {
+        let data_file = self.widened(data_file)?;
+        match &mut self.inner {
             Inner::Library(w) => Ok(w.add_delete_file(data_file, sequence_number, file_sequence_number)?),
             Inner::Serde(m) => m.push(Entry {
                 status: ManifestStatus::Deleted,
@@ -155,9 +166,16 @@ impl ManifestFileWriter {
         }
     }
 
+    /// `data_file`'s partition values as this manifest's partition type holds them (what
+    /// the add methods write; iceberg-rust's summary collector panics on a value of another
+    /// type, so it is given this too).
+    pub fn widened(&self, data_file: DataFile) -> Result<DataFile> {
+        widened(data_file, self.spec_id, &self.partition_type)
+    }
+
     /// Upload the manifest and return its manifest-list entry (sequence numbers still unassigned).
     pub async fn write_manifest_file(self) -> Result<ManifestFile> {
-        match self.0 {
+        match self.inner {
             Inner::Library(w) => Ok(w.write_manifest_file().await?),
             Inner::Serde(m) => m.write().await,
         }
@@ -178,7 +196,7 @@ pub fn spec_of<'a>(file: &DataFile, metadata: &'a TableMetadata) -> Result<&'a P
         return Ok(default);
     }
     for spec in metadata.partition_specs_iter() {
-        if with_spec_id(file, spec.spec_id())? == *file {
+        if rebuilt(file, spec.spec_id(), file.partition().clone())? == *file {
             if fits(spec) {
                 return Ok(spec);
             }
@@ -194,14 +212,33 @@ pub fn spec_of<'a>(file: &DataFile, metadata: &'a TableMetadata) -> Result<&'a P
     )))
 }
 
-/// `file` with partition spec id `spec_id`, every other field as it is.
-fn with_spec_id(file: &DataFile, spec_id: i32) -> Result<DataFile> {
+/// `file` with its partition values as `partition_type` (of spec `spec_id`) holds them: a value
+/// written before its source column was promoted (an identity partition of an int column that
+/// is a long now) widens as the column did, as Iceberg's readers widen it.
+fn widened(file: DataFile, spec_id: i32, partition_type: &StructType) -> Result<DataFile> {
+    let types = partition_type.fields();
+    let values = file.partition().fields();
+    let widen = |value: &Option<Literal>, ty: Option<&PrimitiveType>| match (value, ty) {
+        (Some(Literal::Primitive(PrimitiveLiteral::Int(v))), Some(PrimitiveType::Long)) => Some(Literal::long(*v)),
+        (Some(Literal::Primitive(PrimitiveLiteral::Float(v))), Some(PrimitiveType::Double)) => Some(Literal::double(v.0)),
+        _ => None,
+    };
+    let promoted = |(value, field): (&Option<Literal>, &iceberg::spec::NestedFieldRef)| widen(value, field.field_type.as_primitive_type());
+    if values.len() != types.len() || values.iter().zip(types).all(|pair| promoted(pair).is_none()) {
+        return Ok(file);
+    }
+    let partition = values.iter().zip(types).map(|pair| promoted(pair).or_else(|| pair.0.clone())).collect();
+    rebuilt(&file, spec_id, partition)
+}
+
+/// `file` with partition spec id `spec_id` and `partition`, every other field as it is.
+fn rebuilt(file: &DataFile, spec_id: i32, partition: Struct) -> Result<DataFile> {
     let mut builder = DataFileBuilder::default();
     builder
         .content(file.content_type())
         .file_path(file.file_path().to_string())
         .file_format(file.file_format())
-        .partition(file.partition().clone())
+        .partition(partition)
         .record_count(file.record_count())
         .file_size_in_bytes(file.file_size_in_bytes())
         .column_sizes(file.column_sizes().clone())

@@ -154,9 +154,10 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
             if file.content_type() != expected {
                 return Err(Error::Invariant(format!("{} is {:?}, expected {expected:?}", file.file_path(), file.content_type())));
             }
-            collector.add_file(file, schema.clone(), spec.clone());
+            let file = writer.widened(file.clone())?;
+            collector.add_file(&file, schema.clone(), spec.clone());
             // -1: the data sequence number is inherited from the manifest list at commit.
-            writer.add_file(file.clone(), -1)?;
+            writer.add_file(file, -1)?;
         }
         own.push(writer.write_manifest_file());
     }
@@ -208,7 +209,7 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
                     }
                     let seq = entry.sequence_number().unwrap_or(manifest_file.sequence_number);
                     let file_seq = entry.file_sequence_number.or(Some(seq));
-                    let data_file: DataFile = entry.data_file().clone();
+                    let data_file = writer.widened(entry.data_file().clone())?;
                     if still_to_remove.remove(entry.file_path()) {
                         collector.remove_file(&data_file, schema.clone(), spec.clone());
                         writer.add_delete_file(data_file, seq, file_seq)?;
@@ -230,8 +231,9 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
                 let mut writer = ManifestFileWriter::for_spec(table, &schema, spec, path, Some(snapshot_id), ManifestContentType::Data)?;
                 for e in chunk {
                     if e.removed {
-                        collector.remove_file(&e.data_file, schema.clone(), spec.clone());
-                        writer.add_delete_file(e.data_file.clone(), e.seq, e.file_seq)?;
+                        let data_file = writer.widened(e.data_file.clone())?;
+                        collector.remove_file(&data_file, schema.clone(), spec.clone());
+                        writer.add_delete_file(data_file, e.seq, e.file_seq)?;
                     } else {
                         writer.add_existing_file(e.data_file.clone(), e.snapshot_id, e.seq, e.file_seq)?;
                     }

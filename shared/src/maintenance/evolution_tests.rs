@@ -141,7 +141,7 @@ async fn table_rows(table: &Table) -> TestResult<Vec<String>> {
 /// the delete in, every value read exactly, and every other action runs.
 #[tokio::test]
 async fn compaction_reads_files_of_older_schemas_by_the_evolution_rules() -> TestResult {
-    let f = LocalTable::of_schema(schema_v0()).await;
+    let f = LocalTable::of_schema(schema_v0(), UnboundPartitionSpec::builder().build()).await;
     let schema = arrow(&f.load().await)?;
     let first = append(&f, rows_v0(&schema, 1)?).await?;
     append(&f, rows_v0(&schema, 4)?).await?;
@@ -217,7 +217,7 @@ async fn a_hot_partition_of_an_older_spec_is_left_alone() -> TestResult {
             NestedField::optional(2, "ts", Type::Primitive(PrimitiveType::Timestamptz)).into(),
         ])
         .build()?;
-    let f = LocalTable::of_schema(schema).await;
+    let f = LocalTable::of_schema(schema, UnboundPartitionSpec::builder().build()).await;
     let by = |fields: Vec<(&str, Transform, i32)>| {
         let mut spec = UnboundPartitionSpec::builder();
         for (name, transform, source) in fields {

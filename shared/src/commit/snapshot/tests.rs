@@ -201,3 +201,48 @@ async fn files_written_before_the_spec_evolved_are_committed_under_their_spec() 
     assert_eq!(filtered_scan(&table, &ids).await?, ids);
     Ok(())
 }
+
+/// An identity partition of an int column another engine promoted to long: spec 0's partition
+/// type is long now, the older entries' values ints. Rewritten manifests (a compaction's
+/// removal, rewrite-manifests) widen them as readers do, rather than failing on every attempt.
+#[tokio::test]
+async fn an_identity_partition_of_a_promoted_column_is_rewritten_widened() -> TestResult {
+    use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
+    let schema = |n: PrimitiveType| {
+        Schema::builder()
+            .with_fields(vec![
+                NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
+                NestedField::optional(2, "n", Type::Primitive(n)).into(),
+            ])
+            .build()
+    };
+    let spec = UnboundPartitionSpec::builder().add_partition_field(2, "n", Transform::Identity)?.build();
+    let f = LocalTable::of_schema(schema(PrimitiveType::Int)?, spec).await;
+    let rows = |table: &Table, ids: std::ops::Range<i64>| -> TestResult<RecordBatch> {
+        let arrow = Arc::new(iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema())?);
+        let n: ArrayRef = Arc::new(Int64Array::from_iter_values(ids.clone().map(|id| id % 3)));
+        let n = arrow_cast::cast(&n, arrow.field_with_name("n")?.data_type())?;
+        Ok(RecordBatch::try_new(arrow, vec![Arc::new(Int64Array::from_iter_values(ids)) as ArrayRef, n])?)
+    };
+    for ids in [0..6, 6..9] {
+        let table = f.load().await;
+        let files = crate::writer::write_data_files(&table, &[rows(&table, ids)?], "zstd", 64 << 20).await?;
+        f.catalogs.committer.commit(&f.ident, soon(), &mut FixedChange(ChangeSet::append(files))).await?;
+    }
+    let table = f.other_engine_commit(|b| b.add_current_schema(schema(PrimitiveType::Long)?)).await?;
+    let files = crate::writer::write_data_files(&table, &[rows(&table, 9..12)?], "zstd", 64 << 20).await?;
+    f.catalogs.committer.commit(&f.ident, soon(), &mut FixedChange(ChangeSet::append(files))).await?;
+
+    let config = crate::Config::from_args(["hot_partition_hours=1"])?;
+    let report = crate::maintenance::compact::compact(&f.catalogs, &f.ident, &MaintenanceSettings::from(&config), false, soon()).await?;
+    assert!(report.groups_committed >= 3, "{report:?}");
+    let table = f.load().await;
+    for n in 0..3i64 {
+        let scan = table.scan().with_filter(Reference::new("n").equal_to(Datum::long(n))).build()?;
+        let batches: Vec<RecordBatch> = scan.to_arrow().await?.try_collect().await?;
+        let mut ids: Vec<i64> = batches.iter().flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec()).collect();
+        ids.sort();
+        assert_eq!(ids, (0..12).filter(|id| id % 3 == n).collect::<Vec<_>>());
+    }
+    Ok(())
+}
