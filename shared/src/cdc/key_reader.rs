@@ -454,6 +454,18 @@ mod tests {
         read
     }
 
+    /// `ids` as column `id` of a file of row groups of 5,000 rows with bloom filters on `id`,
+    /// chunk statistics and no page index (as some engines write).
+    async fn bloom_file(table: &Table, name: &str, ids: ArrayRef) -> DataFile {
+        let batch = RecordBatch::try_from_iter([("id", ids)]).unwrap();
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(5000))
+            .set_statistics_enabled(EnabledStatistics::Chunk)
+            .set_column_bloom_filter_enabled(ColumnPath::from("id"), true)
+            .build();
+        data_file(table, name, &batch, props).await
+    }
+
     /// A file written when the key column was an int (its bloom filters hash 4-byte values),
     /// probed with the long keys of the column promoted since: the key's row is found.
     #[tokio::test]
@@ -462,13 +474,7 @@ mod tests {
         let table = fixture.load().await;
         let rows = 20_000i32;
         let ids = Int32Array::from_iter_values((0..rows).map(|i| (i * 7919) % rows));
-        let batch = RecordBatch::try_from_iter([("id", Arc::new(ids.clone()) as ArrayRef)]).unwrap();
-        let props = WriterProperties::builder()
-            .set_max_row_group_row_count(Some(5000))
-            .set_statistics_enabled(EnabledStatistics::Chunk)
-            .set_column_bloom_filter_enabled(ColumnPath::from("id"), true)
-            .build();
-        let file = data_file(&table, "int-bloom", &batch, props).await;
+        let file = bloom_file(&table, "int-bloom", Arc::new(ids.clone())).await;
         let touched: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![4242, 1 << 40]))];
         let read = read(&fixture, &file, &codec(&[("id", DataType::Int64)]), &touched, &HashSet::new()).await;
         let at = (0..rows).find(|&p| ids.value(p as usize) == 4242).unwrap() as i64;
@@ -484,13 +490,7 @@ mod tests {
         // some engines write): only the bloom filters can tell the row groups apart.
         let rows = 100_000i64;
         let ids = Int64Array::from_iter_values((0..rows).map(|i| (i * 7919) % rows));
-        let batch = RecordBatch::try_from_iter([("id", Arc::new(ids.clone()) as ArrayRef)]).unwrap();
-        let props = WriterProperties::builder()
-            .set_max_row_group_row_count(Some(5000))
-            .set_statistics_enabled(EnabledStatistics::Chunk)
-            .set_column_bloom_filter_enabled(ColumnPath::from("id"), true)
-            .build();
-        let file = data_file(&table, "bloom", &batch, props).await;
+        let file = bloom_file(&table, "bloom", Arc::new(ids.clone())).await;
         let touched: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![4242, 17_001]))];
         let deleted_at = (0..rows).find(|&p| ids.value(p as usize) == 17_001).unwrap();
         let read = read(&fixture, &file, &codec(&[("id", DataType::Int64)]), &touched, &HashSet::from([deleted_at])).await;
