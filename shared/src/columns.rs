@@ -10,10 +10,12 @@ use std::collections::HashMap;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type, TimestampMicrosecondType};
 use arrow_array::{Array, ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
-use arrow_schema::{DataType, TimeUnit};
+use arrow_schema::{DataType, Field, TimeUnit};
 use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 
 use crate::error::{Error, Result};
+
+pub mod conform;
 
 /// The columns of one batch, looked up by field id where known.
 pub struct Columns<'a> {
@@ -99,20 +101,12 @@ impl<'a> Columns<'a> {
         Ok(self.required(name, cast)?.as_primitive::<TimestampMicrosecondType>().clone())
     }
 
-    /// Column `name` as `target` (nulls kept), from any equivalent representation: what a
-    /// rewrite (compaction) needs to put another engine's rows into our schema.
+    /// Column `name` as `target` (nulls kept), from any equivalent representation or an older
+    /// type it was promoted from, nested fields by id ([`conform`]): what a rewrite
+    /// (compaction) needs to put another engine's rows into our schema.
     pub fn as_type(&self, name: &str, target: &DataType) -> Result<ArrayRef> {
         let array = self.array(name)?;
-        let family = |t: &DataType| match t {
-            t if t.is_integer() => 1,
-            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => 2,
-            DataType::Binary | DataType::LargeBinary | DataType::BinaryView => 3,
-            DataType::Timestamp(..) => 4,
-            DataType::Float32 | DataType::Float64 => 5,
-            _ => 0,
-        };
-        let want = family(target);
-        self.cast(name, array, target, |t| want != 0 && family(t) == want)
+        conform::conform(array, &Field::new(name, target.clone(), true), &self.source, name)
     }
 
     /// `array` as `target`, if its type (or its dictionary's value type) is `accepted`.

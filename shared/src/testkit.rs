@@ -2,7 +2,10 @@
 
 use std::collections::HashMap;
 
-use iceberg::TableIdent;
+use std::str::FromStr;
+
+use iceberg::spec::TableMetadataBuilder;
+use iceberg::{MetadataLocation, TableIdent};
 use iceberg::spec::{
     DataContentType, DataFile, DataFileBuilder, DataFileFormat, NestedField, PrimitiveType, Schema, Transform, Type, UnboundPartitionSpec,
 };
@@ -52,13 +55,22 @@ impl LocalTable {
     }
 
     async fn with(properties: HashMap<String, String>, sorted: bool, partition_spec: UnboundPartitionSpec) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let config = crate::Config::from_args([format!("warehouse={}", dir.path().display())]).unwrap();
-        let catalogs = Catalogs::connect(&config).await.unwrap();
         let schema = Schema::builder()
             .with_fields(vec![NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into()])
             .build()
             .unwrap();
+        Self::of(schema, properties, sorted, partition_spec).await
+    }
+
+    /// Table `t` of `schema`, partitioned by `partition_spec`.
+    pub async fn of_schema(schema: Schema, partition_spec: UnboundPartitionSpec) -> Self {
+        Self::of(schema, HashMap::new(), false, partition_spec).await
+    }
+
+    async fn of(schema: Schema, properties: HashMap<String, String>, sorted: bool, partition_spec: UnboundPartitionSpec) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config = crate::Config::from_args([format!("warehouse={}", dir.path().display())]).unwrap();
+        let catalogs = Catalogs::connect(&config).await.unwrap();
         let sort_order = sorted.then(|| crate::sort_order::by_key(&schema, &["id".into()]).unwrap());
         let def = TableDef { name: "t".into(), schema, partition_spec, properties, sort_order };
         catalogs.ensure_table(&def).await.unwrap();
@@ -68,6 +80,21 @@ impl LocalTable {
 
     pub async fn load(&self) -> Table {
         self.catalogs.catalog().load_table(&self.ident).await.unwrap()
+    }
+
+    /// Another engine's metadata-only commit (PyIceberg's `update_spec`, `update_schema`):
+    /// `edit` on the current metadata, written as the next metadata file and swapped in.
+    pub async fn other_engine_commit(
+        &self,
+        edit: impl FnOnce(TableMetadataBuilder) -> iceberg::Result<TableMetadataBuilder>,
+    ) -> TestResult<Table> {
+        let table = self.load().await;
+        let current = table.metadata_location_result()?;
+        let build = edit(table.metadata().clone().into_builder(Some(current.to_string())))?.build()?;
+        let next = MetadataLocation::from_str(current)?.with_next_version().with_new_metadata(&build.metadata);
+        build.metadata.write_to(table.file_io(), &next).await?;
+        self.catalogs.committer.pointer().swap(&self.ident, current, &next.to_string()).await.map_err(|e| format!("{e:?}"))?;
+        Ok(self.load().await)
     }
 }
 
@@ -83,6 +110,20 @@ pub fn data_file(table: &Table, name: &str) -> DataFile {
         .file_size_in_bytes(10)
         .build()
         .unwrap()
+}
+
+/// A planner that commits one fixed change on every attempt.
+pub struct FixedChange(pub crate::commit::ChangeSet);
+
+impl crate::commit::Planner for FixedChange {
+    async fn plan(&mut self, _table: &Table, _attempt: u32) -> crate::error::Result<Option<crate::commit::ChangeSet>> {
+        Ok(Some(self.0.clone()))
+    }
+}
+
+/// A commit deadline far enough for any test.
+pub fn soon() -> std::time::Instant {
+    std::time::Instant::now() + std::time::Duration::from_secs(60)
 }
 
 /// Runs a future to completion on a fresh current-thread runtime (for sync tests).

@@ -12,9 +12,11 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Date32Type, Int32Type, Int64Type, TimestampMicrosecondType};
-use arrow_array::{ArrayRef, RecordBatch, UInt32Array};
-use arrow_schema::DataType;
+use arrow_array::types::{
+    Date32Type, Int32Type, Int64Type, TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType,
+};
+use arrow_array::{Array, ArrayRef, RecordBatch, UInt32Array};
+use arrow_schema::{DataType, TimeUnit};
 use futures::TryStreamExt;
 use iceberg::spec::DataFile;
 use iceberg::table::Table;
@@ -41,7 +43,10 @@ fn may_contain(filter: &Sbbf, column: &ArrayRef, i: usize) -> bool {
         DataType::Int32 => filter.check(&column.as_primitive::<Int32Type>().value(i)),
         DataType::Date32 => filter.check(&column.as_primitive::<Date32Type>().value(i)),
         DataType::Int64 => filter.check(&column.as_primitive::<Int64Type>().value(i)),
-        DataType::Timestamp(..) => filter.check(&column.as_primitive::<TimestampMicrosecondType>().value(i)),
+        DataType::Timestamp(TimeUnit::Second, _) => filter.check(&column.as_primitive::<TimestampSecondType>().value(i)),
+        DataType::Timestamp(TimeUnit::Millisecond, _) => filter.check(&column.as_primitive::<TimestampMillisecondType>().value(i)),
+        DataType::Timestamp(TimeUnit::Microsecond, _) => filter.check(&column.as_primitive::<TimestampMicrosecondType>().value(i)),
+        DataType::Timestamp(TimeUnit::Nanosecond, _) => filter.check(&column.as_primitive::<TimestampNanosecondType>().value(i)),
         DataType::Utf8 => filter.check(column.as_string::<i32>().value(i)),
         DataType::FixedSizeBinary(_) => filter.check(column.as_fixed_size_binary().value(i)),
         _ => true,
@@ -96,10 +101,35 @@ impl<'a> TouchedKeys<'a> {
             .collect())
     }
 
-    /// Whether row `i` of some touched key could pass all `filters` (one per key column).
-    fn in_filters(&self, filters: &[Option<Sbbf>]) -> bool {
+    /// Whether row `i` of some touched key could pass all `filters` (one per key column). A
+    /// filter holds the hashes of the file's values in the file's type (a column promoted since,
+    /// int to long, has int hashes in older files): keys are checked as that type, and one that
+    /// does not fit it is not in the file.
+    fn in_filters(&self, filters: &[Option<Sbbf>], file_types: &[Option<DataType>]) -> bool {
         let rows = self.columns.first().map_or(0, |c| c.len());
-        (0..rows).any(|i| filters.iter().zip(&self.columns).all(|(f, column)| f.as_ref().is_none_or(|f| may_contain(f, column, i))))
+        let as_file: Vec<Option<ArrayRef>> = self
+            .columns
+            .iter()
+            .zip(file_types)
+            .map(|(column, ty)| match ty {
+                // Integers of another width, timestamps of another unit: other hashes. (Strings
+                // hash their bytes in any representation.)
+                Some(ty)
+                    if ty != column.data_type()
+                        && (ty.is_integer() && column.data_type().is_integer()
+                            || matches!((ty, column.data_type()), (DataType::Timestamp(..), DataType::Timestamp(..)))) =>
+                {
+                    arrow_cast::cast(column, ty).ok()
+                }
+                _ => Some(column.clone()),
+            })
+            .collect();
+        (0..rows).any(|i| {
+            filters.iter().zip(&as_file).all(|(f, column)| match (f, column) {
+                (Some(f), Some(column)) => column.is_valid(i) && may_contain(f, column, i),
+                _ => true,
+            })
+        })
     }
 }
 
@@ -267,6 +297,10 @@ pub async fn read_key_rows(
         leaves.iter().all(|&l| groups[g].column(l).column_index_offset().is_some())
             && projected.iter().all(|&l| groups[g].column(l).offset_index_offset().is_some())
     };
+    let file_types: Vec<Option<DataType>> = leaves
+        .iter()
+        .map(|&leaf| arrow.schema().field_with_name(arrow.parquet_schema().column(leaf).name()).ok().map(|f| f.data_type().clone()))
+        .collect();
     let mut builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, arrow.clone());
     let mut selected = Vec::new();
     for group in (0..groups.len()).filter(|g| by_statistics[*g]) {
@@ -278,7 +312,7 @@ pub async fn read_key_rows(
         for leaf in &leaves {
             filters.push(builder.get_row_group_column_bloom_filter(group, *leaf).await?);
         }
-        if keys.in_filters(&filters) {
+        if keys.in_filters(&filters, &file_types) {
             selected.push(group);
         }
     }
@@ -372,7 +406,7 @@ pub async fn read_key_rows(
 
 #[cfg(test)]
 mod tests {
-    use arrow_array::{Int64Array, StringArray};
+    use arrow_array::{Int32Array, Int64Array, StringArray};
     use arrow_schema::{Field, FieldRef};
     use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat};
     use parquet::arrow::ArrowWriter;
@@ -420,6 +454,34 @@ mod tests {
         read
     }
 
+    /// `ids` as column `id` of a file of row groups of 5,000 rows with bloom filters on `id`,
+    /// chunk statistics and no page index (as some engines write).
+    async fn bloom_file(table: &Table, name: &str, ids: ArrayRef) -> DataFile {
+        let batch = RecordBatch::try_from_iter([("id", ids)]).unwrap();
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(5000))
+            .set_statistics_enabled(EnabledStatistics::Chunk)
+            .set_column_bloom_filter_enabled(ColumnPath::from("id"), true)
+            .build();
+        data_file(table, name, &batch, props).await
+    }
+
+    /// A file written when the key column was an int (its bloom filters hash 4-byte values),
+    /// probed with the long keys of the column promoted since: the key's row is found.
+    #[tokio::test]
+    async fn bloom_filters_of_a_file_from_before_the_key_was_promoted_still_find_the_key() {
+        let fixture = LocalTable::new().await;
+        let table = fixture.load().await;
+        let rows = 20_000i32;
+        let ids = Int32Array::from_iter_values((0..rows).map(|i| (i * 7919) % rows));
+        let file = bloom_file(&table, "int-bloom", Arc::new(ids.clone())).await;
+        let touched: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![4242, 1 << 40]))];
+        let read = read(&fixture, &file, &codec(&[("id", DataType::Int64)]), &touched, &HashSet::new()).await;
+        let at = (0..rows).find(|&p| ids.value(p as usize) == 4242).unwrap() as i64;
+        assert!(read.positions.contains(&at), "the key's row is read");
+        assert!(read.positions.len() <= 5000, "{} rows read: the other row groups were skipped", read.positions.len());
+    }
+
     #[tokio::test]
     async fn only_row_groups_whose_bloom_filters_may_hold_a_key_are_read() {
         let fixture = LocalTable::new().await;
@@ -428,13 +490,7 @@ mod tests {
         // some engines write): only the bloom filters can tell the row groups apart.
         let rows = 100_000i64;
         let ids = Int64Array::from_iter_values((0..rows).map(|i| (i * 7919) % rows));
-        let batch = RecordBatch::try_from_iter([("id", Arc::new(ids.clone()) as ArrayRef)]).unwrap();
-        let props = WriterProperties::builder()
-            .set_max_row_group_row_count(Some(5000))
-            .set_statistics_enabled(EnabledStatistics::Chunk)
-            .set_column_bloom_filter_enabled(ColumnPath::from("id"), true)
-            .build();
-        let file = data_file(&table, "bloom", &batch, props).await;
+        let file = bloom_file(&table, "bloom", Arc::new(ids.clone())).await;
         let touched: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![4242, 17_001]))];
         let deleted_at = (0..rows).find(|&p| ids.value(p as usize) == 17_001).unwrap();
         let read = read(&fixture, &file, &codec(&[("id", DataType::Int64)]), &touched, &HashSet::from([deleted_at])).await;

@@ -16,18 +16,27 @@ use apache_avro::Schema as AvroSchema;
 use bytes::Bytes;
 use iceberg::io::{FileIO, OutputFile};
 use iceberg::spec::{
-    DataContentType, DataFile, Datum, FieldSummary, FormatVersion, Literal, ManifestContentType, ManifestFile,
-    ManifestStatus, ManifestWriter, ManifestWriterBuilder, PartitionSpec, PrimitiveLiteral, PrimitiveType, SchemaRef,
-    StructType, UNASSIGNED_SEQUENCE_NUMBER,
+    DataContentType, DataFile, Datum, FieldSummary, FormatVersion, Literal, ManifestContentType, ManifestFile, ManifestStatus,
+    ManifestWriter, ManifestWriterBuilder, PartitionSpec, PrimitiveLiteral, PrimitiveType, SchemaRef, StructType,
+    UNASSIGNED_SEQUENCE_NUMBER,
 };
 use iceberg::table::Table;
 use serde::ser::{Error as _, Serialize, SerializeSeq, SerializeStruct, Serializer};
 
 use crate::error::{Error, Result};
 
+mod spec;
+pub use spec::spec_of;
+use spec::widened;
+
 /// A manifest being written: entries are added, then [`ManifestFileWriter::write_manifest_file`]
 /// uploads it in one write and returns its manifest-list entry.
-pub struct ManifestFileWriter(Inner);
+pub struct ManifestFileWriter {
+    inner: Inner,
+    /// The manifest's spec and partition type, which every entry's values are put in.
+    spec_id: i32,
+    partition_type: StructType,
+}
 
 enum Inner {
     Serde(SerdeManifest),
@@ -56,8 +65,8 @@ struct Entry {
 }
 
 impl ManifestFileWriter {
-    /// A writer for `schema` and `table`'s default spec (`snapshot_id` None: staged, owned by no
-    /// snapshot yet).
+    /// A writer for `schema` and `table`'s default spec, the spec of every file icestream writes
+    /// (`snapshot_id` None: staged, owned by no snapshot yet).
     pub fn new(
         table: &Table,
         schema: &SchemaRef,
@@ -65,16 +74,32 @@ impl ManifestFileWriter {
         snapshot_id: Option<i64>,
         content: ManifestContentType,
     ) -> Result<Self> {
+        Self::for_spec(table, schema, table.metadata().default_partition_spec(), path, snapshot_id, content)
+    }
+
+    /// A writer for entries partitioned by `spec`: a manifest's header, partition type and
+    /// manifest-list entry must name the spec its entries' partition tuples were computed with,
+    /// which for a file written before the spec evolved is not the default one.
+    pub fn for_spec(
+        table: &Table,
+        schema: &SchemaRef,
+        spec: &PartitionSpec,
+        path: String,
+        snapshot_id: Option<i64>,
+        content: ManifestContentType,
+    ) -> Result<Self> {
         let metadata = table.metadata();
-        let spec = metadata.default_partition_spec().as_ref().clone();
+        let spec = spec.clone();
         let format = metadata.format_version();
         let output = table.file_io().new_output(&path)?;
         let partition_type = spec.partition_type(schema)?;
         if format == FormatVersion::V1 || !serde_writes(&partition_type) {
+            let spec_id = spec.spec_id();
             let builder = ManifestWriterBuilder::new(output, snapshot_id, schema.clone(), spec);
-            return Ok(Self(Inner::Library(library_writer(builder, format, content))));
+            return Ok(Self { inner: Inner::Library(library_writer(builder, format, content)), spec_id, partition_type });
         }
-        Ok(Self(Inner::Serde(SerdeManifest {
+        let (spec_id, kept_type) = (spec.spec_id(), partition_type.clone());
+        let inner = Inner::Serde(SerdeManifest {
             output,
             path,
             snapshot_id,
@@ -84,13 +109,15 @@ impl ManifestFileWriter {
             spec,
             partition_type,
             entries: Vec::new(),
-        })))
+        });
+        Ok(Self { inner, spec_id, partition_type: kept_type })
     }
 
     /// Add `data_file` as added by this manifest's snapshot; a negative `sequence_number` is
     /// inherited from the manifest list at commit.
     pub fn add_file(&mut self, data_file: DataFile, sequence_number: i64) -> Result<()> {
-        match &mut self.0 {
+        let data_file = self.widened(data_file)?;
+        match &mut self.inner {
             Inner::Library(w) => Ok(w.add_file(data_file, sequence_number)?),
             Inner::Serde(m) => m.push(Entry {
                 status: ManifestStatus::Added,
@@ -110,7 +137,8 @@ impl ManifestFileWriter {
         sequence_number: i64,
         file_sequence_number: Option<i64>,
     ) -> Result<()> {
-        match &mut self.0 {
+        let data_file = self.widened(data_file)?;
+        match &mut self.inner {
             Inner::Library(w) => Ok(w.add_existing_file(data_file, snapshot_id, sequence_number, file_sequence_number)?),
             Inner::Serde(m) => m.push(Entry {
                 status: ManifestStatus::Existing,
@@ -129,7 +157,8 @@ impl ManifestFileWriter {
         sequence_number: i64,
         file_sequence_number: Option<i64>,
     ) -> Result<()> {
-        match &mut self.0 {
+        let data_file = self.widened(data_file)?;
+        match &mut self.inner {
             Inner::Library(w) => Ok(w.add_delete_file(data_file, sequence_number, file_sequence_number)?),
             Inner::Serde(m) => m.push(Entry {
                 status: ManifestStatus::Deleted,
@@ -141,9 +170,16 @@ impl ManifestFileWriter {
         }
     }
 
+    /// `data_file`'s partition values as this manifest's partition type holds them (what
+    /// the add methods write; iceberg-rust's summary collector panics on a value of another
+    /// type, so it is given this too).
+    pub fn widened(&self, data_file: DataFile) -> Result<DataFile> {
+        widened(data_file, self.spec_id, &self.partition_type)
+    }
+
     /// Upload the manifest and return its manifest-list entry (sequence numbers still unassigned).
     pub async fn write_manifest_file(self) -> Result<ManifestFile> {
-        match self.0 {
+        match self.inner {
             Inner::Library(w) => Ok(w.write_manifest_file().await?),
             Inner::Serde(m) => m.write().await,
         }

@@ -22,8 +22,10 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::schema::types::SchemaDescriptor;
 
 use crate::columns::Columns;
+use crate::columns::conform::conform_batch;
 use crate::error::{Error, Result};
 use crate::writer::writer_properties;
+use super::manifest::spec_of;
 
 /// Reserved field ids of the position-delete schema (Iceberg spec).
 const FILE_PATH_FIELD_ID: i32 = 2_147_483_546;
@@ -212,8 +214,9 @@ pub async fn write_position_deletes(table: &Table, data_file: &DataFile, positio
         .file_path(path)
         .file_format(DataFileFormat::Parquet)
         .partition(data_file.partition().clone())
-        // DataFile keeps its spec id private; icestream tables have one spec, the default.
-        .partition_spec_id(table.metadata().default_partition_spec_id())
+        // The data file's tuple, so the data file's spec (an older one for a file written
+        // before the spec evolved): the commit puts this file in a manifest of that spec.
+        .partition_spec_id(spec_of(data_file, table.metadata())?.spec_id())
         .record_count(n as u64)
         .file_size_in_bytes(size)
         // Bounds on file_path let readers match the delete file to its data file from metadata.
@@ -230,16 +233,11 @@ pub async fn write_position_deletes(table: &Table, data_file: &DataFile, positio
         .map_err(|e| Error::Invariant(format!("position-delete file for {data_path}: {e}")))
 }
 
-/// Read a data file's live rows (`deletes` applied) straight from its Parquet, as rows of the
-/// table's arrow schema.
+/// Read a data file's live rows (`deletes` applied) straight from its Parquet, as rows of
+/// `schema` (the table's Arrow schema, with field ids): a file written under an older schema
+/// reads by Iceberg's evolution rules ([`conform_batch`]).
 pub async fn read_data_file(table: &Table, path: &str, deletes: &[&DataFile], schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
     let deleted = deleted_positions(table, path, deletes).await?;
     let (batches, _) = read_live_rows(table, path, &[], &deleted).await?;
-    let mut out = Vec::new();
-    for batch in batches {
-        let found = Columns::new(&batch, path).with_schema(table.metadata().current_schema());
-        let columns = schema.fields().iter().map(|f| found.as_type(f.name(), f.data_type())).collect::<Result<Vec<_>>>()?;
-        out.push(RecordBatch::try_new(schema.clone(), columns)?);
-    }
-    Ok(out)
+    batches.iter().map(|batch| conform_batch(batch, path, schema)).collect()
 }

@@ -3,12 +3,12 @@
 //! iceberg-rust 0.10 lacks (replace, overwrite/row-delta) are made from its public blocks:
 //! manifests ([`super::manifest`]), `ManifestListWriter`, `Snapshot::builder` and `TableUpdate`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use iceberg::spec::{
     DataContentType, DataFile, DataFileFormat, FormatVersion, MAIN_BRANCH, ManifestContentType, ManifestFile,
-    ManifestListWriter, Schema, Snapshot,
+    ManifestListWriter, PartitionSpecRef, Schema, Snapshot,
     SnapshotReference, SnapshotRetention, SnapshotSummaryCollector, Summary, TableMetadata,
     TableMetadataBuildResult,
 };
@@ -18,7 +18,7 @@ use iceberg::{MetadataLocation, TableUpdate};
 use uuid::Uuid;
 
 use super::ChangeSet;
-use super::manifest::ManifestFileWriter;
+use super::manifest::{ManifestFileWriter, spec_of};
 use crate::error::{Error, Result};
 
 /// The staged result of one attempt: metadata to write and swap in.
@@ -123,23 +123,29 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
         }
         None => (metadata.current_schema().clone(), metadata.current_schema_id()),
     };
-    let spec = metadata.default_partition_spec().clone();
     let mut collector = SnapshotSummaryCollector::default();
     let mut manifests: Vec<ManifestFile> = Vec::new();
 
     // The change's own manifests (data and deletes), uploaded side by side and beside the read of
     // the current manifest list (and whatever carrying it rewrites): one round trip, not two.
     let mut own = Vec::new();
+    // By content and spec: a file written before the spec evolved (a delete file's tuple is its
+    // data file's) goes in a manifest of its own spec.
+    let mut own_groups: BTreeMap<(bool, i32), (Vec<&DataFile>, ManifestContentType, &PartitionSpecRef)> = BTreeMap::new();
     for (files, content) in [
         (&change.added_data_files, ManifestContentType::Data),
         (&change.added_delete_files, ManifestContentType::Deletes),
     ] {
-        if files.is_empty() {
-            continue;
+        for file in files {
+            let file_spec = spec_of(file, metadata)?;
+            let key = (content == ManifestContentType::Deletes, file_spec.spec_id());
+            own_groups.entry(key).or_insert_with(|| (Vec::new(), content, file_spec)).0.push(file);
         }
+    }
+    for (files, content, spec) in own_groups.into_values() {
         let path = next_manifest_path();
         written.push(path.clone());
-        let mut writer = ManifestFileWriter::new(table, &schema, path, Some(snapshot_id), content)?;
+        let mut writer = ManifestFileWriter::for_spec(table, &schema, spec, path, Some(snapshot_id), content)?;
         for file in files {
             let expected = match content {
                 ManifestContentType::Data => DataContentType::Data,
@@ -148,17 +154,19 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
             if file.content_type() != expected {
                 return Err(Error::Invariant(format!("{} is {:?}, expected {expected:?}", file.file_path(), file.content_type())));
             }
-            collector.add_file(file, schema.clone(), spec.clone());
+            let file = writer.widened(file.clone())?;
+            collector.add_file(&file, schema.clone(), spec.clone());
             // -1: the data sequence number is inherited from the manifest list at commit.
-            writer.add_file(file.clone(), -1)?;
+            writer.add_file(file, -1)?;
         }
         own.push(writer.write_manifest_file());
     }
     let carry = async {
         // Carry the current snapshot's manifests, rewriting those that hold removed files.
         let mut still_to_remove: HashSet<&str> = change.removed_files.iter().map(String::as_str).collect();
-        // Live data entries gathered for `rewrite_manifests`, written after the loop.
-        let mut to_rewrite: Vec<RewrittenEntry> = Vec::new();
+        // Live data entries gathered for `rewrite_manifests` by partition spec, written after the
+        // loop: a rewritten manifest holds entries of one spec only.
+        let mut to_rewrite: BTreeMap<i32, Vec<RewrittenEntry>> = BTreeMap::new();
         if let Some(current) = metadata.current_snapshot() {
             // Collected first: the library's iterator is not Send, and commits run on spawned tasks.
             let carried: Vec<ManifestFile> = crate::manifest_cache::manifest_list(table, current).await?.as_ref().clone();
@@ -168,7 +176,7 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
                     for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
                         let seq = entry.sequence_number().unwrap_or(manifest_file.sequence_number);
                         let data_file: DataFile = entry.data_file().clone();
-                        to_rewrite.push(RewrittenEntry {
+                        to_rewrite.entry(manifest_file.partition_spec_id).or_default().push(RewrittenEntry {
                             removed: still_to_remove.remove(entry.file_path()),
                             snapshot_id: entry.snapshot_id().unwrap_or(manifest_file.added_snapshot_id),
                             seq,
@@ -193,14 +201,15 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
                 }
                 let path = next_manifest_path();
                 written.push(path.clone());
-                let mut writer = ManifestFileWriter::new(table, &schema, path, Some(snapshot_id), manifest_file.content)?;
+                let spec = spec_by_id(metadata, manifest_file.partition_spec_id)?;
+                let mut writer = ManifestFileWriter::for_spec(table, &schema, spec, path, Some(snapshot_id), manifest_file.content)?;
                 for entry in manifest.entries() {
                     if !entry.is_alive() {
                         continue;
                     }
                     let seq = entry.sequence_number().unwrap_or(manifest_file.sequence_number);
                     let file_seq = entry.file_sequence_number.or(Some(seq));
-                    let data_file: DataFile = entry.data_file().clone();
+                    let data_file = writer.widened(entry.data_file().clone())?;
                     if still_to_remove.remove(entry.file_path()) {
                         collector.remove_file(&data_file, schema.clone(), spec.clone());
                         writer.add_delete_file(data_file, seq, file_seq)?;
@@ -214,19 +223,23 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
         }
         // Few, well-sized manifests: entries keep their snapshot and sequence numbers (status
         // existing), so readers and later expiry see the same files as before.
-        for chunk in to_rewrite.chunks(ENTRIES_PER_REWRITTEN_MANIFEST) {
-            let path = next_manifest_path();
-            written.push(path.clone());
-            let mut writer = ManifestFileWriter::new(table, &schema, path, Some(snapshot_id), ManifestContentType::Data)?;
-            for e in chunk {
-                if e.removed {
-                    collector.remove_file(&e.data_file, schema.clone(), spec.clone());
-                    writer.add_delete_file(e.data_file.clone(), e.seq, e.file_seq)?;
-                } else {
-                    writer.add_existing_file(e.data_file.clone(), e.snapshot_id, e.seq, e.file_seq)?;
+        for (spec_id, entries) in &to_rewrite {
+            let spec = spec_by_id(metadata, *spec_id)?;
+            for chunk in entries.chunks(ENTRIES_PER_REWRITTEN_MANIFEST) {
+                let path = next_manifest_path();
+                written.push(path.clone());
+                let mut writer = ManifestFileWriter::for_spec(table, &schema, spec, path, Some(snapshot_id), ManifestContentType::Data)?;
+                for e in chunk {
+                    if e.removed {
+                        let data_file = writer.widened(e.data_file.clone())?;
+                        collector.remove_file(&data_file, schema.clone(), spec.clone());
+                        writer.add_delete_file(data_file, e.seq, e.file_seq)?;
+                    } else {
+                        writer.add_existing_file(e.data_file.clone(), e.snapshot_id, e.seq, e.file_seq)?;
+                    }
                 }
+                manifests.push(writer.write_manifest_file().await?);
             }
-            manifests.push(writer.write_manifest_file().await?);
         }
         if !still_to_remove.is_empty() {
             // A file to remove is no longer live: someone else removed or replaced it. The planner
@@ -300,6 +313,13 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
     Ok(Staged { snapshot_id: Some(snapshot_id), build: builder.build()?, written, manifest_list: Some(list_writer) })
 }
 
+/// The table's partition spec `id`, which a manifest or file names.
+fn spec_by_id(metadata: &TableMetadata, id: i32) -> Result<&PartitionSpecRef> {
+    metadata
+        .partition_spec_by_id(id)
+        .ok_or_else(|| Error::Data(format!("partition spec {id} is named by a manifest but is not in the table's metadata")))
+}
+
 /// The id `TableMetadataBuilder::add_schema` gives `schema`: an equal schema's, or the next.
 fn schema_id_for(metadata: &TableMetadata, schema: &Schema) -> i32 {
     let same = metadata
@@ -343,3 +363,6 @@ pub fn delete_after_commit(metadata: &TableMetadata) -> bool {
         .get(super::DELETE_AFTER_COMMIT)
         .is_some_and(|v| v == "true")
 }
+
+#[cfg(test)]
+mod tests;

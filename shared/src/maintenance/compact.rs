@@ -3,11 +3,11 @@
 //! freshly loaded table of every attempt, that a group's files are still live, so a concurrent
 //! ingest commit is never lost and a concurrent compaction is never undone.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use arrow_schema::SchemaRef;
-use iceberg::spec::{DataContentType, DataFile, Literal, Operation, PrimitiveLiteral, Struct, Transform};
+use iceberg::spec::{DataContentType, DataFile, Literal, Operation, PartitionSpec, PrimitiveLiteral, Struct, Transform};
 use iceberg::table::Table;
 use iceberg::TableIdent;
 use serde::Serialize;
@@ -100,25 +100,32 @@ pub async fn small_file_count(table: &Table, target: usize) -> Result<usize> {
 /// Which partitions are still being written: a time partition (hours or days) reaching into the
 /// last `hot_hours` hours. A table without a time partition has no hot partition.
 struct HotPartitions {
-    /// Index of the time field in the partition tuple, and hours per partition value.
-    time_field: Option<(usize, i64)>,
+    /// Per partition spec with one: the index of the time field in the partition tuple, and
+    /// hours per partition value (a file of an older spec has its tuple laid out by that spec).
+    time_fields: HashMap<i32, (usize, i64)>,
+    default_spec: i32,
     /// Partitions ending after this hour (since the epoch) are hot.
     hot_after_hour: i64,
 }
 
 impl HotPartitions {
     fn new(table: &Table, hot_hours: i64, now_ms: i64) -> Self {
-        let time_field = table.metadata().default_partition_spec().fields().iter().enumerate().find_map(|(i, f)| match f.transform {
-            Transform::Hour => Some((i, 1)),
-            Transform::Day => Some((i, 24)),
-            _ => None,
-        });
+        let metadata = table.metadata();
+        let time_field = |spec: &PartitionSpec| {
+            spec.fields().iter().enumerate().find_map(|(i, f)| match f.transform {
+                Transform::Hour => Some((i, 1)),
+                Transform::Day => Some((i, 24)),
+                _ => None,
+            })
+        };
+        let time_fields = metadata.partition_specs_iter().filter_map(|spec| Some((spec.spec_id(), time_field(spec)?))).collect();
         let now_hour = now_ms.div_euclid(3_600_000);
-        Self { time_field, hot_after_hour: now_hour - hot_hours + 1 }
+        Self { time_fields, default_spec: metadata.default_partition_spec_id(), hot_after_hour: now_hour - hot_hours + 1 }
     }
 
-    fn is_hot(&self, partition: &Struct) -> bool {
-        let Some((index, hours)) = self.time_field else { return false };
+    /// Whether `partition`, a tuple of spec `spec_id` (unknown: the default), is hot.
+    fn is_hot(&self, partition: &Struct, spec_id: Option<i32>) -> bool {
+        let Some(&(index, hours)) = self.time_fields.get(&spec_id.unwrap_or(self.default_spec)) else { return false };
         match partition.fields().get(index) {
             Some(Some(Literal::Primitive(PrimitiveLiteral::Int(value)))) => (*value as i64 + 1) * hours > self.hot_after_hour,
             Some(Some(Literal::Primitive(PrimitiveLiteral::Long(value)))) => (value + 1) * hours > self.hot_after_hour,
@@ -147,7 +154,7 @@ async fn plan_groups(table: &Table, settings: &MaintenanceSettings, report: &mut
     let mut hot_seen: HashSet<String> = HashSet::new();
     for file in &live.data {
         let key = key_of(file);
-        if hot.is_hot(file.partition()) {
+        if hot.is_hot(file.partition(), live.spec_ids.get(file.file_path()).copied()) {
             hot_seen.insert(key);
             continue;
         }

@@ -330,6 +330,7 @@ async fn maintain_table(
         managed::set_table_maintenance(bucket, &catalogs.namespace.join("."), name, &request.settings).await?;
     }
     out.managed_by_aws = catalogs.managed_maintenance(name).await?;
+    let mut errors = Vec::new();
     for action in &request.actions {
         if out.managed_by_aws.is_some() && matches!(action, Action::Compact | Action::Expire | Action::RemoveOrphans) {
             out.skipped.push(format!("{}: run by S3 Tables' managed maintenance", action_name(*action)));
@@ -340,44 +341,69 @@ async fn maintain_table(
             out.skipped.push(format!("{}: no time left in this invocation", action_name(*action)));
             continue;
         }
-        match action {
-            Action::PurgeTombstones => {
-                // Tombstones are icestream's own: S3 Tables' maintenance knows nothing of them.
-                if tombstones::has_tombstones(&catalogs.catalog().load_table(&ident).await?) {
-                    out.purge_tombstones = Some(tombstones::purge_tombstones(catalogs, &ident, &request.settings, dry_run, deadline).await?);
-                }
-            }
-            Action::Compact => {
-                out.compact = Some(compact::compact(catalogs, &ident, &request.settings, dry_run, deadline).await?);
-            }
-            Action::RewriteManifests => {
-                out.rewrite_manifests = Some(rewrite_manifests::rewrite_manifests(catalogs, &ident, dry_run, deadline).await?);
-            }
-            Action::Expire => {
-                out.expire = Some(expire::expire(catalogs, &ident, &request.settings, dry_run, deadline).await?);
-            }
-            Action::RemoveOrphans => {
-                out.remove_orphans = Some(orphans::remove_orphans(catalogs, &ident, &request.settings, dry_run, deadline).await?);
-            }
-            Action::ReplayDeadLetters => match ingest.filter(|i| i.pipelines().pipelines.iter().any(|p| p.table == name)) {
-                Some(ingest) => out.replay_dead_letters = Some(crate::replay::replay(ingest, name, &request.replay, dry_run, deadline).await?),
-                None => out.skipped.push("replay-dead-letters: no pipeline writes this table".into()),
-            },
-            Action::Audit => {
-                let dead_letter = catalogs.ident(&format!("{name}_dead_letter"));
-                if !catalogs.catalog().table_exists(&dead_letter).await? {
-                    out.skipped.push(format!("audit: no dead-letter table {dead_letter}"));
-                    continue;
-                }
-                let audit = crate::audit::audit(catalogs, name).await?;
-                // A failed audit fails the invocation: the schedule's alarms must see it.
-                if audit.verdict == crate::audit::Verdict::Fail {
-                    out.error = Some(audit.verdict_line());
-                }
-                out.audit = Some(audit);
-            }
-            Action::Report => {}
+        // Each action looks at the table as it is now and needs nothing of the ones before: one
+        // that fails (a file it cannot read) is reported and the others still run, so expiry
+        // and orphan removal never stop behind, say, a compaction that keeps failing.
+        if let Err(e) = run_action(catalogs, request, ingest, name, deadline, *action, out).await {
+            tracing::error!(table = %name, action = action_name(*action), error = %e, "maintenance action failed");
+            errors.push(format!("{}: {e}", action_name(*action)));
         }
+    }
+    // A failed audit's verdict (set by the action, which itself succeeded) is reported with them.
+    errors.extend(out.error.take());
+    out.error = (!errors.is_empty()).then(|| errors.join("; "));
+    Ok(())
+}
+
+/// Run one action on table `name`, its report in `out`.
+async fn run_action(
+    catalogs: &Catalogs,
+    request: &MaintenanceRequest,
+    ingest: Option<&crate::ingest::IngestPipeline>,
+    name: &str,
+    deadline: Instant,
+    action: Action,
+    out: &mut TableMaintenance,
+) -> Result<()> {
+    let ident = catalogs.ident(name);
+    let dry_run = request.dry_run;
+    match action {
+        Action::PurgeTombstones => {
+            // Tombstones are icestream's own: S3 Tables' maintenance knows nothing of them.
+            if tombstones::has_tombstones(&catalogs.catalog().load_table(&ident).await?) {
+                out.purge_tombstones = Some(tombstones::purge_tombstones(catalogs, &ident, &request.settings, dry_run, deadline).await?);
+            }
+        }
+        Action::Compact => {
+            out.compact = Some(compact::compact(catalogs, &ident, &request.settings, dry_run, deadline).await?);
+        }
+        Action::RewriteManifests => {
+            out.rewrite_manifests = Some(rewrite_manifests::rewrite_manifests(catalogs, &ident, dry_run, deadline).await?);
+        }
+        Action::Expire => {
+            out.expire = Some(expire::expire(catalogs, &ident, &request.settings, dry_run, deadline).await?);
+        }
+        Action::RemoveOrphans => {
+            out.remove_orphans = Some(orphans::remove_orphans(catalogs, &ident, &request.settings, dry_run, deadline).await?);
+        }
+        Action::ReplayDeadLetters => match ingest.filter(|i| i.pipelines().pipelines.iter().any(|p| p.table == name)) {
+            Some(ingest) => out.replay_dead_letters = Some(crate::replay::replay(ingest, name, &request.replay, dry_run, deadline).await?),
+            None => out.skipped.push("replay-dead-letters: no pipeline writes this table".into()),
+        },
+        Action::Audit => {
+            let dead_letter = catalogs.ident(&format!("{name}_dead_letter"));
+            if !catalogs.catalog().table_exists(&dead_letter).await? {
+                out.skipped.push(format!("audit: no dead-letter table {dead_letter}"));
+                return Ok(());
+            }
+            let audit = crate::audit::audit(catalogs, name).await?;
+            // A failed audit fails the invocation: the schedule's alarms must see it.
+            if audit.verdict == crate::audit::Verdict::Fail {
+                out.error = Some(audit.verdict_line());
+            }
+            out.audit = Some(audit);
+        }
+        Action::Report => {}
     }
     Ok(())
 }
@@ -461,6 +487,9 @@ pub(crate) async fn delete_files(table: &Table, paths: &[String], deadline: Inst
     }
     (deleted, failed)
 }
+
+#[cfg(test)]
+mod evolution_tests;
 
 #[cfg(test)]
 mod tests {

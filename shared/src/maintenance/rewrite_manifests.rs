@@ -2,6 +2,7 @@
 //! files. Rewrite the live data entries of the current snapshot into few manifests (metadata
 //! only: a replace snapshot with no data change).
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use iceberg::spec::{ManifestContentType, Operation};
@@ -31,12 +32,15 @@ pub struct RewriteManifestsReport {
     pub commit_attempts: u32,
 }
 
-/// Data manifests of the current snapshot and the live entries in them.
-async fn data_manifests(table: &Table) -> Result<(usize, u64)> {
-    let Some(current) = table.metadata().current_snapshot() else { return Ok((0, 0)) };
+/// Data manifests of the current snapshot and the live entries in them, by partition spec.
+async fn data_manifests(table: &Table) -> Result<(usize, BTreeMap<i32, u64>)> {
+    let Some(current) = table.metadata().current_snapshot() else { return Ok((0, BTreeMap::new())) };
     let manifests = super::manifests_of(table, current).await?;
     let data: Vec<_> = manifests.iter().filter(|m| m.content == ManifestContentType::Data).collect();
-    let live = data.iter().map(|m| m.added_files_count.unwrap_or(0) as u64 + m.existing_files_count.unwrap_or(0) as u64).sum();
+    let mut live = BTreeMap::new();
+    for m in &data {
+        *live.entry(m.partition_spec_id).or_default() += m.added_files_count.unwrap_or(0) as u64 + m.existing_files_count.unwrap_or(0) as u64;
+    }
     Ok((data.len(), live))
 }
 
@@ -64,8 +68,10 @@ pub async fn rewrite_manifests(
 ) -> Result<RewriteManifestsReport> {
     let table = catalogs.catalog().load_table(ident).await?;
     let (before, live) = data_manifests(&table).await?;
-    let mut report = RewriteManifestsReport { dry_run, data_manifests_before: before, live_data_files: live, ..Default::default() };
-    let planned_after = if live == 0 { 0 } else { live.div_ceil(ENTRIES_PER_MANIFEST) as usize };
+    let live_data_files = live.values().sum();
+    let mut report = RewriteManifestsReport { dry_run, data_manifests_before: before, live_data_files, ..Default::default() };
+    // A rewritten manifest holds the entries of one partition spec.
+    let planned_after = live.values().map(|n| n.div_ceil(ENTRIES_PER_MANIFEST) as usize).sum();
     if before <= MAX_DATA_MANIFESTS {
         report.data_manifests_after = before;
         return Ok(report);

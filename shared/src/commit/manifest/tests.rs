@@ -185,13 +185,11 @@ async fn both_for(
     let ours_path = format!("{}/metadata/ours.avro", table.metadata().location());
     let theirs_path = format!("{}/metadata/theirs.avro", table.metadata().location());
     let ours = ManifestFileWriter::new(table, schema, ours_path.clone(), snapshot_id, content)?;
-    let builder = ManifestWriterBuilder::new(
-        table.file_io().new_output(&theirs_path)?,
-        snapshot_id,
-        schema.clone(),
-        table.metadata().default_partition_spec().as_ref().clone(),
-    );
-    let theirs = ManifestFileWriter(Inner::Library(library_writer(builder, table.metadata().format_version(), content)));
+    let spec = table.metadata().default_partition_spec().as_ref().clone();
+    let (spec_id, partition_type) = (spec.spec_id(), spec.partition_type(schema)?);
+    let builder = ManifestWriterBuilder::new(table.file_io().new_output(&theirs_path)?, snapshot_id, schema.clone(), spec);
+    let inner = Inner::Library(library_writer(builder, table.metadata().format_version(), content));
+    let theirs = ManifestFileWriter { inner, spec_id, partition_type };
     Ok([write(table, ours, &ours_path, entries).await?, write(table, theirs, &theirs_path, entries).await?])
 }
 
@@ -237,7 +235,7 @@ fn message<T>(result: Result<T>) -> String {
 }
 
 fn is_serde(writer: &ManifestFileWriter) -> bool {
-    matches!(writer.0, Inner::Serde(_))
+    matches!(writer.inner, Inner::Serde(_))
 }
 
 #[tokio::test]
