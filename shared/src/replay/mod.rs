@@ -11,7 +11,8 @@
 //! Only dead letters at or below the table's watermark are replayed: above it, a batch is still
 //! half-committed and its redelivery decides.
 
-pub mod marks;
+/// The marks live with the commit machinery, which the guarded apply (below this layer) uses.
+pub use crate::commit::replayed as marks;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
