@@ -444,7 +444,7 @@ async fn maintenance_purges_tombstones_past_their_retention_and_keeps_newer_ones
     impl Planner for Age {
         async fn plan(&mut self, table: &iceberg::table::Table, _: u32) -> icestream::Result<Option<ChangeSet>> {
             let mut t = Tombstones::load(table).await?;
-            t.0.insert(1, Tombstone { seq: 3, deleted_at_us: chrono_now_us() - 8 * 86_400_000_000 });
+            t.0.insert(1, Tombstone { seq: 3, position: None, deleted_at_us: chrono_now_us() - 8 * 86_400_000_000 });
             let mut change = ChangeSet::new(iceberg::spec::Operation::Replace);
             let (k, v) = t.store(table, "zstd").await?;
             change.properties.insert(k, v);
