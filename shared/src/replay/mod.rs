@@ -98,7 +98,7 @@ pub struct ReplayReport {
     /// Rows appended to the table (dry run: that would be); of an upsert table, the changes
     /// replayed through its guarded apply, applied or stale.
     pub replayed: usize,
-    /// Of an upsert table's replayed changes, those its keys' state already ranked above (a
+    /// Upsert tables: keys whose newest replayed change their state already ranked above (a
     /// newer version, a newer delete): marked, not applied.
     pub stale: usize,
     /// Dead letters that still do not decode, by reason.
