@@ -154,6 +154,25 @@ mod equal_order_values {
         assert_eq!(live(wh).await.get(&1).map(|r| r.0.clone()), Some(Some("back".into())));
         rebuilt_equals_applied(wh, &p).await;
     }
+
+    #[tokio::test]
+    async fn a_truncate_ranks_by_its_position_among_changes_of_its_millisecond() {
+        let dir = tempfile::tempdir().unwrap();
+        let wh = dir.path();
+        std::fs::write(wh.join("orders.schema.json"), SCHEMA).unwrap();
+        let lines = ["format = \"json\"", "schema = \"orders.schema.json\"", "envelope = \"debezium\"", "order_by = \"source.ts_ms\"", "allow_truncate = true"];
+        let p = pipeline(wh, &lines).await;
+        let truncate = |offset| record(offset, 0, Some(br#"{"before":null,"after":null,"source":{"ts_ms":1000},"op":"t"}"#.to_vec()));
+        // In one millisecond: id 1 before the truncate, id 2 after it.
+        p.handle(event(0, vec![change(0, "c", 1, "before", 1000), truncate(1), change(2, "c", 2, "after", 1000)]), deadline()).await.unwrap();
+        assert_eq!(live(wh).await.keys().copied().collect::<Vec<_>>(), vec![2]);
+        // Delivered late from another partition, of the same millisecond but ranked before the
+        // truncate (a lower offset): stale.
+        let late = p.handle(event(1, vec![change(0, "c", 3, "late", 1000)]), deadline()).await.unwrap();
+        assert_eq!(late.upsert_stale, 1, "{late:?}");
+        assert_eq!(live(wh).await.keys().copied().collect::<Vec<_>>(), vec![2]);
+        rebuilt_equals_applied(wh, &p).await;
+    }
 }
 
 mod replayed_dead_letters {
