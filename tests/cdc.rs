@@ -151,14 +151,20 @@ async fn tombstones(wh: &Path) -> BTreeMap<i64, i64> {
     Tombstones::load(&table).await.unwrap().0.into_iter().map(|(k, t)| (k, t.seq)).collect()
 }
 
-/// (account_id, seq) of every changelog row, asserting none repeats.
+/// (account_id, seq) of every changelog row, asserting no Kafka record is there twice (a
+/// change its producer sent again is another record, at another offset: kept).
 async fn changelog_once(wh: &Path) -> HashSet<(i64, i64)> {
     let mut seen = HashSet::new();
+    let mut records = HashSet::new();
     for b in scan(wh, "accounts_changelog").await {
         let ids = b.column_by_name("account_id").unwrap().as_primitive::<Int64Type>();
         let seq = b.column_by_name("seq").unwrap().as_primitive::<Int64Type>();
+        let partitions = b.column_by_name("kafka_partition").unwrap().as_primitive::<arrow_array::types::Int32Type>();
+        let offsets = b.column_by_name("kafka_offset").unwrap().as_primitive::<Int64Type>();
         for i in 0..b.num_rows() {
-            assert!(seen.insert((ids.value(i), seq.value(i))), "change {:?} twice in the changelog", (ids.value(i), seq.value(i)));
+            let record = (partitions.value(i), offsets.value(i));
+            assert!(records.insert(record), "record {record:?} twice in the changelog");
+            seen.insert((ids.value(i), seq.value(i)));
         }
     }
     seen
@@ -267,6 +273,34 @@ async fn a_stale_insert_or_update_after_a_delete_does_not_resurrect_the_row() {
     assert_eq!(mirror_state(wh).await, State::from([(9, (600, at + 6, 6))]));
     assert!(tombstones(wh).await.is_empty());
     assert_eq!(changelog_once(wh).await.len(), 5, "the changelog keeps every change, stale ones too");
+}
+
+#[tokio::test]
+async fn changes_of_equal_seq_are_ranked_by_position_in_the_mirror_the_changelog_and_the_rebuild() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path();
+    let p = pipeline(wh).await;
+    let at = 1_764_460_800_000_000;
+    let c = |op, account_id, seq, balance: Option<i64>| Change { op, account_id, balance_cents: balance, last_updated_us: at + seq, seq };
+    // Account 1: updated and deleted at one seq in one batch. Account 2: the delete of the
+    // update's seq comes in the next batch. Account 3: the update of the delete's seq comes
+    // later from another partition at a lower offset: the delete ranks last.
+    p.handle(event(&[(0, &[(0, c(Op::Insert, 1, 1, Some(10))), (1, c(Op::Update, 1, 2, Some(20))), (2, c(Op::Delete, 1, 2, None))])]), deadline()).await.unwrap();
+    p.handle(event(&[(0, &[(3, c(Op::Insert, 2, 1, Some(10))), (4, c(Op::Update, 2, 2, Some(20)))])]), deadline()).await.unwrap();
+    p.handle(event(&[(0, &[(5, c(Op::Delete, 2, 2, None)), (6, c(Op::Insert, 3, 1, Some(10))), (7, c(Op::Delete, 3, 2, None))])]), deadline()).await.unwrap();
+    let late = p.handle(event(&[(1, &[(0, c(Op::Update, 3, 2, Some(99)))])]), deadline()).await.unwrap();
+    assert_eq!(late.mirror.stale, 1, "{late:?}");
+    assert!(mirror_state(wh).await.is_empty(), "{:?}", mirror_state(wh).await);
+    assert_eq!(tombstones(wh).await, BTreeMap::from([(1, 2), (2, 2), (3, 2)]));
+    let rows: usize = scan(wh, "accounts_changelog").await.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(rows, 9, "every change once, equal seq or not");
+    assert_eq!(changelog_once(wh).await.len(), 6);
+    // Redelivered: nothing more.
+    let again = p.handle(event(&[(0, &[(1, c(Op::Update, 1, 2, Some(20))), (2, c(Op::Delete, 1, 2, None))])]), deadline()).await.unwrap();
+    assert_eq!((again.changelog_written, again.mirror.applied), (0, 0), "{again:?}");
+    let before = (mirror_state(wh).await, tombstones(wh).await);
+    icestream::cdc::rebuild::rebuild(&p, deadline()).await.unwrap();
+    assert_eq!((mirror_state(wh).await, tombstones(wh).await), before, "cdc-rebuild changed the mirror");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -410,7 +444,7 @@ async fn maintenance_purges_tombstones_past_their_retention_and_keeps_newer_ones
     impl Planner for Age {
         async fn plan(&mut self, table: &iceberg::table::Table, _: u32) -> icestream::Result<Option<ChangeSet>> {
             let mut t = Tombstones::load(table).await?;
-            t.0.insert(1, Tombstone { seq: 3, deleted_at_us: chrono_now_us() - 8 * 86_400_000_000 });
+            t.0.insert(1, Tombstone { seq: 3, position: None, deleted_at_us: chrono_now_us() - 8 * 86_400_000_000 });
             let mut change = ChangeSet::new(iceberg::spec::Operation::Replace);
             let (k, v) = t.store(table, "zstd").await?;
             change.properties.insert(k, v);

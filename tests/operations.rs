@@ -12,45 +12,12 @@ use icestream::commit::{ChangeSet, Planner};
 use icestream_integration::*;
 use serde_json::{Value, json};
 
-const V1: &str = r#"{"type":"record","name":"Order","fields":[{"name":"id","type":"long"},{"name":"note","type":"string"}]}"#;
-/// The producer's newer writer schema: one optional field more. Values written with it do not
-/// decode with V1 (bytes left over), so they are dead letters until the pipeline has V2 (then the
-/// table gains the column in the replay's commit).
-const V2: &str = r#"{"type":"record","name":"Order","fields":[{"name":"id","type":"long"},{"name":"note","type":"string"},{"name":"extra","type":["null","long"],"default":null}]}"#;
-
-/// Avro binary encoding of a long (zigzag varint).
-fn long(out: &mut Vec<u8>, v: i64) {
-    let mut z = ((v << 1) ^ (v >> 63)) as u64;
-    loop {
-        let byte = (z & 0x7f) as u8;
-        z >>= 7;
-        if z == 0 {
-            out.push(byte);
-            break;
-        }
-        out.push(byte | 0x80);
-    }
-}
-
-fn order(id: i64, note: &str, extra: Option<i64>) -> Vec<u8> {
-    let mut out = Vec::new();
-    long(&mut out, id);
-    long(&mut out, note.len() as i64);
-    out.extend_from_slice(note.as_bytes());
-    if let Some(extra) = extra {
-        // The union's second branch (long), then the value.
-        long(&mut out, 1);
-        long(&mut out, extra);
-    }
-    out
-}
-
 /// An MSK event on topic `orders`, partition 0, offsets 0..10: 0-5 written with V1, 6-9 with V2;
 /// record `i` has the Kafka timestamp `timestamps[i]`.
 fn event_at(timestamps: &[i64; 10]) -> Value {
     let records: Vec<Value> = (0..10)
         .map(|i| {
-            let value = order(i, &format!("order {i}"), (i >= 6).then_some(i * 100));
+            let value = avro_order(i, &format!("order {i}"), (i >= 6).then_some(i * 100));
             json!({"topic": "orders", "partition": 0, "offset": i, "timestamp": timestamps[i as usize], "timestampType": "CREATE_TIME",
                    "value": base64::engine::general_purpose::STANDARD.encode(value), "headers": []})
         })
@@ -132,7 +99,7 @@ async fn the_per_table_emf_line_and_the_snapshot_carry_the_records_ages_at_commi
 }
 
 fn pipeline_file(dir: &Path) -> String {
-    std::fs::write(dir.join("order.avsc"), V1).unwrap();
+    std::fs::write(dir.join("order.avsc"), ORDER_V1).unwrap();
     let file = dir.join("pipelines.toml");
     std::fs::write(&file, "[[pipeline]]\ntable = \"orders\"\ntopics = [\"orders\"]\nformat = \"avro\"\nschema = \"order.avsc\"\nkey = [\"id\"]\n").unwrap();
     file.display().to_string()
@@ -184,7 +151,7 @@ async fn audit_passes_replay_adds_once_and_a_duplicate_file_fails_the_audit() {
     assert_eq!((report["rows"].as_u64(), report["dead_letters"].as_u64(), report["gap_offsets"].as_u64()), (Some(6), Some(4), Some(0)));
 
     // The fix: the pipeline reads the producer's new schema (the table keeps its columns).
-    std::fs::write(dir.path().join("order.avsc"), V2).unwrap();
+    std::fs::write(dir.path().join("order.avsc"), ORDER_V2).unwrap();
     let replay = |extra: &[&str]| summary_of(&icestream(&[&["dead-letters", "replay", "orders", &warehouse, &pipelines], extra].concat(), &[]));
     let dry = replay(&["dry-run=true"]);
     assert_eq!((dry["replayed"].as_u64(), dry["snapshot_id"].as_i64()), (Some(4), None), "{dry}");
@@ -285,7 +252,7 @@ fn produce_orders(bootstrap: &str, ids: std::ops::Range<i64>) {
     use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
     let producer: BaseProducer = icestream_tools::kafka::client_config(bootstrap).create().unwrap();
     for id in ids {
-        let value = order(id, &format!("order {id}"), None);
+        let value = avro_order(id, &format!("order {id}"), None);
         producer.send(BaseRecord::<(), [u8]>::to("orders").partition(0).payload(&value)).unwrap();
     }
     producer.flush(std::time::Duration::from_secs(30)).unwrap();
@@ -309,7 +276,7 @@ async fn a_gap_the_broker_still_holds_is_reported_lost_and_fails_the_audit() {
     for (name, offsets) in [("a.json", 0..10), ("b.json", 20..30)] {
         let records: Vec<Value> = offsets
             .map(|i| json!({"topic": "orders", "partition": 0, "offset": i, "timestamp": now_ms(), "headers": [],
-                            "value": base64::engine::general_purpose::STANDARD.encode(order(i, &format!("order {i}"), None))}))
+                            "value": base64::engine::general_purpose::STANDARD.encode(avro_order(i, &format!("order {i}"), None))}))
             .collect();
         let event = write_event(dir.path(), name, &json!({"eventSource": "aws:kafka", "records": {"orders-0": records}}));
         summary_of(&icestream(&["ingest", event.to_str().unwrap(), &warehouse, &pipelines], &[]));

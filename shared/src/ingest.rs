@@ -350,6 +350,20 @@ impl IngestPipeline {
         Ok((data, dead_letter, loaded_at))
     }
 
+    /// An upsert pipeline's tables, for its guarded apply (ingest, a dead-letter replay).
+    pub(crate) fn upsert_tables<'a>(&'a self, pipeline: &'a Pipeline, upsert: &'a crate::pipeline::upsert::Upsert, tables: &'a PipelineTables) -> UpsertTables<'a> {
+        UpsertTables {
+            pipeline,
+            upsert,
+            data: &tables.data,
+            dead_letter: &tables.dead_letter,
+            dead_letter_schema: tables.dead_letter_schema.clone(),
+            changelog: tables.changelog.as_ref(),
+            registry: tables.registry.as_ref(),
+            key_index: &self.key_index,
+        }
+    }
+
     /// An upsert pipeline's share: the guarded apply (`cdc::upsert`). Returns the oldest
     /// record's timestamp.
     async fn ingest_upserts(
@@ -361,16 +375,7 @@ impl IngestPipeline {
         deadline: Instant,
         summary: &mut Summary,
     ) -> Result<Option<i64>> {
-        let upsert_tables = UpsertTables {
-            pipeline,
-            upsert,
-            data: &tables.data,
-            dead_letter: &tables.dead_letter,
-            dead_letter_schema: tables.dead_letter_schema.clone(),
-            changelog: tables.changelog.as_ref(),
-            registry: tables.registry.as_ref(),
-            key_index: &self.key_index,
-        };
+        let upsert_tables = self.upsert_tables(pipeline, upsert, tables);
         let calls_before = tables.registry.as_ref().map_or(0, Registry::calls);
         let out = crate::cdc::upsert::ingest(&self.catalogs, &self.config, &self.sink, upsert_tables, partitions, deadline).await?;
         summary.registry_calls += tables.registry.as_ref().map_or(0, Registry::calls) - calls_before;

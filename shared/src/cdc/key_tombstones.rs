@@ -1,44 +1,65 @@
-//! Tombstones of an upsert table with any key: for every deleted key, the order value of its
-//! delete, so an older change arriving later cannot resurrect the row.
+//! Tombstones of an upsert table with any key: for every deleted key, the rank of its delete
+//! (order value and Kafka position, [`super::rank`]), so an older change arriving later cannot
+//! resurrect the row.
 //!
 //! Same file and property as the accounts mirror's ([`super::tombstones`]): one Parquet file
 //! named by [`TOMBSTONES_PROPERTY`], swapped in the same commit as the rows; its columns are
-//! the key columns, then `seq` (the order value) and `deleted_at_us`. An accounts tombstone
-//! file is therefore a keyed one with the key `account_id`.
+//! the key columns, then `seq` (the order value), `deleted_at_us` and the delete's lineage. An
+//! accounts tombstone file is therefore a keyed one with the key `account_id`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, Int64Array, RecordBatch};
-use arrow_schema::{DataType, Field, FieldRef, Schema as ArrowSchema};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{FieldRef, Schema as ArrowSchema};
 use iceberg::table::Table;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::keys::KeyCodec;
+use super::rank::{Position, Rank};
+use super::tombstones::{is_value_field, read_values, value_columns, value_fields};
 pub use super::tombstones::{TOMBSTONES_PROPERTY, Tombstone, referenced_file};
-use crate::columns::Columns;
 use crate::error::Result;
 use crate::writer::writer_properties;
 
 /// Table property (upsert tables and their changelogs): the source position of the newest
 /// truncate applied (Debezium `op = "t"` with `allow_truncate`). It stands for a tombstone of
-/// every key at that position: a change ordered before it is stale, and a rebuild drops it.
+/// every key at that position: a change ranked before it is stale, and a rebuild drops it.
 pub const TRUNCATED_AT_PROPERTY: &str = "icestream.cdc.truncated-at";
 
-/// The newest truncate's position, if the table had one.
-pub fn truncated_at(properties: &std::collections::HashMap<String, String>) -> Option<i64> {
-    properties.get(TRUNCATED_AT_PROPERTY).and_then(|v| v.parse().ok())
+/// Table property beside [`TRUNCATED_AT_PROPERTY`]: the truncate's Kafka record,
+/// `<partition>:<offset>:<topic>`, which ranks it among changes of the same order value.
+pub const TRUNCATED_BY_PROPERTY: &str = "icestream.cdc.truncated-by";
+
+/// The newest truncate's rank, if the table had one (its position unknown when only the older
+/// property is set).
+pub fn truncated_at(properties: &std::collections::HashMap<String, String>) -> Option<Rank> {
+    let order = properties.get(TRUNCATED_AT_PROPERTY)?.parse().ok()?;
+    let position = properties.get(TRUNCATED_BY_PROPERTY).and_then(|v| {
+        let mut parts = v.splitn(3, ':');
+        let (partition, offset, topic) = (parts.next()?.parse().ok()?, parts.next()?.parse().ok()?, parts.next()?);
+        Some(Position { offset, partition, topic: topic.to_string() })
+    });
+    Some(Rank { order, position })
 }
 
-/// The property update recording a truncate at `position`, if it is newer than the table's.
-pub fn truncate_update(properties: &std::collections::HashMap<String, String>, position: Option<i64>) -> Option<(String, String)> {
-    let position = position?;
-    (truncated_at(properties) < Some(position)).then(|| (TRUNCATED_AT_PROPERTY.to_string(), position.to_string()))
+/// The property updates recording a truncate ranked `rank`, if it is newer than the table's.
+pub fn truncate_update(properties: &std::collections::HashMap<String, String>, rank: Option<&Rank>) -> Vec<(String, String)> {
+    match rank {
+        Some(rank) if truncated_at(properties).as_ref() < Some(rank) => truncate_properties(rank),
+        _ => Vec::new(),
+    }
 }
 
-const SEQ_COLUMN: &str = "seq";
-const DELETED_AT_COLUMN: &str = "deleted_at_us";
+/// The properties that record a truncate ranked `rank`.
+pub fn truncate_properties(rank: &Rank) -> Vec<(String, String)> {
+    let mut out = vec![(TRUNCATED_AT_PROPERTY.to_string(), rank.order.to_string())];
+    if let Some(p) = &rank.position {
+        out.push((TRUNCATED_BY_PROPERTY.to_string(), format!("{}:{}:{}", p.partition, p.offset, p.topic)));
+    }
+    out
+}
 
 /// Every tombstone of a table, by encoded key.
 pub struct KeyTombstones {
@@ -63,8 +84,7 @@ impl KeyTombstones {
         let Some(path) = referenced_file(table.metadata().properties()) else { return Ok(None) };
         let batches = read(table, path).await?;
         let Some(first) = batches.first() else { return Ok(None) };
-        let fields: Vec<FieldRef> =
-            first.schema().fields().iter().filter(|f| ![SEQ_COLUMN, DELETED_AT_COLUMN].contains(&f.name().as_str())).cloned().collect();
+        let fields: Vec<FieldRef> = first.schema().fields().iter().filter(|f| !is_value_field(f.name())).cloned().collect();
         let mut out = Self { codec: KeyCodec::of_fields(fields)?, map: BTreeMap::new() };
         for batch in &batches {
             out.add(batch, path)?;
@@ -75,10 +95,8 @@ impl KeyTombstones {
     fn add(&mut self, batch: &RecordBatch, path: &str) -> Result<()> {
         let source = format!("tombstone file {path}");
         let keys = self.codec.rows(batch, &source, None)?;
-        let columns = Columns::new(batch, &source);
-        let (seqs, at) = (columns.i64(SEQ_COLUMN)?, columns.i64(DELETED_AT_COLUMN)?);
-        for i in 0..batch.num_rows() {
-            self.map.insert(keys.row(i).data().to_vec(), Tombstone { seq: seqs.value(i), deleted_at_us: at.value(i) });
+        for (i, tombstone) in read_values(batch, &source)?.into_iter().enumerate() {
+            self.map.insert(keys.row(i).data().to_vec(), tombstone);
         }
         Ok(())
     }
@@ -105,12 +123,10 @@ impl KeyTombstones {
             return Ok((TOMBSTONES_PROPERTY.to_string(), String::new()));
         }
         let mut fields = self.codec.plain_fields();
-        fields.push(Field::new(SEQ_COLUMN, DataType::Int64, false));
-        fields.push(Field::new(DELETED_AT_COLUMN, DataType::Int64, false));
+        fields.extend(value_fields());
         let schema = Arc::new(ArrowSchema::new(fields));
         let mut columns: Vec<ArrayRef> = self.codec.decode(self.map.keys().map(Vec::as_slice))?;
-        columns.push(Arc::new(self.map.values().map(|t| t.seq).collect::<Int64Array>()));
-        columns.push(Arc::new(self.map.values().map(|t| t.deleted_at_us).collect::<Int64Array>()));
+        columns.extend(value_columns(self.map.values()));
         let batch = RecordBatch::try_new(schema.clone(), columns)?;
         let mut buffer = Vec::new();
         let mut writer = ArrowWriter::try_new(&mut buffer, schema, Some(writer_properties(compression, &[&batch])?))?;
@@ -125,4 +141,25 @@ impl KeyTombstones {
 async fn read(table: &Table, path: &str) -> Result<Vec<RecordBatch>> {
     let bytes = table.file_io().new_input(path)?.read().await?;
     Ok(ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()?.collect::<std::result::Result<Vec<_>, _>>()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    #[test]
+    fn a_truncate_keeps_its_record_and_only_a_newer_one_replaces_it() {
+        let at = |order, offset| Rank::new(order, Position { offset, partition: 2, topic: "db.shop:orders".into() });
+        let props: HashMap<String, String> = truncate_properties(&at(77, 9)).into_iter().collect();
+        assert_eq!(props[TRUNCATED_BY_PROPERTY], "2:9:db.shop:orders");
+        assert_eq!(truncated_at(&props), Some(at(77, 9)));
+        assert!(truncate_update(&props, Some(&at(77, 9))).is_empty() && truncate_update(&props, Some(&at(77, 8))).is_empty());
+        assert_eq!(truncate_update(&props, Some(&at(77, 10))).len(), 2, "the same source position, a later record");
+        // A table that kept only the position: ranked below every record of that position.
+        let old = HashMap::from([(TRUNCATED_AT_PROPERTY.to_string(), "77".to_string())]);
+        assert_eq!(truncated_at(&old), Some(Rank { order: 77, position: None }));
+        assert!(!truncate_update(&old, Some(&at(77, 0))).is_empty());
+    }
 }

@@ -1,20 +1,24 @@
 //! Guarded apply of a batch of changes to an upsert table with any key, merge-on-read.
 //!
-//! Per key, the batch's newest change (highest order value, then Kafka offset and partition)
-//! applies only if its order value is at least the key's current one: the live row's, or the
-//! tombstone's if the key was deleted, so a stale change never overwrites newer state and never
-//! resurrects a deleted key. Applying removes the live row with a position delete (one delete
+//! Per key, the batch's newest change (highest rank: order value, then Kafka position,
+//! [`super::rank`]) applies only if it ranks above the key's current state: the live row's, or
+//! the tombstone's if the key was deleted, so a stale change never overwrites newer state and
+//! never resurrects a deleted key, and a change already applied does nothing. Applying removes the live row with a position delete (one delete
 //! file per data file; a file whose last live rows go is removed whole) and appends the new row,
 //! or records a tombstone for a delete, all in one commit with the batch's offsets.
 //!
 //! A truncate (Debezium `op = "t"`, where allowed) is a tombstone of every key at its source
-//! position: the rows ordered at or before it go (the order column of every live file is read:
+//! position: the rows ranked before it go (the order column of every live file is read:
 //! truncates are rare), and the position is kept in [`TRUNCATED_AT_PROPERTY`], so later
 //! deliveries of older changes stay stale without a tombstone per key.
 //!
 //! The plan is made on every commit attempt against the table as it is then (touched keys'
 //! rows, positions and tombstones read again), so a lost race recomputes instead of rebasing
 //! blindly, and two writers never leave two live rows for one key.
+//!
+//! A Kafka batch's commit advances the watermarks and skips what they cover; a dead-letter
+//! replay's ([`KeyedApply::replay`]) leaves them, skips the changes the table's replay marks
+//! name and marks the rest, applied or stale, in the same commit.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -29,8 +33,10 @@ use super::key_index::KeyIndexCache;
 use super::key_tombstones::{KeyTombstones, TRUNCATED_AT_PROPERTY, Tombstone, truncate_update, truncated_at};
 use super::keys::KeyCodec;
 use super::mirror::MirrorStats;
-use super::probe::{KeyPartitions, Probe, candidate_files, live_rows_of, order_values};
+use super::probe::{KeyPartitions, Probe, candidate_files, live_rows_of};
+use super::rank::{Position, Rank, RankColumns};
 use crate::columns::Columns;
+use crate::commit::replayed::ReplayedOffsets;
 use crate::commit::row_delta::{LiveFiles, deleted_positions, read_live_rows, write_position_deletes};
 use crate::commit::{ChangeSet, Planner, Watermarks};
 use crate::error::Result;
@@ -56,6 +62,12 @@ pub struct Truncate {
     pub offset: i64,
 }
 
+impl Truncate {
+    pub fn rank(&self) -> Rank {
+        Rank::new(self.position, Position::of(&self.tp, self.offset))
+    }
+}
+
 /// Which change, in which batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Source {
@@ -64,10 +76,9 @@ enum Source {
 }
 
 /// The newest change of one key so far.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Latest {
-    /// Order value, then Kafka offset and partition: the tie-breakers.
-    rank: (i64, i64, i32),
+    rank: Rank,
     source: Source,
 }
 
@@ -80,6 +91,8 @@ pub struct KeyedApply {
     codec: KeyCodec,
     order: String,
     covers: Watermarks,
+    /// A dead-letter replay: marks instead of watermarks.
+    replay: bool,
     compression: String,
     target_file_size: usize,
     now_us: i64,
@@ -107,6 +120,7 @@ impl KeyedApply {
             changes,
             order: order.to_string(),
             covers,
+            replay: false,
             compression: compression.to_string(),
             target_file_size,
             now_us: chrono::Utc::now().timestamp_micros(),
@@ -121,36 +135,39 @@ impl KeyedApply {
         self
     }
 
-    /// The newest change per key among the changes `marks` do not cover, and the key columns
-    /// of all of them (for pruning).
-    fn latest(&mut self, marks: &Watermarks) -> Result<(LatestPerKey, Vec<ArrayRef>)> {
+    /// A dead-letter replay: the changes the table's replay marks name are held, the rest are
+    /// marked in the commit, and the watermarks stay as they are.
+    pub fn replay(mut self) -> Self {
+        self.replay = true;
+        self.covers = Watermarks::default();
+        self
+    }
+
+    /// The newest change per key among the changes `held` does not name, the key columns of
+    /// all of them (for pruning) and their offsets.
+    fn latest(&mut self, held: impl Fn(&TopicPartition, i64) -> bool) -> Result<(LatestPerKey, Vec<ArrayRef>, ReplayedOffsets)> {
         let mut latest = LatestPerKey::new();
+        let mut offsets = ReplayedOffsets::default();
         let mut touched: Vec<Vec<ArrayRef>> = vec![Vec::new(); self.codec.fields().len()];
         for (batch, is_delete) in [(&self.changes.rows, false), (&self.changes.deletes, true)] {
-            let columns = Columns::new(batch, "upsert batch");
-            let (topics, partitions, offsets) = (columns.strings(lineage::TOPIC)?, columns.i32(lineage::PARTITION)?, columns.i64(lineage::OFFSET)?);
-            let orders = order_values(&columns, &self.order)?;
+            let ranks = RankColumns::new(&Columns::new(batch, "upsert batch"), &self.order)?;
             let keys = self.codec.rows(batch, "upsert batch", None)?;
             let mut fresh = Vec::with_capacity(batch.num_rows());
             for i in 0..batch.num_rows() {
-                let tp = TopicPartition { topic: topics.value(i).to_string(), partition: partitions.value(i) };
-                if marks.covers(&tp, offsets.value(i)) {
+                let tp = ranks.topic_partition(i);
+                if held(&tp, ranks.offset(i)) {
                     self.stats.skipped_replay += 1;
                     continue;
                 }
                 fresh.push(i as u32);
-                let candidate = Latest {
-                    rank: (orders.value(i), offsets.value(i), partitions.value(i)),
-                    source: if is_delete { Source::Delete(i) } else { Source::Row(i) },
-                };
-                latest
-                    .entry(keys.row(i).data().to_vec())
-                    .and_modify(|cur| {
-                        if candidate.rank > cur.rank {
-                            *cur = candidate;
-                        }
-                    })
-                    .or_insert(candidate);
+                if self.replay {
+                    offsets.insert(&tp, ranks.offset(i));
+                }
+                let candidate = Latest { rank: ranks.rank(i), source: if is_delete { Source::Delete(i) } else { Source::Row(i) } };
+                let key = keys.row(i).data().to_vec();
+                if latest.get(&key).is_none_or(|cur| candidate.rank > cur.rank) {
+                    latest.insert(key, candidate);
+                }
             }
             let fresh = take_record_batch(batch, &UInt32Array::from(fresh))?;
             for (all, column) in touched.iter_mut().zip(self.codec.columns(&fresh, "upsert batch", None)?) {
@@ -158,34 +175,34 @@ impl KeyedApply {
             }
         }
         let touched = touched.iter().map(|parts| concat(&parts.iter().map(AsRef::as_ref).collect::<Vec<_>>())).collect::<std::result::Result<_, _>>()?;
-        Ok((latest, touched))
+        Ok((latest, touched, offsets))
     }
 }
 
-/// What a truncate at one position removes from `files`.
+/// What a truncate removes from `files`.
 struct Swept {
-    /// Per file: the live positions whose order value is at or before the truncate.
+    /// Per file: the live positions of the rows ranked before the truncate.
     positions: Vec<BTreeSet<i64>>,
     live_counts: Vec<usize>,
     bytes: u64,
 }
 
-/// The live rows of `files` ordered at or before `position` (the order column of each file,
-/// read whole).
-async fn rows_ordered_until(table: &Table, live: &LiveFiles, files: &[&DataFile], order: &str, position: i64) -> Result<Swept> {
+/// The live rows of `files` ranked before `truncate` (the order and lineage columns of each
+/// file, read whole).
+async fn rows_ranked_before(table: &Table, live: &LiveFiles, files: &[&DataFile], order: &str, truncate: &Rank) -> Result<Swept> {
     let schema = table.metadata().current_schema();
     let mut swept = Swept { positions: Vec::with_capacity(files.len()), live_counts: Vec::with_capacity(files.len()), bytes: 0 };
     for file in files {
         let path = file.file_path();
         let deletes = live.deletes_for(path);
         let deleted = deleted_positions(table, path, &deletes).await?;
-        let (batches, positions) = read_live_rows(table, path, &[order], &deleted).await?;
+        let (batches, positions) = read_live_rows(table, path, &[order, lineage::TOPIC, lineage::PARTITION, lineage::OFFSET], &deleted).await?;
         let mut at = positions.iter();
         let mut gone = BTreeSet::new();
         for batch in &batches {
-            let orders = order_values(&Columns::new(batch, path).with_schema(schema), order)?;
-            for (value, pos) in orders.values().iter().zip(at.by_ref()) {
-                if *value <= position {
+            let ranks = RankColumns::new(&Columns::new(batch, path).with_schema(schema), order)?;
+            for (i, pos) in (0..batch.num_rows()).zip(at.by_ref()) {
+                if ranks.rank(i) < *truncate {
                     gone.insert(*pos);
                 }
             }
@@ -200,22 +217,30 @@ async fn rows_ordered_until(table: &Table, live: &LiveFiles, files: &[&DataFile]
 impl Planner for KeyedApply {
     async fn plan(&mut self, table: &Table, _attempt: u32) -> Result<Option<ChangeSet>> {
         self.stats = MirrorStats::default();
-        let marks = Watermarks::from_properties(table.metadata().properties());
-        let (latest, touched) = self.latest(&marks)?;
+        let properties = table.metadata().properties();
+        let (marks, replayed) = (Watermarks::from_properties(properties), ReplayedOffsets::from_properties(properties));
+        let replay = self.replay;
+        let held = |tp: &TopicPartition, offset: i64| if replay { replayed.contains(tp, offset) } else { marks.covers(tp, offset) };
+        let (latest, touched, mut ours) = self.latest(held)?;
         // A truncate newer than the table's last one empties what it precedes.
-        let new_truncate = self.changes.truncates.iter().filter(|t| !marks.covers(&t.tp, t.offset)).map(|t| t.position).max();
-        let truncating = truncate_update(table.metadata().properties(), new_truncate);
-        if latest.is_empty() && truncating.is_none() {
+        let new_truncate = self.changes.truncates.iter().filter(|t| !held(&t.tp, t.offset)).map(Truncate::rank).max();
+        if replay {
+            for t in self.changes.truncates.iter().filter(|t| !held(&t.tp, t.offset)) {
+                ours.insert(&t.tp, t.offset);
+            }
+        }
+        let truncating = truncate_update(properties, new_truncate.as_ref());
+        if latest.is_empty() && truncating.is_empty() && ours.is_empty() {
             return Ok(None);
         }
-        let truncated = truncated_at(table.metadata().properties()).max(new_truncate);
+        let truncated = truncated_at(properties).max(new_truncate.clone());
         let keys: HashSet<Vec<u8>> = latest.keys().cloned().collect();
         let live = LiveFiles::of(table).await?;
         live.check_supported(table)?;
         let partitions = KeyPartitions::new(table, &self.codec, &touched)?;
-        let files = match truncating {
-            Some(_) => live.data.iter().collect(),
-            None => candidate_files(&live, &partitions),
+        let files = match truncating.is_empty() {
+            false => live.data.iter().collect(),
+            true => candidate_files(&live, &partitions),
         };
         let probe = Probe { codec: &self.codec, order: &self.order, keys: &keys, partitions: &partitions, index_cache: &self.key_index };
         let (rows, mut live_counts, mut cost) = if latest.is_empty() { Default::default() } else { live_rows_of(table, &live, &files, &probe).await? };
@@ -223,8 +248,8 @@ impl Planner for KeyedApply {
         let tombstones_before = tombstones.map.clone();
 
         let mut deletes: BTreeMap<usize, BTreeSet<i64>> = BTreeMap::new();
-        if let Some(position) = new_truncate.filter(|_| truncating.is_some()) {
-            let swept = rows_ordered_until(table, &live, &files, &self.order, position).await?;
+        if let Some(truncate) = new_truncate.as_ref().filter(|_| !truncating.is_empty()) {
+            let swept = rows_ranked_before(table, &live, &files, &self.order, truncate).await?;
             live_counts = swept.live_counts;
             cost.files = files.len();
             cost.bytes += swept.bytes;
@@ -233,7 +258,7 @@ impl Planner for KeyedApply {
                 deletes.insert(file, positions);
             }
             // The truncate stands for these keys' tombstones now.
-            tombstones.map.retain(|_, t| t.seq > position);
+            tombstones.map.retain(|_, t| t.rank() > *truncate);
         }
         self.stats.files_read = cost.files;
         self.stats.bytes_read = cost.bytes;
@@ -241,8 +266,9 @@ impl Planner for KeyedApply {
         let mut added: Vec<u32> = Vec::new();
         for (key, change) in &latest {
             let current_rows = rows.get(key).map(Vec::as_slice).unwrap_or_default();
-            let current = current_rows.iter().map(|r| r.order).chain(tombstones.map.get(key).map(|t| t.seq)).chain(truncated).max();
-            if current.is_some_and(|order| change.rank.0 < order) {
+            let current = current_rows.iter().map(|r| r.rank.clone()).chain(tombstones.map.get(key).map(Tombstone::rank)).chain(truncated.clone()).max();
+            // Not above the current state: older, or the very change already applied.
+            if current.is_some_and(|rank| change.rank <= rank) {
                 self.stats.stale += 1;
                 continue;
             }
@@ -252,7 +278,7 @@ impl Planner for KeyedApply {
             }
             match change.source {
                 Source::Delete(_) => {
-                    tombstones.map.insert(key.clone(), Tombstone { seq: change.rank.0, deleted_at_us: self.now_us });
+                    tombstones.map.insert(key.clone(), Tombstone::of(&change.rank, self.now_us));
                 }
                 Source::Row(i) => {
                     // The live row's order value now supersedes any tombstone.
@@ -291,8 +317,10 @@ impl Planner for KeyedApply {
             change.properties.insert(key, path);
         }
         change.properties.extend(truncating);
+        // A replay marks its changes, applied or stale, so a second replay adds nothing.
+        change.properties.extend(replayed.property_updates(&ours));
         if !change.has_files() && change.properties.is_empty() {
-            // Every change was stale: nothing to write. A replay finds them stale again.
+            // Every change was stale: nothing to write. A redelivery finds them stale again.
             return Ok(None);
         }
         let removes = !(change.added_delete_files.is_empty() && change.removed_files.is_empty());
@@ -304,8 +332,8 @@ impl Planner for KeyedApply {
         change.watermarks = self.covers.clone();
         change.summary.insert("icestream.cdc.applied".into(), self.stats.applied.to_string());
         change.summary.insert("icestream.cdc.stale".into(), self.stats.stale.to_string());
-        if let Some(position) = new_truncate.filter(|_| change.properties.contains_key(TRUNCATED_AT_PROPERTY)) {
-            change.summary.insert("icestream.cdc.truncated-at".into(), position.to_string());
+        if let Some(truncate) = new_truncate.filter(|_| change.properties.contains_key(TRUNCATED_AT_PROPERTY)) {
+            change.summary.insert("icestream.cdc.truncated-at".into(), truncate.order.to_string());
         }
         Ok(Some(change))
     }

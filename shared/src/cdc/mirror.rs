@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::change::{Change, Op};
 use super::keyed::{KeyedApply, KeyedChanges};
+use super::rank::{Position, Rank};
 use crate::error::Result;
 use crate::event::TopicPartition;
 use crate::tables::{cdc as col, lineage};
@@ -24,9 +25,9 @@ pub struct SourcedChange {
 }
 
 impl SourcedChange {
-    /// Order of changes of one key: `seq`, then the Kafka position.
-    fn order(&self) -> (i64, i64, &str, i32) {
-        (self.change.seq, self.offset, self.tp.topic.as_str(), self.tp.partition)
+    /// Rank among changes of one account: `seq`, then the Kafka position ([`super::rank`]).
+    pub fn rank(&self) -> Rank {
+        Rank::new(self.change.seq, Position::of(&self.tp, self.offset))
     }
 }
 
@@ -37,7 +38,7 @@ pub fn latest_per_key<'a>(changes: impl IntoIterator<Item = &'a SourcedChange>) 
         latest
             .entry(c.change.account_id)
             .and_modify(|cur| {
-                if c.order() > cur.order() {
+                if c.rank() > cur.rank() {
                     *cur = c;
                 }
             })

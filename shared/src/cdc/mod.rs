@@ -15,6 +15,7 @@ pub mod keys;
 pub mod layout;
 pub mod mirror;
 pub mod probe;
+pub mod rank;
 pub mod registry_envelopes;
 pub mod registry_rows;
 pub mod rebuild;
@@ -56,7 +57,7 @@ pub struct CdcSummary {
     pub skipped_replay: usize,
     /// Rows appended to the changelog.
     pub changelog_written: usize,
-    /// Repeated deliveries of a change the changelog dropped.
+    /// Records the event carried twice, kept once in the changelog.
     pub duplicates: usize,
     pub mirror: MirrorStats,
     /// The mirror's new snapshot, if it changed.
@@ -194,18 +195,14 @@ impl CdcPipeline {
         let rows = decoded.rows.finish(self.changelog_schema.clone())?;
         if rows.num_rows() > 0 {
             let t = Instant::now();
-            let key = [tables::cdc::ACCOUNT_ID.to_string()];
-            let mut planner =
-                ChangelogAppend::new(rows, &key, tables::cdc::SEQ, decoded.ranges.clone(), &self.config.compression, self.config.target_file_size_bytes)?;
+            let mut planner = ChangelogAppend::new(rows, decoded.ranges.clone(), &self.config.compression, self.config.target_file_size_bytes)?;
             let outcome = self.catalogs.committer.commit_to(changelog_table, deadline, &mut planner).await?;
             summary.commit_ms += t.elapsed().as_millis() as u64;
             summary.commit_attempts += outcome.attempts;
             summary.duplicates = planner.duplicates;
-            if outcome.committed
-                && let Some(append) = planner.append()
-            {
-                summary.changelog_written = append.rows_planned;
-                summary.files += append.files_planned;
+            if outcome.committed {
+                summary.changelog_written = planner.append().rows_planned;
+                summary.files += planner.append().files_planned;
             }
         }
         if self.config.fail_point == FailPoint::AfterCommit {

@@ -1,6 +1,6 @@
 //! Where the touched keys live in an upsert table: which data files can hold them (partition
 //! values of the key columns' transforms, then each key column's bounds), and their live rows
-//! there (key and order columns only, of the row groups and pages that may hold one of the keys
+//! there (key, order and lineage columns only, of the row groups and pages that may hold one of the keys
 //! that file's partition can hold, position deletes applied). What was read is counted, so the cost of a batch is visible per
 //! invocation.
 
@@ -18,16 +18,18 @@ use super::keys::{KeyCodec, datum_at};
 use crate::columns::Columns;
 use super::key_index::KeyIndexCache;
 use super::key_reader::{TouchedKeys, read_key_rows};
+use super::rank::{Rank, RankColumns};
 use crate::commit::row_delta::{LiveFiles, deleted_positions};
 use crate::error::Result;
+use crate::tables::lineage;
 
-/// Where a key's live row is.
-#[derive(Debug, Clone, Copy)]
+/// Where a key's live row is, and its rank.
+#[derive(Debug, Clone)]
 pub struct LiveRow {
     /// Index into the candidate files.
     pub file: usize,
     pub pos: i64,
-    pub order: i64,
+    pub rank: Rank,
 }
 
 /// What reading cost.
@@ -187,9 +189,12 @@ async fn live_rows_in(
     let mut cost = ReadCost { files: 1, bytes: deletes.iter().map(|d| d.file_size_in_bytes()).sum(), requests: deletes.len() as u64, rows: 0 };
     let deleted = deleted_positions(table, file.file_path(), &deletes).await?;
     // The file's live rows: its rows minus those deleted (each position deleted once).
+    // The lineage ranks rows of equal order values.
     let mut names: Vec<&str> = probe.codec.names().collect();
-    if !names.contains(&probe.order) {
-        names.push(probe.order);
+    for column in [probe.order, lineage::TOPIC, lineage::PARTITION, lineage::OFFSET] {
+        if !names.contains(&column) {
+            names.push(column);
+        }
     }
     let live_count = (file.record_count() as usize).saturating_sub(deleted.len());
     let Some(keys) = probe.partitions.keys_for(file, live.spec_ids.get(file.file_path()).copied()) else { return Ok((Vec::new(), live_count, cost)) };
@@ -202,11 +207,11 @@ async fn live_rows_in(
     let mut row = 0;
     for batch in read.batches {
         let found = probe.codec.rows(&batch, file.file_path(), Some(schema))?;
-        let orders = order_values(&Columns::new(&batch, file.file_path()).with_schema(schema), probe.order)?;
+        let ranks = RankColumns::new(&Columns::new(&batch, file.file_path()).with_schema(schema), probe.order)?;
         for i in 0..batch.num_rows() {
             let key = found.row(i).data();
             if probe.keys.contains(key) {
-                out.push((key.to_vec(), LiveRow { file: index, pos: read.positions[row], order: orders.value(i) }));
+                out.push((key.to_vec(), LiveRow { file: index, pos: read.positions[row], rank: ranks.rank(i) }));
             }
             row += 1;
         }
@@ -279,7 +284,14 @@ mod tests {
     /// of the table, with the writer properties of upsert tables.
     async fn bucket_file(table: &Table, bucket: i32) -> DataFile {
         let ids = in_bucket(&Int64Array::from_iter_values(0..IDS), bucket);
-        let batch = RecordBatch::try_from_iter([("id", Arc::new(ids.clone()) as ArrayRef), ("seq", Arc::new(ids.clone()) as ArrayRef)]).unwrap();
+        let batch = RecordBatch::try_from_iter([
+            ("id", Arc::new(ids.clone()) as ArrayRef),
+            ("seq", Arc::new(ids.clone()) as ArrayRef),
+            (lineage::TOPIC, Arc::new(arrow_array::StringArray::from_iter_values(ids.iter().map(|_| "t"))) as ArrayRef),
+            (lineage::PARTITION, Arc::new(Int32Array::from_iter_values(ids.iter().map(|_| 0))) as ArrayRef),
+            (lineage::OFFSET, Arc::new(ids.clone()) as ArrayRef),
+        ])
+        .unwrap();
         let props = crate::writer::table_writer_properties("zstd", table.metadata().properties(), &[&batch]).unwrap();
         let mut buffer = Vec::new();
         let mut writer = ArrowWriter::try_new(&mut buffer, batch.schema(), Some(props)).unwrap();

@@ -1,8 +1,9 @@
 //! `icestream cdc-rebuild`: recompute the mirror from the changelog (recovery, backfill, or a
-//! check). The newest change per account (by `seq`, Kafka position breaking ties) becomes its
-//! row, or its tombstone when it is a delete; the new state replaces every live file of the
-//! mirror in one commit, with the changelog's watermarks. The changelog is read again on every
-//! attempt, so a writer committing meanwhile is never lost.
+//! check). The newest change per account (by `seq`, Kafka position breaking ties, as the
+//! guarded apply ranks them, [`super::rank`]) becomes its row, or its tombstone when it is a
+//! delete; the new state replaces every live file of the mirror in one commit, with the
+//! changelog's watermarks. The changelog is read again on every attempt, so a writer
+//! committing meanwhile is never lost.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -103,7 +104,7 @@ impl Planner for RebuildMirror<'_> {
         for (key, c) in &latest {
             match c.change.op {
                 Op::Delete => {
-                    tombstones.0.insert(*key, Tombstone { seq: c.change.seq, deleted_at_us: self.now_us });
+                    tombstones.0.insert(*key, Tombstone::of(&c.rank(), self.now_us));
                 }
                 Op::Insert | Op::Update => rows.append(&c.change, &c.tp, c.offset),
             }

@@ -1,8 +1,9 @@
 //! `icestream cdc-rebuild TABLE pipelines=…`: recompute an upsert pipeline's table from its
 //! changelog (recovery, backfill, a check), for any key. The newest change per key (order
-//! value, then Kafka offset and partition, as the guarded apply ranks them) becomes its row, or
-//! its tombstone when it is a delete, unless the changelog's newest truncate comes after it; the new state replaces every live file of the table in
-//! one commit, with the changelog's watermarks. The changelog is read again on every attempt,
+//! value, then Kafka position, as the guarded apply ranks them, [`super::rank`]) becomes its
+//! row, or its tombstone when it is a delete, unless the changelog's newest truncate ranks above
+//! it; the new state replaces every live file of the table in one commit, with the changelog's
+//! watermarks. The changelog is read again on every attempt,
 //! so a writer committing meanwhile is never lost.
 
 use std::collections::HashMap;
@@ -16,9 +17,9 @@ use iceberg::TableIdent;
 use iceberg::spec::Operation;
 use iceberg::table::Table;
 
-use super::key_tombstones::{KeyTombstones, TRUNCATED_AT_PROPERTY, Tombstone, truncated_at};
+use super::key_tombstones::{KeyTombstones, Tombstone, truncate_properties, truncated_at};
 use super::keys::KeyCodec;
-use super::probe::order_values;
+use super::rank::{Rank, RankColumns};
 use super::rebuild::RebuildReport;
 use crate::catalog::Catalogs;
 use crate::columns::Columns;
@@ -27,7 +28,6 @@ use crate::commit::{ChangeSet, Planner, Watermarks};
 use crate::error::{Error, Result};
 use crate::pipeline::Pipeline;
 use crate::pipeline::upsert::OPERATION;
-use crate::tables::lineage;
 use crate::writer::write_data_files;
 
 /// Every row of `table` as one batch of its Arrow schema (`None` before its first snapshot).
@@ -64,22 +64,24 @@ impl Planner for RebuildKeyed<'_> {
         if let Some(all) = read_all(&changelog).await? {
             let source = format!("changelog {}", self.changelog);
             let columns = Columns::new(&all, &source).with_schema(changelog.metadata().current_schema());
-            let (ops, partitions, offsets) = (columns.strings(OPERATION)?, columns.i32(lineage::PARTITION)?, columns.i64(lineage::OFFSET)?);
-            let orders = order_values(&columns, self.order)?;
+            let ops = columns.strings(OPERATION)?;
+            let ranks = RankColumns::new(&columns, self.order)?;
             let keys = codec.rows(&all, &source, Some(changelog.metadata().current_schema()))?;
             // The newest change per key, ranked as the guarded apply ranks them.
-            let mut latest: HashMap<&[u8], ((i64, i64, i32), usize)> = HashMap::new();
+            let mut latest: HashMap<&[u8], (Rank, usize)> = HashMap::new();
             for i in 0..all.num_rows() {
-                let rank = (orders.value(i), offsets.value(i), partitions.value(i));
-                latest.entry(keys.row(i).data()).and_modify(|cur| if rank > cur.0 { *cur = (rank, i) }).or_insert((rank, i));
+                let rank = ranks.rank(i);
+                if latest.get(keys.row(i).data()).is_none_or(|cur| rank > cur.0) {
+                    latest.insert(keys.row(i).data(), (rank, i));
+                }
             }
             for (key, (rank, i)) in &latest {
-                if truncated.is_some_and(|at| rank.0 < at) {
+                if truncated.as_ref().is_some_and(|at| rank < at) {
                     continue; // gone with the truncate, which stands for its tombstone
                 }
                 match ops.value(*i) {
                     "D" => {
-                        tombstones.map.insert(key.to_vec(), Tombstone { seq: rank.0, deleted_at_us: self.now_us });
+                        tombstones.map.insert(key.to_vec(), Tombstone::of(rank, self.now_us));
                     }
                     "I" | "U" => kept.push(*i as u32),
                     other => return Err(Error::Data(format!("{source}: a row with operation {other:?} (I, U or D)"))),
@@ -106,8 +108,8 @@ impl Planner for RebuildKeyed<'_> {
         self.report.files_added = change.added_data_files.len();
         let (key, path) = tombstones.store(table, self.compression).await?;
         change.properties.insert(key, path);
-        if let Some(at) = truncated {
-            change.properties.insert(TRUNCATED_AT_PROPERTY.to_string(), at.to_string());
+        if let Some(at) = &truncated {
+            change.properties.extend(truncate_properties(at));
         }
         change.watermarks = Watermarks::from_properties(changelog.metadata().properties());
         change.summary.insert("icestream.cdc".into(), "rebuild".into());

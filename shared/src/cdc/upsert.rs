@@ -14,6 +14,7 @@ use arrow_schema::{Schema as ArrowSchema, SchemaRef};
 use arrow_select::concat::concat;
 
 use iceberg::TableIdent;
+use iceberg::table::Table;
 use serde::Serialize;
 
 use super::change::Op;
@@ -299,7 +300,7 @@ pub struct UpsertOutcome {
     pub dead_letter: usize,
     pub skipped_replay: usize,
     pub changelog_written: usize,
-    /// Repeated deliveries of a change the changelog dropped.
+    /// Records the event carried twice, kept once in the changelog.
     pub duplicates: usize,
     pub mirror: MirrorStats,
     pub files: usize,
@@ -320,19 +321,25 @@ fn ranges_of(partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>) -> (BTre
     (ranges, partitions.values().flatten().map(|r| r.timestamp_ms).min())
 }
 
-/// Dead letters, then the changelog, then the guarded apply: each table loaded once, each
-/// commit exactly once by offsets.
-pub async fn ingest(
+/// The data table and changelog of an upsert pipeline, with a registry pipeline's writers of
+/// `partitions` (their new columns committed to both tables first).
+pub struct Loaded {
+    pub data: Table,
+    pub changelog: Option<Table>,
+    pub writers: Option<RegistryWriters>,
+}
+
+/// Load the data table and the changelog for `partitions` (ingest, and a dead-letter replay);
+/// `evolve`: commit the writers' new columns (not in a dry run).
+pub async fn load_tables(
     catalogs: &Catalogs,
-    config: &Config,
-    sink: &AppendSink,
-    tables: UpsertTables<'_>,
+    tables: &UpsertTables<'_>,
     partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
+    evolve: bool,
     deadline: Instant,
-) -> Result<UpsertOutcome> {
+) -> Result<Loaded> {
     let catalog = catalogs.catalog();
     let mut data_table = catalog.load_table(tables.data).await?;
-    let dead_letter_table = catalog.load_table(tables.dead_letter).await?;
     let mut changelog_table = match tables.changelog {
         Some(ident) => Some(catalog.load_table(ident).await?),
         None => None,
@@ -343,7 +350,7 @@ pub async fn ingest(
                 Envelope::Row => RegistryWriters::Rows(RegistryRows::plan(registry, tables.pipeline, partitions, data_table.metadata()).await?),
                 _ => RegistryWriters::Envelopes(RegistryEnvelopes::plan(registry, tables.pipeline, partitions, data_table.metadata()).await?),
             };
-            if writers.evolves() {
+            if evolve && writers.evolves() {
                 // A newer writer's columns land first, in commits of their own (as at start):
                 // the decoder, the guarded apply and the changelog then read one schema.
                 let mut evolve = EvolveSchema { writers: writers.rows() };
@@ -356,6 +363,28 @@ pub async fn ingest(
         }
         None => None,
     };
+    Ok(Loaded { data: data_table, changelog: changelog_table, writers })
+}
+
+/// The decoder of `tables`' records into `data`'s schema as it is now (another engine may have
+/// changed it since start).
+pub fn decoder_for<'p>(tables: &UpsertTables<'p>, data: &Table, writers: Option<RegistryWriters>) -> Result<UpsertDecoder<'p>> {
+    let data_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(data.metadata().current_schema())?);
+    UpsertDecoder::new(tables.pipeline, tables.upsert, data_schema, chrono::Utc::now().timestamp_micros(), writers)
+}
+
+/// Dead letters, then the changelog, then the guarded apply: each table loaded once, each
+/// commit exactly once by offsets.
+pub async fn ingest(
+    catalogs: &Catalogs,
+    config: &Config,
+    sink: &AppendSink,
+    tables: UpsertTables<'_>,
+    partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
+    deadline: Instant,
+) -> Result<UpsertOutcome> {
+    let dead_letter_table = catalogs.catalog().load_table(tables.dead_letter).await?;
+    let Loaded { data: data_table, changelog: changelog_table, writers } = load_tables(catalogs, &tables, partitions, true, deadline).await?;
     let data_marks = Watermarks::from_properties(data_table.metadata().properties());
     let dead_letter_marks = Watermarks::from_properties(dead_letter_table.metadata().properties());
     let mut marks = vec![data_marks.clone()];
@@ -363,9 +392,7 @@ pub async fn ingest(
     let dead_lettered = dead_lettered_offsets(&dead_letter_table, partitions, &data_marks, &dead_letter_marks).await?;
     let (ranges, oldest_timestamp_ms) = ranges_of(partitions);
 
-    // The table's schema as it is now (another engine may have changed it since start).
-    let data_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(data_table.metadata().current_schema())?);
-    let mut decoder = UpsertDecoder::new(tables.pipeline, tables.upsert, data_schema, chrono::Utc::now().timestamp_micros(), writers)?;
+    let mut decoder = decoder_for(&tables, &data_table, writers)?;
     decoder.decode(partitions, held_everywhere(&marks, &dead_lettered));
     let (rows, deletes, ops, truncates) = decoder.finish()?;
     let mut out = UpsertOutcome {
@@ -393,17 +420,15 @@ pub async fn ingest(
         let started = Instant::now();
         let schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema())?);
         let batch = changelog_rows(schema, &rows, &ops, &deletes)?;
-        let mut planner = ChangelogAppend::new(batch, key, order, ranges.clone(), &config.compression, config.target_file_size_bytes)?
-            .with_truncate(truncates.iter().map(|t| t.position).max());
+        let mut planner = ChangelogAppend::new(batch, ranges.clone(), &config.compression, config.target_file_size_bytes)?
+            .with_truncate(truncates.iter().map(Truncate::rank).max());
         let outcome = catalogs.committer.commit_to(table, deadline, &mut planner).await?;
         out.commit_ms += started.elapsed().as_millis() as u64;
         out.commit_attempts += outcome.attempts;
         out.duplicates = planner.duplicates;
-        if outcome.committed
-            && let Some(append) = planner.append()
-        {
-            out.changelog_written = append.rows_planned;
-            out.files += append.files_planned;
+        if outcome.committed {
+            out.changelog_written = planner.append().rows_planned;
+            out.files += planner.append().files_planned;
         }
     }
     if config.fail_point == FailPoint::AfterCommit {

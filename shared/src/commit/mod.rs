@@ -12,6 +12,7 @@ pub mod append;
 pub mod gaps;
 pub mod manifest;
 pub mod pointer;
+pub mod replayed;
 pub mod row_delta;
 pub mod snapshot;
 pub mod staged;

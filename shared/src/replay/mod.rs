@@ -10,8 +10,12 @@
 //! finds every offset; it counts an offset held by both tables once when the mark names it.
 //! Only dead letters at or below the table's watermark are replayed: above it, a batch is still
 //! half-committed and its redelivery decides.
+//!
+//! An upsert pipeline's dead letters go through its guarded apply instead ([`upsert`]).
 
-pub mod marks;
+/// The marks live with the commit machinery, which the guarded apply (below this layer) uses.
+pub use crate::commit::replayed as marks;
+mod upsert;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -28,6 +32,8 @@ use iceberg::spec::{DataFile, Datum, SchemaRef};
 use iceberg::table::Table;
 use serde::Serialize;
 
+use crate::cdc::key_tombstones::truncate_update;
+use crate::cdc::rank::Rank;
 use crate::columns::Columns;
 use crate::commit::append::target_schema;
 use crate::commit::{ChangeSet, Planner, Watermarks};
@@ -89,8 +95,12 @@ pub struct ReplayReport {
     pub already_replayed: usize,
     /// Of those, above the table's watermark (their batch is not fully committed yet): left alone.
     pub not_committed_yet: usize,
-    /// Rows appended to the table (dry run: that would be).
+    /// Rows appended to the table (dry run: that would be); of an upsert table, the changes
+    /// replayed through its guarded apply, applied or stale.
     pub replayed: usize,
+    /// Upsert tables: keys whose newest replayed change their state already ranked above (a
+    /// newer version, a newer delete): marked, not applied.
+    pub stale: usize,
     /// Dead letters that still do not decode, by reason.
     pub still_failing: BTreeMap<String, usize>,
     pub snapshot_id: Option<i64>,
@@ -127,6 +137,12 @@ pub async fn replay(pipeline: &IngestPipeline, table: &str, filter: &ReplayFilte
         records.sort_by_key(|r| r.offset);
         records.dedup_by_key(|r| r.offset);
     }
+    if let Some(upsert) = &spec.upsert {
+        let tables = pipeline.upsert_tables(spec, upsert, tables);
+        report = upsert::replay(pipeline, &tables, &partitions, report, dry_run, deadline).await?;
+        report.duration_ms = started.elapsed().as_millis() as u64;
+        return Ok(report);
+    }
     // Decoded as ingest decodes: each record's writer schema (registry frames), the table schema
     // that takes them all (evolved in the replay's commit), the same decoder.
     let plan = WriterPlan::new(spec, tables.registry.as_ref(), partitions.values().flatten(), data.metadata()).await?;
@@ -140,25 +156,13 @@ pub async fn replay(pipeline: &IngestPipeline, table: &str, filter: &ReplayFilte
     let rows = decoded.rows(data_schema)?;
     let rejects = std::mem::replace(&mut decoded.rejects, crate::dead_letter::DeadLetterBuilder::new(0, ""));
     let rejects = rejects.finish(tables.dead_letter_schema.clone())?;
-    if let Some(reasons) = rejects.column_by_name(col::ERROR) {
-        for reason in reasons.as_string::<i32>().iter().flatten() {
-            *report.still_failing.entry(reason.to_string()).or_default() += 1;
-        }
-    }
+    count_still_failing(&rejects, &mut report);
     report.replayed = rows.num_rows();
     if dry_run || rows.num_rows() == 0 {
         report.duration_ms = started.elapsed().as_millis() as u64;
         return Ok(report);
     }
-    let config = pipeline.config();
-    let mut planner = ReplayAppend {
-        rows,
-        writers: plan.writers.clone(),
-        compression: config.compression.clone(),
-        target_file_size: config.target_file_size_bytes,
-        cached: None,
-        planned: 0,
-    };
+    let mut planner = ReplayAppend::new(rows, plan.writers.clone(), pipeline.config());
     let outcome = pipeline.catalogs().committer.commit_to(data, deadline, &mut planner).await?;
     report.replayed = if outcome.committed { planner.planned } else { 0 };
     report.snapshot_id = outcome.snapshot_id;
@@ -166,6 +170,15 @@ pub async fn replay(pipeline: &IngestPipeline, table: &str, filter: &ReplayFilte
     report.duration_ms = started.elapsed().as_millis() as u64;
     tracing::info!(table = %report.table, replayed = report.replayed, still_failing = rejects.num_rows(), "dead letters replayed");
     Ok(report)
+}
+
+/// Tally the reasons of the dead letters that still do not decode.
+fn count_still_failing(rejects: &RecordBatch, report: &mut ReplayReport) {
+    if let Some(reasons) = rejects.column_by_name(col::ERROR) {
+        for reason in reasons.as_string::<i32>().iter().flatten() {
+            *report.still_failing.entry(reason.to_string()).or_default() += 1;
+        }
+    }
 }
 
 /// The dead letters matching `filter`, as the Kafka records they were (raw key, value, headers).
@@ -221,6 +234,22 @@ struct ReplayAppend {
     cached: Option<(ReplayedOffsets, SchemaRef, Vec<DataFile>, ReplayedOffsets)>,
     /// Rows in the files of the last plan.
     planned: usize,
+    /// An upsert changelog's newest replayed truncate, recorded as ingest records it.
+    truncate: Option<Rank>,
+}
+
+impl ReplayAppend {
+    fn new(rows: RecordBatch, writers: Vec<Arc<SourceSchema>>, config: &crate::config::Config) -> Self {
+        Self {
+            rows,
+            writers,
+            compression: config.compression.clone(),
+            target_file_size: config.target_file_size_bytes,
+            cached: None,
+            planned: 0,
+            truncate: None,
+        }
+    }
 }
 
 impl Planner for ReplayAppend {
@@ -245,13 +274,16 @@ impl Planner for ReplayAppend {
                 (files, ours)
             }
         };
-        if files.is_empty() {
+        // A truncate is no row: recorded even when the rows are all marked (or there are none).
+        let truncating = truncate_update(table.metadata().properties(), self.truncate.as_ref());
+        if files.is_empty() && truncating.is_empty() {
             self.planned = 0;
             return Ok(None);
         }
         let mut change = ChangeSet::append(files);
         change.schema = evolved;
         change.properties = current.property_updates(&ours);
+        change.properties.extend(truncating);
         change.summary.insert("icestream.replayed-dead-letters".into(), ours.len().to_string());
         Ok(Some(change))
     }
