@@ -3,10 +3,15 @@
 # MSK mappings are at-least-once; icestream makes them exactly-once with the
 # offset watermarks it commits atomically with each snapshot.
 #
-# Error handling: `maximum_retry_attempts` and `maximum_record_age_in_seconds`
-# bound retries of a failing batch, after which its record goes to the on-failure
-# destination. AWS honours both for MSK only in provisioned mode, so on-demand
-# mode must be acknowledged with `allow_unbounded_kafka_retries`.
+# Error handling: by default a failing batch is retried until it succeeds
+# (-1/-1): a skipped batch would be lost for good, since later batches raise the
+# offset watermarks past it. A stuck partition shows as the OffsetLag alarm.
+# Bounds (`maximum_retry_attempts`, `maximum_record_age_in_seconds`) are allowed
+# only with an S3 on-failure destination, which keeps the discarded event whole
+# (`icestream recover` ingests it again, below the watermark, once), and are
+# alarmed on OnFailureDestinationDeliveredEventCount. AWS honours bounds for
+# Kafka only in provisioned mode: bounds in on-demand mode must be acknowledged
+# with `allow_unbounded_kafka_retries`.
 ################################################################################
 
 resource "aws_lambda_event_source_mapping" "kafka" {
@@ -24,7 +29,7 @@ resource "aws_lambda_event_source_mapping" "kafka" {
     consumer_group_id = each.value.group
   }
 
-  # Bounded retries (provisioned mode only; see header).
+  # Unbounded unless asked (provisioned mode only; see header).
   maximum_retry_attempts        = local.kafka_error_controls ? var.maximum_retry_attempts : null
   maximum_record_age_in_seconds = local.kafka_error_controls ? var.maximum_record_age_in_seconds : null
 
@@ -63,8 +68,13 @@ resource "aws_lambda_event_source_mapping" "kafka" {
     }
 
     precondition {
-      condition     = local.kafka_error_controls || var.allow_unbounded_kafka_retries
+      condition     = local.kafka_error_controls || !local.kafka_retries_bounded || var.allow_unbounded_kafka_retries
       error_message = "Kafka mappings bound retries and record age only in provisioned mode: keep provisioned_pollers.enabled = true, or set allow_unbounded_kafka_retries = true."
+    }
+
+    precondition {
+      condition     = !local.kafka_retries_bounded || contains(var.esm_metrics, "EventCount")
+      error_message = "Bounded Kafka retries discard batches: keep \"EventCount\" in esm_metrics, so the OnFailureDestinationDeliveredEventCount alarm sees each discarded batch."
     }
   }
 }

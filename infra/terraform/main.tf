@@ -103,9 +103,13 @@ locals {
 
   # AWS applies retry/record-age bounds to Kafka mappings only in provisioned mode.
   kafka_error_controls = var.provisioned_pollers.enabled
+  # Whether a mapping may discard a batch after its retries (variables.tf requires S3 then).
+  kafka_retries_bounded = var.maximum_retry_attempts != -1 || var.maximum_record_age_in_seconds != -1
 
   # On-failure destination of the Kafka mappings.
   on_failure_destination_arn = var.on_failure_destination == "s3" ? aws_s3_bucket.this["failures"].arn : aws_sqs_queue.failures[0].arn
+  # The bucket holds nothing else: `icestream recover` reads every discarded event below it.
+  recover_uri = var.on_failure_destination == "s3" ? "s3://${aws_s3_bucket.this["failures"].id}/" : null
 
   alarm_topic_arn = var.alarm_sns_topic_arn != null ? var.alarm_sns_topic_arn : (var.create_sns_topic ? aws_sns_topic.alarms[0].arn : null)
   alarm_actions   = local.alarm_topic_arn == null ? [] : [local.alarm_topic_arn]

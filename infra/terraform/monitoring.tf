@@ -105,6 +105,30 @@ resource "aws_cloudwatch_metric_alarm" "offset_lag" {
   tags                = local.tags
 }
 
+# A discarded Kafka batch (bounded retries, or over Lambda's payload limit) is in the S3
+# on-failure destination, not in its table, until `icestream recover` ingests it. The mapping
+# counts deliveries there (EventCount metrics, dimension EventSourceMappingUUID).
+resource "aws_cloudwatch_metric_alarm" "discarded_batches" {
+  for_each = var.create_alarms && contains(var.esm_metrics, "EventCount") ? aws_lambda_event_source_mapping.kafka : {}
+
+  alarm_name = "${var.name}-${each.key}-discarded"
+  alarm_description = local.recover_uri == null ? "icestream ${each.key}: the mapping discarded a batch (over Lambda's payload limit); the on-failure queue has its offsets only." : (
+    "icestream ${each.key}: the mapping discarded records to the on-failure bucket; `icestream recover ${local.recover_uri}` (or the maintenance action recover) ingests them, once."
+  )
+  namespace           = "AWS/Lambda"
+  metric_name         = "OnFailureDestinationDeliveredEventCount"
+  dimensions          = { EventSourceMappingUUID = each.value.uuid }
+  statistic           = "Sum"
+  period              = 300
+  evaluation_periods  = 1
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = 0
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  ok_actions          = local.alarm_actions
+  tags                = local.tags
+}
+
 resource "aws_cloudwatch_metric_alarm" "dead_lettered" {
   for_each = var.create_alarms ? toset(local.dead_letter_functions) : toset([])
 
@@ -149,7 +173,7 @@ locals {
   queue_alarms = merge(
     local.failure_queue_alarmed ? { "failed-batches" = {
       queue       = one(aws_sqs_queue.failures[*].name)
-      description = "Kafka batches exhausted their retries and were sent to the on-failure queue."
+      description = "Kafka batches were discarded (over Lambda's payload limit) and their offsets sent to the on-failure queue."
       metric      = "ApproximateNumberOfMessagesVisible"
       threshold   = 0
     } } : {},

@@ -60,8 +60,13 @@ output "kafka_event_source_mappings" {
 }
 
 output "on_failure_destination_arn" {
-  description = "S3 bucket or SQS queue receiving records of Kafka batches that exhausted their retries."
+  description = "S3 bucket or SQS queue receiving the Kafka batches a mapping discards."
   value       = local.on_failure_destination_arn
+}
+
+output "recover_uri" {
+  description = "With on_failure_destination = \"s3\": the URI `icestream recover` (and the maintenance action `recover`, input `{\"action\":\"recover\",\"source\":...}`) reads discarded batches from; null with SQS."
+  value       = local.recover_uri
 }
 
 ################################################################################

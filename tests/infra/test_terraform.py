@@ -7,7 +7,8 @@ No cloud, no terraform binary. What is asserted:
     and every value a variable's validation admits is one the knob allows;
   * every function zip is `<artifacts>/<binary>/bootstrap.zip` for a binary the
     Cargo workspace builds (members' [[bin]] targets and auto-discovered bins);
-  * every event source mapping has bounded retries and an on-failure destination;
+  * every Kafka mapping retries until success unless bounded with an S3 on-failure
+    destination (validation), and the commit queue's mapping has a bounded redrive to a DLQ;
   * every IAM policy statement is scoped: no wildcard action, no "*" resource
     except for actions AWS cannot scope (explicit allow-list below);
   * variables are documented and typed, and the README lists every input/output.
@@ -405,11 +406,19 @@ def test_mapping_has_bounded_retry_and_failure_destination(name):
         assert destination, f"{name}: on-failure destination missing"
         retry = body["maximum_retry_attempts"]
         age = body["maximum_record_age_in_seconds"]
-        _bounded_variable(retry, "maximum_retry_attempts", "0")
-        _bounded_variable(age, "maximum_record_age_in_seconds", "60")
-        # AWS honours the bounds only in provisioned mode: when the expression is
-        # conditional on that mode, a precondition must refuse the other branch
-        # unless explicitly acknowledged.
+        # A skipped Kafka batch is lost for good (later batches raise the watermark past it):
+        # retries are unbounded by default, and a bound needs the S3 destination, which keeps
+        # the discarded event whole for `icestream recover`.
+        for expression, var_name in ((retry, "maximum_retry_attempts"), (age, "maximum_record_age_in_seconds")):
+            assert f"var.{var_name}" in expression, f"{name}: expected var.{var_name} in {expression!r}"
+            variable = VARIABLES[var_name]
+            assert variable["default"] == -1, f"var.{var_name} must default to -1 (retry until success)"
+            conditions = [v["condition"] for v in variable.get("validation", [])]
+            assert any(f"var.{var_name} == -1 || var.on_failure_destination == \"s3\"" in c for c in conditions), (
+                f"var.{var_name}: a bound must require on_failure_destination = \"s3\" (validation)"
+            )
+        # AWS honours bounds only in provisioned mode: when the expression is conditional on
+        # that mode, a precondition must refuse bounds in the other branch unless acknowledged.
         for expression in (retry, age):
             if "?" in expression:
                 predicate = expression.removeprefix("${").split("?")[0].strip()

@@ -254,8 +254,8 @@ run "provisioned_pollers" {
   }
 
   assert {
-    condition     = alltrue([for m in aws_lambda_event_source_mapping.kafka : m.provisioned_poller_config[0].minimum_pollers == 2 && m.provisioned_poller_config[0].maximum_pollers == 8 && m.maximum_retry_attempts == 10])
-    error_message = "Every Kafka mapping runs provisioned pollers with bounded retries."
+    condition     = alltrue([for m in aws_lambda_event_source_mapping.kafka : m.provisioned_poller_config[0].minimum_pollers == 2 && m.provisioned_poller_config[0].maximum_pollers == 8 && m.maximum_retry_attempts == -1 && m.maximum_record_age_in_seconds == -1])
+    error_message = "Every Kafka mapping runs provisioned pollers and retries a failing batch until it succeeds (no batch is skipped by default)."
   }
 
   assert {
@@ -264,14 +264,84 @@ run "provisioned_pollers" {
   }
 }
 
-run "on_demand_pollers_need_acknowledgement" {
+run "on_demand_pollers_need_acknowledgement_of_bounds" {
+  command = plan
+
+  variables {
+    provisioned_pollers    = { enabled = false }
+    maximum_retry_attempts = 5
+  }
+
+  expect_failures = [aws_lambda_event_source_mapping.kafka]
+}
+
+# On-demand mode retries until success, as the defaults ask: nothing to acknowledge.
+run "on_demand_pollers_with_unbounded_retries" {
   command = plan
 
   variables {
     provisioned_pollers = { enabled = false }
   }
+}
+
+run "bounded_retries_need_an_s3_destination" {
+  command = plan
+
+  variables {
+    maximum_retry_attempts = 10
+    on_failure_destination = "sqs"
+  }
+
+  expect_failures = [var.maximum_retry_attempts]
+}
+
+run "bounded_record_age_needs_an_s3_destination" {
+  command = plan
+
+  variables {
+    maximum_record_age_in_seconds = 86400
+    on_failure_destination        = "sqs"
+  }
+
+  expect_failures = [var.maximum_record_age_in_seconds]
+}
+
+run "bounded_retries_need_the_event_count_metrics" {
+  command = plan
+
+  variables {
+    maximum_retry_attempts = 10
+    esm_metrics            = []
+  }
 
   expect_failures = [aws_lambda_event_source_mapping.kafka]
+}
+
+run "bounded_retries_keep_discarded_batches_in_s3_and_alarm" {
+  command = apply
+
+  variables {
+    maximum_retry_attempts        = 10
+    maximum_record_age_in_seconds = 86400
+    on_failure_destination        = "s3"
+  }
+
+  assert {
+    condition     = alltrue([for m in aws_lambda_event_source_mapping.kafka : m.maximum_retry_attempts == 10 && m.destination_config[0].on_failure[0].destination_arn == aws_s3_bucket.this["failures"].arn])
+    error_message = "Bounded mappings discard to the S3 bucket."
+  }
+
+  assert {
+    condition = toset(keys(aws_cloudwatch_metric_alarm.discarded_batches)) == toset(keys(aws_lambda_event_source_mapping.kafka)) && alltrue([
+      for k, a in aws_cloudwatch_metric_alarm.discarded_batches : a.metric_name == "OnFailureDestinationDeliveredEventCount" && a.namespace == "AWS/Lambda" && a.dimensions["EventSourceMappingUUID"] == aws_lambda_event_source_mapping.kafka[k].uuid && a.threshold == 0
+    ])
+    error_message = "Every Kafka mapping's deliveries to the on-failure destination are alarmed."
+  }
+
+  assert {
+    condition     = output.recover_uri == "s3://${aws_s3_bucket.this["failures"].id}/"
+    error_message = "The recover URI is the failures bucket."
+  }
 }
 
 run "bring_your_own" {
