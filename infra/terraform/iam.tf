@@ -46,6 +46,8 @@ resource "aws_iam_role" "function" {
 locals {
   is_kafka  = { for f in keys(local.functions) : f => contains(local.kafka_functions, f) }
   is_writer = { for f in keys(local.functions) : f => contains(["ingest", "cdc", "committer"], f) }
+  # Decoders of the pipelines' records: ingest, and maintenance (dead-letter replay, recover).
+  reads_registries = { for f in keys(local.functions) : f => contains(["ingest", "maintenance"], f) }
   table_prefixes = { for f in keys(local.functions) : f => [
     for t in local.function_tables[f] : "${var.warehouse_prefix}/${var.namespace}.db/${t}"
   ] }
@@ -122,18 +124,32 @@ locals {
       Resource = [local.commit_queue_arn]
     },
     # --- Schema registries the pipeline file names: ingest fetches writer schemas (Glue) or
-    # a Confluent registry's credentials (Secrets Manager); nothing else reads them.
+    # a Confluent registry's credentials (Secrets Manager); maintenance too, for the dead-letter
+    # replays and recoveries it decodes. A Glue lookup by SchemaVersionId (the id in each
+    # record's frame) names no registry or schema, so IAM authorises it against "*".
     {
-      when = f == "ingest" && length(local.glue_registry_names) > 0, Sid = "ReadGlueSchemaRegistries", Action = ["glue:GetSchemaVersion"],
-      Resource = flatten([for r in local.glue_registry_names : [
-        "arn:${local.partition}:glue:${local.region}:${local.account}:registry/${r}",
-        "arn:${local.partition}:glue:${local.region}:${local.account}:schema/${r}/*",
-      ]])
+      when = local.reads_registries[f] && length(local.glue_registry_names) > 0, Sid = "ReadGlueSchemaVersions", Action = ["glue:GetSchemaVersion"],
+      Resource = ["*"]
     },
     {
-      when = f == "ingest" && length(local.registry_secrets) > 0, Sid = "ReadSchemaRegistryCredentials", Action = ["secretsmanager:GetSecretValue"],
+      when = local.reads_registries[f] && length(local.registry_secrets) > 0, Sid = "ReadSchemaRegistryCredentials", Action = ["secretsmanager:GetSecretValue"],
       # A name matches its ARN's random six-character suffix; an ARN is used as it is.
       Resource = [for s in local.registry_secrets : startswith(s, "arn:") ? s : "arn:${local.partition}:secretsmanager:${local.region}:${local.account}:secret:${s}-??????"]
+    },
+    # A secret encrypted with a customer managed key: Secrets Manager decrypts it on the caller's behalf.
+    {
+      when = local.reads_registries[f] && length(local.registry_secrets) > 0 && length(var.registry_secret_kms_key_arns) > 0, Sid = "DecryptSchemaRegistryCredentials", Action = ["kms:Decrypt"],
+      Resource  = var.registry_secret_kms_key_arns
+      Condition = { StringEquals = { "kms:ViaService" = ["secretsmanager.${local.region}.amazonaws.com"] } }
+    },
+    # --- Discarded Kafka batches (S3 on-failure destination): maintenance's `recover` reads them.
+    {
+      when = f == "maintenance" && local.kafka_failure_to_s3, Sid = "ListDiscardedBatches", Action = ["s3:ListBucket"],
+      Resource = [local.on_failure_destination_arn]
+    },
+    {
+      when = f == "maintenance" && local.kafka_failure_to_s3, Sid = "ReadDiscardedBatches", Action = ["s3:GetObject"],
+      Resource = ["${local.on_failure_destination_arn}/*"]
     },
     # --- The pipeline file and its schemas (ingest and maintenance copy the file's directory
     # once per cold start: listed under that prefix, then read) -----------------------------

@@ -59,8 +59,8 @@ locals {
   kafka_functions  = [for k in ["ingest", "cdc"] : k if contains(keys(local.functions), k)]
   writer_functions = [for k in ["ingest", "cdc", "committer"] : k if contains(keys(local.functions), k)]
 
-  # Tables each function touches (dead-letter tables follow `<table>_dead_letter`).
-  ingest_tables = flatten([for t in local.ingest_table_names : [t, "${t}_dead_letter"]])
+  # Tables each function touches (pipelines.tf: dead-letter and changelog tables included).
+  ingest_tables = local.pipeline_tables
   cdc_tables    = var.enable_cdc ? [var.changelog_table, "${var.changelog_table}_dead_letter", var.mirror_table] : []
   all_tables    = distinct(concat(local.ingest_tables, local.cdc_tables, coalesce(var.maintenance_tables, [])))
   function_tables = {
@@ -107,7 +107,8 @@ locals {
   kafka_retries_bounded = var.maximum_retry_attempts != -1 || var.maximum_record_age_in_seconds != -1
 
   # On-failure destination of the Kafka mappings.
-  on_failure_destination_arn = var.on_failure_destination == "s3" ? aws_s3_bucket.this["failures"].arn : aws_sqs_queue.failures[0].arn
+  # (The bucket's ARN spelled from its name, as the warehouse's is: one source for both.)
+  on_failure_destination_arn = var.on_failure_destination == "s3" ? "arn:${local.partition}:s3:::${aws_s3_bucket.this["failures"].id}" : aws_sqs_queue.failures[0].arn
   # The bucket holds nothing else: `icestream recover` reads every discarded event below it.
   recover_uri = var.on_failure_destination == "s3" ? "s3://${aws_s3_bucket.this["failures"].id}/" : null
 

@@ -180,7 +180,7 @@ output "pipelines" {
 }
 
 output "ingest_tables" {
-  description = "Tables ingest writes (with their dead-letter tables): what IAM is scoped to."
+  description = "Tables ingest writes (with their dead-letter and changelog tables): what IAM, schedules and the Lake Formation grants cover."
   value       = local.ingest_tables
 }
 

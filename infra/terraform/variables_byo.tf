@@ -88,3 +88,14 @@ variable "athena_results_retention_days" {
     error_message = "athena_results_retention_days must be >= 1."
   }
 }
+
+variable "registry_secret_kms_key_arns" {
+  description = "Customer managed KMS keys that encrypt the Confluent registry secrets the pipeline file names (`registry_secret`); the functions that decode records get kms:Decrypt on them through Secrets Manager. Empty: the secrets use the AWS managed key."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for k in var.registry_secret_kms_key_arns : can(regex("^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/.+$", k))])
+    error_message = "registry_secret_kms_key_arns must be KMS key ARNs (arn:aws:kms:<region>:<account>:key/<id>)."
+  }
+}

@@ -37,6 +37,9 @@ OPTIONS = SerializationOptions(strip_string_quotes=True)
 #    (ec2:Create/Delete/DescribeNetworkInterface(s) etc. have no resource-level
 #    permissions for this use);
 #  - X-Ray trace upload;
+#  - Glue Schema Registry lookups by SchemaVersionId (authorised against "*": the id names no
+#    registry or schema; awslabs/aws-glue-schema-registry#68);
+#  - s3tables:ListTableBuckets (no resource type: it lists the account's table buckets);
 #  - CloudWatch PutMetricData (not used: metrics go out as EMF log lines).
 UNSCOPABLE_ACTIONS = {
     "ec2:CreateNetworkInterface",
@@ -50,6 +53,8 @@ UNSCOPABLE_ACTIONS = {
     "xray:PutTraceSegments",
     "xray:PutTelemetryRecords",
     "cloudwatch:PutMetricData",
+    "glue:GetSchemaVersion",
+    "s3tables:ListTableBuckets",
 }
 
 # KMS key policies are resource policies: their Resource "*" means "this key".

@@ -327,7 +327,7 @@ run "bounded_retries_keep_discarded_batches_in_s3_and_alarm" {
   }
 
   assert {
-    condition     = alltrue([for m in aws_lambda_event_source_mapping.kafka : m.maximum_retry_attempts == 10 && m.destination_config[0].on_failure[0].destination_arn == aws_s3_bucket.this["failures"].arn])
+    condition     = alltrue([for m in aws_lambda_event_source_mapping.kafka : m.maximum_retry_attempts == 10 && m.destination_config[0].on_failure[0].destination_arn == "arn:aws:s3:::${aws_s3_bucket.this["failures"].id}"])
     error_message = "Bounded mappings discard to the S3 bucket."
   }
 
@@ -372,5 +372,54 @@ run "bring_your_own" {
   assert {
     condition     = length(aws_lakeformation_permissions.reader_tables) == 1 && length(aws_lakeformation_permissions.function_tables) == 3
     error_message = "Lake Formation grants the functions and the readers."
+  }
+}
+
+# Upsert pipelines (one with a changelog) and a Glue registry, in a namespace of their own: every
+# table the file implies is granted, scheduled and alarmed; tests/infra/test_contract.py checks
+# the applied state against `icestream contract`.
+run "upsert_changelog_and_registries" {
+  command = apply
+
+  variables {
+    pipeline_file = "tests/fixtures/upsert/pipelines.toml"
+    namespace     = "ledger"
+    enable_cdc    = false
+  }
+
+  assert {
+    condition = toset(output.ingest_tables) == toset([
+      "accounts", "accounts_dead_letter", "accounts_changelog", "limits", "limits_dead_letter", "payments", "payments_dead_letter"
+    ])
+    error_message = "An upsert pipeline with changelog = true writes <table>_changelog too."
+  }
+
+  assert {
+    condition = alltrue([for f in ["ingest", "committer", "maintenance"] : contains(flatten([
+      for s in jsondecode(aws_iam_role_policy.function[f].policy).Statement : s.Resource if s.Sid == "GlueOwnTables"
+    ]), "arn:aws:glue:eu-west-1:123456789012:table/ledger/accounts_changelog") if contains(keys(aws_iam_role_policy.function), f)])
+    error_message = "The writers and maintenance reach the changelog table in the Glue catalog."
+  }
+
+  assert {
+    condition     = toset([for k, s in aws_scheduler_schedule.maintenance : jsondecode(s.target[0].input).table if jsondecode(s.target[0].input).action == "purge-tombstones"]) == toset(["accounts", "limits"])
+    error_message = "purge-tombstones runs on every upsert table (and only there)."
+  }
+
+  assert {
+    condition     = contains([for k, s in aws_scheduler_schedule.maintenance : jsondecode(s.target[0].input).table if jsondecode(s.target[0].input).action == "compact"], "accounts_changelog")
+    error_message = "The changelog table is compacted like every other table."
+  }
+
+  assert {
+    condition = alltrue([for f in ["ingest", "maintenance"] : contains([
+      for s in jsondecode(aws_iam_role_policy.function[f].policy).Statement : s.Sid if contains(s.Action, "glue:GetSchemaVersion") && s.Resource == ["*"]
+    ], "ReadGlueSchemaVersions")])
+    error_message = "A Glue registry lookup by SchemaVersionId is authorised on *: the decoders (ingest, maintenance) get it there."
+  }
+
+  assert {
+    condition     = aws_lambda_function.this["ingest"].environment[0].variables["ICESTREAM_NAMESPACE"] == "ledger"
+    error_message = "The functions use the file's namespace."
   }
 }
