@@ -4,7 +4,8 @@
 # (built from the cluster ARN), the catalog database and tables or the table
 # bucket, the warehouse prefix of each table, the KMS key and the queues.
 # Resource "*" only where the action cannot be scoped (ENI management for the
-# Kafka pollers / VPC functions, X-Ray).
+# Kafka pollers / VPC functions, MSK bootstrap brokers, Glue schema versions by
+# id, X-Ray): tests/infra/test_iam_lint.py checks every action's resource types.
 ################################################################################
 
 locals {
@@ -63,10 +64,12 @@ locals {
     # --- MSK (the Kafka mapping authenticates with the function's role) ----------------
     {
       when = local.is_kafka[f], Sid = "MskCluster",
-      Action = ["kafka:DescribeClusterV2", "kafka:GetBootstrapBrokers", "kafka-cluster:Connect",
+      Action = ["kafka:DescribeClusterV2", "kafka-cluster:Connect",
       "kafka-cluster:DescribeClusterDynamicConfiguration"],
       Resource = [local.msk_cluster_arn]
     },
+    # GetBootstrapBrokers has no resource type: it is authorised on "*" only.
+    { when = local.is_kafka[f], Sid = "MskBootstrapBrokers", Action = ["kafka:GetBootstrapBrokers"], Resource = ["*"] },
     { when = local.is_kafka[f], Sid = "MskReadOwnTopics", Action = ["kafka-cluster:DescribeTopic", "kafka-cluster:ReadData"], Resource = lookup(local.function_topic_arns, f, []) },
     { when = local.is_kafka[f], Sid = "MskOwnConsumerGroups", Action = ["kafka-cluster:DescribeGroup", "kafka-cluster:AlterGroup"], Resource = lookup(local.function_group_arns, f, []) },
     {
@@ -74,11 +77,13 @@ locals {
       Resource = [local.on_failure_destination_arn, "${local.on_failure_destination_arn}/*"]
     },
     { when = local.is_kafka[f] && !local.kafka_failure_to_s3, Sid = "SendFailedBatchRecords", Action = ["sqs:SendMessage"], Resource = [local.on_failure_destination_arn] },
-    # ENIs of the Kafka pollers and VPC-attached functions: no resource-level scoping exists.
+    # ENIs of the Kafka pollers and VPC-attached functions (AWSLambdaVPCAccessExecutionRole's
+    # set, IP assignment included): no resource-level scoping exists.
     {
       when = contains(local.vpc_functions, f), Sid = "ManagePollerNetworkInterfaces",
       Action = ["ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface", "ec2:DescribeNetworkInterfaces",
-      "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs"],
+        "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs",
+      "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses"],
       Resource = ["*"]
     },
     # --- Glue catalog + S3 warehouse, scoped to the function's tables ------------------
@@ -105,8 +110,14 @@ locals {
     # --- S3 Tables: table ARNs carry ids, so tables are scoped by name (s3tables:tableName)
     {
       when     = !local.glue, Sid = "S3TablesBucketAndNamespace",
-      Action   = concat(["s3tables:GetTableBucket", "s3tables:GetNamespace", "s3tables:CreateNamespace", "s3tables:CreateTable", "s3tables:ListTables"], f == "maintenance" ? ["s3tables:GetTableBucketMaintenanceConfiguration"] : []),
+      Action   = concat(["s3tables:GetTableBucket", "s3tables:GetNamespace", "s3tables:CreateNamespace", "s3tables:ListTables"], f == "maintenance" ? ["s3tables:GetTableBucketMaintenanceConfiguration"] : []),
       Resource = [local.table_bucket]
+    },
+    # CreateTable is authorised on the bucket; of the new table's names it presents only the
+    # namespace (s3tables:namespace) as a condition key.
+    {
+      when      = !local.glue, Sid = "S3TablesCreateTablesInNamespace", Action = ["s3tables:CreateTable"], Resource = [local.table_bucket]
+      Condition = { StringEquals = { "s3tables:namespace" = [var.namespace] } }
     },
     {
       when = !local.glue, Sid = "S3TablesOwnTables",
@@ -115,7 +126,10 @@ locals {
       Resource  = ["${local.table_bucket}/table/*"]
       Condition = { StringEquals = { "s3tables:namespace" = [var.namespace], "s3tables:tableName" = local.function_tables[f] } }
     },
-    { when = !local.glue, Sid = "S3TablesTableData", Action = ["s3tables:GetTableData", "s3tables:PutTableData"], Resource = ["${local.table_bucket}/table/*"] },
+    {
+      when      = !local.glue, Sid = "S3TablesTableData", Action = ["s3tables:GetTableData", "s3tables:PutTableData"], Resource = ["${local.table_bucket}/table/*"]
+      Condition = { StringEquals = { "s3tables:namespace" = [var.namespace], "s3tables:tableName" = local.function_tables[f] } }
+    },
     # --- Queued commits -------------------------------------------------------------------
     { when = local.queued && local.is_kafka[f], Sid = "SendCommitRequests", Action = ["sqs:SendMessage"], Resource = [local.commit_queue_arn] },
     {
@@ -128,7 +142,7 @@ locals {
     # replays and recoveries it decodes. A Glue lookup by SchemaVersionId (the id in each
     # record's frame) names no registry or schema, so IAM authorises it against "*".
     {
-      when = local.reads_registries[f] && length(local.glue_registry_names) > 0, Sid = "ReadGlueSchemaVersions", Action = ["glue:GetSchemaVersion"],
+      when     = local.reads_registries[f] && length(local.glue_registry_names) > 0, Sid = "ReadGlueSchemaVersions", Action = ["glue:GetSchemaVersion"],
       Resource = ["*"]
     },
     {
@@ -138,17 +152,17 @@ locals {
     },
     # A secret encrypted with a customer managed key: Secrets Manager decrypts it on the caller's behalf.
     {
-      when = local.reads_registries[f] && length(local.registry_secrets) > 0 && length(var.registry_secret_kms_key_arns) > 0, Sid = "DecryptSchemaRegistryCredentials", Action = ["kms:Decrypt"],
+      when      = local.reads_registries[f] && length(local.registry_secrets) > 0 && length(var.registry_secret_kms_key_arns) > 0, Sid = "DecryptSchemaRegistryCredentials", Action = ["kms:Decrypt"],
       Resource  = var.registry_secret_kms_key_arns
       Condition = { StringEquals = { "kms:ViaService" = ["secretsmanager.${local.region}.amazonaws.com"] } }
     },
     # --- Discarded Kafka batches (S3 on-failure destination): maintenance's `recover` reads them.
     {
-      when = f == "maintenance" && local.kafka_failure_to_s3, Sid = "ListDiscardedBatches", Action = ["s3:ListBucket"],
+      when     = f == "maintenance" && local.kafka_failure_to_s3, Sid = "ListDiscardedBatches", Action = ["s3:ListBucket"],
       Resource = [local.on_failure_destination_arn]
     },
     {
-      when = f == "maintenance" && local.kafka_failure_to_s3, Sid = "ReadDiscardedBatches", Action = ["s3:GetObject"],
+      when     = f == "maintenance" && local.kafka_failure_to_s3, Sid = "ReadDiscardedBatches", Action = ["s3:GetObject"],
       Resource = ["${local.on_failure_destination_arn}/*"]
     },
     # --- The pipeline file and its schemas (ingest and maintenance copy the file's directory

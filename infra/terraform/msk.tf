@@ -170,4 +170,12 @@ resource "aws_msk_cluster" "this" {
   }
 
   tags = local.tags
+
+  lifecycle {
+    # MSK spreads brokers evenly over the client subnets' zones and refuses any other count.
+    precondition {
+      condition     = var.msk_broker_count % max(1, length(var.subnet_ids)) == 0
+      error_message = "msk_broker_count (${var.msk_broker_count}) must be a multiple of the number of subnet_ids (${length(var.subnet_ids)}): MSK puts the same number of brokers in each subnet's zone."
+    }
+  }
 }

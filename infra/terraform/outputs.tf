@@ -164,6 +164,11 @@ output "athena_results_bucket" {
   value       = try(aws_s3_bucket.this["athena"].id, null)
 }
 
+output "s3tables_reader_grant_commands" {
+  description = "catalog = s3tables with lake_formation.readers: per reader, the CLI call granting SELECT/DESCRIBE on the namespace's tables in the federated catalog `s3tablescatalog/<table bucket>` (hashicorp/aws 5.x takes no such catalog id); empty otherwise."
+  value       = local.s3tables_reader_grant_commands
+}
+
 output "s3tables_analytics_catalog_command" {
   description = "catalog = s3tables: the one-time CLI call that creates the `s3tablescatalog` Glue catalog over the registered table buckets (no Terraform resource in hashicorp/aws 5.x); null when it does not apply."
   value       = local.s3tables_integration ? local.s3tables_catalog_command : null

@@ -120,7 +120,7 @@ variable "msk_broker_instance_type" {
 }
 
 variable "msk_broker_count" {
-  description = "Number of brokers of a new provisioned cluster (a multiple of the number of subnets)."
+  description = "Number of brokers of a new provisioned cluster: a multiple of the number of `subnet_ids` (MSK puts as many in each zone; a precondition checks it)."
   type        = number
   default     = 3
 

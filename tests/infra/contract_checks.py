@@ -134,7 +134,8 @@ def _requests(run: Run, role: str, resource_kind: str, condition: dict | None, p
             yield f"arn:aws:s3:::{bucket}/{prefix}/{namespace}.db/{t}/{sub}", {}
         return
     if resource_kind == "table-bucket":
-        yield warehouse, {}
+        # CreateNamespace/CreateTable present the namespace the call names.
+        yield warehouse, {"s3tables:namespace": namespace}
         return
     if resource_kind == "table-bucket-tables":
         for t in tables:

@@ -39,7 +39,7 @@ OPTIONS = SerializationOptions(strip_string_quotes=True)
 #  - X-Ray trace upload;
 #  - Glue Schema Registry lookups by SchemaVersionId (authorised against "*": the id names no
 #    registry or schema; awslabs/aws-glue-schema-registry#68);
-#  - s3tables:ListTableBuckets (no resource type: it lists the account's table buckets);
+#  - s3tables:ListTableBuckets and kafka:GetBootstrapBrokers (no resource type);
 #  - CloudWatch PutMetricData (not used: metrics go out as EMF log lines).
 UNSCOPABLE_ACTIONS = {
     "ec2:CreateNetworkInterface",
@@ -55,6 +55,7 @@ UNSCOPABLE_ACTIONS = {
     "cloudwatch:PutMetricData",
     "glue:GetSchemaVersion",
     "s3tables:ListTableBuckets",
+    "kafka:GetBootstrapBrokers",
 }
 
 # KMS key policies are resource policies: their Resource "*" means "this key".

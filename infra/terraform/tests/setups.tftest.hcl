@@ -239,8 +239,38 @@ run "s3tables_existing_cluster_and_vpc_with_pipelines" {
   }
 
   assert {
+    condition     = length(aws_lakeformation_resource.s3tables) == 0 && output.s3tables_analytics_catalog_command == null
+    error_message = "The account-wide analytics integration is off unless asked for (it fails where the account has it, and destroy would remove it)."
+  }
+}
+
+run "s3tables_analytics_integration_and_readers" {
+  command = apply
+
+  variables {
+    catalog                        = "s3tables"
+    enable_cdc                     = false
+    s3tables_analytics_integration = true
+    lake_formation                 = { readers = ["arn:aws:iam::123456789012:role/analyst"] }
+  }
+
+  assert {
     condition     = length(aws_lakeformation_resource.s3tables) == 1 && aws_lakeformation_resource.s3tables[0].with_federation
-    error_message = "S3 Tables are integrated with the AWS analytics services."
+    error_message = "Asked for, the table buckets are integrated with the AWS analytics services."
+  }
+
+  assert {
+    condition     = [for s in jsondecode(aws_iam_role_policy.s3tables_lakeformation[0].policy).Statement : s.Resource if contains(s.Action, "s3tables:ListTableBuckets")] == [["*"]]
+    error_message = "s3tables:ListTableBuckets has no resource type: it is granted on * alone."
+  }
+
+  assert {
+    condition = (
+      length(output.s3tables_reader_grant_commands) == 1 &&
+      strcontains(output.s3tables_reader_grant_commands[0], "DataLakePrincipalIdentifier=arn:aws:iam::123456789012:role/analyst") &&
+      strcontains(output.s3tables_reader_grant_commands[0], jsonencode({ Table = { CatalogId = "123456789012:s3tablescatalog/icestream-tables", DatabaseName = "bigdata", TableWildcard = {} } }))
+    )
+    error_message = "Each reader's grant on the namespace's tables in the federated s3tablescatalog/<bucket> is printed."
   }
 }
 
@@ -249,6 +279,7 @@ run "provisioned_pollers" {
 
   variables {
     msk_cluster_type    = "provisioned"
+    msk_broker_count    = 4
     provisioned_pollers = { minimum_pollers = 2, maximum_pollers = 8 }
     pipeline_file       = "tests/fixtures/pipelines/pipelines.toml"
   }
@@ -421,5 +452,52 @@ run "upsert_changelog_and_registries" {
   assert {
     condition     = aws_lambda_function.this["ingest"].environment[0].variables["ICESTREAM_NAMESPACE"] == "ledger"
     error_message = "The functions use the file's namespace."
+  }
+}
+
+run "provisioned_brokers_spread_evenly_over_the_subnets" {
+  command = plan
+
+  variables {
+    msk_cluster_type = "provisioned"
+    msk_broker_count = 3
+    subnet_ids       = ["subnet-a", "subnet-b"]
+  }
+
+  expect_failures = [aws_msk_cluster.this]
+}
+
+run "vpc_functions_manage_their_network_interfaces" {
+  command = apply
+
+  variables {
+    function_vpc_config = { subnet_ids = ["subnet-x"], security_group_ids = ["sg-x"] }
+  }
+
+  assert {
+    condition = alltrue([for f, p in aws_iam_role_policy.function : length(setsubtract(
+      ["ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses"],
+      flatten([for s in jsondecode(p.policy).Statement : s.Action if s.Sid == "ManagePollerNetworkInterfaces"])
+    )) == 0])
+    error_message = "Every VPC-attached function may create, delete and re-address its network interfaces."
+  }
+}
+
+run "s3tables_data_and_create_table_are_scoped_by_name" {
+  command = apply
+
+  variables {
+    catalog    = "s3tables"
+    enable_cdc = false
+  }
+
+  assert {
+    condition = alltrue([for f, p in aws_iam_role_policy.function : alltrue([
+      for s in jsondecode(p.policy).Statement : (
+        s.Condition.StringEquals["s3tables:namespace"] == ["bigdata"] &&
+        (s.Sid == "S3TablesCreateTablesInNamespace" || length(lookup(s.Condition.StringEquals, "s3tables:tableName", [])) > 0)
+      ) if contains(s.Action, "s3tables:GetTableData") || contains(s.Action, "s3tables:PutTableData") || contains(s.Action, "s3tables:CreateTable")
+    ])])
+    error_message = "Table data and table creation are conditioned on the namespace (and, for data, the table names)."
   }
 }

@@ -13,8 +13,19 @@ provider "aws" {
   region = var.region
 }
 
+# Three zones the account can use: not every region has an `a`, `b` and `c`, and an account's
+# zone names map to different physical zones (Local Zones need opting in and carry no MSK).
+data "aws_availability_zones" "available" {
+  state = "available"
+
+  filter {
+    name   = "opt-in-status"
+    values = ["opt-in-not-required"]
+  }
+}
+
 locals {
-  azs  = [for suffix in ["a", "b", "c"] : "${var.region}${suffix}"]
+  azs  = slice(sort(data.aws_availability_zones.available.names), 0, min(3, length(data.aws_availability_zones.available.names)))
   tags = { Example = "complete", Project = "icestream" }
   # Interface endpoints Lambda's Kafka pollers need without NAT (S3 is a gateway endpoint).
   interface_endpoints = ["sts", "lambda", "sqs"]
@@ -138,8 +149,9 @@ resource "aws_vpc_endpoint" "interface" {
 module "icestream" {
   source = "../.."
 
-  name = var.name
-  tags = local.tags
+  name          = var.name
+  artifacts_dir = var.artifacts_dir
+  tags          = local.tags
 
   create_msk_cluster     = true
   msk_cluster_type       = "serverless"

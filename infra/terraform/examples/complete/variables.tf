@@ -15,3 +15,9 @@ variable "vpc_cidr" {
   type        = string
   default     = "10.42.0.0/16"
 }
+
+variable "artifacts_dir" {
+  description = "Directory of the Lambda zips (`<binary>/bootstrap.zip`); null: the repository's target/lambda, where `make build` writes them."
+  type        = string
+  default     = null
+}
