@@ -131,6 +131,21 @@ run "queued" {
     condition     = contains(keys(aws_cloudwatch_metric_alarm.queue), "commit-queue-age")
     error_message = "The commit queue's age is alarmed."
   }
+
+  assert {
+    condition     = contains(keys(aws_cloudwatch_metric_alarm.queue), "commit-dlq") && aws_cloudwatch_metric_alarm.queue["commit-dlq"].dimensions["QueueName"] == aws_sqs_queue.commit_dlq[0].name && aws_cloudwatch_metric_alarm.queue["commit-dlq"].threshold == 0
+    error_message = "A commit request in the DLQ is alarmed at once (its table must not commit past it)."
+  }
+
+  assert {
+    condition = (
+      aws_cloudwatch_metric_alarm.committer_freshness[0].metric_name == "MaxRecordAge" &&
+      aws_cloudwatch_metric_alarm.committer_freshness[0].dimensions["Function"] == aws_lambda_function.this["committer"].function_name &&
+      aws_cloudwatch_metric_alarm.committer_freshness[0].threshold == 900000 &&
+      length([for k, a in aws_cloudwatch_metric_alarm.table : k if endswith(k, "-freshness")]) == 0
+    )
+    error_message = "Queued: freshness is alarmed on the committer's record age (queued appends report none per table)."
+  }
 }
 
 run "per_table_freshness_and_dead_letter_alarms" {
