@@ -9,8 +9,8 @@
 #     (each one `key = "..."` line), which decide what ingest's role may read,
 #     and `mode = "upsert"` / `changelog = true`, which add `<table>_changelog`
 #     and the tombstone purge.
-# Which tables a file implies is the code's decision (`icestream pipelines check
-# FILE output=json` lists them under "tables"); Terraform cannot run the binary
+# Which tables a file implies is the code's decision (`icestream pipelines tables
+# FILE` lists them); Terraform cannot run the binary
 # offline (no external provider in a plan that must work without AWS or a
 # build), so tests/infra/test_pipelines.py holds this derivation to the
 # code's list for every pipeline file shipped or used in the tests.
