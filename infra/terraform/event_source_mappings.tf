@@ -1,5 +1,6 @@
 ################################################################################
-# Kafka event source mappings: one per ingest topic, one for the CDC topic.
+# Kafka event source mappings: one per ingest topic, one for the CDC topic, on
+# MSK or on a self-managed cluster (`self_managed_kafka`).
 # MSK mappings are at-least-once; icestream makes them exactly-once with the
 # offset watermarks it commits atomically with each snapshot.
 #
@@ -25,8 +26,39 @@ resource "aws_lambda_event_source_mapping" "kafka" {
   batch_size                         = each.value.batch
   maximum_batching_window_in_seconds = each.value.window
 
-  amazon_managed_kafka_event_source_config {
-    consumer_group_id = each.value.group
+  dynamic "amazon_managed_kafka_event_source_config" {
+    for_each = local.self_managed ? [] : [each.value.group]
+
+    content {
+      consumer_group_id = amazon_managed_kafka_event_source_config.value
+    }
+  }
+
+  # A self-managed cluster (Confluent Cloud, Redpanda, Kafka on EC2): its brokers, consumer
+  # group, credentials and VPC placement; its events carry eventSource "SelfManagedKafka".
+  dynamic "self_managed_event_source" {
+    for_each = local.self_managed ? [join(",", var.self_managed_kafka.bootstrap_servers)] : []
+
+    content {
+      endpoints = { KAFKA_BOOTSTRAP_SERVERS = self_managed_event_source.value }
+    }
+  }
+
+  dynamic "self_managed_kafka_event_source_config" {
+    for_each = local.self_managed ? [each.value.group] : []
+
+    content {
+      consumer_group_id = self_managed_kafka_event_source_config.value
+    }
+  }
+
+  dynamic "source_access_configuration" {
+    for_each = local.self_managed_access
+
+    content {
+      type = source_access_configuration.value.type
+      uri  = source_access_configuration.value.uri
+    }
   }
 
   # Unbounded unless asked (provisioned mode only; see header).
@@ -63,8 +95,13 @@ resource "aws_lambda_event_source_mapping" "kafka" {
 
   lifecycle {
     precondition {
-      condition     = var.create_msk_cluster || var.msk_cluster_arn != null
-      error_message = "Set msk_cluster_arn when create_msk_cluster is false."
+      condition     = var.create_msk_cluster || var.msk_cluster_arn != null || local.self_managed
+      error_message = "Set msk_cluster_arn (or self_managed_kafka) when create_msk_cluster is false."
+    }
+
+    precondition {
+      condition     = !local.self_managed || (!var.create_msk_cluster && var.msk_cluster_arn == null)
+      error_message = "self_managed_kafka replaces MSK: set create_msk_cluster = false and leave msk_cluster_arn null."
     }
 
     precondition {

@@ -63,15 +63,22 @@ locals {
     { when = true, Sid = "UseDeploymentKey", Action = ["kms:Decrypt", "kms:GenerateDataKey"], Resource = [local.kms_key_arn] },
     # --- MSK (the Kafka mapping authenticates with the function's role) ----------------
     {
-      when = local.is_kafka[f], Sid = "MskCluster",
+      when = local.is_kafka[f] && !local.self_managed, Sid = "MskCluster",
       Action = ["kafka:DescribeClusterV2", "kafka-cluster:Connect",
       "kafka-cluster:DescribeClusterDynamicConfiguration"],
       Resource = [local.msk_cluster_arn]
     },
     # GetBootstrapBrokers has no resource type: it is authorised on "*" only.
-    { when = local.is_kafka[f], Sid = "MskBootstrapBrokers", Action = ["kafka:GetBootstrapBrokers"], Resource = ["*"] },
-    { when = local.is_kafka[f], Sid = "MskReadOwnTopics", Action = ["kafka-cluster:DescribeTopic", "kafka-cluster:ReadData"], Resource = lookup(local.function_topic_arns, f, []) },
-    { when = local.is_kafka[f], Sid = "MskOwnConsumerGroups", Action = ["kafka-cluster:DescribeGroup", "kafka-cluster:AlterGroup"], Resource = lookup(local.function_group_arns, f, []) },
+    { when = local.is_kafka[f] && !local.self_managed, Sid = "MskBootstrapBrokers", Action = ["kafka:GetBootstrapBrokers"], Resource = ["*"] },
+    { when = local.is_kafka[f] && !local.self_managed, Sid = "MskReadOwnTopics", Action = ["kafka-cluster:DescribeTopic", "kafka-cluster:ReadData"], Resource = lookup(local.function_topic_arns, f, []) },
+    { when = local.is_kafka[f] && !local.self_managed, Sid = "MskOwnConsumerGroups", Action = ["kafka-cluster:DescribeGroup", "kafka-cluster:AlterGroup"], Resource = lookup(local.function_group_arns, f, []) },
+    # --- A self-managed cluster: the mapping reads its credentials (and CA) with the role.
+    { when = local.is_kafka[f] && length(local.self_managed_secrets) > 0, Sid = "ReadKafkaCredentials", Action = ["secretsmanager:GetSecretValue"], Resource = local.self_managed_secrets },
+    {
+      when      = local.is_kafka[f] && try(var.self_managed_kafka.secret_kms_key_arn != null, false), Sid = "DecryptKafkaCredentials", Action = ["kms:Decrypt"],
+      Resource  = [try(coalesce(var.self_managed_kafka.secret_kms_key_arn, "none"), "none")]
+      Condition = { StringEquals = { "kms:ViaService" = ["secretsmanager.${local.region}.amazonaws.com"] } }
+    },
     {
       when     = local.is_kafka[f] && local.kafka_failure_to_s3, Sid = "WriteFailedBatchRecords", Action = ["s3:PutObject", "s3:ListBucket"],
       Resource = [local.on_failure_destination_arn, "${local.on_failure_destination_arn}/*"]

@@ -92,8 +92,16 @@ locals {
       window   = var.cdc_maximum_batching_window_in_seconds
     } } : {}
   )
-  msk_topic_arn_prefix = replace(local.msk_cluster_arn, ":cluster/", ":topic/")
-  msk_group_arn_prefix = replace(local.msk_cluster_arn, ":cluster/", ":group/")
+  msk_topic_arn_prefix = replace(coalesce(local.msk_cluster_arn, "none"), ":cluster/", ":topic/")
+  msk_group_arn_prefix = replace(coalesce(local.msk_cluster_arn, "none"), ":cluster/", ":group/")
+  # A self-managed source: its access configurations (credentials, CA, VPC placement).
+  self_managed_access = !local.self_managed ? [] : concat(
+    var.self_managed_kafka.authentication == "NONE" ? [] : [{ type = var.self_managed_kafka.authentication, uri = var.self_managed_kafka.secret_arn }],
+    var.self_managed_kafka.root_ca_secret_arn == null ? [] : [{ type = "SERVER_ROOT_CA_CERTIFICATE", uri = var.self_managed_kafka.root_ca_secret_arn }],
+    [for s in var.self_managed_kafka.subnet_ids : { type = "VPC_SUBNET", uri = "subnet:${s}" }],
+    [for g in var.self_managed_kafka.security_group_ids : { type = "VPC_SECURITY_GROUP", uri = "security_group:${g}" }],
+  )
+  self_managed_secrets = !local.self_managed ? [] : compact([var.self_managed_kafka.secret_arn, var.self_managed_kafka.root_ca_secret_arn])
   function_topic_arns = {
     for f in local.kafka_functions : f => [for m in values(local.kafka_mappings) : "${local.msk_topic_arn_prefix}/${m.topic}" if m.function == f]
   }

@@ -7,15 +7,19 @@ locals {
   create_serverless  = var.create_msk_cluster && var.msk_cluster_type == "serverless"
   create_provisioned = var.create_msk_cluster && var.msk_cluster_type == "provisioned"
 
+  # null with a self-managed Kafka source (variables_kafka.tf).
+  self_managed = var.self_managed_kafka != null
   msk_cluster_arn = (
     local.create_serverless ? aws_msk_serverless_cluster.this[0].arn :
     local.create_provisioned ? aws_msk_cluster.this[0].arn :
-    var.msk_cluster_arn
+    local.self_managed ? null : var.msk_cluster_arn
   )
 }
 
-# IAM/TLS bootstrap brokers of the cluster in use (created or existing).
+# IAM/TLS bootstrap brokers of the MSK cluster in use (created or existing).
 data "aws_msk_bootstrap_brokers" "this" {
+  count = local.self_managed ? 0 : 1
+
   cluster_arn = local.msk_cluster_arn
 }
 

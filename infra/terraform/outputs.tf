@@ -3,13 +3,13 @@
 ################################################################################
 
 output "msk_cluster_arn" {
-  description = "ARN of the MSK cluster the mappings consume from (created or existing)."
+  description = "ARN of the MSK cluster the mappings consume from (created or existing); null with self_managed_kafka."
   value       = local.msk_cluster_arn
 }
 
 output "msk_bootstrap_brokers_sasl_iam" {
-  description = "IAM/TLS bootstrap brokers of the cluster (for producers)."
-  value       = data.aws_msk_bootstrap_brokers.this.bootstrap_brokers_sasl_iam
+  description = "IAM/TLS bootstrap brokers of the MSK cluster (for producers); null with self_managed_kafka."
+  value       = one(data.aws_msk_bootstrap_brokers.this[*].bootstrap_brokers_sasl_iam)
 }
 
 output "msk_security_group_id" {

@@ -397,17 +397,29 @@ def _bounded_variable(expression: str, var_name: str, lower: str):
     assert variable["default"] >= int(lower)
 
 
+def is_kafka_mapping(body: dict) -> bool:
+    return "topics" in body
+
+
+def consumer_groups(body: dict) -> list[str]:
+    """consumer_group_id of the MSK and the self-managed Kafka config blocks (dynamic or not)."""
+    blocks = [body.get(k, [{}])[0] for k in ("amazon_managed_kafka_event_source_config", "self_managed_kafka_event_source_config")]
+    blocks += [d[k]["content"][0] for d in body.get("dynamic", []) for k in d
+               if k in ("amazon_managed_kafka_event_source_config", "self_managed_kafka_event_source_config")]
+    return [b["consumer_group_id"] for b in blocks if b.get("consumer_group_id")]
+
+
 def test_there_are_kafka_and_queue_mappings():
-    assert any("amazon_managed_kafka_event_source_config" in b for b in ESMS.values())
+    assert any(is_kafka_mapping(b) for b in ESMS.values())
     assert any("aws_sqs_queue." in b.get("event_source_arn", "") for b in ESMS.values())
 
 
 @pytest.mark.parametrize("name", sorted(ESMS))
 def test_mapping_has_bounded_retry_and_failure_destination(name):
     body = ESMS[name]
-    if "amazon_managed_kafka_event_source_config" in body:
-        group = body["amazon_managed_kafka_event_source_config"][0].get("consumer_group_id")
-        assert group, f"{name}: consumer_group_id must be set"
+    if is_kafka_mapping(body):
+        # One consumer group per mapping, for MSK and for a self-managed cluster alike.
+        assert len(consumer_groups(body)) == 2, f"{name}: consumer_group_id must be set for both sources: {consumer_groups(body)}"
         destination = body["destination_config"][0]["on_failure"][0]["destination_arn"]
         assert destination, f"{name}: on-failure destination missing"
         retry = body["maximum_retry_attempts"]

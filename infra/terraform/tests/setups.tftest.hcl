@@ -516,3 +516,72 @@ run "s3tables_data_and_create_table_are_scoped_by_name" {
     error_message = "Table data and table creation are conditioned on the namespace (and, for data, the table names)."
   }
 }
+
+# A self-managed cluster (Confluent Cloud, Redpanda, Kafka on EC2) instead of MSK.
+run "self_managed_kafka_with_scram_in_a_vpc" {
+  command = apply
+
+  variables {
+    create_msk_cluster = false
+    vpc_id             = null
+    subnet_ids         = []
+    enable_cdc         = false
+    self_managed_kafka = {
+      bootstrap_servers  = ["b1.kafka.example.com:9096", "b2.kafka.example.com:9096"]
+      authentication     = "SASL_SCRAM_512_AUTH"
+      secret_arn         = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:kafka-scram-AbCdEf"
+      secret_kms_key_arn = "arn:aws:kms:eu-west-1:123456789012:key/kafka-secrets"
+      subnet_ids         = ["subnet-p"]
+      security_group_ids = ["sg-p"]
+    }
+  }
+
+  assert {
+    condition = alltrue([for m in aws_lambda_event_source_mapping.kafka : (
+      m.event_source_arn == null &&
+      m.self_managed_event_source[0].endpoints["KAFKA_BOOTSTRAP_SERVERS"] == "b1.kafka.example.com:9096,b2.kafka.example.com:9096" &&
+      length(m.amazon_managed_kafka_event_source_config) == 0 &&
+      startswith(m.self_managed_kafka_event_source_config[0].consumer_group_id, "icestream-ingest-") &&
+      toset([for c in m.source_access_configuration : "${c.type}=${c.uri}"]) == toset([
+        "SASL_SCRAM_512_AUTH=arn:aws:secretsmanager:eu-west-1:123456789012:secret:kafka-scram-AbCdEf",
+        "VPC_SUBNET=subnet:subnet-p", "VPC_SECURITY_GROUP=security_group:sg-p",
+      ])
+    )])
+    error_message = "Every mapping reads the self-managed brokers with its consumer group, credentials and VPC placement."
+  }
+
+  assert {
+    condition = (
+      contains([for s in jsondecode(aws_iam_role_policy.function["ingest"].policy).Statement : s.Sid if s.Action == ["secretsmanager:GetSecretValue"] && s.Resource == ["arn:aws:secretsmanager:eu-west-1:123456789012:secret:kafka-scram-AbCdEf"]], "ReadKafkaCredentials") &&
+      contains([for s in jsondecode(aws_iam_role_policy.function["ingest"].policy).Statement : s.Sid], "DecryptKafkaCredentials") &&
+      !anytrue([for s in jsondecode(aws_iam_role_policy.function["ingest"].policy).Statement : anytrue([for a in s.Action : startswith(a, "kafka")])])
+    )
+    error_message = "The mapping reads the credentials with the ingest role; no MSK grants remain."
+  }
+
+  assert {
+    condition     = output.msk_cluster_arn == null && output.msk_bootstrap_brokers_sasl_iam == null
+    error_message = "No MSK cluster with a self-managed source."
+  }
+}
+
+run "self_managed_kafka_replaces_msk" {
+  command = plan
+
+  variables {
+    self_managed_kafka = { bootstrap_servers = ["b1:9092"], authentication = "NONE" }
+  }
+
+  expect_failures = [aws_lambda_event_source_mapping.kafka]
+}
+
+run "self_managed_kafka_needs_its_secret" {
+  command = plan
+
+  variables {
+    create_msk_cluster = false
+    self_managed_kafka = { bootstrap_servers = ["b1:9092"], authentication = "BASIC_AUTH" }
+  }
+
+  expect_failures = [var.self_managed_kafka]
+}
