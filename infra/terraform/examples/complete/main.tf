@@ -16,6 +16,9 @@ provider "aws" {
 # Three zones the account can use: not every region has an `a`, `b` and `c`, and an account's
 # zone names map to different physical zones (Local Zones need opting in and carry no MSK).
 data "aws_availability_zones" "available" {
+  #checkov:skip=CKV_AWS_394:Only read when availability_zones is empty; set it to pin the zones (a zone added later could otherwise sort into the first three).
+  count = length(var.availability_zones) > 0 ? 0 : 1
+
   state = "available"
 
   filter {
@@ -25,8 +28,9 @@ data "aws_availability_zones" "available" {
 }
 
 locals {
-  azs  = slice(sort(data.aws_availability_zones.available.names), 0, min(3, length(data.aws_availability_zones.available.names)))
-  tags = { Example = "complete", Project = "icestream" }
+  zone_names = sort(flatten(data.aws_availability_zones.available[*].names))
+  azs        = length(var.availability_zones) > 0 ? var.availability_zones : slice(local.zone_names, 0, min(3, length(local.zone_names)))
+  tags       = { Example = "complete", Project = "icestream" }
   # Interface endpoints Lambda's Kafka pollers need without NAT (S3 is a gateway endpoint).
   interface_endpoints = ["sts", "lambda", "sqs"]
 }

@@ -21,3 +21,14 @@ variable "artifacts_dir" {
   type        = string
   default     = null
 }
+
+variable "availability_zones" {
+  description = "Zones of the private subnets (2 or 3). Empty: the first three the account can use in the region (aws_availability_zones); set them to pin the subnets."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = length(var.availability_zones) == 0 || (length(var.availability_zones) >= 2 && length(var.availability_zones) <= 3)
+    error_message = "availability_zones: 2 or 3 zones, or empty."
+  }
+}

@@ -33,3 +33,16 @@ run "complete" {
     error_message = "Every mapping has its consumer group."
   }
 }
+
+run "pinned_zones" {
+  command = plan
+
+  variables {
+    availability_zones = ["eu-west-1b", "eu-west-1c"]
+  }
+
+  assert {
+    condition     = length(data.aws_availability_zones.available) == 0 && toset(keys(aws_subnet.private)) == toset(["eu-west-1b", "eu-west-1c"])
+    error_message = "Given zones are used as they are, without reading the account's."
+  }
+}
