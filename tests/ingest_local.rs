@@ -218,3 +218,24 @@ async fn one_invocation_counts_its_round_trips() {
     assert_eq!((used.loads, used.swaps, used.storage_reads), (2, 1, 3), "{used:?}");
     assert_eq!(used.sequential, 6, "{used:?}");
 }
+
+#[tokio::test]
+async fn a_self_managed_kafka_event_lands_as_an_msk_one_does() {
+    // A self-managed cluster's mapping (Confluent Cloud, Redpanda, Kafka on EC2) sends
+    // `"eventSource": "SelfManagedKafka"`, its bootstrap servers and no cluster ARN.
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    let opts = GeneratorOptions::from_args(["records=500", "format=json", "partitions=2", "seed=9"]).unwrap();
+    let g = generate(&opts).unwrap();
+    let mut event = g.event.clone();
+    let object = event.as_object_mut().unwrap();
+    object.remove("eventSourceArn");
+    object.insert("eventSource".into(), "SelfManagedKafka".into());
+    object.insert("bootstrapServers".into(), "pkc-1.eu-west-1.aws.confluent.cloud:9092".into());
+    let file = write_event(dir.path(), "self-managed.json", &event);
+    let s = summary_of(&icestream(&["ingest", file.to_str().unwrap(), &format!("warehouse={}", wh.display()), "source=json"], &[]));
+    assert_eq!((s["written"].as_u64(), s["records"].as_u64()), (Some(g.expectation.valid as u64), Some(500)), "{s}");
+    let rows = telemetry_rows(&wh).await;
+    assert_eq!(rows.len(), g.expectation.valid);
+    assert_eq!(watermarks(&wh, "vehicle_telemetry").await.len(), 2, "lineage and watermarks per topic-partition");
+}

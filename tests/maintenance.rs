@@ -592,3 +592,15 @@ async fn a_maintenance_run_reads_each_manifest_once() {
     assert!(reads.saved > 0, "{reads:?}");
     println!("FIGURES maintenance manifest reads: {} from storage, {} saved ({} before)", reads.read, reads.saved, reads.read + reads.saved);
 }
+
+#[tokio::test]
+async fn a_table_not_created_yet_is_skipped_and_reported_not_failed() {
+    // Before the first ingest: the schedules already run, and the table is not there yet.
+    let wh = tempfile::tempdir().unwrap();
+    let cfg = config(wh.path(), &[]);
+    let catalogs = Catalogs::connect(&cfg).await.unwrap();
+    let request = MaintenanceRequest::new(&[], &["not_ingested_yet".to_string()], false, &cfg).unwrap();
+    let report = maintain(&catalogs, &request, deadline()).await.unwrap();
+    assert!(report.failures().is_empty(), "{:?}", report.failures());
+    assert!(report.tables[0].skipped.iter().any(|s| s.contains("does not exist yet")), "{:?}", report.tables[0].skipped);
+}

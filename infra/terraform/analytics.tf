@@ -6,10 +6,13 @@
 #     use the database's table wildcard: the functions create the tables on
 #     first use, and Lake Formation cannot grant on a table that does not exist
 #     yet (IAM still scopes each function to its own tables).
-#   * S3 Tables: the table buckets of the account registered with Lake
-#     Formation (federated) through a role of the module, the AWS analytics
-#     integration; the `s3tablescatalog` Glue catalog needs one CLI call (no
-#     resource in hashicorp/aws 5.x), printed by `s3tables_analytics_catalog_command`.
+#   * S3 Tables: with `s3tables_analytics_integration` (off by default: it is
+#     account-wide), the table buckets of the account registered with Lake
+#     Formation (federated) through a role of the module; the `s3tablescatalog`
+#     Glue catalog needs one CLI call (no resource in hashicorp/aws 5.x),
+#     printed by `s3tables_analytics_catalog_command`; `lake_formation.readers`
+#     get SELECT on the namespace's tables in `s3tablescatalog/<bucket>` by the
+#     CLI calls of `s3tables_reader_grant_commands`.
 #   * An Athena workgroup (engine v3) with a KMS-encrypted results bucket.
 #   * `reader_policy_json`: a read-only IAM policy for people and tools.
 ################################################################################
@@ -100,10 +103,12 @@ resource "aws_iam_role_policy" "s3tables_lakeformation" {
   policy = jsonencode({
     Version = "2012-10-17"
     Statement = [
+      # ListTableBuckets has no resource type: it is authorised on "*" only.
+      { Sid = "ListTableBuckets", Effect = "Allow", Action = ["s3tables:ListTableBuckets"], Resource = ["*"] },
       {
         Sid    = "TableBucketsOfTheAccount"
         Effect = "Allow"
-        Action = ["s3tables:ListTableBuckets", "s3tables:GetTableBucket", "s3tables:GetNamespace", "s3tables:ListNamespaces",
+        Action = ["s3tables:GetTableBucket", "s3tables:GetNamespace", "s3tables:ListNamespaces",
           "s3tables:ListTables", "s3tables:GetTable", "s3tables:GetTableMetadataLocation", "s3tables:UpdateTableMetadataLocation",
         "s3tables:GetTableData", "s3tables:PutTableData", "s3tables:CreateTable", "s3tables:CreateNamespace"]
         Resource = [local.s3tables_all_buckets_arn, "${local.s3tables_all_buckets_arn}/table/*"]
@@ -119,6 +124,20 @@ resource "aws_lakeformation_resource" "s3tables" {
   arn             = local.s3tables_all_buckets_arn
   role_arn        = aws_iam_role.s3tables_lakeformation[0].arn
   with_federation = true
+}
+
+# Readers of the S3 tables through the analytics integration: the federated catalog
+# `<account>:s3tablescatalog/<bucket>` holds each namespace as a database. hashicorp/aws 5.x
+# takes only an account id as a Lake Formation catalog id, so the grant is a CLI call per reader
+# (output `s3tables_reader_grant_commands`; README, "After the first apply").
+locals {
+  s3tables_readers    = var.lake_formation != null && !local.glue ? var.lake_formation.readers : []
+  s3tables_catalog_id = local.glue ? null : "${local.account}:s3tablescatalog/${local.table_bucket_name}"
+  s3tables_reader_grant_commands = [for r in local.s3tables_readers : join(" ", [
+    "aws lakeformation grant-permissions --region ${local.region}",
+    "--principal DataLakePrincipalIdentifier=${r} --permissions SELECT DESCRIBE",
+    "--resource '${jsonencode({ Table = { CatalogId = local.s3tables_catalog_id, DatabaseName = var.namespace, TableWildcard = {} } })}'",
+  ])]
 }
 
 resource "aws_athena_workgroup" "this" {

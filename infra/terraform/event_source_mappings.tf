@@ -1,12 +1,18 @@
 ################################################################################
-# Kafka event source mappings: one per ingest topic, one for the CDC topic.
+# Kafka event source mappings: one per ingest topic, one for the CDC topic, on
+# MSK or on a self-managed cluster (`self_managed_kafka`).
 # MSK mappings are at-least-once; icestream makes them exactly-once with the
 # offset watermarks it commits atomically with each snapshot.
 #
-# Error handling: `maximum_retry_attempts` and `maximum_record_age_in_seconds`
-# bound retries of a failing batch, after which its record goes to the on-failure
-# destination. AWS honours both for MSK only in provisioned mode, so on-demand
-# mode must be acknowledged with `allow_unbounded_kafka_retries`.
+# Error handling: by default a failing batch is retried until it succeeds
+# (-1/-1): a skipped batch would be lost for good, since later batches raise the
+# offset watermarks past it. A stuck partition shows as the OffsetLag alarm.
+# Bounds (`maximum_retry_attempts`, `maximum_record_age_in_seconds`) are allowed
+# only with an S3 on-failure destination, which keeps the discarded event whole
+# (`icestream recover` ingests it again, below the watermark, once), and are
+# alarmed on OnFailureDestinationDeliveredEventCount. AWS honours bounds for
+# Kafka only in provisioned mode: bounds in on-demand mode must be acknowledged
+# with `allow_unbounded_kafka_retries`.
 ################################################################################
 
 resource "aws_lambda_event_source_mapping" "kafka" {
@@ -20,11 +26,42 @@ resource "aws_lambda_event_source_mapping" "kafka" {
   batch_size                         = each.value.batch
   maximum_batching_window_in_seconds = each.value.window
 
-  amazon_managed_kafka_event_source_config {
-    consumer_group_id = each.value.group
+  dynamic "amazon_managed_kafka_event_source_config" {
+    for_each = local.self_managed ? [] : [each.value.group]
+
+    content {
+      consumer_group_id = amazon_managed_kafka_event_source_config.value
+    }
   }
 
-  # Bounded retries (provisioned mode only; see header).
+  # A self-managed cluster (Confluent Cloud, Redpanda, Kafka on EC2): its brokers, consumer
+  # group, credentials and VPC placement; its events carry eventSource "SelfManagedKafka".
+  dynamic "self_managed_event_source" {
+    for_each = local.self_managed ? [join(",", var.self_managed_kafka.bootstrap_servers)] : []
+
+    content {
+      endpoints = { KAFKA_BOOTSTRAP_SERVERS = self_managed_event_source.value }
+    }
+  }
+
+  dynamic "self_managed_kafka_event_source_config" {
+    for_each = local.self_managed ? [each.value.group] : []
+
+    content {
+      consumer_group_id = self_managed_kafka_event_source_config.value
+    }
+  }
+
+  dynamic "source_access_configuration" {
+    for_each = local.self_managed_access
+
+    content {
+      type = source_access_configuration.value.type
+      uri  = source_access_configuration.value.uri
+    }
+  }
+
+  # Unbounded unless asked (provisioned mode only; see header).
   maximum_retry_attempts        = local.kafka_error_controls ? var.maximum_retry_attempts : null
   maximum_record_age_in_seconds = local.kafka_error_controls ? var.maximum_record_age_in_seconds : null
 
@@ -58,13 +95,23 @@ resource "aws_lambda_event_source_mapping" "kafka" {
 
   lifecycle {
     precondition {
-      condition     = var.create_msk_cluster || var.msk_cluster_arn != null
-      error_message = "Set msk_cluster_arn when create_msk_cluster is false."
+      condition     = var.create_msk_cluster || var.msk_cluster_arn != null || local.self_managed
+      error_message = "Set msk_cluster_arn (or self_managed_kafka) when create_msk_cluster is false."
     }
 
     precondition {
-      condition     = local.kafka_error_controls || var.allow_unbounded_kafka_retries
+      condition     = !local.self_managed || (!var.create_msk_cluster && var.msk_cluster_arn == null)
+      error_message = "self_managed_kafka replaces MSK: set create_msk_cluster = false and leave msk_cluster_arn null."
+    }
+
+    precondition {
+      condition     = local.kafka_error_controls || !local.kafka_retries_bounded || var.allow_unbounded_kafka_retries
       error_message = "Kafka mappings bound retries and record age only in provisioned mode: keep provisioned_pollers.enabled = true, or set allow_unbounded_kafka_retries = true."
+    }
+
+    precondition {
+      condition     = !local.kafka_retries_bounded || contains(var.esm_metrics, "EventCount")
+      error_message = "Bounded Kafka retries discard batches: keep \"EventCount\" in esm_metrics, so the OnFailureDestinationDeliveredEventCount alarm sees each discarded batch."
     }
   }
 }

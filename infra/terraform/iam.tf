@@ -4,7 +4,8 @@
 # (built from the cluster ARN), the catalog database and tables or the table
 # bucket, the warehouse prefix of each table, the KMS key and the queues.
 # Resource "*" only where the action cannot be scoped (ENI management for the
-# Kafka pollers / VPC functions, X-Ray).
+# Kafka pollers / VPC functions, MSK bootstrap brokers, Glue schema versions by
+# id, X-Ray): tests/infra/test_iam_lint.py checks every action's resource types.
 ################################################################################
 
 locals {
@@ -46,6 +47,8 @@ resource "aws_iam_role" "function" {
 locals {
   is_kafka  = { for f in keys(local.functions) : f => contains(local.kafka_functions, f) }
   is_writer = { for f in keys(local.functions) : f => contains(["ingest", "cdc", "committer"], f) }
+  # Decoders of the pipelines' records: ingest, and maintenance (dead-letter replay, recover).
+  reads_registries = { for f in keys(local.functions) : f => contains(["ingest", "maintenance"], f) }
   table_prefixes = { for f in keys(local.functions) : f => [
     for t in local.function_tables[f] : "${var.warehouse_prefix}/${var.namespace}.db/${t}"
   ] }
@@ -60,23 +63,34 @@ locals {
     { when = true, Sid = "UseDeploymentKey", Action = ["kms:Decrypt", "kms:GenerateDataKey"], Resource = [local.kms_key_arn] },
     # --- MSK (the Kafka mapping authenticates with the function's role) ----------------
     {
-      when = local.is_kafka[f], Sid = "MskCluster",
-      Action = ["kafka:DescribeClusterV2", "kafka:GetBootstrapBrokers", "kafka-cluster:Connect",
+      when = local.is_kafka[f] && !local.self_managed, Sid = "MskCluster",
+      Action = ["kafka:DescribeClusterV2", "kafka-cluster:Connect",
       "kafka-cluster:DescribeClusterDynamicConfiguration"],
       Resource = [local.msk_cluster_arn]
     },
-    { when = local.is_kafka[f], Sid = "MskReadOwnTopics", Action = ["kafka-cluster:DescribeTopic", "kafka-cluster:ReadData"], Resource = lookup(local.function_topic_arns, f, []) },
-    { when = local.is_kafka[f], Sid = "MskOwnConsumerGroups", Action = ["kafka-cluster:DescribeGroup", "kafka-cluster:AlterGroup"], Resource = lookup(local.function_group_arns, f, []) },
+    # GetBootstrapBrokers has no resource type: it is authorised on "*" only.
+    { when = local.is_kafka[f] && !local.self_managed, Sid = "MskBootstrapBrokers", Action = ["kafka:GetBootstrapBrokers"], Resource = ["*"] },
+    { when = local.is_kafka[f] && !local.self_managed, Sid = "MskReadOwnTopics", Action = ["kafka-cluster:DescribeTopic", "kafka-cluster:ReadData"], Resource = lookup(local.function_topic_arns, f, []) },
+    { when = local.is_kafka[f] && !local.self_managed, Sid = "MskOwnConsumerGroups", Action = ["kafka-cluster:DescribeGroup", "kafka-cluster:AlterGroup"], Resource = lookup(local.function_group_arns, f, []) },
+    # --- A self-managed cluster: the mapping reads its credentials (and CA) with the role.
+    { when = local.is_kafka[f] && length(local.self_managed_secrets) > 0, Sid = "ReadKafkaCredentials", Action = ["secretsmanager:GetSecretValue"], Resource = local.self_managed_secrets },
+    {
+      when      = local.is_kafka[f] && try(var.self_managed_kafka.secret_kms_key_arn != null, false), Sid = "DecryptKafkaCredentials", Action = ["kms:Decrypt"],
+      Resource  = [try(coalesce(var.self_managed_kafka.secret_kms_key_arn, "none"), "none")]
+      Condition = { StringEquals = { "kms:ViaService" = ["secretsmanager.${local.region}.amazonaws.com"] } }
+    },
     {
       when     = local.is_kafka[f] && local.kafka_failure_to_s3, Sid = "WriteFailedBatchRecords", Action = ["s3:PutObject", "s3:ListBucket"],
       Resource = [local.on_failure_destination_arn, "${local.on_failure_destination_arn}/*"]
     },
     { when = local.is_kafka[f] && !local.kafka_failure_to_s3, Sid = "SendFailedBatchRecords", Action = ["sqs:SendMessage"], Resource = [local.on_failure_destination_arn] },
-    # ENIs of the Kafka pollers and VPC-attached functions: no resource-level scoping exists.
+    # ENIs of the Kafka pollers and VPC-attached functions (AWSLambdaVPCAccessExecutionRole's
+    # set, IP assignment included): no resource-level scoping exists.
     {
       when = contains(local.vpc_functions, f), Sid = "ManagePollerNetworkInterfaces",
       Action = ["ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface", "ec2:DescribeNetworkInterfaces",
-      "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs"],
+        "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs",
+      "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses"],
       Resource = ["*"]
     },
     # --- Glue catalog + S3 warehouse, scoped to the function's tables ------------------
@@ -103,8 +117,14 @@ locals {
     # --- S3 Tables: table ARNs carry ids, so tables are scoped by name (s3tables:tableName)
     {
       when     = !local.glue, Sid = "S3TablesBucketAndNamespace",
-      Action   = concat(["s3tables:GetTableBucket", "s3tables:GetNamespace", "s3tables:CreateNamespace", "s3tables:CreateTable", "s3tables:ListTables"], f == "maintenance" ? ["s3tables:GetTableBucketMaintenanceConfiguration"] : []),
+      Action   = concat(["s3tables:GetTableBucket", "s3tables:GetNamespace", "s3tables:CreateNamespace", "s3tables:ListTables"], f == "maintenance" ? ["s3tables:GetTableBucketMaintenanceConfiguration"] : []),
       Resource = [local.table_bucket]
+    },
+    # CreateTable is authorised on the bucket; of the new table's names it presents only the
+    # namespace (s3tables:namespace) as a condition key.
+    {
+      when      = !local.glue, Sid = "S3TablesCreateTablesInNamespace", Action = ["s3tables:CreateTable"], Resource = [local.table_bucket]
+      Condition = { StringEquals = { "s3tables:namespace" = [var.namespace] } }
     },
     {
       when = !local.glue, Sid = "S3TablesOwnTables",
@@ -113,7 +133,10 @@ locals {
       Resource  = ["${local.table_bucket}/table/*"]
       Condition = { StringEquals = { "s3tables:namespace" = [var.namespace], "s3tables:tableName" = local.function_tables[f] } }
     },
-    { when = !local.glue, Sid = "S3TablesTableData", Action = ["s3tables:GetTableData", "s3tables:PutTableData"], Resource = ["${local.table_bucket}/table/*"] },
+    {
+      when      = !local.glue, Sid = "S3TablesTableData", Action = ["s3tables:GetTableData", "s3tables:PutTableData"], Resource = ["${local.table_bucket}/table/*"]
+      Condition = { StringEquals = { "s3tables:namespace" = [var.namespace], "s3tables:tableName" = local.function_tables[f] } }
+    },
     # --- Queued commits -------------------------------------------------------------------
     { when = local.queued && local.is_kafka[f], Sid = "SendCommitRequests", Action = ["sqs:SendMessage"], Resource = [local.commit_queue_arn] },
     {
@@ -122,18 +145,32 @@ locals {
       Resource = [local.commit_queue_arn]
     },
     # --- Schema registries the pipeline file names: ingest fetches writer schemas (Glue) or
-    # a Confluent registry's credentials (Secrets Manager); nothing else reads them.
+    # a Confluent registry's credentials (Secrets Manager); maintenance too, for the dead-letter
+    # replays and recoveries it decodes. A Glue lookup by SchemaVersionId (the id in each
+    # record's frame) names no registry or schema, so IAM authorises it against "*".
     {
-      when = f == "ingest" && length(local.glue_registry_names) > 0, Sid = "ReadGlueSchemaRegistries", Action = ["glue:GetSchemaVersion"],
-      Resource = flatten([for r in local.glue_registry_names : [
-        "arn:${local.partition}:glue:${local.region}:${local.account}:registry/${r}",
-        "arn:${local.partition}:glue:${local.region}:${local.account}:schema/${r}/*",
-      ]])
+      when     = local.reads_registries[f] && length(local.glue_registry_names) > 0, Sid = "ReadGlueSchemaVersions", Action = ["glue:GetSchemaVersion"],
+      Resource = ["*"]
     },
     {
-      when = f == "ingest" && length(local.registry_secrets) > 0, Sid = "ReadSchemaRegistryCredentials", Action = ["secretsmanager:GetSecretValue"],
+      when = local.reads_registries[f] && length(local.registry_secrets) > 0, Sid = "ReadSchemaRegistryCredentials", Action = ["secretsmanager:GetSecretValue"],
       # A name matches its ARN's random six-character suffix; an ARN is used as it is.
       Resource = [for s in local.registry_secrets : startswith(s, "arn:") ? s : "arn:${local.partition}:secretsmanager:${local.region}:${local.account}:secret:${s}-??????"]
+    },
+    # A secret encrypted with a customer managed key: Secrets Manager decrypts it on the caller's behalf.
+    {
+      when      = local.reads_registries[f] && length(local.registry_secrets) > 0 && length(var.registry_secret_kms_key_arns) > 0, Sid = "DecryptSchemaRegistryCredentials", Action = ["kms:Decrypt"],
+      Resource  = var.registry_secret_kms_key_arns
+      Condition = { StringEquals = { "kms:ViaService" = ["secretsmanager.${local.region}.amazonaws.com"] } }
+    },
+    # --- Discarded Kafka batches (S3 on-failure destination): maintenance's `recover` reads them.
+    {
+      when     = f == "maintenance" && local.kafka_failure_to_s3, Sid = "ListDiscardedBatches", Action = ["s3:ListBucket"],
+      Resource = [local.on_failure_destination_arn]
+    },
+    {
+      when     = f == "maintenance" && local.kafka_failure_to_s3, Sid = "ReadDiscardedBatches", Action = ["s3:GetObject"],
+      Resource = ["${local.on_failure_destination_arn}/*"]
     },
     # --- The pipeline file and its schemas (ingest and maintenance copy the file's directory
     # once per cold start: listed under that prefix, then read) -----------------------------

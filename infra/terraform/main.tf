@@ -59,8 +59,8 @@ locals {
   kafka_functions  = [for k in ["ingest", "cdc"] : k if contains(keys(local.functions), k)]
   writer_functions = [for k in ["ingest", "cdc", "committer"] : k if contains(keys(local.functions), k)]
 
-  # Tables each function touches (dead-letter tables follow `<table>_dead_letter`).
-  ingest_tables = flatten([for t in local.ingest_table_names : [t, "${t}_dead_letter"]])
+  # Tables each function touches (pipelines.tf: dead-letter and changelog tables included).
+  ingest_tables = local.pipeline_tables
   cdc_tables    = var.enable_cdc ? [var.changelog_table, "${var.changelog_table}_dead_letter", var.mirror_table] : []
   all_tables    = distinct(concat(local.ingest_tables, local.cdc_tables, coalesce(var.maintenance_tables, [])))
   function_tables = {
@@ -92,8 +92,16 @@ locals {
       window   = var.cdc_maximum_batching_window_in_seconds
     } } : {}
   )
-  msk_topic_arn_prefix = replace(local.msk_cluster_arn, ":cluster/", ":topic/")
-  msk_group_arn_prefix = replace(local.msk_cluster_arn, ":cluster/", ":group/")
+  msk_topic_arn_prefix = replace(coalesce(local.msk_cluster_arn, "none"), ":cluster/", ":topic/")
+  msk_group_arn_prefix = replace(coalesce(local.msk_cluster_arn, "none"), ":cluster/", ":group/")
+  # A self-managed source: its access configurations (credentials, CA, VPC placement).
+  self_managed_access = !local.self_managed ? [] : concat(
+    var.self_managed_kafka.authentication == "NONE" ? [] : [{ type = var.self_managed_kafka.authentication, uri = var.self_managed_kafka.secret_arn }],
+    var.self_managed_kafka.root_ca_secret_arn == null ? [] : [{ type = "SERVER_ROOT_CA_CERTIFICATE", uri = var.self_managed_kafka.root_ca_secret_arn }],
+    [for s in var.self_managed_kafka.subnet_ids : { type = "VPC_SUBNET", uri = "subnet:${s}" }],
+    [for g in var.self_managed_kafka.security_group_ids : { type = "VPC_SECURITY_GROUP", uri = "security_group:${g}" }],
+  )
+  self_managed_secrets = !local.self_managed ? [] : compact([var.self_managed_kafka.secret_arn, var.self_managed_kafka.root_ca_secret_arn])
   function_topic_arns = {
     for f in local.kafka_functions : f => [for m in values(local.kafka_mappings) : "${local.msk_topic_arn_prefix}/${m.topic}" if m.function == f]
   }
@@ -103,9 +111,14 @@ locals {
 
   # AWS applies retry/record-age bounds to Kafka mappings only in provisioned mode.
   kafka_error_controls = var.provisioned_pollers.enabled
+  # Whether a mapping may discard a batch after its retries (variables.tf requires S3 then).
+  kafka_retries_bounded = var.maximum_retry_attempts != -1 || var.maximum_record_age_in_seconds != -1
 
   # On-failure destination of the Kafka mappings.
-  on_failure_destination_arn = var.on_failure_destination == "s3" ? aws_s3_bucket.this["failures"].arn : aws_sqs_queue.failures[0].arn
+  # (The bucket's ARN spelled from its name, as the warehouse's is: one source for both.)
+  on_failure_destination_arn = var.on_failure_destination == "s3" ? "arn:${local.partition}:s3:::${aws_s3_bucket.this["failures"].id}" : aws_sqs_queue.failures[0].arn
+  # The bucket holds nothing else: `icestream recover` reads every discarded event below it.
+  recover_uri = var.on_failure_destination == "s3" ? "s3://${aws_s3_bucket.this["failures"].id}/" : null
 
   alarm_topic_arn = var.alarm_sns_topic_arn != null ? var.alarm_sns_topic_arn : (var.create_sns_topic ? aws_sns_topic.alarms[0].arn : null)
   alarm_actions   = local.alarm_topic_arn == null ? [] : [local.alarm_topic_arn]

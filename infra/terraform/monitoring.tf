@@ -22,14 +22,16 @@ locals {
   # Pipeline tables with per-table metrics: those the ingest function writes.
   metric_tables = contains(keys(local.functions), "ingest") ? local.ingest_table_names : []
   table_dims    = { for t in local.metric_tables : t => { Function = local.function_names["ingest"], Table = t } }
-  table_alarms = merge([for t in local.metric_tables : {
+  # Queued appends commit in the committer, which reports record age per invocation
+  # (MaxRecordAge), not per table: there the committer's alarm replaces the per-table ones.
+  table_alarms = merge([for t in local.metric_tables : merge(local.queued ? {} : {
     "${t}-freshness" = {
       table       = t
       metric      = "NewestRecordAge"
       statistic   = "Maximum"
       threshold   = var.alarm_freshness_threshold_ms
       description = "the newest record of ${t} was over ${var.alarm_freshness_threshold_ms} ms old when it was committed (the table falls behind its topics)."
-    }
+    } }, {
     "${t}-dead-lettered" = {
       table       = t
       metric      = "DeadLettered"
@@ -37,7 +39,7 @@ locals {
       threshold   = var.alarm_dead_letter_threshold
       description = "records of ${t} go to ${t}_dead_letter (undecodable input; `icestream dead-letters replay` after a fix)."
     }
-  }]...)
+  })]...)
 }
 
 resource "aws_sns_topic" "alarms" {
@@ -105,6 +107,30 @@ resource "aws_cloudwatch_metric_alarm" "offset_lag" {
   tags                = local.tags
 }
 
+# A discarded Kafka batch (bounded retries, or over Lambda's payload limit) is in the S3
+# on-failure destination, not in its table, until `icestream recover` ingests it. The mapping
+# counts deliveries there (EventCount metrics, dimension EventSourceMappingUUID).
+resource "aws_cloudwatch_metric_alarm" "discarded_batches" {
+  for_each = var.create_alarms && contains(var.esm_metrics, "EventCount") ? aws_lambda_event_source_mapping.kafka : {}
+
+  alarm_name = "${var.name}-${each.key}-discarded"
+  alarm_description = local.recover_uri == null ? "icestream ${each.key}: the mapping discarded a batch (over Lambda's payload limit); the on-failure queue has its offsets only." : (
+    "icestream ${each.key}: the mapping discarded records to the on-failure bucket; `icestream recover ${local.recover_uri}` (or the maintenance action recover) ingests them, once."
+  )
+  namespace           = "AWS/Lambda"
+  metric_name         = "OnFailureDestinationDeliveredEventCount"
+  dimensions          = { EventSourceMappingUUID = each.value.uuid }
+  statistic           = "Sum"
+  period              = 300
+  evaluation_periods  = 1
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = 0
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  ok_actions          = local.alarm_actions
+  tags                = local.tags
+}
+
 resource "aws_cloudwatch_metric_alarm" "dead_lettered" {
   for_each = var.create_alarms ? toset(local.dead_letter_functions) : toset([])
 
@@ -143,13 +169,34 @@ resource "aws_cloudwatch_metric_alarm" "table" {
   tags                = local.tags
 }
 
+# Queued mode: the oldest record a committer invocation committed (EMF MaxRecordAge of the
+# committer), over the freshness threshold: the tables fall behind their topics.
+resource "aws_cloudwatch_metric_alarm" "committer_freshness" {
+  count = var.create_alarms && local.queued ? 1 : 0
+
+  alarm_name          = "${local.function_names["committer"]}-freshness"
+  alarm_description   = "icestream committer: a committed record was over ${var.alarm_freshness_threshold_ms} ms old (queued commits fall behind their topics)."
+  namespace           = local.emf_namespace
+  metric_name         = "MaxRecordAge"
+  dimensions          = { Function = local.function_names["committer"] }
+  statistic           = "Maximum"
+  period              = 300
+  evaluation_periods  = 1
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = var.alarm_freshness_threshold_ms
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  ok_actions          = local.alarm_actions
+  tags                = local.tags
+}
+
 # Queue alarms: dead-letter queues that should stay empty, and the age of the oldest commit
 # request (requests wait while their table's FIFO group is blocked: a table stopped committing).
 locals {
   queue_alarms = merge(
     local.failure_queue_alarmed ? { "failed-batches" = {
       queue       = one(aws_sqs_queue.failures[*].name)
-      description = "Kafka batches exhausted their retries and were sent to the on-failure queue."
+      description = "Kafka batches were discarded (over Lambda's payload limit) and their offsets sent to the on-failure queue."
       metric      = "ApproximateNumberOfMessagesVisible"
       threshold   = 0
     } } : {},
@@ -315,6 +362,7 @@ resource "aws_cloudwatch_dashboard" "this" {
             ["AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", aws_sqs_queue.commit[0].name, { label = "pending commit requests" }],
             ["AWS/SQS", "ApproximateAgeOfOldestMessage", "QueueName", aws_sqs_queue.commit[0].name, { label = "oldest request (s)", yAxis = "right" }],
             ["AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", aws_sqs_queue.commit_dlq[0].name, { label = "commit DLQ" }],
+            [local.emf_namespace, "MaxRecordAge", "Function", local.function_names["committer"], { label = "oldest record committed (ms)", yAxis = "right" }],
           ]
         }
       }] : []

@@ -7,15 +7,19 @@ locals {
   create_serverless  = var.create_msk_cluster && var.msk_cluster_type == "serverless"
   create_provisioned = var.create_msk_cluster && var.msk_cluster_type == "provisioned"
 
+  # null with a self-managed Kafka source (variables_kafka.tf).
+  self_managed = var.self_managed_kafka != null
   msk_cluster_arn = (
     local.create_serverless ? aws_msk_serverless_cluster.this[0].arn :
     local.create_provisioned ? aws_msk_cluster.this[0].arn :
-    var.msk_cluster_arn
+    local.self_managed ? null : var.msk_cluster_arn
   )
 }
 
-# IAM/TLS bootstrap brokers of the cluster in use (created or existing).
+# IAM/TLS bootstrap brokers of the MSK cluster in use (created or existing).
 data "aws_msk_bootstrap_brokers" "this" {
+  count = local.self_managed ? 0 : 1
+
   cluster_arn = local.msk_cluster_arn
 }
 
@@ -170,4 +174,12 @@ resource "aws_msk_cluster" "this" {
   }
 
   tags = local.tags
+
+  lifecycle {
+    # MSK spreads brokers evenly over the client subnets' zones and refuses any other count.
+    precondition {
+      condition     = var.msk_broker_count % max(1, length(var.subnet_ids)) == 0
+      error_message = "msk_broker_count (${var.msk_broker_count}) must be a multiple of the number of subnet_ids (${length(var.subnet_ids)}): MSK puts the same number of brokers in each subnet's zone."
+    }
+  }
 }

@@ -3,13 +3,13 @@
 ################################################################################
 
 output "msk_cluster_arn" {
-  description = "ARN of the MSK cluster the mappings consume from (created or existing)."
+  description = "ARN of the MSK cluster the mappings consume from (created or existing); null with self_managed_kafka."
   value       = local.msk_cluster_arn
 }
 
 output "msk_bootstrap_brokers_sasl_iam" {
-  description = "IAM/TLS bootstrap brokers of the cluster (for producers)."
-  value       = data.aws_msk_bootstrap_brokers.this.bootstrap_brokers_sasl_iam
+  description = "IAM/TLS bootstrap brokers of the MSK cluster (for producers); null with self_managed_kafka."
+  value       = one(data.aws_msk_bootstrap_brokers.this[*].bootstrap_brokers_sasl_iam)
 }
 
 output "msk_security_group_id" {
@@ -60,8 +60,13 @@ output "kafka_event_source_mappings" {
 }
 
 output "on_failure_destination_arn" {
-  description = "S3 bucket or SQS queue receiving records of Kafka batches that exhausted their retries."
+  description = "S3 bucket or SQS queue receiving the Kafka batches a mapping discards."
   value       = local.on_failure_destination_arn
+}
+
+output "recover_uri" {
+  description = "With on_failure_destination = \"s3\": the URI `icestream recover` (and the maintenance action `recover`, input `{\"action\":\"recover\",\"source\":...}`) reads discarded batches from; null with SQS."
+  value       = local.recover_uri
 }
 
 ################################################################################
@@ -159,6 +164,11 @@ output "athena_results_bucket" {
   value       = try(aws_s3_bucket.this["athena"].id, null)
 }
 
+output "s3tables_reader_grant_commands" {
+  description = "catalog = s3tables with lake_formation.readers: per reader, the CLI call granting SELECT/DESCRIBE on the namespace's tables in the federated catalog `s3tablescatalog/<table bucket>` (hashicorp/aws 5.x takes no such catalog id); empty otherwise."
+  value       = local.s3tables_reader_grant_commands
+}
+
 output "s3tables_analytics_catalog_command" {
   description = "catalog = s3tables: the one-time CLI call that creates the `s3tablescatalog` Glue catalog over the registered table buckets (no Terraform resource in hashicorp/aws 5.x); null when it does not apply."
   value       = local.s3tables_integration ? local.s3tables_catalog_command : null
@@ -175,7 +185,7 @@ output "pipelines" {
 }
 
 output "ingest_tables" {
-  description = "Tables ingest writes (with their dead-letter tables): what IAM is scoped to."
+  description = "Tables ingest writes (with their dead-letter and changelog tables): what IAM, schedules and the Lake Formation grants cover."
   value       = local.ingest_tables
 }
 

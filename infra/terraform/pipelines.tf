@@ -4,9 +4,16 @@
 # of the file with regular expressions:
 #   * an optional top-level `namespace = "..."` line before the first block;
 #   * per `[[pipeline]]` block, one `table = "..."` line and one
-#     `topics = ["...", ...]` line (on one line or spread over several), and the
+#     `topics = ["...", ...]` line (on one line or spread over several), the
 #     schema-registry lines `registry`, `registry_name` and `registry_secret`
-#     (each one `key = "..."` line), which decide what ingest's role may read.
+#     (each one `key = "..."` line), which decide what ingest's role may read,
+#     and `mode = "upsert"` / `changelog = true`, which add `<table>_changelog`
+#     and the tombstone purge.
+# Which tables a file implies is the code's decision (`icestream pipelines tables
+# FILE` lists them); Terraform cannot run the binary
+# offline (no external provider in a plan that must work without AWS or a
+# build), so tests/infra/test_pipelines.py holds this derivation to the
+# code's list for every pipeline file shipped or used in the tests.
 # `topic_pattern` blocks cannot be deployed (a mapping needs exact topic names).
 # tests/infra/test_pipelines.py checks, for every shipped pipeline file, that
 # what this file derives equals what a TOML parser reads.
@@ -34,6 +41,8 @@ locals {
     # The code's default registry name (pipeline/mod.rs).
     registry_name   = try(regex("(?m)^[ \\t]*registry_name[ \\t]*=[ \\t]*\"([^\"]+)\"", b)[0], "default-registry")
     registry_secret = try(regex("(?m)^[ \\t]*registry_secret[ \\t]*=[ \\t]*\"([^\"]+)\"", b)[0], null)
+    upsert          = try(regex("(?m)^[ \\t]*mode[ \\t]*=[ \\t]*\"([^\"]+)\"", b)[0], "append") == "upsert"
+    changelog       = try(regex("(?m)^[ \\t]*changelog[ \\t]*=[ \\t]*(true|false)\\b", b)[0], "false") == "true"
   }]
   pipeline_namespace = local.pipeline_file == null ? var.namespace : try(
     regex("(?m)^[ \\t]*namespace[ \\t]*=[ \\t]*\"([^\"]+)\"", local.pipeline_chunks[0])[0], "bigdata"
@@ -41,6 +50,13 @@ locals {
 
   # What the rest of the module consumes.
   ingest_table_names = local.pipeline_file == null ? [var.table] : distinct([for p in local.pipelines : p.table])
+  # Every table ingest writes: each pipeline's table, `<table>_dead_letter`, and an upsert
+  # pipeline's `<table>_changelog` when it keeps one (pipeline/mod.rs, PipelineSet::tables).
+  pipeline_tables = local.pipeline_file == null ? [var.table, "${var.table}_dead_letter"] : distinct(flatten([
+    for p in local.pipelines : concat([p.table, "${p.table}_dead_letter"], p.upsert && p.changelog ? ["${p.table}_changelog"] : [])
+  ]))
+  # Upsert tables keep tombstones (purge-tombstones runs on each).
+  upsert_table_names = [for p in local.pipelines : p.table if p.upsert]
   ingest_topics      = local.pipeline_file == null ? var.ingest_topics : distinct(flatten([for p in local.pipelines : p.topics]))
 
   # Schema registries ingest reads (iam.tf grants exactly these).

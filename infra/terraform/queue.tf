@@ -19,8 +19,10 @@ locals {
   # A request's staged files are unreferenced until committed, and orphan removal deletes
   # unreferenced files older than orphan_margin_hours: a request must not outlive its files.
   commit_retention = max(60, min(1209600, (var.orphan_margin_hours - 1) * 3600))
-  # SQS keeps a message's original enqueue time when it moves to the DLQ, and retention counts
-  # from it: the DLQ keeps the maximum (14 days) so a dead-lettered request stays inspectable.
+  # A standard queue keeps a message's enqueue time when it moves to its DLQ, but a FIFO queue
+  # (this one) resets it: the DLQ's retention counts from the move. Kept at the maximum (14 days),
+  # so a dead-lettered request waits that long for its redrive (the commit-dlq alarm fires on the
+  # first one), and longer than the queue keeps anything.
   commit_dlq_retention = 1209600
 }
 

@@ -8,10 +8,11 @@
 ################################################################################
 
 locals {
+  tombstone_tables = concat(local.upsert_table_names, var.enable_cdc ? [var.mirror_table] : [])
   maintenance_jobs = merge([
     for action, expression in var.maintenance_schedules : {
-      # Tombstones exist only in the CDC mirror; the audit needs a table with a dead-letter
-      # table (the ingest pipeline tables).
+      # Tombstones exist only in upsert tables (the pipelines' and the CDC mirror); the audit
+      # needs a table with a dead-letter table (the ingest pipeline tables).
       for table in local.maintenance_tables : "${action}-${table}" => {
         action     = action
         table      = table
@@ -19,7 +20,7 @@ locals {
         # Schedule names hold at most 64 characters: a long key keeps a readable head and a
         # digest of the whole key, so two long table names never share a name.
         schedule_name = length("${action}-${table}") <= 64 ? "${action}-${table}" : "${substr("${action}-${table}", 0, 47)}-${substr(sha256("${action}-${table}"), 0, 16)}"
-      } if !(action == "purge-tombstones" && table != var.mirror_table) && !(action == "audit" && !contains(local.ingest_table_names, table))
+      } if !(action == "purge-tombstones" && !contains(local.tombstone_tables, table)) && !(action == "audit" && !contains(local.ingest_table_names, table))
     }
   ]...)
   schedule_group_arn = "arn:${local.partition}:scheduler:${local.region}:${local.account}:schedule-group/${var.name}"

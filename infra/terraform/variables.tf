@@ -120,7 +120,7 @@ variable "msk_broker_instance_type" {
 }
 
 variable "msk_broker_count" {
-  description = "Number of brokers of a new provisioned cluster (a multiple of the number of subnets)."
+  description = "Number of brokers of a new provisioned cluster: a multiple of the number of `subnet_ids` (MSK puts as many in each zone; a precondition checks it)."
   type        = number
   default     = 3
 
@@ -235,24 +235,34 @@ variable "cdc_maximum_batching_window_in_seconds" {
 }
 
 variable "maximum_retry_attempts" {
-  description = "Retries of a failed batch before it goes to the on-failure destination (Kafka mappings, provisioned mode). Infinite (-1) is not allowed."
+  description = "Retries of a failed batch before the mapping discards it (Kafka mappings, provisioned mode). -1 (the default): retry until it succeeds, so no batch is ever skipped (a stuck partition raises the OffsetLag alarm). A bound needs `on_failure_destination = \"s3\"`: only an S3 destination keeps the discarded records, for `icestream recover`."
   type        = number
-  default     = 10
+  default     = -1
 
   validation {
-    condition     = var.maximum_retry_attempts >= 0 && var.maximum_retry_attempts <= 10000
-    error_message = "maximum_retry_attempts must be between 0 and 10000 (bounded; -1 is not allowed)."
+    condition     = var.maximum_retry_attempts == -1 || (var.maximum_retry_attempts >= 0 && var.maximum_retry_attempts <= 10000 && floor(var.maximum_retry_attempts) == var.maximum_retry_attempts)
+    error_message = "maximum_retry_attempts must be -1 (retry until success) or a whole number between 0 and 10000."
+  }
+
+  validation {
+    condition     = var.maximum_retry_attempts == -1 || var.on_failure_destination == "s3"
+    error_message = "A bounded maximum_retry_attempts discards batches after the last retry: set on_failure_destination = \"s3\" (an S3 destination keeps the records, an SQS one only their offsets), so `icestream recover` can ingest them again."
   }
 }
 
 variable "maximum_record_age_in_seconds" {
-  description = "Records older than this are sent to the on-failure destination instead of being retried (Kafka mappings, provisioned mode). Infinite (-1) is not allowed."
+  description = "Records older than this are discarded instead of retried (Kafka mappings, provisioned mode). -1 (the default): no age limit. A bound needs `on_failure_destination = \"s3\"` (see `maximum_retry_attempts`)."
   type        = number
-  default     = 86400
+  default     = -1
 
   validation {
-    condition     = var.maximum_record_age_in_seconds >= 60 && var.maximum_record_age_in_seconds <= 604800
-    error_message = "maximum_record_age_in_seconds must be between 60 and 604800 (bounded; -1 is not allowed)."
+    condition     = var.maximum_record_age_in_seconds == -1 || (var.maximum_record_age_in_seconds >= 60 && var.maximum_record_age_in_seconds <= 604800)
+    error_message = "maximum_record_age_in_seconds must be -1 (no limit) or between 60 and 604800."
+  }
+
+  validation {
+    condition     = var.maximum_record_age_in_seconds == -1 || var.on_failure_destination == "s3"
+    error_message = "A bounded maximum_record_age_in_seconds discards batches: set on_failure_destination = \"s3\" (an S3 destination keeps the records, an SQS one only their offsets), so `icestream recover` can ingest them again."
   }
 }
 
@@ -275,7 +285,7 @@ variable "provisioned_pollers" {
 }
 
 variable "allow_unbounded_kafka_retries" {
-  description = "Acknowledge that with `provisioned_pollers.enabled = false` (on-demand mode) AWS ignores the retry and record-age bounds: a failing batch is retried until its records leave the topic."
+  description = "Acknowledge that with `provisioned_pollers.enabled = false` (on-demand mode) AWS ignores bounds set in `maximum_retry_attempts` / `maximum_record_age_in_seconds`: a failing batch is retried until its records leave the topic. Not needed with the default unbounded retries."
   type        = bool
   default     = false
 }
@@ -292,7 +302,7 @@ variable "esm_metrics" {
 }
 
 variable "on_failure_destination" {
-  description = "Where the Kafka mappings send records of batches that exhausted their retries: a dedicated S3 bucket or an SQS queue."
+  description = "Where the Kafka mappings send batches they discard (bounded retries, or a batch over Lambda's payload limit): a dedicated S3 bucket (the whole event: `icestream recover s3://<bucket>/` ingests it again) or an SQS queue (offsets only; allowed only with the default unbounded retries)."
   type        = string
   default     = "s3"
 

@@ -59,7 +59,7 @@ variable "permissions_boundary_arn" {
 }
 
 variable "lake_formation" {
-  description = "Set when the account governs the Glue catalog with Lake Formation: the function roles get table permissions (ALL on their tables, DESCRIBE/CREATE_TABLE on the database) and `readers` (IAM principal ARNs) get SELECT/DESCRIBE on every table of the deployment. null: IAM-only catalog access."
+  description = "Set when the account governs its catalogs with Lake Formation. catalog = glue: the function roles get table permissions (ALL on their tables, DESCRIBE/CREATE_TABLE on the database) and `readers` (IAM principal ARNs) get SELECT/DESCRIBE on every table of the deployment. catalog = s3tables: `readers` get DESCRIBE on the namespace and SELECT/DESCRIBE on its tables in the federated catalog `s3tablescatalog/<table bucket>` (the analytics integration must be on in the account). null: IAM-only catalog access."
   type = object({
     readers = optional(list(string), [])
   })
@@ -67,9 +67,9 @@ variable "lake_formation" {
 }
 
 variable "s3tables_analytics_integration" {
-  description = "catalog = s3tables: register the table bucket with Lake Formation (federated, through a role of the module) so Athena, Redshift and EMR can query it. The `s3tablescatalog` Glue catalog itself has no resource in hashicorp/aws 5.x: see output `s3tables_analytics_catalog_command`."
+  description = "catalog = s3tables: register the account's table buckets with Lake Formation (federated, `bucket/*`: Lake Formation takes no single bucket) through a role of the module, so Athena, Redshift and EMR can query them. Off by default: the registration is account-wide, fails with AlreadyExists where the account already has the integration (the console's \"Enable integration\", or another deployment), and `destroy` would remove it for every bucket. With it off, enable the integration once per account and region (README, \"After the first apply\"). The `s3tablescatalog` Glue catalog itself has no resource in hashicorp/aws 5.x: see output `s3tables_analytics_catalog_command`."
   type        = bool
-  default     = true
+  default     = false
 }
 
 variable "create_athena_workgroup" {
@@ -86,5 +86,16 @@ variable "athena_results_retention_days" {
   validation {
     condition     = var.athena_results_retention_days >= 1
     error_message = "athena_results_retention_days must be >= 1."
+  }
+}
+
+variable "registry_secret_kms_key_arns" {
+  description = "Customer managed KMS keys that encrypt the Confluent registry secrets the pipeline file names (`registry_secret`); the functions that decode records get kms:Decrypt on them through Secrets Manager. Empty: the secrets use the AWS managed key."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for k in var.registry_secret_kms_key_arns : can(regex("^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/.+$", k))])
+    error_message = "registry_secret_kms_key_arns must be KMS key ARNs (arn:aws:kms:<region>:<account>:key/<id>)."
   }
 }

@@ -167,7 +167,7 @@ variable "commit_queue_max_receive_count" {
 ################################################################################
 
 variable "maintenance_schedules" {
-  description = "Schedule expression per maintenance action (purge-tombstones, compact, expire, rewrite-manifests, remove-orphans, audit); one EventBridge Scheduler schedule per action and table (purge-tombstones: the CDC mirror only; audit: the ingest pipeline tables only, a failed audit fails the invocation and its Errors alarm fires). Leave an action out to not schedule it."
+  description = "Schedule expression per maintenance action (purge-tombstones, compact, expire, rewrite-manifests, remove-orphans, audit); one EventBridge Scheduler schedule per action and table (purge-tombstones: the upsert tables, the pipelines' and the CDC mirror; audit: the ingest pipeline tables only, a failed audit fails the invocation and its Errors alarm fires). Leave an action out to not schedule it."
   type        = map(string)
   default = {
     compact             = "rate(1 hour)"

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::catalog::{GLUE_ACTIONS, S3TABLES_ACTIONS, S3TABLES_BUCKET_ACTIONS, S3TABLES_MAINTENANCE_ACTIONS, WAREHOUSE_PREFLIGHT_ACTIONS};
 use crate::pipeline::location::{PIPELINE_FETCH_ACTIONS, PIPELINE_LIST_ACTIONS};
+use crate::recover::{SOURCE_LIST_ACTIONS, SOURCE_READ_ACTIONS};
 use crate::queued::sqs::{DEFER_ACTIONS, SEND_ACTIONS};
 use crate::registry::{GLUE_REGISTRY_ACTIONS, REGISTRY_SECRET_ACTIONS};
 
@@ -44,6 +45,10 @@ pub enum Resource {
     GlueSchemaRegistries,
     /// The Secrets Manager secrets the pipelines name (`registry_secret`).
     RegistrySecrets,
+    /// The S3 on-failure destination of the Kafka mappings, listed (`recover`).
+    FailureBucket,
+    /// The discarded batches in it (`recover`).
+    FailureObjects,
 }
 
 /// When a call happens: always, or only under one catalog or commit mode.
@@ -60,6 +65,8 @@ pub enum When {
     GlueRegistry,
     /// A pipeline has `registry_secret`.
     RegistrySecret,
+    /// The Kafka mappings discard to an S3 bucket (`on_failure_destination = "s3"`).
+    FailureBucket,
 }
 
 /// A condition key the call itself satisfies, and with what value (e.g. `s3:prefix` = the
@@ -219,6 +226,12 @@ pub const MAINTENANCE: FunctionContract = FunctionContract {
             calls(&["s3tables:GetTableBucketMaintenanceConfiguration"], Resource::TableBucket, When::S3tables),
             PIPELINE_FILE_CALLS[0],
             PIPELINE_FILE_CALLS[1],
+            // `replay-dead-letters` and `recover` decode with the ingest pipeline, registries too.
+            calls(GLUE_REGISTRY_ACTIONS, Resource::GlueSchemaRegistries, When::GlueRegistry),
+            calls(REGISTRY_SECRET_ACTIONS, Resource::RegistrySecrets, When::RegistrySecret),
+            // `recover` reads the batches the Kafka mappings discarded (recover.rs).
+            calls(SOURCE_LIST_ACTIONS, Resource::FailureBucket, When::FailureBucket),
+            calls(SOURCE_READ_ACTIONS, Resource::FailureObjects, When::FailureBucket),
         ],
     ],
 };

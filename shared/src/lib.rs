@@ -34,6 +34,7 @@ pub mod metrics;
 mod partition_values;
 pub mod pipeline;
 pub mod project;
+pub mod recover;
 pub mod recovery;
 pub mod registry;
 pub mod replay;

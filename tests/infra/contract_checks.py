@@ -46,11 +46,11 @@ def tables_touched(run: Run, role: str, pipeline_file: Path | None) -> list[str]
     def writer_tables(r: str) -> list[str]:
         env = env_of(fns[r]) if r in fns else {}
         if r == "ingest":
-            if pipeline_file is not None:
-                names = [p["table"] for p in tomllib.loads(pipeline_file.read_text())["pipeline"]]
-            else:
-                names = [env["ICESTREAM_TABLE"]]
-            return [t for n in names for t in (n, f"{n}_dead_letter")]
+            if pipeline_file is None:
+                return [env["ICESTREAM_TABLE"], f"{env['ICESTREAM_TABLE']}_dead_letter"]
+            # An upsert pipeline with `changelog = true` also writes `<table>_changelog`.
+            return [t for p in tomllib.loads(pipeline_file.read_text())["pipeline"] for t in (
+                p["table"], f"{p['table']}_dead_letter", *([f"{p['table']}_changelog"] if p.get("mode") == "upsert" and p.get("changelog") else []))]
         if r == "cdc":
             c = env["ICESTREAM_CHANGELOG_TABLE"]
             return [c, f"{c}_dead_letter", env["ICESTREAM_MIRROR_TABLE"]]
@@ -134,7 +134,8 @@ def _requests(run: Run, role: str, resource_kind: str, condition: dict | None, p
             yield f"arn:aws:s3:::{bucket}/{prefix}/{namespace}.db/{t}/{sub}", {}
         return
     if resource_kind == "table-bucket":
-        yield warehouse, {}
+        # CreateNamespace/CreateTable present the namespace the call names.
+        yield warehouse, {"s3tables:namespace": namespace}
         return
     if resource_kind == "table-bucket-tables":
         for t in tables:
@@ -161,11 +162,14 @@ def _requests(run: Run, role: str, resource_kind: str, condition: dict | None, p
         yield f"arn:aws:s3:::{bucket}/{directory}/schemas/x.proto", {}
         return
     if resource_kind == "glue-schema-registries":
-        # GetSchemaVersion by version id is authorized on the registry and the schema.
-        for p in _registry_pipelines(pipeline_file, "glue"):
-            name = p.get("registry_name", "default-registry")
-            yield f"arn:aws:glue:{region}:{account}:registry/{name}", {}
-            yield f"arn:aws:glue:{region}:{account}:schema/{name}/{p.get('registry_schema', p['topics'][0])}", {}
+        # GetSchemaVersion by SchemaVersionId (the id in a record's frame) names no registry or
+        # schema: IAM authorises it against "*" (awslabs/aws-glue-schema-registry#68).
+        if _registry_pipelines(pipeline_file, "glue"):
+            yield "*", {}
+        return
+    if resource_kind in ("failure-bucket", "failure-objects"):
+        bucket = run.outputs["recover_uri"].removeprefix("s3://").split("/")[0]
+        yield (f"arn:aws:s3:::{bucket}" if resource_kind == "failure-bucket" else f"arn:aws:s3:::{bucket}/aws/lambda/x/0/2026/12/04/x"), {}
         return
     if resource_kind == "registry-secrets":
         for p in _registry_pipelines(pipeline_file, "confluent"):
@@ -192,7 +196,8 @@ def iam_problems(run: Run, contract: dict, pipeline_file: Path | None = None) ->
         applies = {"always": True, "glue": glue, "s3tables": not glue, "queued": queued,
                    "pipeline-file": env_of(fn).get("ICESTREAM_PIPELINES", "").startswith("s3://"),
                    "glue-registry": bool(_registry_pipelines(pipeline_file, "glue")),
-                   "registry-secret": any("registry_secret" in p for p in _registry_pipelines(pipeline_file, "confluent"))}
+                   "registry-secret": any("registry_secret" in p for p in _registry_pipelines(pipeline_file, "confluent")),
+                   "failure-bucket": run.outputs.get("recover_uri") is not None}
         policy = policy_of(run, role)
         for call in contract["functions"][role]["calls"]:
             if not applies[call["when"]]:

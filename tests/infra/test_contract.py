@@ -33,11 +33,14 @@ REASON = skip_reason() or (None if BIN else "set ICESTREAM_BIN to the icestream 
 pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
 
 PIPELINE_FILE = TF_DIR / "tests" / "fixtures" / "pipelines" / "pipelines.toml"
+UPSERT_FILE = TF_DIR / "tests" / "fixtures" / "upsert" / "pipelines.toml"
 # Applied runs of setups.tftest.hcl, and the pipeline file each uses.
 SETUPS = {
     "defaults": None,
     "queued": None,
     "s3tables_existing_cluster_and_vpc_with_pipelines": PIPELINE_FILE,
+    "upsert_changelog_and_registries": UPSERT_FILE,
+    "bounded_retries_keep_discarded_batches_in_s3_and_alarm": None,
 }
 
 
@@ -134,20 +137,42 @@ def test_iam_check_catches_tables_outside_the_pipeline_scope(runs, contract):
     assert any("vehicle_telemetry" in p and "s3tables:GetTable" in p for p in problems), problems
 
 
-def test_registry_grants_are_ingests_alone_and_the_check_catches_a_missing_one(runs, contract):
+def test_registry_grants_are_the_decoders_alone_and_the_check_catches_a_missing_or_scoped_one(runs, contract):
+    """Ingest and maintenance (dead-letter replay, recover) decode records; nothing else reads
+    registries. A Glue lookup by version id is authorised on "*": scoping it to the registry's
+    ARNs (the original defect) denies every lookup."""
     setup = "s3tables_existing_cluster_and_vpc_with_pipelines"
     run = runs[setup]
     for role in checks.functions_of(run):
         actions = {a for st in checks.policy_of(run, role)["Statement"] for a in st["Action"]}
         has = {"glue:GetSchemaVersion", "secretsmanager:GetSecretValue"} & actions
-        assert has == ({"glue:GetSchemaVersion", "secretsmanager:GetSecretValue"} if role == "ingest" else set()), (role, has)
-    for sid, needle in [("ReadGlueSchemaRegistries", "registry/shop"), ("ReadSchemaRegistryCredentials", "secret:icestream/schema-registry")]:
+        want = {"glue:GetSchemaVersion", "secretsmanager:GetSecretValue"} if role in ("ingest", "maintenance") else set()
+        assert has == want, (role, has)
+    for sid, needle in [("ReadGlueSchemaVersions", "glue:GetSchemaVersion on *"), ("ReadSchemaRegistryCredentials", "secret:icestream/schema-registry")]:
         def drop(values, sid=sid):
             policy = json.loads(values["policy"])
             policy["Statement"] = [st for st in policy["Statement"] if st["Sid"] != sid]
             values["policy"] = json.dumps(policy)
-        problems = checks.iam_problems(mutated(run, 'aws_iam_role_policy.function["ingest"]', drop), contract, PIPELINE_FILE)
-        assert any(needle in p for p in problems), (sid, problems)
+        for role in ("ingest", "maintenance"):
+            problems = checks.iam_problems(mutated(run, f'aws_iam_role_policy.function["{role}"]', drop), contract, PIPELINE_FILE)
+            assert any(needle in p and p.startswith(role) for p in problems), (sid, role, problems)
+
+    def scoped_to_registry(values):
+        policy = json.loads(values["policy"])
+        for st in policy["Statement"]:
+            if st["Sid"] == "ReadGlueSchemaVersions":
+                st["Resource"] = ["arn:aws:glue:eu-west-1:123456789012:registry/shop", "arn:aws:glue:eu-west-1:123456789012:schema/shop/*"]
+        values["policy"] = json.dumps(policy)
+    problems = checks.iam_problems(mutated(run, 'aws_iam_role_policy.function["ingest"]', scoped_to_registry), contract, PIPELINE_FILE)
+    assert any("glue:GetSchemaVersion on *" in p for p in problems), problems
+
+
+def test_maintenance_reads_the_discarded_batches_and_the_check_catches_a_missing_grant(runs, contract):
+    run = runs["defaults"]
+    assert run.outputs["recover_uri"], "the defaults discard to an S3 bucket"
+    for sid, needle in [("ListDiscardedBatches", "s3:ListBucket on arn:aws:s3:::"), ("ReadDiscardedBatches", "s3:GetObject on arn:aws:s3:::")]:
+        problems = checks.iam_problems(mutated(run, 'aws_iam_role_policy.function["maintenance"]', drop_statement(sid)), contract)
+        assert any(p.startswith(f"maintenance: {needle}") for p in problems), (sid, problems)
 
 
 def test_knob_check_catches_tombstone_retention_on_the_wrong_function(runs, contract):

@@ -7,7 +7,8 @@ No cloud, no terraform binary. What is asserted:
     and every value a variable's validation admits is one the knob allows;
   * every function zip is `<artifacts>/<binary>/bootstrap.zip` for a binary the
     Cargo workspace builds (members' [[bin]] targets and auto-discovered bins);
-  * every event source mapping has bounded retries and an on-failure destination;
+  * every Kafka mapping retries until success unless bounded with an S3 on-failure
+    destination (validation), and the commit queue's mapping has a bounded redrive to a DLQ;
   * every IAM policy statement is scoped: no wildcard action, no "*" resource
     except for actions AWS cannot scope (explicit allow-list below);
   * variables are documented and typed, and the README lists every input/output.
@@ -36,6 +37,9 @@ OPTIONS = SerializationOptions(strip_string_quotes=True)
 #    (ec2:Create/Delete/DescribeNetworkInterface(s) etc. have no resource-level
 #    permissions for this use);
 #  - X-Ray trace upload;
+#  - Glue Schema Registry lookups by SchemaVersionId (authorised against "*": the id names no
+#    registry or schema; awslabs/aws-glue-schema-registry#68);
+#  - s3tables:ListTableBuckets and kafka:GetBootstrapBrokers (no resource type);
 #  - CloudWatch PutMetricData (not used: metrics go out as EMF log lines).
 UNSCOPABLE_ACTIONS = {
     "ec2:CreateNetworkInterface",
@@ -49,6 +53,9 @@ UNSCOPABLE_ACTIONS = {
     "xray:PutTraceSegments",
     "xray:PutTelemetryRecords",
     "cloudwatch:PutMetricData",
+    "glue:GetSchemaVersion",
+    "s3tables:ListTableBuckets",
+    "kafka:GetBootstrapBrokers",
 }
 
 # KMS key policies are resource policies: their Resource "*" means "this key".
@@ -390,26 +397,46 @@ def _bounded_variable(expression: str, var_name: str, lower: str):
     assert variable["default"] >= int(lower)
 
 
+def is_kafka_mapping(body: dict) -> bool:
+    return "topics" in body
+
+
+def consumer_groups(body: dict) -> list[str]:
+    """consumer_group_id of the MSK and the self-managed Kafka config blocks (dynamic or not)."""
+    blocks = [body.get(k, [{}])[0] for k in ("amazon_managed_kafka_event_source_config", "self_managed_kafka_event_source_config")]
+    blocks += [d[k]["content"][0] for d in body.get("dynamic", []) for k in d
+               if k in ("amazon_managed_kafka_event_source_config", "self_managed_kafka_event_source_config")]
+    return [b["consumer_group_id"] for b in blocks if b.get("consumer_group_id")]
+
+
 def test_there_are_kafka_and_queue_mappings():
-    assert any("amazon_managed_kafka_event_source_config" in b for b in ESMS.values())
+    assert any(is_kafka_mapping(b) for b in ESMS.values())
     assert any("aws_sqs_queue." in b.get("event_source_arn", "") for b in ESMS.values())
 
 
 @pytest.mark.parametrize("name", sorted(ESMS))
 def test_mapping_has_bounded_retry_and_failure_destination(name):
     body = ESMS[name]
-    if "amazon_managed_kafka_event_source_config" in body:
-        group = body["amazon_managed_kafka_event_source_config"][0].get("consumer_group_id")
-        assert group, f"{name}: consumer_group_id must be set"
+    if is_kafka_mapping(body):
+        # One consumer group per mapping, for MSK and for a self-managed cluster alike.
+        assert len(consumer_groups(body)) == 2, f"{name}: consumer_group_id must be set for both sources: {consumer_groups(body)}"
         destination = body["destination_config"][0]["on_failure"][0]["destination_arn"]
         assert destination, f"{name}: on-failure destination missing"
         retry = body["maximum_retry_attempts"]
         age = body["maximum_record_age_in_seconds"]
-        _bounded_variable(retry, "maximum_retry_attempts", "0")
-        _bounded_variable(age, "maximum_record_age_in_seconds", "60")
-        # AWS honours the bounds only in provisioned mode: when the expression is
-        # conditional on that mode, a precondition must refuse the other branch
-        # unless explicitly acknowledged.
+        # A skipped Kafka batch is lost for good (later batches raise the watermark past it):
+        # retries are unbounded by default, and a bound needs the S3 destination, which keeps
+        # the discarded event whole for `icestream recover`.
+        for expression, var_name in ((retry, "maximum_retry_attempts"), (age, "maximum_record_age_in_seconds")):
+            assert f"var.{var_name}" in expression, f"{name}: expected var.{var_name} in {expression!r}"
+            variable = VARIABLES[var_name]
+            assert variable["default"] == -1, f"var.{var_name} must default to -1 (retry until success)"
+            conditions = [v["condition"] for v in variable.get("validation", [])]
+            assert any(f"var.{var_name} == -1 || var.on_failure_destination == \"s3\"" in c for c in conditions), (
+                f"var.{var_name}: a bound must require on_failure_destination = \"s3\" (validation)"
+            )
+        # AWS honours bounds only in provisioned mode: when the expression is conditional on
+        # that mode, a precondition must refuse bounds in the other branch unless acknowledged.
         for expression in (retry, age):
             if "?" in expression:
                 predicate = expression.removeprefix("${").split("?")[0].strip()

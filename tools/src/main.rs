@@ -7,6 +7,7 @@ mod dead_letters;
 mod demo;
 mod maintain;
 mod pipelines;
+mod recover;
 mod status;
 
 use std::time::Duration;
@@ -27,6 +28,9 @@ commands:
   pipelines check FILE [output=text|json]
                       validate a pipeline file; print each pipeline's Iceberg schema (field ids),
                       partition spec and topics
+  pipelines tables FILE
+                      every table the file implies (dead-letter and changelog tables too) as JSON,
+                      offline: what a deployment grants, schedules and alarms
   report TABLE        snapshots, files, rows and offset watermarks of a table
   audit TABLE [bootstrap=HOST:PORT]
                       prove exactly-once from the table: no offset twice across the table and its
@@ -39,6 +43,9 @@ commands:
   dead-letters replay TABLE [since=TIME|AGE] [reason=TEXT] [dry-run=true]
                       decode the table's dead letters again with the current pipeline and append
                       those that now decode, once (marked, never deleted); prints JSON
+  recover s3://BUCKET/PREFIX|DIR [dry-run=true]
+                      ingest the batches a Kafka mapping discarded to its S3 on-failure destination
+                      into their tables, below the watermark, once (marked replayed for the audit); prints JSON
   gen-event           write a synthetic MSK event (see `icestream help gen-event`)
   maintain [action=purge-tombstones|compact|rewrite-manifests|expire|remove-orphans|replay-dead-letters|audit|report]
                       [table=NAME] [dry-run=true] [since=TIME|AGE] [reason=TEXT]
@@ -160,6 +167,7 @@ async fn run() -> Result<()> {
         "audit" => audit::run(args).await?,
         "status" => status::run(args).await?,
         "dead-letters" => dead_letters::run(args).await?,
+        "recover" => recover::run(args).await?,
         "pipelines" => pipelines::run(args).await?,
         "committer" => committer::run(args).await?,
         "demo" => demo::run(args).await?,

@@ -21,9 +21,14 @@ const CHECK_OPTIONS: &[Knob] = &[Knob {
     help: "`text` for people; `json` for scripts (the Terraform cross-check reads it)",
 }];
 
+const USAGE: &str = "usage: icestream pipelines check FILE [output=text|json] [key=value ...] | pipelines tables FILE";
+
 pub async fn run(mut args: Vec<String>) -> Result<()> {
+    if args.first().map(String::as_str) == Some("tables") && args.len() == 2 {
+        return tables(&args[1]).await;
+    }
     if args.first().map(String::as_str) != Some("check") {
-        bail!("usage: icestream pipelines check FILE [output=text|json] [key=value ...]");
+        bail!("{USAGE}");
     }
     args.remove(0);
     if args.is_empty() || args[0].contains('=') {
@@ -51,6 +56,18 @@ pub async fn run(mut args: Vec<String>) -> Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+/// `pipelines tables FILE`: the namespace and every table the file implies (dead-letter and
+/// changelog tables too) as JSON, read offline (no schema files, no registry): what a
+/// deployment must grant, schedule and alarm (tests/infra/test_pipelines.py holds the
+/// Terraform module to it).
+async fn tables(file: &str) -> Result<()> {
+    let mut config = Config::from_env_and_args(std::iter::empty::<&str>())?;
+    config.pipelines = Some(file.to_string());
+    let (namespace, tables) = PipelineSet::table_names(&config).await?;
+    println!("{}", serde_json::to_string_pretty(&json!({"file": file, "namespace": namespace, "tables": tables}))?);
     Ok(())
 }
 
@@ -128,6 +145,8 @@ pub fn describe(set: &PipelineSet) -> Value {
     json!({
         "file": set.file,
         "namespace": set.namespace,
+        // Every table the file implies (dead-letter and changelog tables too).
+        "tables": set.tables(),
         "pipelines": set.pipelines.iter().map(pipeline_json).collect::<Vec<_>>(),
     })
 }
@@ -143,6 +162,8 @@ fn pipeline_json(p: &Pipeline) -> Value {
     json!({
         "table": p.table,
         "dead_letter_table": p.dead_letter.name,
+        "changelog_table": p.changelog().map(|c| c.name.clone()),
+        "mode": if p.upsert.is_some() { "upsert" } else { "append" },
         "topics": topics,
         "topic_pattern": pattern,
         "format": format_name(p.format),

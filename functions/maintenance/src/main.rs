@@ -1,7 +1,8 @@
 //! AWS Lambda: EventBridge Scheduler → table maintenance. The schedule's input is the plain
 //! object `{"action": "compact", "table": "vehicle_telemetry", "dry_run": false}` (every field
 //! optional: no action = all in a safe order, no table = every table of the pipeline file, or
-//! of the namespace without one).
+//! of the namespace without one). `{"action": "recover", "source": "s3://bucket/prefix"}` ingests
+//! the batches a Kafka mapping discarded to its S3 on-failure destination (`icestream::recover`).
 //! Config and catalog are set up once per execution environment, outside the handler.
 
 #![recursion_limit = "256"]
@@ -10,7 +11,8 @@ use std::sync::Arc;
 
 use icestream::Config;
 use icestream::catalog::Catalogs;
-use icestream::maintenance::{MaintenanceReport, MaintenanceRequest, maintain, pipeline_tables};
+use icestream::maintenance::{MaintenanceRequest, maintain, pipeline_tables};
+use icestream::recover::{RecoverRequest, recover};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 
 /// Time kept back from the invocation deadline to log and return the report.
@@ -32,8 +34,15 @@ async fn main() -> Result<(), Error> {
     .await
 }
 
-async fn handle(config: &Config, catalogs: &Catalogs, tables: Option<&Vec<String>>, event: LambdaEvent<serde_json::Value>) -> Result<MaintenanceReport, Error> {
+async fn handle(config: &Config, catalogs: &Catalogs, tables: Option<&Vec<String>>, event: LambdaEvent<serde_json::Value>) -> Result<serde_json::Value, Error> {
     let deadline = icestream::logging::deadline_from_epoch_ms(event.context.deadline, REPLY_MARGIN_MS);
+    if let Some(request) = RecoverRequest::from_event(&event.payload)? {
+        // Decoded with the ingest pipeline, built for this run only (recoveries are rare).
+        let pipeline = icestream::IngestPipeline::new(config.clone()).await?;
+        let report = recover(&pipeline, &request.source, request.dry_run, deadline).await?;
+        println!("{}", serde_json::to_string(&report)?);
+        return Ok(serde_json::to_value(report)?);
+    }
     let request = MaintenanceRequest::from_event(event.payload, config)?.or_tables(tables);
     let report = maintain(catalogs, &request, deadline).await?;
     println!("{}", serde_json::to_string(&report)?);
@@ -44,5 +53,5 @@ async fn handle(config: &Config, catalogs: &Catalogs, tables: Option<&Vec<String
         let text: Vec<String> = failures.iter().map(|(t, e)| format!("{t}: {e}")).collect();
         return Err(format!("maintenance failed for {}", text.join("; ")).into());
     }
-    Ok(report)
+    Ok(serde_json::to_value(report)?)
 }

@@ -131,6 +131,21 @@ run "queued" {
     condition     = contains(keys(aws_cloudwatch_metric_alarm.queue), "commit-queue-age")
     error_message = "The commit queue's age is alarmed."
   }
+
+  assert {
+    condition     = contains(keys(aws_cloudwatch_metric_alarm.queue), "commit-dlq") && aws_cloudwatch_metric_alarm.queue["commit-dlq"].dimensions["QueueName"] == aws_sqs_queue.commit_dlq[0].name && aws_cloudwatch_metric_alarm.queue["commit-dlq"].threshold == 0
+    error_message = "A commit request in the DLQ is alarmed at once (its table must not commit past it)."
+  }
+
+  assert {
+    condition = (
+      aws_cloudwatch_metric_alarm.committer_freshness[0].metric_name == "MaxRecordAge" &&
+      aws_cloudwatch_metric_alarm.committer_freshness[0].dimensions["Function"] == aws_lambda_function.this["committer"].function_name &&
+      aws_cloudwatch_metric_alarm.committer_freshness[0].threshold == 900000 &&
+      length([for k, a in aws_cloudwatch_metric_alarm.table : k if endswith(k, "-freshness")]) == 0
+    )
+    error_message = "Queued: freshness is alarmed on the committer's record age (queued appends report none per table)."
+  }
 }
 
 run "per_table_freshness_and_dead_letter_alarms" {
@@ -239,8 +254,38 @@ run "s3tables_existing_cluster_and_vpc_with_pipelines" {
   }
 
   assert {
+    condition     = length(aws_lakeformation_resource.s3tables) == 0 && output.s3tables_analytics_catalog_command == null
+    error_message = "The account-wide analytics integration is off unless asked for (it fails where the account has it, and destroy would remove it)."
+  }
+}
+
+run "s3tables_analytics_integration_and_readers" {
+  command = apply
+
+  variables {
+    catalog                        = "s3tables"
+    enable_cdc                     = false
+    s3tables_analytics_integration = true
+    lake_formation                 = { readers = ["arn:aws:iam::123456789012:role/analyst"] }
+  }
+
+  assert {
     condition     = length(aws_lakeformation_resource.s3tables) == 1 && aws_lakeformation_resource.s3tables[0].with_federation
-    error_message = "S3 Tables are integrated with the AWS analytics services."
+    error_message = "Asked for, the table buckets are integrated with the AWS analytics services."
+  }
+
+  assert {
+    condition     = [for s in jsondecode(aws_iam_role_policy.s3tables_lakeformation[0].policy).Statement : s.Resource if contains(s.Action, "s3tables:ListTableBuckets")] == [["*"]]
+    error_message = "s3tables:ListTableBuckets has no resource type: it is granted on * alone."
+  }
+
+  assert {
+    condition = (
+      length(output.s3tables_reader_grant_commands) == 1 &&
+      strcontains(output.s3tables_reader_grant_commands[0], "DataLakePrincipalIdentifier=arn:aws:iam::123456789012:role/analyst") &&
+      strcontains(output.s3tables_reader_grant_commands[0], jsonencode({ Table = { CatalogId = "123456789012:s3tablescatalog/icestream-tables", DatabaseName = "bigdata", TableWildcard = {} } }))
+    )
+    error_message = "Each reader's grant on the namespace's tables in the federated s3tablescatalog/<bucket> is printed."
   }
 }
 
@@ -249,13 +294,14 @@ run "provisioned_pollers" {
 
   variables {
     msk_cluster_type    = "provisioned"
+    msk_broker_count    = 4
     provisioned_pollers = { minimum_pollers = 2, maximum_pollers = 8 }
     pipeline_file       = "tests/fixtures/pipelines/pipelines.toml"
   }
 
   assert {
-    condition     = alltrue([for m in aws_lambda_event_source_mapping.kafka : m.provisioned_poller_config[0].minimum_pollers == 2 && m.provisioned_poller_config[0].maximum_pollers == 8 && m.maximum_retry_attempts == 10])
-    error_message = "Every Kafka mapping runs provisioned pollers with bounded retries."
+    condition     = alltrue([for m in aws_lambda_event_source_mapping.kafka : m.provisioned_poller_config[0].minimum_pollers == 2 && m.provisioned_poller_config[0].maximum_pollers == 8 && m.maximum_retry_attempts == -1 && m.maximum_record_age_in_seconds == -1])
+    error_message = "Every Kafka mapping runs provisioned pollers and retries a failing batch until it succeeds (no batch is skipped by default)."
   }
 
   assert {
@@ -264,14 +310,84 @@ run "provisioned_pollers" {
   }
 }
 
-run "on_demand_pollers_need_acknowledgement" {
+run "on_demand_pollers_need_acknowledgement_of_bounds" {
+  command = plan
+
+  variables {
+    provisioned_pollers    = { enabled = false }
+    maximum_retry_attempts = 5
+  }
+
+  expect_failures = [aws_lambda_event_source_mapping.kafka]
+}
+
+# On-demand mode retries until success, as the defaults ask: nothing to acknowledge.
+run "on_demand_pollers_with_unbounded_retries" {
   command = plan
 
   variables {
     provisioned_pollers = { enabled = false }
   }
+}
+
+run "bounded_retries_need_an_s3_destination" {
+  command = plan
+
+  variables {
+    maximum_retry_attempts = 10
+    on_failure_destination = "sqs"
+  }
+
+  expect_failures = [var.maximum_retry_attempts]
+}
+
+run "bounded_record_age_needs_an_s3_destination" {
+  command = plan
+
+  variables {
+    maximum_record_age_in_seconds = 86400
+    on_failure_destination        = "sqs"
+  }
+
+  expect_failures = [var.maximum_record_age_in_seconds]
+}
+
+run "bounded_retries_need_the_event_count_metrics" {
+  command = plan
+
+  variables {
+    maximum_retry_attempts = 10
+    esm_metrics            = []
+  }
 
   expect_failures = [aws_lambda_event_source_mapping.kafka]
+}
+
+run "bounded_retries_keep_discarded_batches_in_s3_and_alarm" {
+  command = apply
+
+  variables {
+    maximum_retry_attempts        = 10
+    maximum_record_age_in_seconds = 86400
+    on_failure_destination        = "s3"
+  }
+
+  assert {
+    condition     = alltrue([for m in aws_lambda_event_source_mapping.kafka : m.maximum_retry_attempts == 10 && m.destination_config[0].on_failure[0].destination_arn == "arn:aws:s3:::${aws_s3_bucket.this["failures"].id}"])
+    error_message = "Bounded mappings discard to the S3 bucket."
+  }
+
+  assert {
+    condition = toset(keys(aws_cloudwatch_metric_alarm.discarded_batches)) == toset(keys(aws_lambda_event_source_mapping.kafka)) && alltrue([
+      for k, a in aws_cloudwatch_metric_alarm.discarded_batches : a.metric_name == "OnFailureDestinationDeliveredEventCount" && a.namespace == "AWS/Lambda" && a.dimensions["EventSourceMappingUUID"] == aws_lambda_event_source_mapping.kafka[k].uuid && a.threshold == 0
+    ])
+    error_message = "Every Kafka mapping's deliveries to the on-failure destination are alarmed."
+  }
+
+  assert {
+    condition     = output.recover_uri == "s3://${aws_s3_bucket.this["failures"].id}/"
+    error_message = "The recover URI is the failures bucket."
+  }
 }
 
 run "bring_your_own" {
@@ -303,4 +419,169 @@ run "bring_your_own" {
     condition     = length(aws_lakeformation_permissions.reader_tables) == 1 && length(aws_lakeformation_permissions.function_tables) == 3
     error_message = "Lake Formation grants the functions and the readers."
   }
+}
+
+# Upsert pipelines (one with a changelog) and a Glue registry, in a namespace of their own: every
+# table the file implies is granted, scheduled and alarmed; tests/infra/test_contract.py checks
+# the applied state against `icestream contract`.
+run "upsert_changelog_and_registries" {
+  command = apply
+
+  variables {
+    pipeline_file = "tests/fixtures/upsert/pipelines.toml"
+    namespace     = "ledger"
+    enable_cdc    = false
+  }
+
+  assert {
+    condition = toset(output.ingest_tables) == toset([
+      "accounts", "accounts_dead_letter", "accounts_changelog", "limits", "limits_dead_letter", "payments", "payments_dead_letter"
+    ])
+    error_message = "An upsert pipeline with changelog = true writes <table>_changelog too."
+  }
+
+  assert {
+    condition = alltrue([for f in ["ingest", "committer", "maintenance"] : contains(flatten([
+      for s in jsondecode(aws_iam_role_policy.function[f].policy).Statement : s.Resource if s.Sid == "GlueOwnTables"
+    ]), "arn:aws:glue:eu-west-1:123456789012:table/ledger/accounts_changelog") if contains(keys(aws_iam_role_policy.function), f)])
+    error_message = "The writers and maintenance reach the changelog table in the Glue catalog."
+  }
+
+  assert {
+    condition     = toset([for k, s in aws_scheduler_schedule.maintenance : jsondecode(s.target[0].input).table if jsondecode(s.target[0].input).action == "purge-tombstones"]) == toset(["accounts", "limits"])
+    error_message = "purge-tombstones runs on every upsert table (and only there)."
+  }
+
+  assert {
+    condition     = contains([for k, s in aws_scheduler_schedule.maintenance : jsondecode(s.target[0].input).table if jsondecode(s.target[0].input).action == "compact"], "accounts_changelog")
+    error_message = "The changelog table is compacted like every other table."
+  }
+
+  assert {
+    condition = alltrue([for f in ["ingest", "maintenance"] : contains([
+      for s in jsondecode(aws_iam_role_policy.function[f].policy).Statement : s.Sid if contains(s.Action, "glue:GetSchemaVersion") && s.Resource == ["*"]
+    ], "ReadGlueSchemaVersions")])
+    error_message = "A Glue registry lookup by SchemaVersionId is authorised on *: the decoders (ingest, maintenance) get it there."
+  }
+
+  assert {
+    condition     = aws_lambda_function.this["ingest"].environment[0].variables["ICESTREAM_NAMESPACE"] == "ledger"
+    error_message = "The functions use the file's namespace."
+  }
+}
+
+run "provisioned_brokers_spread_evenly_over_the_subnets" {
+  command = plan
+
+  variables {
+    msk_cluster_type = "provisioned"
+    msk_broker_count = 3
+    subnet_ids       = ["subnet-a", "subnet-b"]
+  }
+
+  expect_failures = [aws_msk_cluster.this]
+}
+
+run "vpc_functions_manage_their_network_interfaces" {
+  command = apply
+
+  variables {
+    function_vpc_config = { subnet_ids = ["subnet-x"], security_group_ids = ["sg-x"] }
+  }
+
+  assert {
+    condition = alltrue([for f, p in aws_iam_role_policy.function : length(setsubtract(
+      ["ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses"],
+      flatten([for s in jsondecode(p.policy).Statement : s.Action if s.Sid == "ManagePollerNetworkInterfaces"])
+    )) == 0])
+    error_message = "Every VPC-attached function may create, delete and re-address its network interfaces."
+  }
+}
+
+run "s3tables_data_and_create_table_are_scoped_by_name" {
+  command = apply
+
+  variables {
+    catalog    = "s3tables"
+    enable_cdc = false
+  }
+
+  assert {
+    condition = alltrue([for f, p in aws_iam_role_policy.function : alltrue([
+      for s in jsondecode(p.policy).Statement : (
+        s.Condition.StringEquals["s3tables:namespace"] == ["bigdata"] &&
+        (s.Sid == "S3TablesCreateTablesInNamespace" || length(lookup(s.Condition.StringEquals, "s3tables:tableName", [])) > 0)
+      ) if contains(s.Action, "s3tables:GetTableData") || contains(s.Action, "s3tables:PutTableData") || contains(s.Action, "s3tables:CreateTable")
+    ])])
+    error_message = "Table data and table creation are conditioned on the namespace (and, for data, the table names)."
+  }
+}
+
+# A self-managed cluster (Confluent Cloud, Redpanda, Kafka on EC2) instead of MSK.
+run "self_managed_kafka_with_scram_in_a_vpc" {
+  command = apply
+
+  variables {
+    create_msk_cluster = false
+    vpc_id             = null
+    subnet_ids         = []
+    enable_cdc         = false
+    self_managed_kafka = {
+      bootstrap_servers  = ["b1.kafka.example.com:9096", "b2.kafka.example.com:9096"]
+      authentication     = "SASL_SCRAM_512_AUTH"
+      secret_arn         = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:kafka-scram-AbCdEf"
+      secret_kms_key_arn = "arn:aws:kms:eu-west-1:123456789012:key/kafka-secrets"
+      subnet_ids         = ["subnet-p"]
+      security_group_ids = ["sg-p"]
+    }
+  }
+
+  assert {
+    condition = alltrue([for m in aws_lambda_event_source_mapping.kafka : (
+      m.event_source_arn == null &&
+      m.self_managed_event_source[0].endpoints["KAFKA_BOOTSTRAP_SERVERS"] == "b1.kafka.example.com:9096,b2.kafka.example.com:9096" &&
+      length(m.amazon_managed_kafka_event_source_config) == 0 &&
+      startswith(m.self_managed_kafka_event_source_config[0].consumer_group_id, "icestream-ingest-") &&
+      toset([for c in m.source_access_configuration : "${c.type}=${c.uri}"]) == toset([
+        "SASL_SCRAM_512_AUTH=arn:aws:secretsmanager:eu-west-1:123456789012:secret:kafka-scram-AbCdEf",
+        "VPC_SUBNET=subnet:subnet-p", "VPC_SECURITY_GROUP=security_group:sg-p",
+      ])
+    )])
+    error_message = "Every mapping reads the self-managed brokers with its consumer group, credentials and VPC placement."
+  }
+
+  assert {
+    condition = (
+      contains([for s in jsondecode(aws_iam_role_policy.function["ingest"].policy).Statement : s.Sid if s.Action == ["secretsmanager:GetSecretValue"] && s.Resource == ["arn:aws:secretsmanager:eu-west-1:123456789012:secret:kafka-scram-AbCdEf"]], "ReadKafkaCredentials") &&
+      contains([for s in jsondecode(aws_iam_role_policy.function["ingest"].policy).Statement : s.Sid], "DecryptKafkaCredentials") &&
+      !anytrue([for s in jsondecode(aws_iam_role_policy.function["ingest"].policy).Statement : anytrue([for a in s.Action : startswith(a, "kafka")])])
+    )
+    error_message = "The mapping reads the credentials with the ingest role; no MSK grants remain."
+  }
+
+  assert {
+    condition     = output.msk_cluster_arn == null && output.msk_bootstrap_brokers_sasl_iam == null
+    error_message = "No MSK cluster with a self-managed source."
+  }
+}
+
+run "self_managed_kafka_replaces_msk" {
+  command = plan
+
+  variables {
+    self_managed_kafka = { bootstrap_servers = ["b1:9092"], authentication = "NONE" }
+  }
+
+  expect_failures = [aws_lambda_event_source_mapping.kafka]
+}
+
+run "self_managed_kafka_needs_its_secret" {
+  command = plan
+
+  variables {
+    create_msk_cluster = false
+    self_managed_kafka = { bootstrap_servers = ["b1:9092"], authentication = "BASIC_AUTH" }
+  }
+
+  expect_failures = [var.self_managed_kafka]
 }

@@ -92,6 +92,16 @@ fn a_replayed_dead_letter_counts_once_and_a_mark_without_its_row_fails() {
 }
 
 #[test]
+fn a_recovered_record_held_by_the_table_alone_counts_as_replayed() {
+    // Offsets 1-2 of a discarded batch, recovered below the watermark 3 with their marks.
+    let mut replayed = ReplayedOffsets::default();
+    replayed.insert(&tp(0), 1);
+    replayed.insert(&tp(0), 2);
+    let r = run(&held(&[(0, &[0, 1, 2, 3])]), &held(&[]), &marks(&[(0, 3)]), &marks(&[]), &replayed);
+    assert_eq!((r.verdict, r.replayed, r.rows, r.gap_offsets), (Verdict::Pass, 2, 4, 0), "{r:?}");
+}
+
+#[test]
 fn gaps_between_first_offset_and_watermark_are_listed_and_explained() {
     let r = run(&held(&[(0, &[0, 1, 5, 6])]), &held(&[]), &marks(&[(0, 9)]), &marks(&[]), &Default::default());
     assert_eq!(r.verdict, Verdict::Pass, "a gap alone proves nothing lost");

@@ -320,7 +320,18 @@ async fn maintain_table(
     out: &mut TableMaintenance,
 ) -> Result<()> {
     let ident = catalogs.ident(name);
-    let table = catalogs.catalog().load_table(&ident).await?;
+    let table = match catalogs.catalog().load_table(&ident).await {
+        Ok(table) => table,
+        // Before the first ingest its writer has not created the table: nothing to maintain yet,
+        // and no failure (the schedule's alarms would fire every run until then).
+        Err(e) => match catalogs.catalog().table_exists(&ident).await {
+            Ok(false) => {
+                out.skipped.push("all actions: the table does not exist yet (its writer creates it on first ingest)".into());
+                return Ok(());
+            }
+            _ => return Err(e.into()),
+        },
+    };
     out.before = Some(crate::report::report(&table).await?);
     out.small_files = compact::small_file_count(&table, request.settings.target_file_size_bytes).await?;
     let dry_run = request.dry_run;

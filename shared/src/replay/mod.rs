@@ -143,8 +143,41 @@ pub async fn replay(pipeline: &IngestPipeline, table: &str, filter: &ReplayFilte
         report.duration_ms = started.elapsed().as_millis() as u64;
         return Ok(report);
     }
-    // Decoded as ingest decodes: each record's writer schema (registry frames), the table schema
-    // that takes them all (evolved in the replay's commit), the same decoder.
+    let decoded = decode_again(spec, tables, &partitions, &data).await?;
+    report.still_failing = decoded.still_failing.clone();
+    report.replayed = decoded.rows.num_rows();
+    if dry_run || decoded.rows.num_rows() == 0 {
+        report.duration_ms = started.elapsed().as_millis() as u64;
+        return Ok(report);
+    }
+    let (appended, outcome) = append_marked(pipeline, data, decoded, deadline).await?;
+    report.replayed = appended;
+    report.snapshot_id = outcome.snapshot_id;
+    report.commit_attempts = outcome.attempts;
+    report.duration_ms = started.elapsed().as_millis() as u64;
+    tracing::info!(table = %report.table, replayed = report.replayed, still_failing = report.still_failing.values().sum::<usize>(), "dead letters replayed");
+    Ok(report)
+}
+
+/// Records decoded again with the current pipeline, for [`append_marked`].
+pub(crate) struct Decoded {
+    /// Rows in the table's layout, with the records' own lineage.
+    pub rows: RecordBatch,
+    /// Records that still do not decode, by reason.
+    pub still_failing: BTreeMap<String, usize>,
+    /// The rows' writer schemas: the commit evolves the table to take them, as ingest's does.
+    writers: Vec<Arc<SourceSchema>>,
+}
+
+/// Decode `partitions` as ingest decodes them: each record's writer schema (registry frames),
+/// the table schema that takes them all (evolved in [`append_marked`]'s commit), the same
+/// decoder. Dead-letter replay and `recover` (records a Kafka mapping discarded) share it.
+pub(crate) async fn decode_again(
+    spec: &crate::pipeline::Pipeline,
+    tables: &crate::ingest::PipelineTables,
+    partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
+    data: &Table,
+) -> Result<Decoded> {
     let plan = WriterPlan::new(spec, tables.registry.as_ref(), partitions.values().flatten(), data.metadata()).await?;
     let data_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(&plan.target)?);
     let decoded_fields: Vec<_> = data_schema.fields().iter().filter(|f| !lineage::is_lineage(f.name())).cloned().collect();
@@ -152,31 +185,33 @@ pub async fn replay(pipeline: &IngestPipeline, table: &str, filter: &ReplayFilte
     let decoder = RecordDecoder::with_writers(&writers, Arc::new(ArrowSchema::new(decoded_fields)))?;
     let nothing_held = (Watermarks::default(), Default::default());
     let held = Marks { data: &nothing_held.0, open_gaps: &Default::default(), dead_lettered: &nothing_held.1 };
-    let mut decoded = decode_partitions(spec, &plan, decoder, &partitions, &held, 0)?;
+    let mut decoded = decode_partitions(spec, &plan, decoder, partitions, &held, 0)?;
     let rows = decoded.rows(data_schema)?;
     let rejects = std::mem::replace(&mut decoded.rejects, crate::dead_letter::DeadLetterBuilder::new(0, ""));
     let rejects = rejects.finish(tables.dead_letter_schema.clone())?;
-    count_still_failing(&rejects, &mut report);
-    report.replayed = rows.num_rows();
-    if dry_run || rows.num_rows() == 0 {
-        report.duration_ms = started.elapsed().as_millis() as u64;
-        return Ok(report);
-    }
-    let mut planner = ReplayAppend::new(rows, plan.writers.clone(), pipeline.config());
+    let mut still_failing = BTreeMap::new();
+    count_still_failing(&rejects, &mut still_failing);
+    Ok(Decoded { rows, still_failing, writers: plan.writers.clone() })
+}
+
+/// Append `decoded` to `data` with its offsets marked replayed ([`marks`]), in one swap; every
+/// attempt drops the rows marked by then, so a second run adds nothing. The rows appended.
+pub(crate) async fn append_marked(
+    pipeline: &IngestPipeline,
+    data: Table,
+    decoded: Decoded,
+    deadline: Instant,
+) -> Result<(usize, crate::commit::CommitOutcome)> {
+    let mut planner = ReplayAppend::new(decoded.rows, decoded.writers, pipeline.config());
     let outcome = pipeline.catalogs().committer.commit_to(data, deadline, &mut planner).await?;
-    report.replayed = if outcome.committed { planner.planned } else { 0 };
-    report.snapshot_id = outcome.snapshot_id;
-    report.commit_attempts = outcome.attempts;
-    report.duration_ms = started.elapsed().as_millis() as u64;
-    tracing::info!(table = %report.table, replayed = report.replayed, still_failing = rejects.num_rows(), "dead letters replayed");
-    Ok(report)
+    Ok((if outcome.committed { planner.planned } else { 0 }, outcome))
 }
 
 /// Tally the reasons of the dead letters that still do not decode.
-fn count_still_failing(rejects: &RecordBatch, report: &mut ReplayReport) {
+fn count_still_failing(rejects: &RecordBatch, still_failing: &mut BTreeMap<String, usize>) {
     if let Some(reasons) = rejects.column_by_name(col::ERROR) {
         for reason in reasons.as_string::<i32>().iter().flatten() {
-            *report.still_failing.entry(reason.to_string()).or_default() += 1;
+            *still_failing.entry(reason.to_string()).or_default() += 1;
         }
     }
 }

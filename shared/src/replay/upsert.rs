@@ -34,7 +34,7 @@ pub(super) async fn replay(
     decoder.decode(partitions, |_, _| false);
     let (rows, deletes, ops, truncates) = decoder.finish()?;
     let rejects = std::mem::replace(&mut decoder.rejects, DeadLetterBuilder::new(0, "")).finish(tables.dead_letter_schema.clone())?;
-    count_still_failing(&rejects, &mut report);
+    count_still_failing(&rejects, &mut report.still_failing);
     let changes = rows.num_rows() + deletes.num_rows() + truncates.len();
     report.replayed = changes;
     if dry_run || changes == 0 {

@@ -13,9 +13,24 @@ provider "aws" {
   region = var.region
 }
 
+# Three zones the account can use: not every region has an `a`, `b` and `c`, and an account's
+# zone names map to different physical zones (Local Zones need opting in and carry no MSK).
+data "aws_availability_zones" "available" {
+  #checkov:skip=CKV_AWS_394:Only read when availability_zones is empty; set it to pin the zones (a zone added later could otherwise sort into the first three).
+  count = length(var.availability_zones) > 0 ? 0 : 1
+
+  state = "available"
+
+  filter {
+    name   = "opt-in-status"
+    values = ["opt-in-not-required"]
+  }
+}
+
 locals {
-  azs  = [for suffix in ["a", "b", "c"] : "${var.region}${suffix}"]
-  tags = { Example = "complete", Project = "icestream" }
+  zone_names = sort(flatten(data.aws_availability_zones.available[*].names))
+  azs        = length(var.availability_zones) > 0 ? var.availability_zones : slice(local.zone_names, 0, min(3, length(local.zone_names)))
+  tags       = { Example = "complete", Project = "icestream" }
   # Interface endpoints Lambda's Kafka pollers need without NAT (S3 is a gateway endpoint).
   interface_endpoints = ["sts", "lambda", "sqs"]
 }
@@ -138,8 +153,9 @@ resource "aws_vpc_endpoint" "interface" {
 module "icestream" {
   source = "../.."
 
-  name = var.name
-  tags = local.tags
+  name          = var.name
+  artifacts_dir = var.artifacts_dir
+  tags          = local.tags
 
   create_msk_cluster     = true
   msk_cluster_type       = "serverless"

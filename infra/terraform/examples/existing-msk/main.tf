@@ -16,8 +16,9 @@ provider "aws" {
 module "icestream" {
   source = "../.."
 
-  name = var.name
-  tags = { Example = "existing-msk", Project = "icestream" }
+  name          = var.name
+  artifacts_dir = var.artifacts_dir
+  tags          = { Example = "existing-msk", Project = "icestream" }
 
   create_msk_cluster = false
   msk_cluster_arn    = var.msk_cluster_arn

@@ -36,3 +36,9 @@ variable "alarm_sns_topic_arn" {
   type        = string
   default     = null
 }
+
+variable "artifacts_dir" {
+  description = "Directory of the Lambda zips (`<binary>/bootstrap.zip`); null: the repository's target/lambda, where `make build` writes them."
+  type        = string
+  default     = null
+}
