@@ -36,6 +36,7 @@ use crate::cdc::key_tombstones::truncate_update;
 use crate::cdc::rank::Rank;
 use crate::columns::Columns;
 use crate::commit::append::target_schema;
+use crate::commit::gaps::TakenGaps;
 use crate::commit::{ChangeSet, Planner, Watermarks};
 use crate::decode::RecordDecoder;
 use crate::error::{Error, Result};
@@ -319,6 +320,16 @@ impl Planner for ReplayAppend {
         change.schema = evolved;
         change.properties = current.property_updates(&ours);
         change.properties.extend(truncating);
+        // Offsets the queued committer moved past and a late request could still bring (a
+        // discarded batch's earlier attempt, `recover`): they are here now, so the gap closes.
+        let open = TakenGaps::from_properties(table.metadata().properties());
+        let mut closed = open.clone();
+        for (tp, offsets) in &ours.0 {
+            for offset in offsets {
+                closed.fill(tp, *offset, *offset);
+            }
+        }
+        change.properties.extend(closed.property_updates(&open, chrono::Utc::now().timestamp_millis()));
         change.summary.insert("icestream.replayed-dead-letters".into(), ours.len().to_string());
         Ok(Some(change))
     }
