@@ -1,7 +1,8 @@
 //! Snapshot expiry: drop snapshots older than `snapshot_max_age_hours` (never the current one,
 //! never one a branch or tag points at, always keeping the `min_snapshots_to_keep` newest),
-//! then delete the files only those snapshots referenced. Table properties (the offset
-//! watermarks) are untouched: expiry changes the snapshot list only.
+//! then delete the files only those snapshots referenced (none with `gc.enabled = false`, and
+//! only the table's own: [`crate::confine`]). Table properties (the offset watermarks) are
+//! untouched: expiry changes the snapshot list only.
 
 use std::collections::HashSet;
 use std::time::Instant;
@@ -28,8 +29,11 @@ pub struct ExpireReport {
     pub manifests_deleted: usize,
     pub manifest_lists_deleted: usize,
     pub bytes_deleted: u64,
-    /// Files that could not be deleted now; orphan removal finds them later.
+    /// Files that could not be deleted now (or may not be: not the table's own,
+    /// [`crate::confine::deletable`]); orphan removal finds them later.
     pub delete_failures: usize,
+    /// The table has `gc.enabled = false`: snapshots expire, no file is deleted.
+    pub gc_disabled: bool,
     pub commit_attempts: u32,
 }
 
@@ -137,6 +141,11 @@ pub async fn expire(
     report.snapshots_expired = expired.len();
     report.expired_snapshot_ids = expired.iter().map(|s| s.snapshot_id()).collect();
     if expired.is_empty() {
+        return Ok(report);
+    }
+    // Iceberg's `gc.enabled = false`: the files may be shared with another table.
+    if !crate::confine::gc_enabled(table.metadata()) {
+        report.gc_disabled = true;
         return Ok(report);
     }
     let unreachable = unreachable_files(&table, &expired, &kept).await?;

@@ -42,6 +42,9 @@ pub struct OrphanReport {
     pub delete_failures: usize,
     /// Staged manifests of queued commits kept (with the files they list) for their committer.
     pub staged_manifests_kept: usize,
+    /// Files listed under the location outside the table's own directories (another table's,
+    /// when the location is shared): never candidates ([`crate::confine::deletable`]).
+    pub not_the_tables: usize,
     pub sample: Vec<String>,
 }
 
@@ -145,7 +148,11 @@ pub async fn remove_orphans(
 ) -> Result<OrphanReport> {
     // List first, then read the metadata: a file committed between the two is referenced by
     // the metadata we read; one written after the listing is not in the listing at all.
-    let location = catalogs.catalog().load_table(ident).await?.metadata().location().to_string();
+    let loaded = catalogs.catalog().load_table(ident).await?;
+    if !crate::confine::gc_enabled(loaded.metadata()) {
+        return Err(Error::Config(format!("{ident} has {} = false (its files may be another table's): orphan removal refused", crate::confine::GC_ENABLED)));
+    }
+    let location = loaded.metadata().location().to_string();
     let listed = list_files(&location, settings).await?;
     let table = catalogs.catalog().load_table(ident).await?;
     let mut referenced = referenced(&table).await?;
@@ -160,7 +167,11 @@ pub async fn remove_orphans(
         ..Default::default()
     };
     let mut old_orphans = Vec::new();
-    for file in listed.into_iter().filter(|f| !referenced.contains(&normalize(&f.path))) {
+    // Only the table's own directories: under a location shared with other tables (a
+    // namespace directory) their files are listed too, and are not this table's orphans.
+    let (own, not_own): (Vec<ListedFile>, Vec<ListedFile>) = listed.into_iter().partition(|f| crate::confine::deletable(table.metadata(), &f.path).is_ok());
+    report.not_the_tables = not_own.len();
+    for file in own.into_iter().filter(|f| !referenced.contains(&normalize(&f.path))) {
         report.orphans_found += 1;
         if file.modified > cutoff {
             report.orphans_too_young += 1;
