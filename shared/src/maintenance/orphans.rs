@@ -234,7 +234,7 @@ mod tests {
         let stray = data_file(&table, "stray");
         write(&table, queued.file_path()).await;
         write(&table, stray.file_path()).await;
-        let manifest = write_staged_manifest(&table, std::slice::from_ref(&queued)).await.unwrap();
+        let manifest = write_staged_manifest(&table, std::slice::from_ref(&queued), &uuid::Uuid::new_v4()).await.unwrap();
         let mut settings = MaintenanceSettings::from(&crate::Config::from_args(["orphan_margin_hours=1"]).unwrap());
         let deadline = Instant::now() + Duration::from_secs(30);
 

@@ -31,10 +31,11 @@ use iceberg::{NamespaceIdent, TableIdent};
 use serde::Serialize;
 use tracing::Instrument;
 
+use super::validate::Admission;
 use super::{CommitRequest, Message};
 use crate::catalog::Catalogs;
 use crate::commit::append::unseen_rows;
-use crate::commit::staged::{read_staged_manifest, remove_staged_manifests};
+use crate::commit::staged::remove_staged_manifests;
 use crate::commit::{ChangeSet, Planner, Watermarks};
 use crate::config::{Config, FailPoint};
 use crate::error::Result;
@@ -158,7 +159,7 @@ async fn commit_table(
             }
             Fate::Drop => {
                 report.dropped += 1;
-                consumed.extend(p.request.manifest.as_deref());
+                consumed.extend(planner.admission.consumed_manifest(&outcome.table, &p.request).await);
             }
             Fate::Defer => {
                 report.deferred += 1;
@@ -204,6 +205,8 @@ struct QueuedAppend {
     rows: u64,
     files: usize,
     bytes: u64,
+    /// What a request must be to be committed ([`super::validate`]).
+    admission: Admission,
 }
 
 impl QueuedAppend {
@@ -222,6 +225,7 @@ impl QueuedAppend {
             rows: 0,
             files: 0,
             bytes: 0,
+            admission: Admission::new(config),
         }
     }
 
@@ -232,8 +236,7 @@ impl QueuedAppend {
             return Ok(files.clone());
         }
         let request = &self.pending[i].request;
-        let Some(manifest) = &request.manifest else { return Ok(vec![]) };
-        let staged = read_staged_manifest(table, manifest).await?;
+        let staged = self.admission.staged_files(table, request).await?;
         let files = if trim.is_empty() {
             staged
         } else {
