@@ -135,11 +135,11 @@ locals {
       # A name matches its ARN's random six-character suffix; an ARN is used as it is.
       Resource = [for s in local.registry_secrets : startswith(s, "arn:") ? s : "arn:${local.partition}:secretsmanager:${local.region}:${local.account}:secret:${s}-??????"]
     },
-    # --- The pipeline file and its schemas (ingest and maintenance copy the file's directory
+    # --- The pipeline file and its schemas (ingest, maintenance and the committer copy the file's directory
     # once per cold start: listed under that prefix, then read) -----------------------------
-    { when = local.pipeline_file != null && contains(["ingest", "maintenance"], f), Sid = "ReadPipelineFile", Action = ["s3:GetObject"], Resource = ["${coalesce(local.pipeline_object_arn_prefix, "none")}/*"] },
+    { when = local.pipeline_file != null && contains(["ingest", "maintenance", "committer"], f), Sid = "ReadPipelineFile", Action = ["s3:GetObject"], Resource = ["${coalesce(local.pipeline_object_arn_prefix, "none")}/*"] },
     {
-      when      = local.pipeline_file != null && contains(["ingest", "maintenance"], f), Sid = "ListPipelineDirectory", Action = ["s3:ListBucket"],
+      when      = local.pipeline_file != null && contains(["ingest", "maintenance", "committer"], f), Sid = "ListPipelineDirectory", Action = ["s3:ListBucket"],
       Resource  = ["arn:${local.partition}:s3:::${coalesce(local.pipeline_bucket, "none")}"]
       Condition = { StringLike = { "s3:prefix" = ["${coalesce(local.pipeline_prefix, "none")}/", "${coalesce(local.pipeline_prefix, "none")}/*"] } }
     },
