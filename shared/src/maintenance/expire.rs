@@ -171,3 +171,49 @@ pub async fn expire(
     }
     Ok(report)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Commits the change it is given, once.
+    struct Once(Option<ChangeSet>);
+
+    impl Planner for Once {
+        async fn plan(&mut self, _table: &Table, _attempt: u32) -> Result<Option<ChangeSet>> {
+            Ok(self.0.take())
+        }
+    }
+
+    /// A table with `gc.enabled = false` whose first file a later snapshot no longer lists:
+    /// expiry drops the old snapshot and deletes nothing.
+    #[tokio::test]
+    async fn without_gc_snapshots_expire_and_no_file_is_deleted() {
+        let fixture = crate::testkit::LocalTable::new().await;
+        let base = fixture.load().await;
+        let creation = iceberg::TableCreation::builder()
+            .name("nogc".into())
+            .schema(base.metadata().current_schema().as_ref().clone())
+            .properties(vec![(crate::confine::GC_ENABLED.to_string(), "false".to_string())])
+            .build();
+        let ident = TableIdent::new(fixture.ident.namespace().clone(), "nogc".into());
+        fixture.catalogs.catalog().create_table(ident.namespace(), creation).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let table = fixture.catalogs.catalog().load_table(&ident).await.unwrap();
+        let first = crate::testkit::data_file(&table, "first");
+        table.file_io().new_output(first.file_path()).unwrap().write(bytes::Bytes::from_static(b"x")).await.unwrap();
+        fixture.catalogs.committer.commit(&ident, deadline, &mut Once(Some(ChangeSet::append(vec![first.clone()])))).await.unwrap();
+        // An overwrite: the second snapshot no longer lists the first file.
+        let mut overwrite = ChangeSet::append(vec![crate::testkit::data_file(&table, "second")]);
+        overwrite.operation = Operation::Overwrite;
+        overwrite.removed_files.insert(first.file_path().to_string());
+        fixture.catalogs.committer.commit(&ident, deadline, &mut Once(Some(overwrite))).await.unwrap();
+        let mut settings = MaintenanceSettings::from(&crate::Config::from_args(["snapshot_max_age_hours=1", "min_snapshots_to_keep=1"]).unwrap());
+        settings.clock = crate::clock::Clock::Fixed(std::time::SystemTime::now() + Duration::from_secs(48 * 3600));
+        let report = expire(&fixture.catalogs, &ident, &settings, false, deadline).await.unwrap();
+        assert_eq!((report.snapshots_expired, report.gc_disabled, report.data_files_deleted, report.manifests_deleted), (1, true, 0, 0), "{report:?}");
+        assert!(table.file_io().exists(first.file_path()).await.unwrap());
+    }
+}
