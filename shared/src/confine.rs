@@ -186,14 +186,7 @@ mod tests {
         let namespace_dir = sibling_location.rsplit_once('/').unwrap().0.to_string();
         let sibling_data = format!("{sibling_location}/data/old.parquet");
         sibling.file_io().new_output(&sibling_data).unwrap().write(bytes::Bytes::from_static(b"x")).await.unwrap();
-        let creation = iceberg::TableCreation::builder()
-            .name("wide".into())
-            .location(namespace_dir.clone())
-            .schema(sibling.metadata().current_schema().as_ref().clone())
-            .build();
-        let catalog = fixture.catalogs.catalog();
-        catalog.create_table(fixture.ident.namespace(), creation).await.unwrap();
-        let wide = iceberg::TableIdent::new(fixture.ident.namespace().clone(), "wide".into());
+        let wide = fixture.sibling("wide", Some(namespace_dir), &[]).await;
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         let report = crate::maintenance::orphans::remove_orphans(&fixture.catalogs, &wide, &later(), true, deadline).await.unwrap();
         assert!(report.not_the_tables >= 2, "{report:?}");
@@ -209,14 +202,7 @@ mod tests {
     #[tokio::test]
     async fn orphan_removal_refuses_a_table_without_gc() {
         let fixture = crate::testkit::LocalTable::new().await;
-        let table = fixture.load().await;
-        let creation = iceberg::TableCreation::builder()
-            .name("nogc".into())
-            .schema(table.metadata().current_schema().as_ref().clone())
-            .properties(vec![(GC_ENABLED.to_string(), "false".to_string())])
-            .build();
-        fixture.catalogs.catalog().create_table(fixture.ident.namespace(), creation).await.unwrap();
-        let nogc = iceberg::TableIdent::new(fixture.ident.namespace().clone(), "nogc".into());
+        let nogc = fixture.sibling("nogc", None, &[(GC_ENABLED, "false")]).await;
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         let err = crate::maintenance::orphans::remove_orphans(&fixture.catalogs, &nogc, &later(), true, deadline).await.unwrap_err();
         assert!(err.to_string().contains("gc.enabled = false"), "{err}");

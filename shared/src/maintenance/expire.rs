@@ -192,14 +192,7 @@ mod tests {
     #[tokio::test]
     async fn without_gc_snapshots_expire_and_no_file_is_deleted() {
         let fixture = crate::testkit::LocalTable::new().await;
-        let base = fixture.load().await;
-        let creation = iceberg::TableCreation::builder()
-            .name("nogc".into())
-            .schema(base.metadata().current_schema().as_ref().clone())
-            .properties(vec![(crate::confine::GC_ENABLED.to_string(), "false".to_string())])
-            .build();
-        let ident = TableIdent::new(fixture.ident.namespace().clone(), "nogc".into());
-        fixture.catalogs.catalog().create_table(ident.namespace(), creation).await.unwrap();
+        let ident = fixture.sibling("nogc", None, &[(crate::confine::GC_ENABLED, "false")]).await;
         let deadline = Instant::now() + Duration::from_secs(30);
         let table = fixture.catalogs.catalog().load_table(&ident).await.unwrap();
         let first = crate::testkit::data_file(&table, "first");
