@@ -52,6 +52,9 @@ pub struct PipelineSpec {
     pub registry_schema: Option<String>,
     /// Secrets Manager secret with the Confluent registry's credentials.
     pub registry_secret: Option<String>,
+    /// Confluent: allow an `http://` `registry_url` on a host other than this one (credentials
+    /// and schemas then travel in clear; for local use).
+    pub registry_insecure: Option<bool>,
     /// `append` (default) | `upsert`.
     pub mode: Option<String>,
     /// Upsert: `debezium` | `dms` | `row`.
@@ -68,7 +71,7 @@ pub struct PipelineSpec {
 
 /// The keys a `[[pipeline]]` may have, for messages.
 pub const PIPELINE_KEYS: &str = "table, topics, topic_pattern, format, schema, message, partition_by, key, dedup, event_time, \
-     dedup_window_minutes, registry, registry_name, registry_url, registry_schema, registry_secret, mode, envelope, order_by, changelog, decimal_handling, allow_truncate";
+     dedup_window_minutes, registry, registry_name, registry_url, registry_schema, registry_secret, registry_insecure, mode, envelope, order_by, changelog, decimal_handling, allow_truncate";
 
 /// The parsed file: namespace and pipelines, in file order.
 #[derive(Debug, Clone, PartialEq, Eq)]
