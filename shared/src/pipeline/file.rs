@@ -95,14 +95,58 @@ pub fn parse(file: &str, text: &str) -> Result<ParsedFile, String> {
         let spec: PipelineSpec = value.try_into().map_err(|e: toml::de::Error| {
             format!("{label}: {}", e.message().trim().replace("unknown field", "unknown key").replace("missing field", "missing key"))
         })?;
+        if let Some(schema) = &spec.schema {
+            confined_path(schema).map_err(|e| format!("{label}: key `schema`: {e}"))?;
+        }
         pipelines.push(spec);
     }
+    if let Some(namespace) = &top.namespace {
+        plain_name(namespace).map_err(|e| format!("{file}: key `namespace`: {e}"))?;
+    }
     Ok(ParsedFile { namespace: top.namespace, pipelines })
+}
+
+/// A schema file named relative to the pipeline file (an `s3://` file's directory is what is
+/// fetched with it), never an absolute path into the function's own file system. `..` stays
+/// allowed: the shipped files share a schema directory beside theirs.
+fn confined_path(path: &str) -> Result<(), String> {
+    use std::path::Component;
+    match std::path::Path::new(path).components().find(|c| matches!(c, Component::RootDir | Component::Prefix(_))) {
+        None if !path.is_empty() => Ok(()),
+        _ => Err(format!("{path:?} must be a path relative to the pipeline file's directory")),
+    }
+}
+
+/// A namespace that is one name (local warehouses make it a directory): no path separator,
+/// no `.`-only segment, no control character.
+fn plain_name(name: &str) -> Result<(), String> {
+    let bad = name.is_empty()
+        || name.contains(['/', '\\'])
+        || name.chars().any(char::is_control)
+        || name.split('.').any(|segment| segment.is_empty());
+    if bad {
+        return Err(format!("{name:?} is not a namespace name (no `/`, `\\`, empty or `..` segment, or control character)"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn schema_paths_are_relative_and_the_namespace_is_one_name() {
+        let pipeline = |schema: &str| format!("[[pipeline]]\ntable = \"t\"\ntopics = [\"a\"]\nformat = \"avro\"\nschema = \"{schema}\"\n");
+        assert!(parse("p.toml", &pipeline("schemas/t.avsc")).is_ok());
+        let e = parse("p.toml", &pipeline("/etc/passwd")).unwrap_err();
+        assert!(e.contains("key `schema`") && e.contains("relative to the pipeline file"), "{e}");
+        for namespace in ["../x", "a/b", "..", "a..b", ""] {
+            let e = parse("p.toml", &format!("namespace = \"{namespace}\"\n{}", pipeline("t.avsc"))).unwrap_err();
+            assert!(e.contains("key `namespace`"), "{namespace}: {e}");
+        }
+        assert!(parse("p.toml", &format!("namespace = \"shop_eu\"\n{}", pipeline("t.avsc"))).is_ok());
+    }
+
 
     #[test]
     fn reads_the_documented_keys() {
