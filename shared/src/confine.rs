@@ -103,7 +103,10 @@ fn own_dir(metadata: &TableMetadata, dir: String, what: &str) -> Result<String, 
 /// says why not.
 pub fn deletable(metadata: &TableMetadata, path: &str) -> Result<(), String> {
     normalize(path)?;
-    let dirs = [data_dir(metadata), metadata_dir(metadata), staged_dir(metadata)];
+    // `<location>/metadata` also when `write.metadata.path` moves new metadata elsewhere: the
+    // commit path writes its manifests and metadata there.
+    let default_metadata = format!("{}/metadata", metadata.location().trim_end_matches('/'));
+    let dirs = [data_dir(metadata), metadata_dir(metadata), own_dir(metadata, default_metadata, "metadata"), staged_dir(metadata)];
     if dirs.iter().flatten().any(|dir| within(dir, path)) {
         return Ok(());
     }
@@ -163,6 +166,9 @@ mod tests {
         for path in ["/w/ns/sibling/data/x.parquet", "/w/ns/sibling/metadata/v1.metadata.json", "/w/ns/data/../../x", "/w/other/data/x"] {
             assert!(deletable(&m, path).is_err(), "{path}");
         }
+        // A metadata path elsewhere inside the location adds to `<location>/metadata`.
+        let m = metadata("/w/t", &[(WRITE_METADATA_PATH, "/w/t/meta")]);
+        assert!(deletable(&m, "/w/t/meta/v2.metadata.json").is_ok() && deletable(&m, "/w/t/metadata/snap-1.avro").is_ok());
         // A data path outside the location does not count as the table's.
         let m = metadata("/w/ns/t", &[(WRITE_DATA_PATH, "/w/ns/victim/data")]);
         assert!(deletable(&m, "/w/ns/victim/data/x.parquet").is_err());
