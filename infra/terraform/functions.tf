@@ -65,13 +65,16 @@ locals {
     )
 
     # The committer rewrites trimmed requests' files, so it needs the file knobs; with the
-    # queue's URL it makes requests deferred for an offset gap visible again sooner.
+    # queue's URL it makes requests deferred for an offset gap visible again sooner. It commits
+    # only the tables the writers' knobs name (shared/src/queued/validate.rs).
     committer = merge(local.env_common, local.env_files,
       local.queued ? {
         ICESTREAM_COMMIT_QUEUE_URL    = aws_sqs_queue.commit[0].url
         ICESTREAM_COMMIT_GAP_PATIENCE = tostring(var.commit_gap_patience)
         ICESTREAM_COMMIT_GAP_RETRY_S  = tostring(var.commit_gap_retry_s)
-      } : {}
+      } : {},
+      local.pipeline_file != null ? { ICESTREAM_PIPELINES = local.pipelines_uri } : { ICESTREAM_TABLE = var.table },
+      var.enable_cdc ? { ICESTREAM_CHANGELOG_TABLE = var.changelog_table } : {}
     )
   }
 

@@ -172,11 +172,11 @@ locals {
       when     = f == "maintenance" && local.kafka_failure_to_s3, Sid = "ReadDiscardedBatches", Action = ["s3:GetObject"],
       Resource = ["${local.on_failure_destination_arn}/*"]
     },
-    # --- The pipeline file and its schemas (ingest and maintenance copy the file's directory
+    # --- The pipeline file and its schemas (ingest, maintenance and the committer copy the file's directory
     # once per cold start: listed under that prefix, then read) -----------------------------
-    { when = local.pipeline_file != null && contains(["ingest", "maintenance"], f), Sid = "ReadPipelineFile", Action = ["s3:GetObject"], Resource = ["${coalesce(local.pipeline_object_arn_prefix, "none")}/*"] },
+    { when = local.pipeline_file != null && contains(["ingest", "maintenance", "committer"], f), Sid = "ReadPipelineFile", Action = ["s3:GetObject"], Resource = ["${coalesce(local.pipeline_object_arn_prefix, "none")}/*"] },
     {
-      when      = local.pipeline_file != null && contains(["ingest", "maintenance"], f), Sid = "ListPipelineDirectory", Action = ["s3:ListBucket"],
+      when      = local.pipeline_file != null && contains(["ingest", "maintenance", "committer"], f), Sid = "ListPipelineDirectory", Action = ["s3:ListBucket"],
       Resource  = ["arn:${local.partition}:s3:::${coalesce(local.pipeline_bucket, "none")}"]
       Condition = { StringLike = { "s3:prefix" = ["${coalesce(local.pipeline_prefix, "none")}/", "${coalesce(local.pipeline_prefix, "none")}/*"] } }
     },

@@ -47,8 +47,9 @@ locals {
       enabled     = true
     }
     committer = {
-      binary      = "committer"
-      description = "icestream: commits staged files from the commit queue, one snapshot per batch"
+      binary = "committer"
+      # The digest again: the committer commits only the file's tables (a new table needs fresh environments).
+      description = local.pipeline_file == null ? "icestream: commits staged files from the commit queue, one snapshot per batch" : "icestream: commits staged files from the commit queue, one snapshot per batch (pipelines ${local.pipeline_digest})"
       enabled     = local.queued
     }
   }

@@ -113,3 +113,34 @@ resource "aws_lambda_event_source_mapping" "committer" {
     }
   }
 }
+
+# Only the writers may send commit requests (issue 52): a request is trusted no further than
+# the committer checks it (shared/src/queued/validate.rs), and the queue admits no other
+# sender. `commit_queue_redrive_principals` adds the operators who redrive the DLQ (a redrive
+# sends with the caller's permissions).
+resource "aws_sqs_queue_policy" "commit" {
+  count = local.queued ? 1 : 0
+
+  queue_url = aws_sqs_queue.commit[0].id
+  policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [{
+      Sid       = "OnlyWritersSend"
+      Effect    = "Deny"
+      Principal = "*"
+      Action    = "sqs:SendMessage"
+      Resource  = aws_sqs_queue.commit[0].arn
+      Condition = {
+        ArnNotEquals = {
+          "aws:PrincipalArn" = concat([for f in local.kafka_functions : aws_iam_role.function[f].arn], var.commit_queue_redrive_principals)
+        }
+      }
+    }]
+  })
+}
+
+variable "commit_queue_redrive_principals" {
+  description = "IAM principal ARNs besides the writer functions' roles that may send to the commit queue: the operators who redrive its DLQ (commit_mode = queued)."
+  type        = list(string)
+  default     = []
+}

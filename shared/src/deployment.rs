@@ -189,14 +189,21 @@ pub const CDC: FunctionContract = FunctionContract {
 
 pub const COMMITTER: FunctionContract = FunctionContract {
     function: "committer",
-    knobs: knobs!["target_file_size_bytes", "compression", "fail_point", "commit_queue_url", "commit_gap_patience", "commit_gap_retry_s"],
-    optional_knobs: &[LOCAL_ONLY_KNOBS[0], LOCAL_ONLY_KNOBS[1]],
+    // The writers' table knobs: the committer commits only the tables they name
+    // (`queued/validate.rs`); without the CDC function there is no changelog table.
+    knobs: knobs![
+        "target_file_size_bytes", "compression", "fail_point", "commit_queue_url", "commit_gap_patience", "commit_gap_retry_s", "pipelines",
+        "table", "changelog_table"
+    ],
+    optional_knobs: &[LOCAL_ONLY_KNOBS[0], LOCAL_ONLY_KNOBS[1], "pipelines", "table", "changelog_table"],
     calls: &[
         CATALOG_CALLS,
         &[
             calls(FILE_DELETE_ACTIONS, Resource::TableMetadataObjects, When::Glue),
             calls(FILE_DELETE_ACTIONS, Resource::TableStagedObjects, When::Glue),
             calls(DEFER_ACTIONS, Resource::CommitQueue, When::Queued),
+            PIPELINE_FILE_CALLS[0],
+            PIPELINE_FILE_CALLS[1],
         ],
     ],
 };

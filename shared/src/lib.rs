@@ -13,6 +13,7 @@ pub mod cdc;
 pub mod codec;
 pub mod columns;
 pub mod commit;
+pub mod confine;
 pub mod config;
 pub mod dead_letter;
 pub mod decode;

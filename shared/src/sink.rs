@@ -126,7 +126,7 @@ impl AppendSink {
                     if let Some(request) = &s.request {
                         wave.push(request);
                     }
-                    let carries_rows = s.request.as_ref().is_some_and(|r| r.manifest.is_some());
+                    let carries_rows = s.request.as_ref().is_some_and(|r| r.records > 0);
                     if carries_rows || i + 1 == staged.len() {
                         send_all(queue, catalogs, std::mem::take(&mut wave)).await?;
                     }
@@ -201,13 +201,21 @@ struct Staged {
 }
 
 impl Staged {
-    /// Upload the files and, side by side, the manifest listing them (the request names it).
+    /// Upload the files and, side by side, the manifest listing them (none: an empty one), named
+    /// for the request ([`CommitRequest::manifest_uuid`]), which names it in turn.
     async fn upload(&mut self) -> Result<()> {
-        let (Some(encoded), Some(request)) = (self.encoded.take(), self.request.as_mut()) else {
-            return Ok(());
+        let Some(request) = self.request.as_mut() else { return Ok(()) };
+        let encoded = self.encoded.take();
+        let listed = encoded.as_ref().map(|e| e.files.clone()).unwrap_or_default();
+        let name = request.manifest_uuid(listed.iter().map(|f| f.file_path()));
+        let table = &self.table;
+        let files = async {
+            match encoded {
+                Some(encoded) => encoded.upload(table).await.map(drop),
+                None => Ok(()),
+            }
         };
-        let listed = encoded.files.clone();
-        let (_, manifest) = futures::try_join!(encoded.upload(&self.table), write_staged_manifest(&self.table, &listed))?;
+        let (_, manifest) = futures::try_join!(files, write_staged_manifest(&self.table, &listed, &name))?;
         request.manifest = Some(manifest);
         Ok(())
     }

@@ -96,6 +96,16 @@ impl LocalTable {
         self.catalogs.committer.pointer().swap(&self.ident, current, &next.to_string()).await.map_err(|e| format!("{e:?}"))?;
         Ok(self.load().await)
     }
+
+    /// Another table `name` of `t`'s schema in `t`'s namespace, with `properties`, at
+    /// `location` (`None`: the catalog's choice).
+    pub async fn sibling(&self, name: &str, location: Option<String>, properties: &[(&str, &str)]) -> TableIdent {
+        let schema = self.load().await.metadata().current_schema().as_ref().clone();
+        let properties = properties.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<Vec<_>>();
+        let creation = iceberg::TableCreation::builder().name(name.into()).location_opt(location).schema(schema).properties(properties).build();
+        self.catalogs.catalog().create_table(self.ident.namespace(), creation).await.unwrap();
+        TableIdent::new(self.ident.namespace().clone(), name.into())
+    }
 }
 
 /// A data file entry named `name` under the table's data directory (the file itself is not

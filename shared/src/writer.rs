@@ -5,6 +5,7 @@
 //! not one per file). Every file name carries a fresh UUID so retries and concurrent writers
 //! never collide.
 
+mod location;
 mod properties;
 
 use std::collections::HashMap;
@@ -22,10 +23,11 @@ use iceberg::spec::{DataContentType, DataFile, DataFileFormat, Literal, Partitio
 use iceberg::table::Table;
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
 use iceberg::writer::file_writer::ParquetWriterBuilder;
-use iceberg::writer::file_writer::location_generator::{DefaultFileNameGenerator, DefaultLocationGenerator};
+use iceberg::writer::file_writer::location_generator::DefaultFileNameGenerator;
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
 
+pub use self::location::{DataLocations, MAX_PARTITION_DIR};
 pub use self::properties::writer_properties;
 pub(crate) use self::properties::{table_writer_properties, with_identity_columns};
 use crate::error::{Error, Result};
@@ -114,7 +116,7 @@ pub async fn encode_data_files(
         ParquetWriterBuilder::new(with_identity_columns(properties, &spec, &schema, &batches), schema.clone()),
         target_file_size,
         io.clone(),
-        DefaultLocationGenerator::new(metadata)?,
+        DataLocations::new(metadata, spec.partition_type(&schema)?)?,
         DefaultFileNameGenerator::new(uuid::Uuid::new_v4().to_string(), None, DataFileFormat::Parquet),
     );
     let builder = DataFileWriterBuilder::new(rolling);

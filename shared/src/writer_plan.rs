@@ -15,6 +15,7 @@ use iceberg::spec::{Schema, TableMetadata};
 use crate::error::Result;
 use crate::event::KafkaRecordIn;
 use crate::pipeline::Pipeline;
+use crate::registry::frame::InflateBudget;
 use crate::registry::{MessageIndex, Registry, WriterId};
 use crate::schema::{Format, SourceSchema};
 use crate::schema::evolve::evolve;
@@ -34,8 +35,10 @@ fn is_json_object(value: &[u8]) -> bool {
     value.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
 }
 
-/// The writer a registry pipeline's record names: the mapping's metadata, else the frame.
-fn named<'a>(pipeline: &Pipeline, record: &KafkaRecordIn, value: &'a [u8]) -> Named<'a> {
+/// The writer a registry pipeline's record names: the mapping's metadata, else the frame,
+/// its payload inflated within `budget`; `None`: only the writer is wanted (planning), nothing
+/// is inflated and the payload is the value as it is.
+fn named<'a>(pipeline: &Pipeline, record: &KafkaRecordIn, value: &'a [u8], budget: Option<&InflateBudget>) -> Named<'a> {
     let Some(spec) = &pipeline.registry else { return Named::Bad("no registry".into()) };
     match &record.value_schema {
         Some(meta) => match WriterId::parse(&meta.schema_id) {
@@ -45,9 +48,15 @@ fn named<'a>(pipeline: &Pipeline, record: &KafkaRecordIn, value: &'a [u8]) -> Na
                 meta.schema_id
             )),
         },
-        None => match spec.frame(value, pipeline.format) {
-            Ok(frame) => Named::Key((frame.writer, frame.message, false), frame.payload),
-            Err(e) => Named::Bad(format!("registry frame: {e}")),
+        None => match budget {
+            Some(budget) => match spec.frame_within(value, pipeline.format, budget) {
+                Ok(frame) => Named::Key((frame.writer, frame.message, false), frame.payload),
+                Err(e) => Named::Bad(format!("registry frame: {e}")),
+            },
+            None => match spec.key(value, pipeline.format) {
+                Ok((writer, message)) => Named::Key((writer, message, false), std::borrow::Cow::Borrowed(value)),
+                Err(e) => Named::Bad(format!("registry frame: {e}")),
+            },
         },
     }
 }
@@ -67,6 +76,8 @@ pub struct WriterPlan {
     pub target: Schema,
     /// Whether `target` differs from the table's current schema (the commit evolves it).
     pub evolves: bool,
+    /// What the batch's compressed payloads may still inflate to.
+    inflate: InflateBudget,
 }
 
 /// [`evolve`] for a table: also refuses a new column named like one of its partition fields
@@ -105,7 +116,7 @@ impl WriterPlan {
                 let mut seen: Vec<WriterKey> = Vec::new();
                 for record in records {
                     let Some(value) = record.value.as_deref() else { continue };
-                    if let Named::Key(key, _) = named(pipeline, record, value)
+                    if let Named::Key(key, _) = named(pipeline, record, value, None)
                         && !seen.contains(&key)
                     {
                         seen.push(key);
@@ -126,7 +137,14 @@ impl WriterPlan {
                 }
             }
         }
-        let mut plan = WriterPlan { writers: Vec::new(), readers: Vec::new(), plain: Ok(0), target: current.clone(), evolves: false };
+        let mut plan = WriterPlan {
+            writers: Vec::new(),
+            readers: Vec::new(),
+            plain: Ok(0),
+            target: current.clone(),
+            evolves: false,
+            inflate: InflateBudget::per_batch(),
+        };
         let mut last = last_column_id;
         for (key, writer) in candidates {
             let accepted = writer.and_then(|w| {
@@ -162,7 +180,7 @@ impl WriterPlan {
                 Err(reason) => Framed::Reject(format!("schema: {reason}")),
             };
         }
-        match named(pipeline, record, value) {
+        match named(pipeline, record, value, Some(&self.inflate)) {
             Named::Bad(reason) => Framed::Reject(reason),
             Named::Key(key, payload) => match self.readers.iter().find(|(k, _)| *k == key) {
                 Some((_, Ok(reader))) => Framed::Reader(*reader, payload),

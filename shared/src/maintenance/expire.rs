@@ -1,7 +1,8 @@
 //! Snapshot expiry: drop snapshots older than `snapshot_max_age_hours` (never the current one,
 //! never one a branch or tag points at, always keeping the `min_snapshots_to_keep` newest),
-//! then delete the files only those snapshots referenced. Table properties (the offset
-//! watermarks) are untouched: expiry changes the snapshot list only.
+//! then delete the files only those snapshots referenced (none with `gc.enabled = false`, and
+//! only the table's own: [`crate::confine`]). Table properties (the offset watermarks) are
+//! untouched: expiry changes the snapshot list only.
 
 use std::collections::HashSet;
 use std::time::Instant;
@@ -28,8 +29,11 @@ pub struct ExpireReport {
     pub manifests_deleted: usize,
     pub manifest_lists_deleted: usize,
     pub bytes_deleted: u64,
-    /// Files that could not be deleted now; orphan removal finds them later.
+    /// Files that could not be deleted now (or may not be: not the table's own,
+    /// [`crate::confine::deletable`]); orphan removal finds them later.
     pub delete_failures: usize,
+    /// The table has `gc.enabled = false`: snapshots expire, no file is deleted.
+    pub gc_disabled: bool,
     pub commit_attempts: u32,
 }
 
@@ -139,6 +143,11 @@ pub async fn expire(
     if expired.is_empty() {
         return Ok(report);
     }
+    // Iceberg's `gc.enabled = false`: the files may be shared with another table.
+    if !crate::confine::gc_enabled(table.metadata()) {
+        report.gc_disabled = true;
+        return Ok(report);
+    }
     let unreachable = unreachable_files(&table, &expired, &kept).await?;
     report.bytes_deleted = unreachable.bytes;
     if dry_run {
@@ -161,4 +170,43 @@ pub async fn expire(
         report.delete_failures += failed;
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Commits the change it is given, once.
+    struct Once(Option<ChangeSet>);
+
+    impl Planner for Once {
+        async fn plan(&mut self, _table: &Table, _attempt: u32) -> Result<Option<ChangeSet>> {
+            Ok(self.0.take())
+        }
+    }
+
+    /// A table with `gc.enabled = false` whose first file a later snapshot no longer lists:
+    /// expiry drops the old snapshot and deletes nothing.
+    #[tokio::test]
+    async fn without_gc_snapshots_expire_and_no_file_is_deleted() {
+        let fixture = crate::testkit::LocalTable::new().await;
+        let ident = fixture.sibling("nogc", None, &[(crate::confine::GC_ENABLED, "false")]).await;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let table = fixture.catalogs.catalog().load_table(&ident).await.unwrap();
+        let first = crate::testkit::data_file(&table, "first");
+        table.file_io().new_output(first.file_path()).unwrap().write(bytes::Bytes::from_static(b"x")).await.unwrap();
+        fixture.catalogs.committer.commit(&ident, deadline, &mut Once(Some(ChangeSet::append(vec![first.clone()])))).await.unwrap();
+        // An overwrite: the second snapshot no longer lists the first file.
+        let mut overwrite = ChangeSet::append(vec![crate::testkit::data_file(&table, "second")]);
+        overwrite.operation = Operation::Overwrite;
+        overwrite.removed_files.insert(first.file_path().to_string());
+        fixture.catalogs.committer.commit(&ident, deadline, &mut Once(Some(overwrite))).await.unwrap();
+        let mut settings = MaintenanceSettings::from(&crate::Config::from_args(["snapshot_max_age_hours=1", "min_snapshots_to_keep=1"]).unwrap());
+        settings.clock = crate::clock::Clock::Fixed(std::time::SystemTime::now() + Duration::from_secs(48 * 3600));
+        let report = expire(&fixture.catalogs, &ident, &settings, false, deadline).await.unwrap();
+        assert_eq!((report.snapshots_expired, report.gc_disabled, report.data_files_deleted, report.manifests_deleted), (1, true, 0, 0), "{report:?}");
+        assert!(table.file_io().exists(first.file_path()).await.unwrap());
+    }
 }

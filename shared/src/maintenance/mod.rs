@@ -488,6 +488,12 @@ pub(crate) async fn delete_files(table: &Table, paths: &[String], deadline: Inst
             failed += 1;
             continue;
         }
+        // Metadata is not trusted for what it names: only the table's own files go.
+        if let Err(reason) = crate::confine::deletable(table.metadata(), path) {
+            failed += 1;
+            tracing::error!(%path, %reason, "refused to delete");
+            continue;
+        }
         match table.file_io().delete(path).await {
             Ok(()) => deleted += 1,
             Err(e) => {

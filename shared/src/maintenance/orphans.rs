@@ -42,6 +42,9 @@ pub struct OrphanReport {
     pub delete_failures: usize,
     /// Staged manifests of queued commits kept (with the files they list) for their committer.
     pub staged_manifests_kept: usize,
+    /// Files listed under the location outside the table's own directories (another table's,
+    /// when the location is shared): never candidates ([`crate::confine::deletable`]).
+    pub not_the_tables: usize,
     pub sample: Vec<String>,
 }
 
@@ -162,6 +165,9 @@ async fn remove_orphans_with(
     // committer deletes a request's manifest only after committing it, so a manifest gone by
     // then was committed before the load, and the load references its files.
     let first = catalogs.catalog().load_table(ident).await?;
+    if !crate::confine::gc_enabled(first.metadata()) {
+        return Err(Error::Config(format!("{ident} has {} = false (its files may be another table's): orphan removal refused", crate::confine::GC_ENABLED)));
+    }
     let location = first.metadata().location().to_string();
     let listed = list_files(&location, settings).await?;
     let mut referenced = HashSet::new();
@@ -179,7 +185,11 @@ async fn remove_orphans_with(
         ..Default::default()
     };
     let mut old_orphans = Vec::new();
-    for file in listed.into_iter().filter(|f| !referenced.contains(&normalize(&f.path))) {
+    // Only the table's own directories: under a location shared with other tables (a
+    // namespace directory) their files are listed too, and are not this table's orphans.
+    let (own, not_own): (Vec<ListedFile>, Vec<ListedFile>) = listed.into_iter().partition(|f| crate::confine::deletable(table.metadata(), &f.path).is_ok());
+    report.not_the_tables = not_own.len();
+    for file in own.into_iter().filter(|f| !referenced.contains(&normalize(&f.path))) {
         report.orphans_found += 1;
         if file.modified > cutoff {
             report.orphans_too_young += 1;
@@ -276,7 +286,7 @@ mod tests {
         let stray = data_file(&table, "stray");
         write(&table, queued.file_path()).await;
         write(&table, stray.file_path()).await;
-        let manifest = write_staged_manifest(&table, std::slice::from_ref(&queued)).await.unwrap();
+        let manifest = write_staged_manifest(&table, std::slice::from_ref(&queued), &uuid::Uuid::new_v4()).await.unwrap();
         let mut settings = MaintenanceSettings::from(&crate::Config::from_args(["orphan_margin_hours=1"]).unwrap());
         let deadline = Instant::now() + Duration::from_secs(30);
 

@@ -52,6 +52,9 @@ pub struct PipelineSpec {
     pub registry_schema: Option<String>,
     /// Secrets Manager secret with the Confluent registry's credentials.
     pub registry_secret: Option<String>,
+    /// Confluent: allow an `http://` `registry_url` on a host other than this one (credentials
+    /// and schemas then travel in clear; for local use).
+    pub registry_insecure: Option<bool>,
     /// `append` (default) | `upsert`.
     pub mode: Option<String>,
     /// Upsert: `debezium` | `dms` | `row`.
@@ -68,7 +71,7 @@ pub struct PipelineSpec {
 
 /// The keys a `[[pipeline]]` may have, for messages.
 pub const PIPELINE_KEYS: &str = "table, topics, topic_pattern, format, schema, message, partition_by, key, dedup, event_time, \
-     dedup_window_minutes, registry, registry_name, registry_url, registry_schema, registry_secret, mode, envelope, order_by, changelog, decimal_handling, allow_truncate";
+     dedup_window_minutes, registry, registry_name, registry_url, registry_schema, registry_secret, registry_insecure, mode, envelope, order_by, changelog, decimal_handling, allow_truncate";
 
 /// The parsed file: namespace and pipelines, in file order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,14 +95,58 @@ pub fn parse(file: &str, text: &str) -> Result<ParsedFile, String> {
         let spec: PipelineSpec = value.try_into().map_err(|e: toml::de::Error| {
             format!("{label}: {}", e.message().trim().replace("unknown field", "unknown key").replace("missing field", "missing key"))
         })?;
+        if let Some(schema) = &spec.schema {
+            confined_path(schema).map_err(|e| format!("{label}: key `schema`: {e}"))?;
+        }
         pipelines.push(spec);
     }
+    if let Some(namespace) = &top.namespace {
+        plain_name(namespace).map_err(|e| format!("{file}: key `namespace`: {e}"))?;
+    }
     Ok(ParsedFile { namespace: top.namespace, pipelines })
+}
+
+/// A schema file named relative to the pipeline file (an `s3://` file's directory is what is
+/// fetched with it), never an absolute path into the function's own file system. `..` stays
+/// allowed: the shipped files share a schema directory beside theirs.
+fn confined_path(path: &str) -> Result<(), String> {
+    use std::path::Component;
+    match std::path::Path::new(path).components().find(|c| matches!(c, Component::RootDir | Component::Prefix(_))) {
+        None if !path.is_empty() => Ok(()),
+        _ => Err(format!("{path:?} must be a path relative to the pipeline file's directory")),
+    }
+}
+
+/// A namespace that is one name (local warehouses make it a directory): no path separator,
+/// no `.`-only segment, no control character.
+fn plain_name(name: &str) -> Result<(), String> {
+    let bad = name.is_empty()
+        || name.contains(['/', '\\'])
+        || name.chars().any(char::is_control)
+        || name.split('.').any(|segment| segment.is_empty());
+    if bad {
+        return Err(format!("{name:?} is not a namespace name (no `/`, `\\`, empty or `..` segment, or control character)"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn schema_paths_are_relative_and_the_namespace_is_one_name() {
+        let pipeline = |schema: &str| format!("[[pipeline]]\ntable = \"t\"\ntopics = [\"a\"]\nformat = \"avro\"\nschema = \"{schema}\"\n");
+        assert!(parse("p.toml", &pipeline("schemas/t.avsc")).is_ok());
+        let e = parse("p.toml", &pipeline("/etc/passwd")).unwrap_err();
+        assert!(e.contains("key `schema`") && e.contains("relative to the pipeline file"), "{e}");
+        for namespace in ["../x", "a/b", "..", "a..b", ""] {
+            let e = parse("p.toml", &format!("namespace = \"{namespace}\"\n{}", pipeline("t.avsc"))).unwrap_err();
+            assert!(e.contains("key `namespace`"), "{namespace}: {e}");
+        }
+        assert!(parse("p.toml", &format!("namespace = \"shop_eu\"\n{}", pipeline("t.avsc"))).is_ok());
+    }
+
 
     #[test]
     fn reads_the_documented_keys() {

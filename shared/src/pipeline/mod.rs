@@ -191,6 +191,7 @@ impl PipelineSet {
             registry_url: None,
             registry_schema: None,
             registry_secret: None,
+            registry_insecure: None,
             mode: None,
             envelope: None,
             order_by: None,
@@ -315,11 +316,17 @@ fn registry_spec(spec: &PipelineSpec) -> std::result::Result<Option<RegistrySpec
                     return Err(format!("key `{key}`: only with `registry` (glue | confluent)"));
                 }
             }
+            if spec.registry_insecure.is_some() {
+                return Err(only("registry_insecure", "confluent"));
+            }
             Ok(None)
         }
         Some("glue") => {
             if spec.registry_url.is_some() {
                 return Err(only("registry_url", "confluent"));
+            }
+            if spec.registry_insecure.is_some() {
+                return Err(only("registry_insecure", "confluent"));
             }
             if spec.registry_secret.is_some() {
                 return Err(only("registry_secret", "confluent"));
@@ -335,9 +342,7 @@ fn registry_spec(spec: &PipelineSpec) -> std::result::Result<Option<RegistrySpec
                 return Err(only("registry_name", "glue"));
             }
             let url = spec.registry_url.clone().ok_or("key `registry_url`: required with registry = \"confluent\" (http(s)://host[:port])")?;
-            if !(url.starts_with("https://") || url.starts_with("http://")) || url.len() < 10 {
-                return Err(format!("key `registry_url`: {url:?} is not an http:// or https:// URL"));
-            }
+            crate::registry::confluent::check_url(&url, spec.registry_insecure == Some(true)).map_err(|e| format!("key `registry_url`: {e}"))?;
             Ok(Some(RegistrySpec::Confluent { url, secret: spec.registry_secret.clone() }))
         }
         Some(other) => Err(format!("key `registry`: {other:?} is not allowed: allowed are glue | confluent")),

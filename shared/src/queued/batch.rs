@@ -33,11 +33,12 @@ use iceberg::{NamespaceIdent, TableIdent};
 use serde::Serialize;
 use tracing::Instrument;
 
+use super::validate::Admission;
 use super::{CommitRequest, Message};
 use crate::catalog::Catalogs;
 use crate::commit::append::rows_not_held;
 use crate::commit::gaps::{GapReason, TakenGaps};
-use crate::commit::staged::{read_staged_manifest, remove_staged_manifests};
+use crate::commit::staged::remove_staged_manifests;
 use crate::commit::{ChangeSet, Planner, Watermarks};
 use crate::config::{Config, FailPoint};
 use crate::error::Result;
@@ -165,7 +166,7 @@ async fn commit_table(
             }
             Fate::Drop => {
                 report.dropped += 1;
-                consumed.extend(p.request.manifest.as_deref());
+                consumed.extend(planner.admission.consumed_manifest(&outcome.table, &p.request).await);
             }
             Fate::Defer => {
                 report.deferred += 1;
@@ -214,6 +215,8 @@ struct QueuedAppend {
     bytes: u64,
     gap_offsets_taken: u64,
     gap_offsets_filled: u64,
+    /// What a request must be to be committed ([`super::validate`]).
+    admission: Admission,
 }
 
 impl QueuedAppend {
@@ -234,6 +237,7 @@ impl QueuedAppend {
             bytes: 0,
             gap_offsets_taken: 0,
             gap_offsets_filled: 0,
+            admission: Admission::new(config),
         }
     }
 
@@ -244,8 +248,7 @@ impl QueuedAppend {
             return Ok(files.clone());
         }
         let request = &self.pending[i].request;
-        let Some(manifest) = &request.manifest else { return Ok(vec![]) };
-        let staged = read_staged_manifest(table, manifest).await?;
+        let staged = self.admission.staged_files(table, request).await?;
         let files = if trim.is_empty() {
             staged
         } else {

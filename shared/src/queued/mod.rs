@@ -5,9 +5,14 @@
 //! The request is small JSON: the table, the staged manifest, the offset range per
 //! topic-partition it covers (rows or not: dead letters and dropped duplicates are covered
 //! too), counts and the oldest record's Kafka timestamp (for the record age at commit).
+//!
+//! The staged manifest's name binds the request to it ([`CommitRequest::manifest_uuid`]): a
+//! digest of everything the request claims and of the data files the manifest lists. What the
+//! committer accepts is [`validate`]'s to say.
 
 pub mod batch;
 pub mod sqs;
+pub mod validate;
 
 use std::collections::BTreeMap;
 
@@ -17,7 +22,8 @@ use crate::error::{Error, Result};
 use crate::event::TopicPartition;
 
 /// Format version of [`CommitRequest`]; a committer refuses versions it does not know.
-pub const REQUEST_VERSION: u32 = 1;
+/// Version 2: every request names a staged manifest, bound to it by name.
+pub const REQUEST_VERSION: u32 = 2;
 
 /// Offsets `first..=last` of one topic-partition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,8 +40,10 @@ pub struct CommitRequest {
     pub version: u32,
     pub namespace: String,
     pub table: String,
-    /// The staged manifest listing the data files; `None` when no row is left to add (the
-    /// request then only moves the watermarks, which keeps them contiguous).
+    /// The staged manifest listing the data files (none when no row is left to add: the
+    /// request then only moves the watermarks, which keeps them contiguous), at
+    /// `<table location>/staged/<manifest_uuid>.avro`. Never `None` in a request the
+    /// committer accepts: the manifest is what ties the ranges to their writer.
     pub manifest: Option<String>,
     pub ranges: Vec<OffsetRange>,
     /// Rows in the staged files.
@@ -72,11 +80,49 @@ impl CommitRequest {
         if self.ranges_by_partition().len() != self.ranges.len() {
             return bad("a topic-partition appears twice".into());
         }
-        match (&self.manifest, self.records) {
-            (None, 0) => Ok(()),
-            (Some(m), n) if n > 0 && !m.is_empty() => Ok(()),
-            _ => bad(format!("manifest {:?} does not fit {} records", self.manifest, self.records)),
+        match &self.manifest {
+            Some(m) if !m.is_empty() => Ok(()),
+            _ => bad(format!("manifest {:?} is missing: every request names its writer's staged manifest", self.manifest)),
         }
+    }
+
+    /// The UUID naming this request's staged manifest, which lists `data_files`: a digest of
+    /// every claim of the request (table, ranges in order, counts) and of the files. A request
+    /// whose manifest is not so named was not made by the writer that staged the manifest
+    /// (a replay with other ranges, a forgery naming someone's manifest) and is refused.
+    pub fn manifest_uuid<'a>(&self, data_files: impl IntoIterator<Item = &'a str>) -> uuid::Uuid {
+        use sha2::{Digest, Sha256};
+        #[derive(Serialize)]
+        struct Claims<'a> {
+            version: u32,
+            namespace: &'a str,
+            table: &'a str,
+            ranges: &'a [OffsetRange],
+            records: u64,
+            files: u64,
+            bytes: u64,
+            oldest_record_ms: Option<i64>,
+            data_files: Vec<&'a str>,
+        }
+        let mut data_files: Vec<&str> = data_files.into_iter().collect();
+        data_files.sort_unstable();
+        let claims = Claims {
+            version: self.version,
+            namespace: &self.namespace,
+            table: &self.table,
+            ranges: &self.ranges,
+            records: self.records,
+            files: self.files,
+            bytes: self.bytes,
+            oldest_record_ms: self.oldest_record_ms,
+            data_files,
+        };
+        let mut digest = Sha256::new();
+        digest.update(b"icestream staged manifest\n");
+        // A struct of plain fields: serde_json writes it the same way every time.
+        digest.update(serde_json::to_vec(&claims).unwrap_or_default());
+        let bytes: [u8; 16] = digest.finalize()[..16].try_into().unwrap_or_default();
+        uuid::Builder::from_custom_bytes(bytes).into_uuid()
     }
 
     /// First and last offset per topic-partition.
@@ -184,15 +230,31 @@ mod tests {
         let err = CommitRequest::parse("{\"version\":1}").unwrap_err().to_string();
         assert!(err.contains("not valid JSON"), "{err}");
         for (broken, says) in [
-            (CommitRequest { version: 2, ..request() }, "version 2"),
+            (CommitRequest { version: 1, ..request() }, "version 1"),
             (CommitRequest { ranges: vec![], ..request() }, "no offset range"),
-            (CommitRequest { manifest: None, ..request() }, "does not fit 5 records"),
+            (CommitRequest { manifest: None, ..request() }, "is missing"),
+            (CommitRequest { manifest: None, records: 0, ..request() }, "is missing"),
             (CommitRequest { ranges: vec![OffsetRange { topic: "a".into(), partition: 0, first: 5, last: 4 }], ..request() }, "first <= last"),
             (CommitRequest { ranges: [request().ranges, request().ranges].concat(), ..request() }, "appears twice"),
         ] {
             let err = CommitRequest::parse(&serde_json::to_string(&broken).unwrap()).unwrap_err().to_string();
             assert!(err.contains(says) && err.contains("bigdata.t"), "{err}");
         }
+    }
+
+    #[test]
+    fn the_manifest_name_binds_every_claim_and_the_files() {
+        let r = request();
+        let files = ["file:///w/t/data/b.parquet", "file:///w/t/data/a.parquet"];
+        let name = r.manifest_uuid(files);
+        assert_eq!(name, r.manifest_uuid(files.into_iter().rev()), "file order does not matter");
+        assert_eq!(name.get_version_num(), 8);
+        let mut far = r.clone();
+        far.ranges[0].last = 9_000_000_000_000_000_000;
+        for other in [far, CommitRequest { records: 6, ..r.clone() }, CommitRequest { table: "u".into(), ..r.clone() }] {
+            assert_ne!(other.manifest_uuid(files), name, "{other:?}");
+        }
+        assert_ne!(r.manifest_uuid(["file:///w/t/data/a.parquet"]), name);
     }
 
     #[test]

@@ -48,6 +48,42 @@ struct SchemaResponse {
     references: Vec<serde_json::Value>,
 }
 
+/// Whether a registry URL may be used: `https://`, or `http://` on this host (loopback: the
+/// credentials and schemas never leave it) or with `insecure` (`registry_insecure = true`); no
+/// credentials in it (they would be logged with every error: `registry_secret` or the
+/// `registry_auth` knob carry them). The error never repeats a credential.
+pub fn check_url(url: &str, insecure: bool) -> std::result::Result<(), String> {
+    let shown = redact(url);
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| format!("{shown:?} is not an http:// or https:// URL"))?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.contains('@') {
+        return Err(format!("{shown:?} carries credentials: refused (use `registry_secret` or the `registry_auth` knob)"));
+    }
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => authority.rsplit_once(':').map_or(authority, |(host, _)| host),
+    };
+    if host.is_empty() {
+        return Err(format!("{shown:?} names no host"));
+    }
+    match scheme {
+        "https" => Ok(()),
+        "http" if insecure || ["localhost", "127.0.0.1", "::1"].contains(&host) || host.starts_with("127.") => Ok(()),
+        "http" => Err(format!("{shown:?} is plain http to another host: credentials and schemas would travel in clear (use https://, or `registry_insecure = true` for local use)")),
+        _ => Err(format!("{shown:?} is not an http:// or https:// URL")),
+    }
+}
+
+/// `url` without the credentials it may carry (`user:password@` becomes `***@`).
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..end].rfind('@') {
+        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+        None => url.to_string(),
+    }
+}
+
 impl ConfluentRegistry {
     /// `url`: `http(s)://host[:port][/path]`; `auth`: `user:password`.
     pub fn new(url: &str, auth: Option<String>) -> Result<Self> {
@@ -86,14 +122,16 @@ impl ConfluentRegistry {
             .map_err(|_| unreachable(format!("no answer within {CALL_TIMEOUT:?}")))?
             .map_err(|e| unreachable(e.to_string()))?;
         let status = response.status();
-        let body = tokio::time::timeout(CALL_TIMEOUT, response.into_body().collect())
+        // Read up to the bound, not whole and then measured: a registry (or what answers in its
+        // place) cannot make the function hold more.
+        let body = tokio::time::timeout(CALL_TIMEOUT, http_body_util::Limited::new(response.into_body(), MAX_RESPONSE).collect())
             .await
             .map_err(|_| unreachable(format!("body not read within {CALL_TIMEOUT:?}")))?
-            .map_err(|e| unreachable(e.to_string()))?
+            .map_err(|e| match e.downcast_ref::<http_body_util::LengthLimitError>() {
+                Some(_) => unreachable(format!("response of more than {MAX_RESPONSE} bytes")),
+                None => unreachable(e.to_string()),
+            })?
             .to_bytes();
-        if body.len() > MAX_RESPONSE {
-            return Err(unreachable(format!("response of {} bytes", body.len())));
-        }
         if !status.is_success() {
             let text = String::from_utf8_lossy(&body[..body.len().min(300)]).to_string();
             return Err(unreachable(format!("HTTP {status}: {text}")));
@@ -140,5 +178,47 @@ pub async fn secret_auth(sdk: &aws_config::SdkConfig, secret: &str) -> Result<St
         Ok(c) => Ok(format!("{}:{}", c.username, c.password)),
         Err(_) if text.contains(':') && !text.trim_start().starts_with('{') => Ok(text.trim().to_string()),
         Err(_) => Err(Error::Registry(format!("secret {secret}: expected {{\"username\", \"password\"}} JSON or user:password"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_urls_are_https_local_http_or_explicitly_insecure_and_carry_no_credentials() {
+        assert!(check_url("https://sr.example.com", false).is_ok());
+        for local in ["http://127.0.0.1:8081", "http://localhost:8081/x", "http://[::1]:8081"] {
+            assert!(check_url(local, false).is_ok(), "{local}");
+        }
+        let err = check_url("http://sr.example.com:8081", false).unwrap_err();
+        assert!(err.contains("registry_insecure"), "{err}");
+        assert!(check_url("http://sr.example.com:8081", true).is_ok());
+        let err = check_url("https://user:s3cret@sr.example.com", false).unwrap_err();
+        assert!(err.contains("credentials") && !err.contains("s3cret"), "{err}");
+        assert!(check_url("ftp://sr.example.com", true).is_err());
+        assert_eq!(redact("https://u:p@h:1/x?a@b"), "https://***@h:1/x?a@b");
+    }
+
+    /// A body past the bound is refused while it streams: an endless one fails at once, not
+    /// after the call's timeout.
+    #[tokio::test]
+    async fn an_endless_response_is_cut_at_the_bound() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = [0u8; 4096];
+            let _ = socket.read(&mut request).await;
+            let _ = socket.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n").await;
+            let chunk = format!("{:x}\r\n{}\r\n", 1 << 16, "x".repeat(1 << 16));
+            while socket.write_all(chunk.as_bytes()).await.is_ok() {}
+        });
+        let registry = ConfluentRegistry::new(&format!("http://127.0.0.1:{port}"), None).unwrap();
+        let started = std::time::Instant::now();
+        let err = registry.by_id(1).await.unwrap_err().to_string();
+        assert!(err.contains("more than"), "{err}");
+        assert!(started.elapsed() < CALL_TIMEOUT, "{:?}", started.elapsed());
     }
 }

@@ -9,6 +9,7 @@
 
 use std::borrow::Cow;
 use std::io::Read;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::decode::varint::{self, VarintError};
 use crate::schema::Format;
@@ -61,6 +62,27 @@ const GLUE_ZLIB: u8 = 5;
 const GLUE_HEADER_VERSION: u8 = 3;
 /// A decompressed payload larger than this is refused (a 6 MB event cannot hold a sane one).
 const MAX_INFLATED: u64 = 64 << 20;
+/// What the zlib payloads of one batch may inflate to in all: a 6 MB event of ~90 records of
+/// 64 MiB each would otherwise hold gigabytes. Records past it are dead letters.
+pub const BATCH_INFLATED: u64 = 256 << 20;
+
+/// The longest LEB128 varint of a `u64`: all a Protobuf message index can take.
+const VARINT_MAX_LEN: usize = 10;
+
+/// What is left of one batch's inflation budget ([`BATCH_INFLATED`]).
+#[derive(Debug)]
+pub struct InflateBudget(AtomicU64);
+
+impl InflateBudget {
+    pub fn new(bytes: u64) -> Self {
+        Self(AtomicU64::new(bytes))
+    }
+
+    /// A batch's budget.
+    pub fn per_batch() -> Self {
+        Self::new(BATCH_INFLATED)
+    }
+}
 
 /// The writer a Confluent frame names, and the bytes after its schema id.
 fn confluent_header(value: &[u8]) -> Result<(WriterId, &[u8]), String> {
@@ -107,20 +129,33 @@ pub fn confluent(value: &[u8], format: Format) -> Result<Frame<'_>, String> {
     Ok(Frame { writer, message, payload: Cow::Borrowed(rest) })
 }
 
-/// Reads the Glue frame of `value`, inflating a zlib payload.
+/// Reads the Glue frame of `value`, inflating a zlib payload (one record's bound only).
 pub fn glue(value: &[u8], format: Format) -> Result<Frame<'_>, String> {
+    glue_within(value, format, &InflateBudget::new(u64::MAX))
+}
+
+/// [`glue`], the inflated bytes taken from `budget` (a batch's): a payload that would inflate
+/// past what is left is refused.
+pub fn glue_within<'a>(value: &'a [u8], format: Format, budget: &InflateBudget) -> Result<Frame<'a>, String> {
     let (writer, compression, rest) = glue_header(value)?;
     let mut payload = match compression {
         GLUE_NONE => Cow::Borrowed(rest),
         GLUE_ZLIB => {
+            let left = budget.0.load(Ordering::Relaxed);
+            let limit = MAX_INFLATED.min(left);
             let mut out = Vec::new();
             flate2::read::ZlibDecoder::new(rest)
-                .take(MAX_INFLATED + 1)
+                .take(limit + 1)
                 .read_to_end(&mut out)
                 .map_err(|e| format!("Glue frame: zlib payload does not inflate: {e}"))?;
-            if out.len() as u64 > MAX_INFLATED {
-                return Err(format!("Glue frame: payload inflates past {MAX_INFLATED} bytes"));
+            if out.len() as u64 > limit {
+                return Err(if limit < MAX_INFLATED {
+                    format!("Glue frame: payload inflates past the {left} bytes left of the batch's {BATCH_INFLATED}-byte inflation budget")
+                } else {
+                    format!("Glue frame: payload inflates past {MAX_INFLATED} bytes")
+                });
             }
+            budget.0.fetch_sub(out.len() as u64, Ordering::Relaxed);
             Cow::Owned(out)
         }
         other => return Err(format!("Glue frame: unknown compression byte {other} (0 none, 5 zlib)")),
@@ -142,6 +177,31 @@ pub fn glue(value: &[u8], format: Format) -> Result<Frame<'_>, String> {
         None
     };
     Ok(Frame { writer, message, payload })
+}
+
+/// The writer and message a Glue frame names, inflating no more of a zlib payload than its
+/// Protobuf message index (planning a batch needs only these; the payload is inflated once,
+/// when it is decoded).
+pub fn glue_key(value: &[u8], format: Format) -> Result<(WriterId, Option<MessageIndex>), String> {
+    let (writer, compression, rest) = glue_header(value)?;
+    if format != Format::Protobuf {
+        return Ok((writer, None));
+    }
+    let head = match compression {
+        GLUE_NONE => Cow::Borrowed(rest),
+        GLUE_ZLIB => {
+            let mut out = Vec::with_capacity(VARINT_MAX_LEN);
+            flate2::read::ZlibDecoder::new(rest)
+                .take(VARINT_MAX_LEN as u64)
+                .read_to_end(&mut out)
+                .map_err(|e| format!("Glue frame: zlib payload does not inflate: {e}"))?;
+            Cow::Owned(out)
+        }
+        other => return Err(format!("Glue frame: unknown compression byte {other} (0 none, 5 zlib)")),
+    };
+    let index = read_varint(&mut &head[..])?;
+    let index = u32::try_from(index).map_err(|_| format!("Glue protobuf frame: message index {index} out of range"))?;
+    Ok((writer, Some(MessageIndex::Sorted(index))))
 }
 
 /// An unsigned LEB128 varint (at most 10 bytes), advancing `input`.
@@ -201,6 +261,44 @@ mod tests {
         assert!(glue(cut, Format::Avro).unwrap_err().contains("does not inflate"));
         assert_eq!(writer(&[0, 0, 0, 1, 2, 9], false).unwrap(), WriterId::Confluent(258));
         assert!(writer(&value, false).unwrap_err().contains("first byte is 3"));
+    }
+
+    /// A Glue zlib frame of `inflated` zero bytes after the Protobuf message index 2.
+    fn zlib_frame(inflated: usize) -> Vec<u8> {
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        z.write_all(&[2]).unwrap();
+        z.write_all(&vec![0; inflated]).unwrap();
+        let mut value = vec![3, 5];
+        value.extend_from_slice(uuid::Uuid::nil().as_bytes());
+        value.extend_from_slice(&z.finish().unwrap());
+        value
+    }
+
+    /// A batch's payloads inflate within one budget: past it a record is refused, saying so;
+    /// the record before it took what it inflated.
+    #[test]
+    fn a_batch_inflates_within_its_budget() {
+        let budget = InflateBudget::new(5 << 20);
+        let value = zlib_frame(2 << 20);
+        for _ in 0..2 {
+            assert_eq!(glue_within(&value, Format::Protobuf, &budget).unwrap().payload.len(), 2 << 20);
+        }
+        let err = glue_within(&value, Format::Protobuf, &budget).unwrap_err();
+        assert!(err.contains("inflation budget"), "{err}");
+        // A small one still fits what is left.
+        assert!(glue_within(&zlib_frame(1000), Format::Protobuf, &budget).is_ok());
+    }
+
+    /// Planning reads the message index only: a payload cut after it still names its writer
+    /// and message, where the full read says it does not inflate.
+    #[test]
+    fn the_key_inflates_no_more_than_the_message_index() {
+        let value = zlib_frame(1 << 20);
+        assert_eq!(glue_key(&value, Format::Protobuf).unwrap(), (WriterId::Glue(uuid::Uuid::nil()), Some(MessageIndex::Sorted(2))));
+        let cut = &value[..value.len() - 3];
+        assert_eq!(glue_key(cut, Format::Protobuf).unwrap().1, Some(MessageIndex::Sorted(2)));
+        assert!(glue(cut, Format::Protobuf).unwrap_err().contains("does not inflate"));
+        assert_eq!(glue_key(cut, Format::Avro).unwrap(), (WriterId::Glue(uuid::Uuid::nil()), None));
     }
 
     proptest::proptest! {

@@ -58,6 +58,23 @@ impl RegistrySpec {
             RegistrySpec::Confluent { .. } => frame::confluent(value, format),
         }
     }
+
+    /// [`Self::frame`], a compressed payload inflated within `budget` (the batch's).
+    pub fn frame_within<'a>(&self, value: &'a [u8], format: Format, budget: &frame::InflateBudget) -> std::result::Result<Frame<'a>, String> {
+        match self {
+            RegistrySpec::Glue { .. } => frame::glue_within(value, format, budget),
+            RegistrySpec::Confluent { .. } => frame::confluent(value, format),
+        }
+    }
+
+    /// The writer and message the frame of `value` names, nothing inflated past the message
+    /// index (see [`frame::glue_key`]).
+    pub fn key(&self, value: &[u8], format: Format) -> std::result::Result<(WriterId, Option<MessageIndex>), String> {
+        match self {
+            RegistrySpec::Glue { .. } => frame::glue_key(value, format),
+            RegistrySpec::Confluent { .. } => frame::confluent(value, format).map(|f| (f.writer, f.message)),
+        }
+    }
 }
 
 /// A schema as the registry holds it.
