@@ -92,7 +92,7 @@ async fn the_per_table_emf_line_and_the_snapshot_carry_the_records_ages_at_commi
         let list = icestream::manifest_cache::manifest_list(&table, table.metadata().current_snapshot().unwrap()).await.unwrap();
         icestream::manifest_cache::manifest(&table, &list[0]).await.unwrap().entries()[0].data_file().clone()
     };
-    icestream::commit::staged::write_staged_manifest(&table, &[data_file]).await.unwrap();
+    icestream::commit::staged::write_staged_manifest(&table, &[data_file], &uuid::Uuid::new_v4()).await.unwrap();
     let queued = ["commit_mode=queued", "commit_queue_url=http://127.0.0.1:9/queue.fifo"];
     let out = icestream(&[&["status", "output=json", &format!("warehouse={}", wh.display()), &format!("pipelines={pipelines}")], &queued[..]].concat(), &[]);
     assert_eq!(summary_of(&out)[0]["pending_commit_requests"], 1);

@@ -330,6 +330,7 @@ impl World {
         let dir = tempfile::tempdir().unwrap();
         let config = Config::from_args([
             format!("warehouse={}", dir.path().display()),
+            format!("table={TABLE}"),
             format!("commit_gap_patience={}", std::env::var("SIM_PATIENCE").unwrap_or_else(|_| "2".into())),
             "snapshot_max_age_hours=1".into(),
             "min_snapshots_to_keep=1".into(),
@@ -470,22 +471,24 @@ impl World {
             self.note(format!("writer p{p} {first}..={last} crashed after writing files"));
             return;
         }
-        let manifest = if files.is_empty() { None } else { Some(write_staged_manifest(&table, &files).await.unwrap()) };
-        if fate == 1 {
-            self.note(format!("writer p{p} {first}..={last} crashed after staging"));
-            return;
-        }
-        let request = CommitRequest {
+        let mut request = CommitRequest {
             version: REQUEST_VERSION,
             namespace: self.ident.namespace().join("."),
             table: TABLE.into(),
-            manifest,
+            manifest: None,
             ranges: vec![OffsetRange { topic: TOPIC.into(), partition: p as i32, first, last }],
             records: rows.num_rows() as u64,
             files: files.len() as u64,
             bytes: files.iter().map(|f| f.file_size_in_bytes()).sum(),
             oldest_record_ms: None,
         };
+        // Staged under the name that binds it to the request (an empty one when no row is left).
+        let name = request.manifest_uuid(files.iter().map(|f| f.file_path()));
+        request.manifest = Some(write_staged_manifest(&table, &files, &name).await.unwrap());
+        if fate == 1 {
+            self.note(format!("writer p{p} {first}..={last} crashed after staging"));
+            return;
+        }
         self.queue.send(serde_json::to_string(&request).unwrap(), self.now);
         if fate == 2 {
             self.note(format!("writer p{p} {}..={} sent, crashed before the mapping heard", offsets[0], offsets[n - 1]));

@@ -262,7 +262,7 @@ mod tests {
         let table = local.load().await;
         let queued = data_file(&table, "queued");
         write(&table, queued.file_path()).await;
-        let manifest = write_staged_manifest(&table, std::slice::from_ref(&queued)).await.unwrap();
+        let manifest = write_staged_manifest(&table, std::slice::from_ref(&queued), &uuid::Uuid::new_v4()).await.unwrap();
         let mut settings = MaintenanceSettings::from(&crate::Config::from_args(["orphan_margin_hours=1"]).unwrap());
         // Two days later: the request waited in the dead-letter queue and was redriven.
         settings.clock = Clock::Fixed(SystemTime::now() + Duration::from_secs(2 * 86_400));
