@@ -43,7 +43,15 @@ pub async fn report(table: &Table) -> Result<TableReport> {
         location: metadata.location().to_string(),
         metadata_location: table.metadata_location().unwrap_or_default().to_string(),
         format_version: metadata.format_version() as u8,
-        partition_spec: spec.fields().iter().map(|f| format!("{}({})", f.transform, f.name)).collect(),
+        // `day(ts) as ts_day`: the transform of its source column, then the partition field.
+        partition_spec: spec
+            .fields()
+            .iter()
+            .map(|f| {
+                let source = metadata.current_schema().name_by_field_id(f.source_id).unwrap_or("?");
+                format!("{}({source}) as {}", f.transform, f.name)
+            })
+            .collect(),
         snapshots: metadata.snapshots().len(),
         current_snapshot_id: metadata.current_snapshot_id(),
         data_files: 0,
