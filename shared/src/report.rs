@@ -23,8 +23,13 @@ pub struct TableReport {
     pub data_files: usize,
     pub delete_files: usize,
     pub data_bytes: u64,
+    /// Rows in the data files, deleted ones included.
     pub records: u64,
+    /// The rows a reader sees: `records` less the position deletes (each deletes one row, as
+    /// icestream writes them); `None` when equality deletes make it a scan's question.
+    pub live_rows: Option<u64>,
     pub position_deletes: u64,
+    pub equality_deletes: u64,
     pub manifests: usize,
     pub partitions: usize,
     /// Highest committed offset per `topic-partition`.
@@ -58,7 +63,9 @@ pub async fn report(table: &Table) -> Result<TableReport> {
         delete_files: 0,
         data_bytes: 0,
         records: 0,
+        live_rows: Some(0),
         position_deletes: 0,
+        equality_deletes: 0,
         manifests: 0,
         partitions: 0,
         watermarks: Watermarks::from_properties(metadata.properties())
@@ -88,6 +95,10 @@ pub async fn report(table: &Table) -> Result<TableReport> {
                     r.data_bytes += file.file_size_in_bytes();
                     partitions.insert(format!("{:?}", file.partition()));
                 }
+                (_, DataContentType::EqualityDeletes) => {
+                    r.delete_files += 1;
+                    r.equality_deletes += file.record_count();
+                }
                 _ => {
                     r.delete_files += 1;
                     r.position_deletes += file.record_count();
@@ -96,5 +107,6 @@ pub async fn report(table: &Table) -> Result<TableReport> {
         }
     }
     r.partitions = partitions.len();
+    r.live_rows = (r.equality_deletes == 0).then(|| r.records.saturating_sub(r.position_deletes));
     Ok(r)
 }
