@@ -35,6 +35,11 @@ pub enum Error {
     /// the invocation before anything is written, so the mapping retries it.
     #[error("schema registry: {0}")]
     Registry(String),
+    /// The registry answered that it has no schema under a record's id (Confluent HTTP 404,
+    /// Glue `EntityNotFoundException`): an answer, not an outage, so that writer's records are
+    /// dead letters naming the id (an outage or a 5xx stays [`Error::Registry`]).
+    #[error("schema registry: {0}")]
+    RegistryNotFound(String),
     /// The Lambda event itself is malformed (not records with per-record errors).
     #[error("malformed event: {0}")]
     Event(String),
