@@ -9,6 +9,10 @@
   missing table is a sentence naming namespace, table and warehouse; `namespace.table` is read
   as such.
 - A closed stdout (`icestream audit ... | head -1`) ends the command quietly.
+- Values that need a registry say so in their dead letter (a registry frame where none is set,
+  raw Avro written with another schema version).
+- `pipelines check` prints the field ids the created table gets; a failed routing creates
+  nothing; `timestamp_precision` (reject by default, or truncate) is one rule for the pipeline.
 """
 
 from __future__ import annotations
@@ -200,3 +204,27 @@ def test_an_ingest_that_fails_its_routing_creates_nothing(tmp_path: Path) -> Non
     out = icestream("ingest", str(path), f"pipelines={pipelines}", f"warehouse={tmp_path / 'wh'}")
     assert out.returncode != 0 and '"payments.typo"' in out.stderr, out.stderr
     assert not (tmp_path / "wh").exists(), "no warehouse, catalog or table metadata before the checks pass"
+
+
+@pytest.mark.parametrize("precision", [None, "reject", "truncate"])
+def test_timestamp_precision_is_one_rule_for_the_pipeline(tmp_path: Path, precision: str | None) -> None:
+    schema = {"type": "object", "required": ["id"], "properties": {
+        "id": {"type": "integer"}, "at": {"type": "string", "format": "date-time"}, "t": {"type": "string", "format": "time"}}}
+    (tmp_path / "s.json").write_text(json.dumps(schema))
+    pipelines = tmp_path / "p.toml"
+    extra = f'timestamp_precision = "{precision}"\n' if precision else ""
+    pipelines.write_text(f'namespace = "{NAMESPACE}"\n[[pipeline]]\ntable = "stamps"\ntopics = ["s"]\nformat = "json"\nschema = "s.json"\n{extra}')
+    values = [{"id": 1, "at": "1969-12-31T23:59:59.999999999Z", "t": "10:00:00.0000019"}, {"id": 2, "at": "2024-05-01T00:00:00.5Z"}]
+    summary, _ = ingest(tmp_path, pipelines, event([json.dumps(v).encode() for v in values], topic="s"))
+    if precision == "truncate":
+        assert (summary["written"], summary["dead_letter"]) == (2, 0), summary
+        import pyarrow as pa
+
+        table = readers.pyiceberg_sql_table(tmp_path / "wh", NAMESPACE, "stamps").scan().to_arrow()
+        got = {r["id"]: (r["at"], r["t"]) for r in table.select(["id", "at", "t"]).cast(
+            pa.schema([("id", pa.int64()), ("at", pa.int64()), ("t", pa.int64())])).to_pylist()}
+        assert got[1] == (-1, 36_000_000_001), got  # the microsecond at or before, also before 1970
+    else:
+        assert (summary["written"], summary["dead_letter"]) == (1, 1), summary
+        dead = rows(tmp_path, "stamps_dead_letter")
+        assert "finer than the column's microseconds" in dead[0]["error"] and "timestamp_precision" in dead[0]["error"], dead
