@@ -120,11 +120,16 @@ pub struct Records(pub BTreeMap<TopicPartition, Vec<KafkaRecordIn>>);
 /// event as the mapping writes it by [`scan`], anything else by serde ([`parse_event_with_serde`]).
 pub fn parse_event(json: &[u8]) -> Result<ParsedEvent> {
     let text = event_text(json)?;
-    match scan::scan_event(text) {
+    let parsed = match scan::scan_event(text) {
         Some(event) => from_kafka_event(event),
         None => parse_text_with_serde(text),
-    }
-    .map_err(|e| match e {
+    };
+    described(text, parsed)
+}
+
+/// `parsed`, its error saying what the event looks like when it has no Kafka records.
+fn described(text: &str, parsed: Result<ParsedEvent>) -> Result<ParsedEvent> {
+    parsed.map_err(|e| match e {
         Error::Event(message) if message == NO_RECORDS => Error::Event(format!("{NO_RECORDS}: {}", what_event(text))),
         other => other,
     })
@@ -155,7 +160,8 @@ fn what_event(text: &str) -> String {
 /// The general path of [`parse_event`]: any JSON, each problem named. Public as the reference the
 /// scan is checked against (tests, `make fuzz`).
 pub fn parse_event_with_serde(json: &[u8]) -> Result<ParsedEvent> {
-    parse_text_with_serde(event_text(json)?)
+    let text = event_text(json)?;
+    described(text, parse_text_with_serde(text))
 }
 
 /// UTF-8 checked once, over the whole text: serde_json trusts a `&str`, where from bytes it
