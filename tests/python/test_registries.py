@@ -13,6 +13,7 @@ import base64
 import json
 import os
 import subprocess
+import uuid
 from pathlib import Path
 from typing import Any, Callable
 
@@ -248,6 +249,16 @@ def test_glue_registry_frames_plain_and_zlib_with_the_latest_version_as_initial_
     dead = readers.pyiceberg_sql_table(warehouse, NAMESPACE, "orders_dead_letter").scan().to_arrow().to_pylist()
     frame_error = [d["error"] for d in dead if d["kafka_offset"] == bad_frame[1] and d["kafka_partition"] == 0]
     assert frame_error and "header version byte is 2" in frame_error[0], frame_error
+    # A schema version the registry does not have (EntityNotFoundException) is that record's
+    # dead letter naming the version, not a failed invocation (issue 46).
+    missing = uuid.UUID(int=46)
+    gone = (0, next_offset[0] + 1, "v1", 0)
+    ev = write_event(tmp_path / "e3.json", "shop.orders", [gone], lambda v, i: glue_frame(str(missing), avro_datum(v, record(v, i))))
+    s = summary(icestream("ingest", str(ev), *knobs, env=env))
+    assert (s["written"], s["dead_letter"]) == (0, 1), s
+    dead = readers.pyiceberg_sql_table(warehouse, NAMESPACE, "orders_dead_letter").scan().to_arrow().to_pylist()
+    reason = [d["error"] for d in dead if d["kafka_offset"] == gone[1]]
+    assert reason and f"the registry has no schema version {missing}" in reason[0], reason
 
 
 def test_glue_protobuf_frames_name_the_message_by_its_sorted_index(
