@@ -233,13 +233,13 @@ async fn window_dedup_drops_cross_batch_resends_and_keeps_distinct_and_late_read
         record(13, &reading(5, now_ms - 3_600_000, 30)),// one hour late, new
         record(14, &reading(42, now_ms, 40)),           // new vehicle
     ];
-    second.push(record(15, &reading(42, now_ms, 40)));  // in-batch re-send: highest offset kept
+    second.push(record(15, &reading(42, now_ms, 40)));  // in-batch re-send: the first copy (lowest offset) kept
     let s = p.handle(ParsedEvent { event_source: None, partitions: [(tp, second)].into() }, deadline()).await.unwrap();
     assert_eq!((s.written, s.duplicates), (3, 3), "{s:?}");
     let rows = telemetry_rows(&wh).await;
     assert_eq!(rows.len(), 13);
     let offsets: Vec<i64> = rows.iter().map(|((_, o), _)| *o).filter(|o| *o >= 10).collect();
-    assert_eq!(offsets, [12, 13, 15]);
+    assert_eq!(offsets, [12, 13, 14]);
 }
 
 fn chrono_now_ms() -> i64 {

@@ -71,7 +71,7 @@ async fn generated_event_counts_sums_partitioning_and_dead_letters_match_what_wa
     let catalogs = icestream::catalog::Catalogs::connect(&cfg).await.unwrap();
     let table = catalogs.catalog().load_table(&catalogs.ident("vehicle_telemetry")).await.unwrap();
     let report = icestream::report::report(&table).await.unwrap();
-    assert_eq!(report.partition_spec, ["hour(event_time_hour)", "bucket[16](vehicle_id_bucket)"]);
+    assert_eq!(report.partition_spec, ["hour(event_time) as event_time_hour", "bucket[16](vehicle_id) as vehicle_id_bucket"]);
     assert_eq!(report.snapshots, 1, "one commit per table per invocation");
     assert_eq!(report.records, e.valid as u64);
     // Three hours of readings (two plus the late ones) over 16 buckets.

@@ -34,6 +34,8 @@ use crate::tables::TableDef;
 
 /// Name of the embedded SQL catalog, as PyIceberg's SqlCatalog must be told.
 pub const LOCAL_CATALOG_NAME: &str = "icestream";
+/// The local catalog's SQLite file in the warehouse directory.
+pub const LOCAL_CATALOG_FILE: &str = "catalog.db";
 
 /// IAM actions of the Glue catalog: iceberg's Glue catalog (namespace_exists/create_namespace,
 /// load_table), our table creation below and the metadata pointer swap (commit/pointer.rs).
@@ -99,6 +101,8 @@ async fn preflight_warehouse_bucket(sdk: &aws_config::SdkConfig, config: &Config
 pub struct Catalogs {
     pub committer: Committer,
     pub namespace: NamespaceIdent,
+    /// As configured: what a missing table's error names.
+    warehouse: String,
     /// Glue only: tables are created by us (see [`glue_create_table`]).
     #[cfg(feature = "aws")]
     glue: Option<GlueCreate>,
@@ -118,7 +122,19 @@ struct GlueCreate {
 }
 
 impl Catalogs {
+    /// The configured catalog, for commands that write: a local warehouse and its catalog are
+    /// created when missing.
     pub async fn connect(config: &Config) -> Result<Self> {
+        Self::open(config, false).await
+    }
+
+    /// The configured catalog, for commands that only read (`report`, `status`, `audit`): a
+    /// local warehouse without a catalog is an error naming it, and nothing is created.
+    pub async fn connect_read_only(config: &Config) -> Result<Self> {
+        Self::open(config, true).await
+    }
+
+    async fn open(config: &Config, read_only: bool) -> Result<Self> {
         let namespace = NamespaceIdent::new(config.namespace.clone());
         // Every catalog and storage call goes through the counters (see [`Self::calls`]).
         let calls = Arc::new(CallCounter::default());
@@ -126,8 +142,8 @@ impl Catalogs {
         let (mut glue, mut s3tables) = (None, None);
         let committer = match config.catalog {
             CatalogKind::Local => {
-                let dir = config.local_warehouse_dir()?;
-                let uri = format!("sqlite:{}?mode=rwc", dir.join("catalog.db").display());
+                let dir = if read_only { existing_local_warehouse(config)? } else { config.local_warehouse_dir()? };
+                let uri = format!("sqlite:{}?mode=rwc", dir.join(LOCAL_CATALOG_FILE).display());
                 // Our pointer opens the database first: it switches it to WAL, so concurrent
                 // writer processes wait on each other instead of failing.
                 let pointer = SqlPointer::connect(&uri, LOCAL_CATALOG_NAME).await?;
@@ -197,6 +213,7 @@ impl Catalogs {
         Ok(Self {
             committer,
             namespace,
+            warehouse: config.warehouse.clone(),
             #[cfg(feature = "aws")]
             glue,
             #[cfg(feature = "aws")]
@@ -266,8 +283,26 @@ impl Catalogs {
         &self.calls
     }
 
+    /// `table` in the configured namespace, or `namespace.table` as written (table names have
+    /// no dot, so one separates the namespace).
     pub fn ident(&self, table: &str) -> TableIdent {
-        TableIdent::new(self.namespace.clone(), table.to_string())
+        match table.rsplit_once('.').and_then(|(namespace, name)| Some((NamespaceIdent::from_strs(namespace.split('.')).ok()?, name))) {
+            Some((namespace, name)) => TableIdent::new(namespace, name.to_string()),
+            None => TableIdent::new(self.namespace.clone(), table.to_string()),
+        }
+    }
+
+    /// Load `ident`; a missing table (or namespace) is [`Error::TableNotFound`], naming the
+    /// namespace, the table and the warehouse.
+    pub async fn load(&self, ident: &TableIdent) -> Result<Table> {
+        self.catalog().load_table(ident).await.map_err(|e| match e.kind() {
+            iceberg::ErrorKind::TableNotFound | iceberg::ErrorKind::NamespaceNotFound => Error::TableNotFound {
+                namespace: ident.namespace().join("."),
+                table: ident.name().to_string(),
+                warehouse: self.warehouse.clone(),
+            },
+            _ => Error::Catalog { what: format!("loading table {}.{}", ident.namespace().join("."), ident.name()), source: e },
+        })
     }
 
     /// Load `def`'s table, creating namespace and table if missing. Safe under races: a
@@ -311,6 +346,21 @@ impl Catalogs {
             Err(create_error) => catalog.load_table(&ident).await.map_err(|_| create_error),
         }
     }
+}
+
+/// The local warehouse of a read-only command: it must hold a catalog already (a typo in
+/// `warehouse=` must not leave an empty warehouse behind).
+fn existing_local_warehouse(config: &Config) -> Result<std::path::PathBuf> {
+    let dir = std::path::PathBuf::from(&config.warehouse);
+    let db = dir.join(LOCAL_CATALOG_FILE);
+    if !db.is_file() {
+        return Err(Error::Config(format!(
+            "warehouse {}: there is no catalog ({} does not exist): nothing was written to this warehouse; check `warehouse=` (ICESTREAM_WAREHOUSE)",
+            config.warehouse,
+            db.display()
+        )));
+    }
+    dir.canonicalize().map_err(|e| Error::Config(format!("warehouse directory {}: {e}", dir.display())))
 }
 
 /// Whether a failed load means the table does not exist. Only the catalog's own not-found

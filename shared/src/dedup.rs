@@ -1,7 +1,8 @@
 //! Duplicate suppression on a pipeline's `key` columns.
 //!
-//! `batch`: within one invocation, keep the copy with the highest offset (a producer's verbatim
-//! re-sends carry the same key at a later offset). `window` (see `window.rs`) also drops keys
+//! `batch`: within one invocation, keep the first copy, the one with the lowest offset (a
+//! producer's re-sends carry the same key at a later offset, so the value first written wins,
+//! as `window` keeps the copy the table already holds). `window` (see `window.rs`) also drops keys
 //! the table already holds in its recent partitions.
 //!
 //! Keys of any primitive types are compared as Arrow row-format bytes (`arrow-row`), so one
@@ -50,7 +51,7 @@ pub fn key_columns(batch: &RecordBatch, key: &[String]) -> Result<Vec<ArrayRef>>
         .collect()
 }
 
-/// Keep one row per key: the one delivered last (highest offset, then partition for a stable
+/// Keep one row per key: the one delivered first (lowest offset, then partition for a stable
 /// choice). Returns the batch and how many rows were dropped.
 pub fn dedup_batch(batch: &RecordBatch, key: &[String]) -> Result<(RecordBatch, usize)> {
     if batch.num_rows() < 2 {
@@ -67,7 +68,7 @@ pub fn dedup_batch(batch: &RecordBatch, key: &[String]) -> Result<(RecordBatch, 
                 v.insert(row);
             }
             Entry::Occupied(mut o) => {
-                if delivery(row) > delivery(*o.get()) {
+                if delivery(row) < delivery(*o.get()) {
                     o.insert(row);
                 }
             }
@@ -117,13 +118,14 @@ mod tests {
     }
 
     #[test]
-    fn keeps_the_last_delivery_per_composite_key() {
+    fn keeps_the_first_delivery_per_composite_key() {
         let key = ["customer".to_string(), "order_id".to_string()];
-        let (out, dropped) = dedup_batch(&batch(&[("a", 1, 5), ("a", 1, 9), ("a", 2, 6), ("b", 1, 7), ("a", 1, 8)]), &key).unwrap();
+        // Out of offset order on purpose: the lowest offset wins, not the first row.
+        let (out, dropped) = dedup_batch(&batch(&[("a", 1, 8), ("a", 1, 9), ("a", 2, 6), ("b", 1, 7), ("a", 1, 5)]), &key).unwrap();
         assert_eq!(dropped, 2);
         let mut offsets: Vec<i64> = out.column(3).as_primitive::<Int64Type>().values().to_vec();
         offsets.sort();
-        assert_eq!(offsets, [6, 7, 9]);
+        assert_eq!(offsets, [5, 6, 7]);
     }
 
     #[test]

@@ -22,6 +22,9 @@ pub enum Error {
     /// Something that must hold does not (a bug, or a table changed outside icestream).
     #[error("invariant violated: {0}")]
     Invariant(String),
+    /// A command named a table the catalog does not have.
+    #[error("table `{table}` not found: the catalog has no table `{table}` in namespace `{namespace}` of warehouse {warehouse} (check the table name, `namespace=` or a `namespace.table` name, and `warehouse=`)")]
+    TableNotFound { namespace: String, table: String, warehouse: String },
     /// A catalog call failed (not a commit conflict); says what was being done.
     #[error("catalog: {what}: {source}")]
     Catalog { what: String, source: iceberg::Error },
@@ -32,6 +35,11 @@ pub enum Error {
     /// the invocation before anything is written, so the mapping retries it.
     #[error("schema registry: {0}")]
     Registry(String),
+    /// The registry answered that it has no schema under a record's id (Confluent HTTP 404,
+    /// Glue `EntityNotFoundException`): an answer, not an outage, so that writer's records are
+    /// dead letters naming the id (an outage or a 5xx stays [`Error::Registry`]).
+    #[error("schema registry: {0}")]
+    RegistryNotFound(String),
     /// The Lambda event itself is malformed (not records with per-record errors).
     #[error("malformed event: {0}")]
     Event(String),

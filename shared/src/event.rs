@@ -120,16 +120,48 @@ pub struct Records(pub BTreeMap<TopicPartition, Vec<KafkaRecordIn>>);
 /// event as the mapping writes it by [`scan`], anything else by serde ([`parse_event_with_serde`]).
 pub fn parse_event(json: &[u8]) -> Result<ParsedEvent> {
     let text = event_text(json)?;
-    match scan::scan_event(text) {
+    let parsed = match scan::scan_event(text) {
         Some(event) => from_kafka_event(event),
         None => parse_text_with_serde(text),
-    }
+    };
+    described(text, parsed)
+}
+
+/// `parsed`, its error saying what the event looks like when it has no Kafka records.
+fn described(text: &str, parsed: Result<ParsedEvent>) -> Result<ParsedEvent> {
+    parsed.map_err(|e| match e {
+        Error::Event(message) if message == NO_RECORDS => Error::Event(format!("{NO_RECORDS}: {}", what_event(text))),
+        other => other,
+    })
+}
+
+const NO_RECORDS: &str = "event has no `records` field";
+
+/// What an event without Kafka `records` looks like, for its error: the usual mistakes are
+/// another service's event sent to the function, or a file that is not an event.
+fn what_event(text: &str) -> String {
+    let Ok(serde_json::Value::Object(top)) = serde_json::from_str::<serde_json::Value>(text) else {
+        return "it is not a JSON object, so not an MSK or self-managed Kafka event".into();
+    };
+    let source = |v: &serde_json::Value| ["eventSource", "EventSource"].iter().find_map(|k| v.get(*k)?.as_str().map(str::to_string));
+    let looks_like = if let Some(first) = top.get("Records").and_then(|r| r.get(0)) {
+        format!("an event of {} (`Records`, capital R)", source(first).unwrap_or_else(|| "another AWS service".into()))
+    } else if let Some(kind) = top.get("detail-type").and_then(|d| d.as_str()) {
+        format!("an EventBridge event (detail-type {kind:?})")
+    } else if top.contains_key("httpMethod") || top.contains_key("requestContext") {
+        "an API Gateway or function URL request".into()
+    } else {
+        let keys: Vec<&str> = top.keys().map(String::as_str).take(8).collect();
+        format!("an object with keys {}", if keys.is_empty() { "none".to_string() } else { keys.join(", ") })
+    };
+    format!("it looks like {looks_like}, not an MSK or self-managed Kafka event (`eventSource` aws:kafka or SelfManagedKafka, with `records` by topic-partition)")
 }
 
 /// The general path of [`parse_event`]: any JSON, each problem named. Public as the reference the
 /// scan is checked against (tests, `make fuzz`).
 pub fn parse_event_with_serde(json: &[u8]) -> Result<ParsedEvent> {
-    parse_text_with_serde(event_text(json)?)
+    let text = event_text(json)?;
+    described(text, parse_text_with_serde(text))
 }
 
 /// UTF-8 checked once, over the whole text: serde_json trusts a `&str`, where from bytes it
@@ -153,7 +185,7 @@ fn parse_text_with_serde(text: &str) -> Result<ParsedEvent> {
 /// topic-partition's records in offset order.
 pub fn from_kafka_event(event: KafkaEvent) -> Result<ParsedEvent> {
     let Some(Records(mut partitions)) = event.records else {
-        return Err(Error::Event("event has no `records` field".into()));
+        return Err(Error::Event(NO_RECORDS.into()));
     };
     if let Some(source) = &event.event_source
         && !EVENT_SOURCES.contains(&source.as_str())
@@ -194,7 +226,7 @@ struct RawRecord<'a> {
     #[serde(borrow)]
     value: Option<Text<'a>>,
     #[serde(default)]
-    headers: Headers,
+    headers: ReadHeaders,
     #[serde(default)]
     value_schema_metadata: Option<SchemaMetadata>,
 }
@@ -223,6 +255,7 @@ impl RawRecord<'_> {
         };
         let key = decode(self.key, "key");
         let value = decode(self.value, "value");
+        problems.extend(self.headers.problem);
         let value_error = (!problems.is_empty()).then(|| problems.join("; ").into());
         let record = KafkaRecordIn {
             offset: self.offset,
@@ -230,7 +263,7 @@ impl RawRecord<'_> {
             key: None,
             value: None,
             value_error,
-            headers: self.headers,
+            headers: self.headers.headers,
             value_schema: self.value_schema_metadata.map(Box::new),
         };
         (record, [key, value])
@@ -262,24 +295,45 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for Text<'a> {
     }
 }
 
+/// A record's headers as read from the event, and what was wrong with them: a byte outside the
+/// signed range is the record's problem (a dead letter naming it), not the event's, and its
+/// header is left out.
+#[derive(Default)]
+struct ReadHeaders {
+    headers: Headers,
+    problem: Option<String>,
+}
+
+/// Strict: a byte outside the signed range is an error.
+impl<'de> serde::Deserialize<'de> for Headers {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let read = ReadHeaders::deserialize(d)?;
+        match read.problem {
+            Some(problem) => Err(de::Error::custom(problem)),
+            None => Ok(read.headers),
+        }
+    }
+}
+
 /// A record's headers: a list of `{name: [signed bytes]}` objects, read as (name, bytes) pairs
 /// in order (a name may repeat, as Kafka allows).
-impl<'de> serde::Deserialize<'de> for Headers {
+impl<'de> serde::Deserialize<'de> for ReadHeaders {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         struct List;
         impl<'de> Visitor<'de> for List {
-            type Value = Headers;
+            type Value = ReadHeaders;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("a list of header objects")
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Headers, A::Error> {
-                let mut out = bytes::BytesMut::new();
-                while seq.next_element_seed(Object(&mut out))?.is_some() {}
-                Ok(Headers::from_encoded(out.freeze()))
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<ReadHeaders, A::Error> {
+                let (mut out, mut problem) = (bytes::BytesMut::new(), None);
+                while seq.next_element_seed(Object(&mut out, &mut problem))?.is_some() {}
+                Ok(ReadHeaders { headers: Headers::from_encoded(out.freeze()), problem })
             }
         }
-        /// One `{name: [signed bytes], ..}` object, appended to the list.
-        struct Object<'o>(&'o mut bytes::BytesMut);
+        /// One `{name: [signed bytes], ..}` object, appended to the list (a header with a byte
+        /// out of range is not: it becomes the problem, the first one kept).
+        struct Object<'o>(&'o mut bytes::BytesMut, &'o mut Option<String>);
         impl<'de> DeserializeSeed<'de> for Object<'_> {
             type Value = ();
             fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
@@ -293,8 +347,13 @@ impl<'de> serde::Deserialize<'de> for Headers {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
                 while let Some(name) = map.next_key::<String>()? {
-                    let bytes = map.next_value_seed(SignedBytes)?;
-                    headers::write(self.0, &name, &bytes);
+                    match map.next_value_seed(SignedBytes)? {
+                        Ok(bytes) => headers::write(self.0, &name, &bytes),
+                        Err(byte) => {
+                            let problem = format!("header `{name}`: {byte} is not a signed byte (-128 to 127); the header is left out");
+                            self.1.get_or_insert(problem);
+                        }
+                    }
                 }
                 Ok(())
             }
@@ -302,23 +361,31 @@ impl<'de> serde::Deserialize<'de> for Headers {
         /// `[signed bytes]` as bytes, into one allocation (serde's `Vec` starts empty and grows:
         /// three reallocations for a 13-byte header, on every record).
         struct SignedBytes;
+        /// The bytes, or the first integer outside the signed range.
+        type Signed = std::result::Result<Vec<u8>, i64>;
         impl<'de> DeserializeSeed<'de> for SignedBytes {
-            type Value = Vec<u8>;
-            fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<Vec<u8>, D::Error> {
+            type Value = Signed;
+            fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<Signed, D::Error> {
                 d.deserialize_seq(self)
             }
         }
         impl<'de> Visitor<'de> for SignedBytes {
-            type Value = Vec<u8>;
+            type Value = Signed;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("a list of signed bytes")
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Vec<u8>, A::Error> {
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Signed, A::Error> {
                 let mut bytes = Vec::with_capacity(seq.size_hint().unwrap_or(32).min(4096));
-                while let Some(b) = seq.next_element::<i8>()? {
-                    bytes.push(b as u8);
+                let mut outside = None;
+                while let Some(b) = seq.next_element::<i64>()? {
+                    match i8::try_from(b) {
+                        Ok(b) => bytes.push(b as u8),
+                        Err(_) => {
+                            outside.get_or_insert(b);
+                        }
+                    }
                 }
-                Ok(bytes)
+                Ok(outside.map_or(Ok(bytes), Err))
             }
         }
         d.deserialize_seq(List)

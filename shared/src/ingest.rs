@@ -46,6 +46,10 @@ pub struct Summary {
     pub skipped_replay: usize,
     /// Rows dropped as duplicates by `dedup`.
     pub duplicates: usize,
+    /// Kafka tombstones (null values) of append pipelines: skipped, no row and no dead letter
+    /// (an append table has no row a tombstone could delete); their offsets still advance the
+    /// watermarks.
+    pub tombstones: usize,
     /// Data files committed, all tables.
     pub files: usize,
     /// Bytes of those files.
@@ -260,11 +264,12 @@ impl IngestPipeline {
         let data_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(&plan.target)?);
         let decoded_fields: Vec<_> = data_schema.fields().iter().filter(|f| !is_written_by_icestream(f.name())).cloned().collect();
         let writers: Vec<&SourceSchema> = plan.writers.iter().map(|w| w.as_ref()).collect();
-        let decoder = RecordDecoder::with_writers(&writers, Arc::new(ArrowSchema::new(decoded_fields)))?;
+        let decoder = RecordDecoder::with_precision(&writers, Arc::new(ArrowSchema::new(decoded_fields)), pipeline.timestamp_precision)?;
         let mut decoded = decode_partitions(pipeline, &plan, decoder, &partitions, &marks, self.now_us())?;
         // Decoded (dead letters keep their own copy): the records' bytes are not needed again.
         drop(partitions);
         summary.skipped_replay += decoded.skipped_replay;
+        summary.tombstones += decoded.tombstones;
         summary.schema_rejects += decoded.schema_rejects;
         let mut rows = decoded.rows(data_schema)?;
         let rejects = decoded.rejects.finish(tables.dead_letter_schema.clone())?;
@@ -505,6 +510,8 @@ pub struct DecodedPartitions {
     lineage: Lineage,
     pub rejects: DeadLetterBuilder,
     pub skipped_replay: usize,
+    /// Null values (Kafka tombstones): skipped, see [`Summary::tombstones`].
+    pub tombstones: usize,
     /// Records rejected because the table cannot take their writer schema.
     pub schema_rejects: usize,
     /// First and last offset per topic-partition in the event.
@@ -519,6 +526,22 @@ impl DecodedPartitions {
     pub fn rows(&mut self, schema: SchemaRef) -> Result<RecordBatch> {
         let decoded = self.decoder.finish()?;
         self.lineage.batch(schema, decoded)
+    }
+}
+
+/// A reason for a value a pipeline without `registry` could not decode, with what it suggests:
+/// a registry frame the value starts with, or for raw Avro that the value may be another
+/// schema version's (a datum names no writer schema: see README "Schema evolution").
+fn unregistered_hint(pipeline: &Pipeline, value: &[u8], reason: String) -> String {
+    if pipeline.registry.is_some() {
+        return reason;
+    }
+    match crate::registry::frame::unexpected_frame_hint(value) {
+        Some(hint) => format!("{reason}; {hint}"),
+        None if pipeline.format == crate::schema::Format::Avro => format!(
+            "{reason}; raw Avro carries no writer schema: a value written with another version of the schema does not decode with the pipeline's (use a schema registry to evolve)"
+        ),
+        None => reason,
     }
 }
 
@@ -540,6 +563,7 @@ pub fn decode_partitions(
         lineage: Lineage::with_capacity(records),
         rejects: DeadLetterBuilder::new(rejected_at_us, format_name(pipeline.format)),
         skipped_replay: 0,
+        tombstones: 0,
         schema_rejects: 0,
         ranges: BTreeMap::new(),
         oldest_timestamp_ms: None,
@@ -560,10 +584,13 @@ pub fn decode_partitions(
             let value = match (&record.value, &record.value_error) {
                 (_, Some(e)) => Err(e.to_string()),
                 (Some(v), None) => Ok(&v[..]),
-                (None, None) => Err("value is absent (null)".to_string()),
+                (None, None) => {
+                    out.tombstones += 1;
+                    continue;
+                }
             };
             let decoded = value.and_then(|v| match plan.read(pipeline, record, v) {
-                Framed::Reader(reader, payload) => out.decoder.append_as(reader, &payload),
+                Framed::Reader(reader, payload) => out.decoder.append_as(reader, &payload).map_err(|e| unregistered_hint(pipeline, v, e)),
                 Framed::Reject(reason) => {
                     if reason.starts_with("schema:") {
                         out.schema_rejects += 1;

@@ -37,6 +37,7 @@ pub fn emf_line(function: &str, summary: &Summary) -> String {
         ("DeadLettered", "Count", summary.dead_letter as f64),
         ("SkippedReplays", "Count", summary.skipped_replay as f64),
         ("Duplicates", "Count", summary.duplicates as f64),
+        ("Tombstones", "Count", summary.tombstones as f64),
         ("CommitAttempts", "Count", f64::from(summary.commit_attempts)),
         ("CommitTime", "Milliseconds", summary.commit_ms as f64),
         ("Bytes", "Bytes", summary.bytes as f64),

@@ -23,8 +23,13 @@ pub struct TableReport {
     pub data_files: usize,
     pub delete_files: usize,
     pub data_bytes: u64,
+    /// Rows in the data files, deleted ones included.
     pub records: u64,
+    /// The rows a reader sees: `records` less the position deletes (each deletes one row, as
+    /// icestream writes them); `None` when equality deletes make it a scan's question.
+    pub live_rows: Option<u64>,
     pub position_deletes: u64,
+    pub equality_deletes: u64,
     pub manifests: usize,
     pub partitions: usize,
     /// Highest committed offset per `topic-partition`.
@@ -43,14 +48,24 @@ pub async fn report(table: &Table) -> Result<TableReport> {
         location: metadata.location().to_string(),
         metadata_location: table.metadata_location().unwrap_or_default().to_string(),
         format_version: metadata.format_version() as u8,
-        partition_spec: spec.fields().iter().map(|f| format!("{}({})", f.transform, f.name)).collect(),
+        // `day(ts) as ts_day`: the transform of its source column, then the partition field.
+        partition_spec: spec
+            .fields()
+            .iter()
+            .map(|f| {
+                let source = metadata.current_schema().name_by_field_id(f.source_id).unwrap_or("?");
+                format!("{}({source}) as {}", f.transform, f.name)
+            })
+            .collect(),
         snapshots: metadata.snapshots().len(),
         current_snapshot_id: metadata.current_snapshot_id(),
         data_files: 0,
         delete_files: 0,
         data_bytes: 0,
         records: 0,
+        live_rows: Some(0),
         position_deletes: 0,
+        equality_deletes: 0,
         manifests: 0,
         partitions: 0,
         watermarks: Watermarks::from_properties(metadata.properties())
@@ -80,6 +95,10 @@ pub async fn report(table: &Table) -> Result<TableReport> {
                     r.data_bytes += file.file_size_in_bytes();
                     partitions.insert(format!("{:?}", file.partition()));
                 }
+                (_, DataContentType::EqualityDeletes) => {
+                    r.delete_files += 1;
+                    r.equality_deletes += file.record_count();
+                }
                 _ => {
                     r.delete_files += 1;
                     r.position_deletes += file.record_count();
@@ -88,5 +107,6 @@ pub async fn report(table: &Table) -> Result<TableReport> {
         }
     }
     r.partitions = partitions.len();
+    r.live_rows = (r.equality_deletes == 0).then(|| r.records.saturating_sub(r.position_deletes));
     Ok(r)
 }

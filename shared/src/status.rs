@@ -40,9 +40,8 @@ pub struct TableStatus {
 pub async fn status(set: &PipelineSet, catalogs: &Catalogs, config: &Config, now_ms: i64) -> Result<Vec<TableStatus>> {
     let mut out = Vec::with_capacity(set.pipelines.len());
     for pipeline in &set.pipelines {
-        let catalog = catalogs.catalog();
-        let data = catalog.load_table(&catalogs.ident(&pipeline.table)).await?;
-        let dead_letter = catalog.load_table(&catalogs.ident(&pipeline.dead_letter.name)).await?;
+        let data = catalogs.load(&catalogs.ident(&pipeline.table)).await?;
+        let dead_letter = catalogs.load(&catalogs.ident(&pipeline.dead_letter.name)).await?;
         let mut s = TableStatus { table: pipeline.table.clone(), ..Default::default() };
         if let Some(current) = data.metadata().current_snapshot() {
             let at = chrono::DateTime::from_timestamp_millis(current.timestamp_ms()).unwrap_or_default();
@@ -85,26 +84,76 @@ fn appended_since(table: &Table, since_ms: i64) -> (u64, u64) {
 }
 
 /// The status as text for people: one line per table.
+/// Clauses a figure is missing for are left out (no placeholders); durations read as a person
+/// says them (`14 d 3 h`, `2 min 5 s`, `850 ms`).
 pub fn text(statuses: &[TableStatus]) -> String {
-    let ms = |v: Option<i64>| v.map_or("-".to_string(), |v| format!("{:.1}s", v as f64 / 1000.0));
     let mut out = String::new();
     for s in statuses {
-        out.push_str(&format!(
-            "{}: last commit {} ({} s ago); newest record {} old; at commit p50 {} p99 {} max {}, commit {}; last hour {} rows in {} files, {} dead letters; {} small files; {} pending commit requests\n",
-            s.table,
-            s.last_commit.as_deref().unwrap_or("never"),
-            s.last_commit_age_s.map_or("-".into(), |a| a.to_string()),
-            ms(s.newest_record_age_ms),
-            ms(s.freshness.map(|f| f.age_p50_ms)),
-            ms(s.freshness.map(|f| f.age_p99_ms)),
-            ms(s.freshness.map(|f| f.age_max_ms)),
-            ms(s.freshness.map(|f| f.commit_latency_ms)),
-            s.rows_last_hour,
-            s.files_last_hour,
-            s.dead_letters_last_hour,
-            s.small_files,
-            s.pending_commit_requests.map_or("-".into(), |n| n.to_string()),
-        ));
+        let mut parts = vec![match (&s.last_commit, s.last_commit_age_s) {
+            (Some(at), Some(age)) => format!("last commit {at} ({} ago)", duration(age.saturating_mul(1000))),
+            (Some(at), None) => format!("last commit {at}"),
+            (None, _) => "no commit yet".to_string(),
+        }];
+        if let Some(age) = s.newest_record_age_ms {
+            parts.push(format!("newest record {} old", duration(age)));
+        }
+        if let Some(f) = &s.freshness {
+            parts.push(format!(
+                "record ages at commit p50 {}, p99 {}, max {}; commit took {}",
+                duration(f.age_p50_ms),
+                duration(f.age_p99_ms),
+                duration(f.age_max_ms),
+                duration(f.commit_latency_ms)
+            ));
+        }
+        parts.push(format!("last hour {} rows in {} files, {} dead letters", s.rows_last_hour, s.files_last_hour, s.dead_letters_last_hour));
+        parts.push(format!("{} small files", s.small_files));
+        if let Some(n) = s.pending_commit_requests {
+            parts.push(format!("{n} pending commit requests"));
+        }
+        out.push_str(&format!("{}: {}\n", s.table, parts.join("; ")));
     }
     out
+}
+
+/// `ms` milliseconds in the two largest units that matter.
+fn duration(ms: i64) -> String {
+    let ms = ms.max(0);
+    if ms < 1000 {
+        return format!("{ms} ms");
+    }
+    if ms < 60_000 {
+        return format!("{:.1} s", ms as f64 / 1000.0);
+    }
+    let s = ms / 1000;
+    let (d, h, m, s) = (s / 86_400, s / 3600 % 24, s / 60 % 60, s % 60);
+    match (d, h) {
+        (0, 0) => format!("{m} min {s} s"),
+        (0, _) => format!("{h} h {m} min"),
+        _ => format!("{d} d {h} h"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 46: `52769666.7s` and `-` placeholders were what a user read.
+    #[test]
+    fn durations_read_as_people_say_them_and_missing_figures_are_left_out() {
+        assert_eq!([850, 12_340, 125_000, 11_100_000, 52_769_666_700].map(duration), ["850 ms", "12.3 s", "2 min 5 s", "3 h 5 min", "610 d 18 h"]);
+        let never = TableStatus { table: "orders".into(), ..Default::default() };
+        assert_eq!(text(&[never]), "orders: no commit yet; last hour 0 rows in 0 files, 0 dead letters; 0 small files\n");
+        let s = TableStatus {
+            table: "orders".into(),
+            last_commit: Some("2026-12-04T10:00:00.000Z".into()),
+            last_commit_age_s: Some(52_769_666),
+            newest_record_age_ms: Some(1_500),
+            pending_commit_requests: Some(2),
+            ..Default::default()
+        };
+        let line = text(&[s]);
+        assert!(line.starts_with("orders: last commit 2026-12-04T10:00:00.000Z (610 d 18 h ago); newest record 1.5 s old; last hour"), "{line}");
+        assert!(line.ends_with("; 2 pending commit requests\n") && !line.contains(" - ") && !line.contains("-;"), "{line}");
+    }
 }

@@ -140,3 +140,27 @@ pub fn soon() -> std::time::Instant {
 pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a test runtime").block_on(future)
 }
+
+/// `n` finite doubles (seeded: the same list every run) with the shortest text that reads back
+/// as each, as a conforming producer (Python's `json.dumps`, Jackson, ryu) writes them: random
+/// bit patterns over every exponent, subnormals, -0.0, the extremes, and the value issue 46
+/// found one ulp off.
+pub fn shortest_doubles(n: usize) -> Vec<(f64, String)> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(46);
+    let mut values = vec![-928694.4390802345, -0.0, 0.0, f64::MIN_POSITIVE, 5e-324, -5e-324, f64::MAX, f64::MIN, 0.1, 1e23, 9007199254740993.0];
+    while values.len() < n {
+        let bits: u64 = rng.random();
+        let v = match values.len() % 4 {
+            // Everyday magnitudes, where producers' values mostly are.
+            0 => (rng.random::<f64>() - 0.5) * 10f64.powi(rng.random_range(-8..=12)),
+            1 => f64::from_bits(bits & 0x800F_FFFF_FFFF_FFFF), // subnormal (or zero)
+            _ => f64::from_bits(bits),
+        };
+        if v.is_finite() {
+            values.push(v);
+        }
+    }
+    // Rust's `{:e}` and `{}` are both the shortest round-trip digits; alternate the two forms.
+    values.iter().enumerate().map(|(i, v)| (*v, if i % 2 == 0 { format!("{v:e}") } else { format!("{v:?}") })).collect()
+}

@@ -13,6 +13,7 @@ import base64
 import json
 import os
 import subprocess
+import uuid
 from pathlib import Path
 from typing import Any, Callable
 
@@ -191,7 +192,7 @@ def test_pipelines_check_shows_the_latest_registered_schema_and_the_verdict(tmp_
     assert wrong.returncode != 0 and "401" in wrong.stderr, wrong.stderr
 
 
-def test_registry_down_or_unknown_id_fails_the_invocation_and_the_redelivery_lands_once(tmp_path: Path) -> None:
+def test_registry_down_fails_the_invocation_an_unknown_id_is_a_dead_letter_and_the_redelivery_lands_once(tmp_path: Path) -> None:
     registry = ConfluentRegistry().start()
     try:
         topic = "shop.orders.flaky"
@@ -208,12 +209,15 @@ def test_registry_down_or_unknown_id_fails_the_invocation_and_the_redelivery_lan
         assert down.returncode != 0 and "schema registry" in down.stderr, down.stderr
         for table in ("orders", "orders_dead_letter"):
             assert readers.pyiceberg_sql_table(warehouse, NAMESPACE, table).current_snapshot() is None, f"{table} was written"
-        unknown = write_event(tmp_path / "u.json", topic, [(0, 0, "v1", 0)], lambda v, i: b"\x00\x00\x00\x03\xe7" + avro_datum(v, record(v, i)))
         registry.start()
-        failed = icestream("ingest", str(unknown), *knobs, check=False)
-        assert failed.returncode != 0 and "schema id 999" in failed.stderr, failed.stderr
-        assert readers.pyiceberg_sql_table(warehouse, NAMESPACE, "orders_dead_letter").current_snapshot() is None
         assert summary(icestream("ingest", str(ev), *knobs))["written"] == len(placed)
+        # The registry answers 404 for id 999: a permanent answer, so that record is a dead
+        # letter naming the id (issue 46), not an invocation failing until the mapping gives up.
+        last = max(o for p, o, _, _ in placed if p == 0)
+        unknown = write_event(tmp_path / "u.json", topic, [(0, last + 1, "v1", 0)], lambda v, i: b"\x00\x00\x00\x03\xe7" + avro_datum(v, record(v, i)))
+        assert summary(icestream("ingest", str(unknown), *knobs))["dead_letter"] == 1
+        dead = readers.pyiceberg_sql_table(warehouse, NAMESPACE, "orders_dead_letter").scan().to_arrow().to_pylist()
+        assert len(dead) == 1 and "the registry has no schema id 999" in dead[0]["error"] and "404" in dead[0]["error"], dead
         assert summary(icestream("ingest", str(ev), *knobs))["written"] == 0
         rows = read_rows(warehouse, "orders")[0][1]
         assert sorted((r["kafka_partition"], r["kafka_offset"]) for r in rows) == sorted((p, o) for p, o, _, _ in placed)
@@ -245,6 +249,16 @@ def test_glue_registry_frames_plain_and_zlib_with_the_latest_version_as_initial_
     dead = readers.pyiceberg_sql_table(warehouse, NAMESPACE, "orders_dead_letter").scan().to_arrow().to_pylist()
     frame_error = [d["error"] for d in dead if d["kafka_offset"] == bad_frame[1] and d["kafka_partition"] == 0]
     assert frame_error and "header version byte is 2" in frame_error[0], frame_error
+    # A schema version the registry does not have (EntityNotFoundException) is that record's
+    # dead letter naming the version, not a failed invocation (issue 46).
+    missing = uuid.UUID(int=46)
+    gone = (0, next_offset[0] + 1, "v1", 0)
+    ev = write_event(tmp_path / "e3.json", "shop.orders", [gone], lambda v, i: glue_frame(str(missing), avro_datum(v, record(v, i))))
+    s = summary(icestream("ingest", str(ev), *knobs, env=env))
+    assert (s["written"], s["dead_letter"]) == (0, 1), s
+    dead = readers.pyiceberg_sql_table(warehouse, NAMESPACE, "orders_dead_letter").scan().to_arrow().to_pylist()
+    reason = [d["error"] for d in dead if d["kafka_offset"] == gone[1]]
+    assert reason and f"the registry has no schema version {missing}" in reason[0], reason
 
 
 def test_glue_protobuf_frames_name_the_message_by_its_sorted_index(

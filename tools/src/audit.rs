@@ -37,7 +37,7 @@ pub async fn run(mut args: Vec<String>) -> Result<()> {
     icestream::logging::init(&config.log_format);
     let set = PipelineSet::from_config(&config).await?;
     config.namespace = set.namespace.clone();
-    let catalogs = Catalogs::connect(&config).await?;
+    let catalogs = Catalogs::connect_read_only(&config).await?;
     #[cfg_attr(not(feature = "kafka"), allow(unused_mut))]
     let mut report = audit(&catalogs, &table).await?;
     #[cfg(feature = "kafka")]

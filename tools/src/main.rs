@@ -65,6 +65,16 @@ Configuration comes from ICESTREAM_* environment variables, then key=value argum
 
 #[tokio::main]
 async fn main() {
+    // Rust ignores SIGPIPE, so a write to a closed pipe (`icestream audit ... | head -1`) is an
+    // error and `println!` panics on it. A command ends quietly instead, as `cat` does. Not the
+    // long-running `esm`, whose writes to a lost peer must stay errors it handles. (Sockets are
+    // unaffected: Rust sends with MSG_NOSIGNAL.)
+    if std::env::args().nth(1).as_deref() != Some("esm") {
+        // SAFETY: sets the process's disposition for one signal; no handler of ours runs.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     if let Err(e) = run().await {
         eprintln!("icestream: {e:#}");
         std::process::exit(2);
@@ -85,6 +95,15 @@ async fn run() -> Result<()> {
             let config = Config::from_env_and_args(&rest)?;
             icestream::logging::init(&config.log_format);
             let budget = Duration::from_millis(config.commit_timeout_ms);
+            // Every event is read and routed before the pipeline creates a table: a file that is
+            // not an event, or a topic no pipeline claims, fails with nothing created.
+            let set = icestream::pipeline::PipelineSet::from_config(&config).await?;
+            for file in &files {
+                let event = icestream::event::parse_event(&std::fs::read(file).with_context(|| format!("reading {file}"))?)?;
+                for tp in event.partitions.keys() {
+                    set.route(&tp.topic)?;
+                }
+            }
             let pipeline = IngestPipeline::new(config).await?;
             for file in files {
                 let json = std::fs::read(&file).with_context(|| format!("reading {file}"))?;
@@ -140,12 +159,8 @@ async fn run() -> Result<()> {
             if config.pipelines.is_some() {
                 config.namespace = icestream::pipeline::PipelineSet::from_config(&config).await?.namespace;
             }
-            let catalogs = icestream::catalog::Catalogs::connect(&config).await?;
-            let table = catalogs
-                .catalog()
-                .load_table(&catalogs.ident(&table))
-                .await
-                .with_context(|| format!("table {}.{table}", config.namespace))?;
+            let catalogs = icestream::catalog::Catalogs::connect_read_only(&config).await?;
+            let table = catalogs.load(&catalogs.ident(&table)).await?;
             let mut report = icestream::report::report(&table).await?;
             report.managed_maintenance = catalogs.managed_maintenance(table.identifier().name()).await?;
             println!("{}", serde_json::to_string_pretty(&report)?);

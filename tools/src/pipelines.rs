@@ -3,7 +3,9 @@
 //! it claims. Any error names the file, the pipeline, the key and what is allowed.
 
 use anyhow::{Result, bail};
-use iceberg::spec::{NestedFieldRef, StructType, Type};
+use iceberg::spec::{NestedFieldRef, StructType, TableMetadata, TableMetadataBuilder, Type};
+use iceberg::TableCreation;
+use icestream::tables::TableDef;
 use icestream::config::{Allowed, Knob, Settings};
 use icestream::pipeline::{Pipeline, PipelineSet, Topics, format_name};
 use icestream::Config;
@@ -151,9 +153,28 @@ pub fn describe(set: &PipelineSet) -> Value {
     })
 }
 
+/// The table `def` creates, as a catalog makes it: creation assigns field ids afresh (nested
+/// fields after their parents' level), so these, not the pipeline schema's, are the table's.
+fn as_created(def: &TableDef) -> Option<TableMetadata> {
+    let creation = TableCreation::builder()
+        .name(def.name.clone())
+        .location("file:///pipelines-check".to_string())
+        .schema(def.schema.clone())
+        .partition_spec(def.partition_spec.clone())
+        .properties(def.properties.clone())
+        .sort_order_opt(def.sort_order.clone())
+        .build();
+    Some(TableMetadataBuilder::from_table_creation(creation).ok()?.build().ok()?.metadata)
+}
+
 fn pipeline_json(p: &Pipeline) -> Value {
-    let spec = &p.def.partition_spec;
-    let schema = p.def.schema.as_struct();
+    let created = as_created(&p.def);
+    let table_schema = created.as_ref().map_or(p.def.schema.clone(), |m| m.current_schema().as_ref().clone());
+    let schema = table_schema.as_struct();
+    let fields: Vec<(String, String, i32)> = match &created {
+        Some(m) => m.default_partition_spec().fields().iter().map(|f| (f.name.clone(), f.transform.to_string(), f.source_id)).collect(),
+        None => p.def.partition_spec.fields().iter().map(|f| (f.name.clone(), f.transform.to_string(), f.source_id)).collect(),
+    };
     let (topics, pattern) = match &p.topics {
         Topics::Exact(names) => (json!(names), Value::Null),
         Topics::Pattern(re) => (json!([]), json!(re.as_str())),
@@ -168,10 +189,10 @@ fn pipeline_json(p: &Pipeline) -> Value {
         "topic_pattern": pattern,
         "format": format_name(p.format),
         "schema": fields_json(schema),
-        "identifier_field_ids": p.def.schema.identifier_field_ids().collect::<Vec<_>>(),
-        "partition_spec": spec.fields().iter().map(|f| {
-            let source = p.def.schema.field_by_id(f.source_id).map(|c| c.name.clone()).unwrap_or_default();
-            json!({"name": f.name, "transform": f.transform.to_string(), "source": source, "source_id": f.source_id})
+        "identifier_field_ids": table_schema.identifier_field_ids().collect::<Vec<_>>(),
+        "partition_spec": fields.iter().map(|(name, transform, source_id)| {
+            let source = table_schema.field_by_id(*source_id).map(|c| c.name.clone()).unwrap_or_default();
+            json!({"name": name, "transform": transform, "source": source, "source_id": source_id})
         }).collect::<Vec<_>>(),
         "key": p.key,
         "dedup": p.dedup.to_string(),

@@ -21,7 +21,7 @@ pub async fn run(args: Vec<String>) -> Result<()> {
     icestream::logging::init(&config.log_format);
     let set = PipelineSet::from_config(&config).await?;
     config.namespace = set.namespace.clone();
-    let catalogs = Catalogs::connect(&config).await?;
+    let catalogs = Catalogs::connect_read_only(&config).await?;
     let statuses = icestream::status::status(&set, &catalogs, &config, chrono::Utc::now().timestamp_millis()).await?;
     if options.get("output") == "json" {
         println!("{}", serde_json::to_string(&statuses)?);

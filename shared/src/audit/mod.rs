@@ -135,8 +135,8 @@ pub async fn audit(catalogs: &Catalogs, table: &str) -> Result<AuditReport> {
     let started = Instant::now();
     let data_ident = catalogs.ident(table);
     let dead_letter_ident: TableIdent = catalogs.ident(&format!("{table}_dead_letter"));
-    let data = catalogs.catalog().load_table(&data_ident).await?;
-    let dead_letter = catalogs.catalog().load_table(&dead_letter_ident).await?;
+    let data = catalogs.load(&data_ident).await?;
+    let dead_letter = catalogs.load(&dead_letter_ident).await?;
     let (held, held_dead) = futures::try_join!(HeldOffsets::read(&data), HeldOffsets::read(&dead_letter))?;
     let properties = data.metadata().properties();
     let tables = Tables {

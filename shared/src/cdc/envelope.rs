@@ -59,6 +59,13 @@ impl Unwrapper {
         Self { envelope, source_field, values: Values::new(table, decimals), single_key: (key.len() == 1).then(|| key[0].clone()), allow_truncate: false }
     }
 
+    /// Read Debezium times and timestamps finer than microseconds as the pipeline's
+    /// `timestamp_precision` says (default: refused).
+    pub fn with_timestamp_precision(mut self, precision: crate::pipeline::TimestampPrecision) -> Self {
+        self.values.precision = precision;
+        self
+    }
+
     /// Apply Debezium truncates instead of refusing them (`allow_truncate`; needs a source
     /// position to order by).
     pub fn with_truncate(mut self, allow: bool) -> Self {
@@ -122,7 +129,7 @@ impl Unwrapper {
     /// read with its writer's envelope. (A null value, the Kafka tombstone after a delete, goes
     /// through [`Self::unwrap`].)
     pub fn debezium_framed<'a>(&self, envelope: &super::registry_envelopes::WriterEnvelope, payload: &[u8]) -> Result<Unwrapped<'a>, String> {
-        let (payload, connect) = envelope.payload(payload)?;
+        let (payload, connect) = envelope.payload(payload, self.values.precision)?;
         self.debezium_payload(&payload, Some(connect))
     }
 

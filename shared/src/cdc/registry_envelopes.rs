@@ -28,10 +28,10 @@ pub enum WriterEnvelope {
 
 impl WriterEnvelope {
     /// One record's payload as the JSON converter's payload, and the row fields' Connect schemas.
-    pub fn payload(&self, payload: &[u8]) -> std::result::Result<(serde_json::Value, &serde_json::Value), String> {
+    pub fn payload(&self, payload: &[u8], precision: crate::pipeline::TimestampPrecision) -> std::result::Result<(serde_json::Value, &serde_json::Value), String> {
         match self {
             WriterEnvelope::Avro(e) => Ok((super::envelope::avro::payload_json(&e.writer, payload)?, &e.connect)),
-            WriterEnvelope::Protobuf(e) => Ok((super::envelope::protobuf::payload_json(&e.envelope, payload)?, &e.connect)),
+            WriterEnvelope::Protobuf(e) => Ok((super::envelope::protobuf::payload_json(&e.envelope, payload, precision)?, &e.connect)),
         }
     }
 

@@ -92,7 +92,11 @@ impl RegistryRows {
             // The payload starts with the message index: read the frame as Protobuf's.
             self.spec.frame(key, Format::Protobuf).map_err(|e| format!("registry frame: {e}")).and_then(|frame| {
                 match readers.find(|((_, m), _)| *m == frame.message) {
-                    Some((_, Ok(KeyReader::Protobuf(message)))) => message_json_of(message, &frame.payload, "Protobuf record key"),
+                    // A key is an identity: finer than microseconds it is refused, never cut
+                    // (two keys would become one).
+                    Some((_, Ok(KeyReader::Protobuf(message)))) => {
+                        message_json_of(message, &frame.payload, "Protobuf record key", crate::pipeline::TimestampPrecision::Reject)
+                    }
                     Some((_, Err(reason))) => Err(format!("schema: {reason}")),
                     _ => Err(format!("registry: key writer {} (message {:?}) was not looked up (record not in the plan)", frame.writer, frame.message)),
                 }

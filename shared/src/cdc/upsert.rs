@@ -160,19 +160,21 @@ impl<'p> UpsertDecoder<'p> {
     /// `writers`: a registry pipeline's writers for this batch.
     pub fn new(pipeline: &'p Pipeline, upsert: &Upsert, data_schema: SchemaRef, rejected_at_us: i64, writers: Option<RegistryWriters>) -> Result<Self> {
         let decoded = |schema: &ArrowSchema| Arc::new(ArrowSchema::new(schema.fields().iter().filter(|f| !is_written_by_icestream(f.name())).cloned().collect::<Vec<_>>()));
+        let precision = pipeline.timestamp_precision;
         let rows = match &writers {
-            Some(w) => RecordDecoder::with_writers(&w.rows().iter().map(AsRef::as_ref).collect::<Vec<_>>(), decoded(&data_schema))?,
-            None => RecordDecoder::new(&pipeline.source, decoded(&data_schema))?,
+            Some(w) => RecordDecoder::with_precision(&w.rows().iter().map(AsRef::as_ref).collect::<Vec<_>>(), decoded(&data_schema), precision)?,
+            None => RecordDecoder::with_precision(&[&pipeline.source], decoded(&data_schema), precision)?,
         };
         let delete_schema = delete_schema(&data_schema, &pipeline.key, upsert);
         // Key images are JSON objects (a Debezium `before`, DMS `data`, a JSON record key) of
         // the source's key and order fields, whatever the values' format.
         let image_fields = pipeline.source.fields().iter().filter(|f| delete_schema.field_with_name(&f.name).is_ok()).cloned().collect();
-        let deletes = RecordDecoder::new(&SourceSchema::Json(JsonSchema { fields: image_fields }), decoded(&delete_schema))?;
+        let deletes = RecordDecoder::new(&SourceSchema::Json(JsonSchema::of_fields(image_fields)), decoded(&delete_schema))?;
         Ok(Self {
             pipeline,
             unwrapper: Unwrapper::new(upsert.envelope, &upsert.order, &data_schema, &pipeline.key, upsert.decimal_handling)
-                .with_truncate(upsert.allow_truncate),
+                .with_truncate(upsert.allow_truncate)
+                .with_timestamp_precision(precision),
             writers,
             rows,
             row_ops: Vec::new(),

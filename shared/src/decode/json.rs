@@ -5,18 +5,24 @@ use arrow_schema::{DataType, Fields};
 use serde::de::{DeserializeSeed, Deserializer, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use super::column::Col;
+use super::json_number as number;
 use super::{DecodeError, element_type, millis_to_micros, source_field, uuid_bytes};
+use crate::pipeline::TimestampPrecision;
 use crate::schema::json_schema::JsonSchema;
-use crate::schema::{Prim, Ty};
+use crate::schema::{Prim, Ty, join};
 
 pub(crate) struct JsonReader {
     /// A `Plan::Object` of the target's columns.
     row: Plan,
+    /// Timestamps and times finer than microseconds.
+    precision: TimestampPrecision,
 }
 
 /// How one JSON value lands in its column.
 enum Plan {
     Prim(Prim),
+    /// A string column whose schema lists the allowed values (`enum`).
+    Enum(Vec<String>),
     /// Per target child: the property it comes from.
     Object(Vec<Option<(String, Plan)>>),
     List(Box<Plan>),
@@ -24,35 +30,53 @@ enum Plan {
 }
 
 impl JsonReader {
-    pub fn new(schema: &JsonSchema, target: &Fields) -> Self {
-        JsonReader { row: Plan::Object(object_plan(&schema.fields, target)) }
+    pub fn new(schema: &JsonSchema, target: &Fields, precision: TimestampPrecision) -> Self {
+        JsonReader { row: Plan::Object(object_plan(schema, &schema.fields, target, "")), precision }
     }
 
     pub fn append(&self, value: &[u8], row: &mut Col) -> Result<(), DecodeError> {
-        let mut error = None;
-        let mut json = serde_json::Deserializer::from_slice(value);
-        let parsed = Put { plan: &self.row, col: row, error: &mut error }.deserialize(&mut json).and_then(|()| json.end());
-        match (parsed, error) {
-            (_, Some(e)) => Err(e),
-            (Err(e), None) => Err(DecodeError::new(format!("invalid JSON: {e}"))),
-            (Ok(()), None) => Ok(()),
+        let before = row.len();
+        let mut value = std::borrow::Cow::Borrowed(value);
+        loop {
+            let mut error = None;
+            let mut json = serde_json::Deserializer::from_slice(&value);
+            let parsed = Put { plan: &self.row, col: &mut *row, error: &mut error, precision: self.precision }.deserialize(&mut json).and_then(|()| json.end());
+            return match (parsed, error) {
+                // An integer column met a number with a fraction or exponent: its text decides.
+                (Err(at), Some(e)) if e.message == number::REREAD => match number::as_integer(&value, &at) {
+                    Ok(plain) => {
+                        row.truncate(before);
+                        value = std::borrow::Cow::Owned(plain);
+                        continue;
+                    }
+                    Err(message) => Err(DecodeError { message, ..e }),
+                },
+                (_, Some(e)) => Err(e),
+                (Err(e), None) => Err(DecodeError::new(format!("invalid JSON: {e}"))),
+                (Ok(()), None) => Ok(()),
+            };
         }
     }
 }
 
-fn object_plan(fields: &[crate::schema::Field], target: &Fields) -> Vec<Option<(String, Plan)>> {
+/// `path`: the fields' parent, as the schema's `enums` name it.
+fn object_plan(schema: &JsonSchema, fields: &[crate::schema::Field], target: &Fields, path: &str) -> Vec<Option<(String, Plan)>> {
     target
         .iter()
-        .map(|column| source_field(fields, column).map(|f| (f.name.clone(), plan(&f.ty, column.data_type()))))
+        .map(|column| source_field(fields, column).map(|f| (f.name.clone(), plan(schema, &f.ty, column.data_type(), &join(path, &f.name)))))
         .collect()
 }
 
-/// The plan for `ty` into a column of type `target` (the pair was checked to fit).
-fn plan(ty: &Ty, target: &DataType) -> Plan {
+/// The plan for `ty` at `path` into a column of type `target` (the pair was checked to fit).
+fn plan(schema: &JsonSchema, ty: &Ty, target: &DataType, path: &str) -> Plan {
     match (ty, target) {
-        (Ty::Struct(fields), DataType::Struct(columns)) => Plan::Object(object_plan(fields, columns)),
-        (Ty::List(element), _) => Plan::List(Box::new(plan(&element.ty, &element_type(target, 0)))),
-        (Ty::Map(_, value), _) => Plan::Map(Box::new(plan(&value.ty, &element_type(target, 1)))),
+        (Ty::Struct(fields), DataType::Struct(columns)) => Plan::Object(object_plan(schema, fields, columns, path)),
+        (Ty::List(element), _) => Plan::List(Box::new(plan(schema, &element.ty, &element_type(target, 0), &join(path, "element")))),
+        (Ty::Map(_, value), _) => Plan::Map(Box::new(plan(schema, &value.ty, &element_type(target, 1), &join(path, "value")))),
+        (Ty::Prim(Prim::String), _) => match schema.enums.get(path) {
+            Some(values) => Plan::Enum(values.clone()),
+            None => Plan::Prim(Prim::String),
+        },
         (Ty::Prim(p), _) => Plan::Prim(*p),
         (Ty::Struct(_), _) => Plan::Object(Vec::new()),
     }
@@ -66,6 +90,7 @@ struct Put<'p, 'c> {
     plan: &'p Plan,
     col: &'c mut Col,
     error: &'c mut Option<DecodeError>,
+    precision: TimestampPrecision,
 }
 
 impl<'p, 'c> Put<'p, 'c> {
@@ -93,6 +118,7 @@ impl<'p, 'c> Put<'p, 'c> {
             Plan::Prim(Prim::Uuid) => "a UUID string",
             Plan::Prim(Prim::Decimal { .. }) => "a decimal string",
             Plan::Prim(Prim::Time) => "a time string (HH:MM:SS[.ffffff])",
+            Plan::Enum(_) => "one of the enum's strings",
             Plan::Prim(Prim::Timestamp) => "a timestamp string without zone (YYYY-MM-DDTHH:MM:SS[.ffffff])",
             Plan::Prim(_) => "string",
         };
@@ -167,9 +193,10 @@ impl<'de> Visitor<'de> for Put<'_, '_> {
                 let pushed = self.col.push_f64(v);
                 self.done(pushed)
             }
-            Plan::Prim(Prim::Long | Prim::Int | Prim::Timestamptz) => {
-                self.fail(DecodeError::new(format!("expected an integer, got {v}")))
-            }
+            // JSON Schema counts 42.0 (and 4.2e1) as an integer. The double serde read may not be
+            // the text's value (2^64 reads as 18446744073709551616.0, 1.0000000000000000001 as
+            // 1.0): the record is read again with the text's own digits (`number`).
+            Plan::Prim(Prim::Long | Prim::Int | Prim::Timestamptz) => self.fail(DecodeError::new(number::REREAD)),
             _ => self.expected("number"),
         }
     }
@@ -177,11 +204,17 @@ impl<'de> Visitor<'de> for Put<'_, '_> {
     fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<(), E> {
         let pushed = match self.plan {
             Plan::Prim(Prim::String) => self.col.push_bytes(s.as_bytes()),
+            Plan::Enum(values) if values.iter().any(|v| v == s) => self.col.push_bytes(s.as_bytes()),
+            Plan::Enum(values) => Err(DecodeError::new(format!(
+                "{:?} is not one of the enum's values ({})",
+                s.chars().take(40).collect::<String>(),
+                values.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join(", ")
+            ))),
             Plan::Prim(Prim::Uuid) => uuid_bytes(s).and_then(|u| self.col.push_fixed(&u)),
             Plan::Prim(Prim::Date) => parse_date(s).and_then(|d| self.col.push_i32(d)),
-            Plan::Prim(Prim::Timestamptz) => parse_timestamp(s).and_then(|t| self.col.push_i64(t)),
-            Plan::Prim(Prim::Timestamp) => parse_local_timestamp(s).and_then(|t| self.col.push_i64(t)),
-            Plan::Prim(Prim::Time) => parse_time(s).and_then(|t| self.col.push_i64(t)),
+            Plan::Prim(Prim::Timestamptz) => parse_timestamp(s, self.precision).and_then(|t| self.col.push_i64(t)),
+            Plan::Prim(Prim::Timestamp) => parse_local_timestamp(s, self.precision).and_then(|t| self.col.push_i64(t)),
+            Plan::Prim(Prim::Time) => parse_time(s, self.precision).and_then(|t| self.col.push_i64(t)),
             Plan::Prim(Prim::Decimal { precision, scale }) => decimal(s, *precision, *scale).and_then(|d| self.col.push_decimal(d)),
             _ => return self.expected("string"),
         };
@@ -196,7 +229,7 @@ impl<'de> Visitor<'de> for Put<'_, '_> {
         };
         let mut i = 0;
         loop {
-            let item = Put { plan: element, col: &mut *child, error: &mut *self.error };
+            let item = Put { plan: element, col: &mut *child, error: &mut *self.error, precision: self.precision };
             match seq.next_element_seed(item) {
                 Ok(Some(())) => i += 1,
                 Ok(None) => break,
@@ -235,7 +268,7 @@ impl<'de> Visitor<'de> for Put<'_, '_> {
                         return Err(A::Error::custom("duplicate key"));
                     }
                     let plan = &children[i].as_ref().expect("position found a planned child").1;
-                    if let Err(e) = map.next_value_seed(Put { plan, col: &mut columns[i], error: &mut *self.error }) {
+                    if let Err(e) = map.next_value_seed(Put { plan, col: &mut columns[i], error: &mut *self.error, precision: self.precision }) {
                         under(self.error, key.as_ref());
                         return Err(e);
                     }
@@ -259,7 +292,7 @@ impl<'de> Visitor<'de> for Put<'_, '_> {
                         *self.error = Some(e);
                         return Err(A::Error::custom("key"));
                     }
-                    if let Err(e) = map.next_value_seed(Put { plan: value_plan, col: &mut *values, error: &mut *self.error }) {
+                    if let Err(e) = map.next_value_seed(Put { plan: value_plan, col: &mut *values, error: &mut *self.error, precision: self.precision }) {
                         under(self.error, key.as_ref());
                         return Err(e);
                     }
@@ -278,28 +311,25 @@ fn parse_date(s: &str) -> Result<i32, DecodeError> {
     i32::try_from((date - epoch).num_days()).map_err(|_| DecodeError::new(format!("date `{s}` out of range")))
 }
 
-/// Microseconds from seconds and nanoseconds, refusing what a microsecond column cannot hold
-/// exactly (never truncated).
-fn exact_micros(seconds: i64, nanos: u32, s: &str) -> Result<i64, DecodeError> {
-    if nanos % 1000 != 0 {
-        return Err(DecodeError::new(format!("`{s}` is finer than microseconds (the column's unit): not truncated")));
-    }
-    seconds.checked_mul(1_000_000).and_then(|us| us.checked_add(i64::from(nanos / 1000))).ok_or_else(|| DecodeError::new(format!("`{s}` is out of range")))
+/// Microseconds from seconds and nanoseconds: what a microsecond column cannot hold exactly is
+/// refused or truncated, as `precision` says.
+fn micros(seconds: i64, nanos: u32, s: &str, precision: TimestampPrecision) -> Result<i64, DecodeError> {
+    precision.micros(seconds, nanos, &format_args!("`{}`", s.chars().take(40).collect::<String>())).map_err(DecodeError::new)
 }
 
 /// An Iceberg `time`: `HH:MM:SS[.ffffff]`, microseconds since midnight.
-fn parse_time(s: &str) -> Result<i64, DecodeError> {
+fn parse_time(s: &str, precision: TimestampPrecision) -> Result<i64, DecodeError> {
     let t = chrono::NaiveTime::parse_from_str(s, "%H:%M:%S%.f").map_err(|e| DecodeError::new(format!("expected a time (HH:MM:SS[.ffffff]), got `{s}`: {e}")))?;
     use chrono::Timelike;
-    exact_micros(i64::from(t.num_seconds_from_midnight()), t.nanosecond(), s)
+    micros(i64::from(t.num_seconds_from_midnight()), t.nanosecond(), s, precision)
 }
 
 /// An Iceberg `timestamp` (no zone): `YYYY-MM-DDTHH:MM:SS[.ffffff]`.
-fn parse_local_timestamp(s: &str) -> Result<i64, DecodeError> {
+fn parse_local_timestamp(s: &str, precision: TimestampPrecision) -> Result<i64, DecodeError> {
     let t = chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f")
         .map_err(|e| DecodeError::new(format!("expected a timestamp without zone (YYYY-MM-DDTHH:MM:SS[.ffffff]), got `{}`: {e}", s.chars().take(40).collect::<String>())))?
         .and_utc();
-    exact_micros(t.timestamp(), t.timestamp_subsec_nanos(), s)
+    micros(t.timestamp(), t.timestamp_subsec_nanos(), s, precision)
 }
 
 /// A decimal's unscaled value from its text (`-123.45`): the scale (digits after the point)
@@ -320,8 +350,8 @@ fn decimal(s: &str, precision: u32, scale: u32) -> Result<i128, DecodeError> {
         .map_err(|_| DecodeError::new(format!("{s} does not fit the column's {column}")))
 }
 
-fn parse_timestamp(s: &str) -> Result<i64, DecodeError> {
+fn parse_timestamp(s: &str, precision: TimestampPrecision) -> Result<i64, DecodeError> {
     let t = chrono::DateTime::parse_from_rfc3339(s)
         .map_err(|e| DecodeError::new(format!("expected an RFC 3339 timestamp, got `{}`: {e}", s.chars().take(40).collect::<String>())))?;
-    Ok(t.timestamp_micros())
+    micros(t.timestamp(), t.timestamp_subsec_nanos(), s, precision)
 }

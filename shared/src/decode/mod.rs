@@ -16,6 +16,7 @@
 mod avro;
 mod column;
 mod json;
+mod json_number;
 mod protobuf;
 pub(crate) mod varint;
 
@@ -23,6 +24,7 @@ use arrow_array::ArrayRef;
 use arrow_schema::{DataType, Field as ArrowField, Fields, SchemaRef, TimeUnit};
 
 use crate::error::{Error, Result};
+use crate::pipeline::TimestampPrecision;
 use crate::schema::{Field, Prim, SourceSchema, Ty, join};
 use column::Col;
 
@@ -51,6 +53,12 @@ impl RecordDecoder {
     /// A decoder with one reader per writer schema (see [`Self::append_as`]), each checked as
     /// [`Self::new`] checks its one.
     pub fn with_writers(sources: &[&SourceSchema], target: SchemaRef) -> Result<Self> {
+        Self::with_precision(sources, target, TimestampPrecision::Reject)
+    }
+
+    /// [`Self::with_writers`], reading timestamps and times finer than microseconds as the
+    /// pipeline's `timestamp_precision` says.
+    pub fn with_precision(sources: &[&SourceSchema], target: SchemaRef, precision: TimestampPrecision) -> Result<Self> {
         let root = std::sync::Arc::new(ArrowField::new("", DataType::Struct(target.fields().clone()), false));
         let row = Col::new(&root).ok_or_else(|| Error::Schema("the target schema has a column type no Iceberg table has".into()))?;
         let mut readers = Vec::with_capacity(sources.len());
@@ -58,8 +66,8 @@ impl RecordDecoder {
             check_struct(source.fields(), target.fields(), "")?;
             readers.push(match source {
                 SourceSchema::Avro(s) => Reader::Avro(avro::AvroReader::new(s, target.fields())),
-                SourceSchema::Protobuf(s) => Reader::Protobuf(protobuf::ProtoReader::new(s, target.fields())),
-                SourceSchema::Json(s) => Reader::Json(json::JsonReader::new(s, target.fields())),
+                SourceSchema::Protobuf(s) => Reader::Protobuf(protobuf::ProtoReader::new(s, target.fields(), precision)),
+                SourceSchema::Json(s) => Reader::Json(json::JsonReader::new(s, target.fields(), precision)),
             });
         }
         Ok(RecordDecoder { readers, row })

@@ -10,6 +10,7 @@ use prost_reflect::{EnumDescriptor, FieldDescriptor, Kind, MessageDescriptor};
 use super::column::Col;
 use super::varint::{self, VarintError};
 use super::{DecodeError, check_utf8, element_type};
+use crate::pipeline::TimestampPrecision;
 use crate::schema::protobuf::{ProtoSchema, WellKnown, well_known};
 
 mod timestamp;
@@ -23,8 +24,8 @@ pub(crate) struct ProtoReader {
 }
 
 impl ProtoReader {
-    pub fn new(schema: &ProtoSchema, target: &Fields) -> Self {
-        ProtoReader { row: MessagePlan::new(&schema.message, target) }
+    pub fn new(schema: &ProtoSchema, target: &Fields, precision: TimestampPrecision) -> Self {
+        ProtoReader { row: MessagePlan::new(&schema.message, target, precision) }
     }
 
     pub fn append(&self, value: &[u8], row: &mut Col) -> R {
@@ -73,7 +74,8 @@ enum ValuePlan {
     Scalar(Scalar),
     Enum(EnumDescriptor),
     Message(Box<MessagePlan>),
-    Timestamp,
+    /// A `google.protobuf.Timestamp`, its nanos as the pipeline's `timestamp_precision` says.
+    Timestamp(TimestampPrecision),
     /// A `google.protobuf.*Value`: the wrapped scalar is field 1.
     Wrapper(Scalar),
 }
@@ -98,12 +100,12 @@ enum Scalar {
 }
 
 impl MessagePlan {
-    fn new(m: &MessageDescriptor, target: &Fields) -> Self {
+    fn new(m: &MessageDescriptor, target: &Fields, precision: TimestampPrecision) -> Self {
         let columns: Vec<Option<FieldPlan>> = target
             .iter()
             .map(|column| {
                 let fd = m.get_field_by_name(column.name())?;
-                Some(FieldPlan { name: fd.name().to_string(), shape: shape(&fd, column.data_type()) })
+                Some(FieldPlan { name: fd.name().to_string(), shape: shape(&fd, column.data_type(), precision) })
             })
             .collect();
         let mut by_number: Vec<(u32, usize)> = target
@@ -138,21 +140,21 @@ impl MessagePlan {
     }
 }
 
-fn shape(fd: &FieldDescriptor, target: &DataType) -> Shape {
+fn shape(fd: &FieldDescriptor, target: &DataType, precision: TimestampPrecision) -> Shape {
     if fd.is_map() {
         let Kind::Message(entry) = fd.kind() else { unreachable!("a map field's kind is its entry message") };
         return Shape::Map {
-            key: value_plan(&entry.map_entry_key_field().kind(), &element_type(target, 0)),
-            value: value_plan(&entry.map_entry_value_field().kind(), &element_type(target, 1)),
+            key: value_plan(&entry.map_entry_key_field().kind(), &element_type(target, 0), precision),
+            value: value_plan(&entry.map_entry_value_field().kind(), &element_type(target, 1), precision),
         };
     }
     if fd.is_list() {
-        return Shape::List(value_plan(&fd.kind(), &element_type(target, 0)));
+        return Shape::List(value_plan(&fd.kind(), &element_type(target, 0), precision));
     }
-    Shape::Single { value: value_plan(&fd.kind(), target), presence: fd.supports_presence() }
+    Shape::Single { value: value_plan(&fd.kind(), target, precision), presence: fd.supports_presence() }
 }
 
-fn value_plan(kind: &Kind, target: &DataType) -> ValuePlan {
+fn value_plan(kind: &Kind, target: &DataType, precision: TimestampPrecision) -> ValuePlan {
     let scalar = match kind {
         Kind::Int32 => Scalar::Int32,
         Kind::Int64 => Scalar::Int64,
@@ -172,15 +174,15 @@ fn value_plan(kind: &Kind, target: &DataType) -> ValuePlan {
         Kind::Enum(e) => return ValuePlan::Enum(e.clone()),
         Kind::Message(m) => {
             return match (well_known(m), target) {
-                (Some(WellKnown::Timestamp), _) => ValuePlan::Timestamp,
+                (Some(WellKnown::Timestamp), _) => ValuePlan::Timestamp(precision),
                 (Some(WellKnown::Wrapper(_)), _) => {
-                    let inner = m.get_field(1).map(|f| value_plan(&f.kind(), target));
+                    let inner = m.get_field(1).map(|f| value_plan(&f.kind(), target, precision));
                     match inner {
                         Some(ValuePlan::Scalar(s)) => ValuePlan::Wrapper(s),
                         _ => ValuePlan::Message(Box::new(MessagePlan::empty())),
                     }
                 }
-                (None, DataType::Struct(columns)) => ValuePlan::Message(Box::new(MessagePlan::new(m, columns))),
+                (None, DataType::Struct(columns)) => ValuePlan::Message(Box::new(MessagePlan::new(m, columns, precision))),
                 (None, _) => ValuePlan::Message(Box::new(MessagePlan::empty())),
             };
         }
@@ -328,11 +330,11 @@ fn decode_message(mut input: &[u8], plan: &MessagePlan, col: &mut Col) -> R {
             }
             Shape::Single { value, .. } => {
                 slots[i] = match (slots[i], raw, value) {
-                    (Slot::Raw(Raw::Len(a)), Raw::Len(b), ValuePlan::Message(_) | ValuePlan::Timestamp | ValuePlan::Wrapper(_)) => {
+                    (Slot::Raw(Raw::Len(a)), Raw::Len(b), ValuePlan::Message(_) | ValuePlan::Timestamp(_) | ValuePlan::Wrapper(_)) => {
                         gathered.merged.push([a, b].concat());
                         Slot::Merged(gathered.merged.len() - 1)
                     }
-                    (Slot::Merged(k), Raw::Len(b), ValuePlan::Message(_) | ValuePlan::Timestamp | ValuePlan::Wrapper(_)) => {
+                    (Slot::Merged(k), Raw::Len(b), ValuePlan::Message(_) | ValuePlan::Timestamp(_) | ValuePlan::Wrapper(_)) => {
                         gathered.merged[k].extend_from_slice(b);
                         Slot::Merged(k)
                     }
@@ -500,7 +502,7 @@ fn push_map<'a>(entries: &[(Raw<'a>, Raw<'a>)], key_plan: &ValuePlan, value_plan
 fn zero(plan: &ValuePlan) -> Raw<'static> {
     match plan {
         ValuePlan::Scalar(s) => zero_scalar(*s),
-        ValuePlan::Message(_) | ValuePlan::Timestamp | ValuePlan::Wrapper(_) => Raw::Len(&[]),
+        ValuePlan::Message(_) | ValuePlan::Timestamp(_) | ValuePlan::Wrapper(_) => Raw::Len(&[]),
         ValuePlan::Enum(_) => Raw::Varint(0),
     }
 }
@@ -529,12 +531,12 @@ fn push_value(raw: Raw, plan: &ValuePlan, col: &mut Col) -> R {
             }
         }
         (ValuePlan::Message(m), Raw::Len(bytes)) => decode_message(bytes, m, col),
-        (ValuePlan::Timestamp, Raw::Len(bytes)) => {
+        (ValuePlan::Timestamp(precision), Raw::Len(bytes)) => {
             let (seconds, nanos) = match timestamp_as_written(bytes) {
                 Some(fields) => fields,
                 None => timestamp_fields(bytes)?,
             };
-            col.push_i64(timestamp_micros(seconds, nanos)?)
+            col.push_i64(timestamp_micros(seconds, nanos, *precision)?)
         }
         (ValuePlan::Wrapper(s), Raw::Len(mut bytes)) => {
             let mut inner = zero_scalar(*s);

@@ -81,7 +81,7 @@ fn record<'a>(c: &mut Cursor<'a>, arena: &mut Arena, order: &mut FieldOrder<9>, 
         timestamp: timestamp?,
         key: text(key),
         value: text(value),
-        headers: headers.unwrap_or_default(),
+        headers: super::ReadHeaders { headers: headers.unwrap_or_default(), problem: None },
         value_schema_metadata: None,
     })
 }

@@ -108,6 +108,13 @@ fn malformed_events_name_the_problem() {
     assert!(e.contains("not JSON") && e.contains("utf-8") && e.contains("index 30"), "{e}");
     let e = parse_event(br#"{"eventSource":"aws:kafka"}"#).unwrap_err().to_string();
     assert!(e.contains("records"), "{e}");
+    // Another service's event says what it looks like (issue 46: not just "no records field").
+    let e = parse_event(br#"{"Records":[{"eventSource":"aws:sqs","body":"x"}]}"#).unwrap_err().to_string();
+    assert!(e.contains("no `records` field: it looks like an event of aws:sqs (`Records`, capital R), not an MSK"), "{e}");
+    let e = parse_event(br#"{"detail-type":"Scheduled Event","source":"aws.events"}"#).unwrap_err().to_string();
+    assert!(e.contains("an EventBridge event (detail-type \"Scheduled Event\")"), "{e}");
+    let e = parse_event(br#"{"orders":[1]}"#).unwrap_err().to_string();
+    assert!(e.contains("an object with keys orders"), "{e}");
     let e = parse_event(br#"{"eventSource":"aws:sqs","records":{}}"#).unwrap_err().to_string();
     assert!(e.contains("aws:sqs"), "{e}");
     let e = parse_event(br#"{"records":{"t-0":[{"partition":0}]}}"#).unwrap_err().to_string();
@@ -147,16 +154,30 @@ fn text_is_borrowed_from_the_event_unless_escaped() {
 fn truncated_or_mistyped_events_say_which() {
     let e = parse_event(br#"{"records":{"t-0":[{"partition":0,"#).unwrap_err().to_string();
     assert!(e.contains("not JSON"), "{e}");
-    let e = parse_event(br#"{"records":{"t-0":[{"partition":0,"offset":1,"timestamp":0,"headers":[{"h":[300]}]}]}}"#)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("not a Kafka event"), "{e}");
     let e = parse_event(br#"{"records":{"t-0":[{"partition":4294967296,"offset":1,"timestamp":0}]}}"#)
         .unwrap_err()
         .to_string();
     assert!(e.contains("partition 4294967296 out of range"), "{e}");
     let e = parse_event(br#"{"records":{"nodash":[{"partition":0,"offset":1,"timestamp":0}]}}"#).unwrap_err().to_string();
     assert!(e.contains("no topic"), "{e}");
+}
+
+/// Issue 46: one header byte outside the signed range made the whole event fail; it is that
+/// record's problem (a dead letter naming the header and the byte), the others read as sent.
+#[test]
+fn a_header_byte_out_of_range_is_the_records_problem_not_the_events() {
+    let json = br#"{"records":{"t-0":[{"partition":0,"offset":1,"timestamp":0,"value":"AQ==","headers":[{"ok":[1]},{"h":[7,300]},{"late":[-129]}]},
+        {"partition":0,"offset":2,"timestamp":0,"value":"AQ==","headers":[{"h":[-128,127]}]}]}}"#;
+    let parsed = parse_event(json).unwrap();
+    let records = &parsed.partitions[&TopicPartition { topic: "t".into(), partition: 0 }];
+    let reason = records[0].value_error.as_deref().unwrap_or_default();
+    assert!(reason.contains("header `h`: 300 is not a signed byte (-128 to 127)"), "{reason}");
+    assert_eq!(records[0].headers, Headers::from_iter([("ok", [1])]), "headers out of range are left out");
+    assert_eq!(records[0].value.as_deref(), Some(&[1u8][..]));
+    assert_eq!((records[1].value_error.as_deref(), &records[1].headers), (None, &Headers::from_iter([("h", [128, 127])])));
+    // A header list of the wrong shape still fails the event: it is not the mapping's.
+    let e = parse_event(br#"{"records":{"t-0":[{"partition":0,"offset":1,"timestamp":0,"headers":[{"h":["x"]}]}]}}"#).unwrap_err().to_string();
+    assert!(e.contains("not a Kafka event"), "{e}");
 }
 
 #[test]

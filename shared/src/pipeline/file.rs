@@ -67,11 +67,13 @@ pub struct PipelineSpec {
     pub decimal_handling: Option<String>,
     /// Debezium: apply truncates (`op = "t"`) instead of dead-lettering them (default false).
     pub allow_truncate: Option<bool>,
+    /// `reject` (default) | `truncate`: a timestamp or time finer than the column's microseconds.
+    pub timestamp_precision: Option<String>,
 }
 
 /// The keys a `[[pipeline]]` may have, for messages.
 pub const PIPELINE_KEYS: &str = "table, topics, topic_pattern, format, schema, message, partition_by, key, dedup, event_time, \
-     dedup_window_minutes, registry, registry_name, registry_url, registry_schema, registry_secret, registry_insecure, mode, envelope, order_by, changelog, decimal_handling, allow_truncate";
+     dedup_window_minutes, registry, registry_name, registry_url, registry_schema, registry_secret, registry_insecure, mode, envelope, order_by, changelog, decimal_handling, allow_truncate, timestamp_precision";
 
 /// The parsed file: namespace and pipelines, in file order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,7 +84,7 @@ pub struct ParsedFile {
 
 /// Parse the text of a pipeline file named `file` (for messages).
 pub fn parse(file: &str, text: &str) -> Result<ParsedFile, String> {
-    let top: FileSpec = toml::from_str(text).map_err(|e| format!("{file}: {}", e.message().trim()).replace("unknown field", "unknown key"))?;
+    let top: FileSpec = toml::from_str(text).map_err(|e| format!("{file}{}: {}", line_of(text, &e), e.message().trim()).replace("unknown field", "unknown key"))?;
     if top.pipeline.is_empty() {
         return Err(format!("{file}: no [[pipeline]]: declare at least one (keys: {PIPELINE_KEYS})"));
     }
@@ -128,6 +130,15 @@ fn plain_name(name: &str) -> Result<(), String> {
         return Err(format!("{name:?} is not a namespace name (no `/`, `\\`, empty or `..` segment, or control character)"));
     }
     Ok(())
+}
+
+/// ` (line L, column C)` where a TOML error is, when it says.
+fn line_of(text: &str, e: &toml::de::Error) -> String {
+    let Some(span) = e.span() else { return String::new() };
+    let before = text.get(..span.start).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    format!(" (line {line}, column {column})")
 }
 
 #[cfg(test)]
@@ -184,6 +195,9 @@ mod tests {
         let e = parse("p.toml", "[[pipeline]]\ntable = 3\n").unwrap_err();
         assert!(e.contains("pipeline #1") && e.contains("invalid type"), "{e}");
         let e = parse("p.toml", "[[pipeline\n").unwrap_err();
-        assert!(e.starts_with("p.toml:"), "{e}");
+        assert!(e.starts_with("p.toml (line 1, column "), "{e}");
+        // An unterminated string says where (issue 46: no line number before).
+        let e = parse("p.toml", "namespace = \"shop\"\n[[pipeline]]\ntable = \"orders\ntopics = [\"x\"]\n").unwrap_err();
+        assert!(e.starts_with("p.toml (line 3, column "), "{e}");
     }
 }

@@ -83,12 +83,37 @@ pub struct Pipeline {
     pub dedup: Dedup,
     pub event_time: Option<String>,
     pub dedup_window_minutes: i64,
+    /// What a timestamp or time finer than microseconds (the columns' unit) becomes.
+    pub timestamp_precision: TimestampPrecision,
     /// Values framed by a schema registry: each record names its writer schema.
     pub registry: Option<RegistrySpec>,
     /// The registry subject (Confluent) or schema name (Glue) of the pipeline's values.
     pub registry_subject: Option<String>,
     /// `mode = "upsert"`: envelope, order and changelog; `None` for append pipelines.
     pub upsert: Option<upsert::Upsert>,
+}
+
+/// A timestamp or time finer than the columns' microseconds (JSON text with nanoseconds, a
+/// protobuf `Timestamp` or `TimeOfDay` with nanos, Debezium's `Nano*` values): one rule for
+/// every path of a pipeline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TimestampPrecision {
+    /// The record is a dead letter naming the value (nothing is changed silently).
+    #[default]
+    Reject,
+    /// Cut to the microsecond at or before it (towards the past, also before 1970).
+    Truncate,
+}
+
+impl TimestampPrecision {
+    /// Microseconds from whole `seconds` and `nanos` (0 to 999,999,999) past them, or why not
+    /// (`what` names the value in the message).
+    pub(crate) fn micros(self, seconds: i64, nanos: u32, what: &dyn std::fmt::Display) -> std::result::Result<i64, String> {
+        if nanos % 1000 != 0 && self == TimestampPrecision::Reject {
+            return Err(format!("{what} is finer than the column's microseconds: not truncated (timestamp_precision = \"reject\")"));
+        }
+        seconds.checked_mul(1_000_000).and_then(|us| us.checked_add(i64::from(nanos / 1000))).ok_or_else(|| format!("{what} is out of range"))
+    }
 }
 
 impl Pipeline {
@@ -198,6 +223,7 @@ impl PipelineSet {
             changelog: None,
             decimal_handling: None,
             allow_truncate: None,
+            timestamp_precision: None,
         };
         let mut pipeline = build(&spec, format, source, None, config).map_err(|e| Error::Config(format!("telemetry pipeline: {e}")))?;
         pipeline.topics = Topics::Any;
@@ -414,6 +440,11 @@ fn build(
             Regex::new(&format!("^(?:{pattern})$")).map_err(|e| format!("key `topic_pattern`: {pattern:?} is not a regular expression: {e}"))?,
         ),
     };
+    let timestamp_precision = match spec.timestamp_precision.as_deref().unwrap_or("reject") {
+        "reject" => TimestampPrecision::Reject,
+        "truncate" => TimestampPrecision::Truncate,
+        other => return Err(format!("key `timestamp_precision`: {other:?} is not allowed: allowed are reject | truncate")),
+    };
     let dedup = match spec.dedup.as_deref().unwrap_or("none") {
         "none" => Dedup::None,
         "batch" => Dedup::Batch,
@@ -486,6 +517,7 @@ fn build(
         dedup,
         event_time: spec.event_time.clone(),
         dedup_window_minutes: window,
+        timestamp_precision,
         registry_subject: registry.as_ref().and_then(|r| registry_subject(spec, r)),
         registry,
         upsert,

@@ -19,12 +19,27 @@ pub struct PartitionField {
 }
 
 /// Parse one entry such as `bucket(16, customer_id)`.
+/// The dotted column of an entry that would be a transform but for its nested source
+/// (`identity(customer.country)`).
+fn nested_source(entry: &str) -> Option<&str> {
+    static NESTED: OnceLock<Regex> = OnceLock::new();
+    let nested = NESTED.get_or_init(|| {
+        Regex::new(r"^\s*[a-z]+\s*\(\s*(?:\d+\s*,\s*)?([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+)\s*\)\s*$").expect("valid regex")
+    });
+    Some(nested.captures(entry)?.get(1)?.as_str())
+}
+
 pub fn parse(entry: &str) -> Result<PartitionField, String> {
     static SYNTAX: OnceLock<Regex> = OnceLock::new();
     let syntax = SYNTAX.get_or_init(|| {
         Regex::new(r"^\s*([a-z]+)\s*\(\s*(?:(\d+)\s*,\s*)?([A-Za-z_][A-Za-z0-9_]*)\s*\)\s*$").expect("valid regex")
     });
-    let caps = syntax.captures(entry).ok_or_else(|| format!("{entry:?} is not a partition transform: allowed are {ALLOWED}"))?;
+    let caps = syntax.captures(entry).ok_or_else(|| match nested_source(entry) {
+        Some(column) => format!(
+            "{entry:?}: `{column}` is a nested column; a partition source must be a top-level column (nested sources are not supported)"
+        ),
+        None => format!("{entry:?} is not a partition transform: allowed are {ALLOWED}"),
+    })?;
     let (name, arg, column) = (&caps[1], caps.get(2).map(|m| m.as_str()), caps[3].to_string());
     let number = |what: &str| -> Result<u32, String> {
         let n = arg.ok_or_else(|| format!("{entry:?}: {name} needs a {what}, as in {name}(16, {column})"))?;
@@ -126,6 +141,9 @@ mod tests {
         let spec = spec(&["day(created_at)".into(), "bucket(16, customer_id)".into()], &s).unwrap();
         spec.bind(s.clone()).unwrap();
         assert!(super::spec(&["day(missing)".into()], &s).unwrap_err().contains("no top-level column"));
+        // Issue 46: a nested source said "is not a partition transform".
+        let e = super::spec(&["identity(customer.country)".into()], &s).unwrap_err();
+        assert!(e.contains("`customer.country` is a nested column; a partition source must be a top-level column"), "{e}");
         assert!(super::spec(&["hour(customer_id)".into()], &s).unwrap_err().contains("does not apply"));
         assert!(super::spec(&["day(created_at)".into(), "days(created_at)".into()], &s).unwrap_err().contains("twice"));
     }

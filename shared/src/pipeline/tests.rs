@@ -159,6 +159,7 @@ fn every_bad_key_names_the_pipeline_the_key_and_what_is_allowed() {
         ("message = \"x.Y\"", "key `message`: only for format = \"protobuf\""),
         ("topic_pattern = \"(\"", "keys `topics` and `topic_pattern`: give one of the two"),
         ("dedup_window_minutes = 0", "key `dedup_window_minutes`: 0 is not allowed"),
+        ("timestamp_precision = \"round\"", "key `timestamp_precision`: \"round\" is not allowed: allowed are reject | truncate"),
     ];
     for (extra, needle) in cases {
         // A later duplicate key would be a TOML error: replace the defaults the case sets.

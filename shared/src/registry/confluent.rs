@@ -134,6 +134,9 @@ impl ConfluentRegistry {
             .to_bytes();
         if !status.is_success() {
             let text = String::from_utf8_lossy(&body[..body.len().min(300)]).to_string();
+            if status == hyper::StatusCode::NOT_FOUND {
+                return Err(Error::RegistryNotFound(format!("GET {url}: HTTP {status}: {text}")));
+            }
             return Err(unreachable(format!("HTTP {status}: {text}")));
         }
         serde_json::from_slice(&body).map_err(|e| unreachable(format!("not a schema response: {e}")))

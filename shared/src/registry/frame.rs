@@ -106,6 +106,23 @@ fn glue_header(value: &[u8]) -> Result<(WriterId, u8, &[u8]), String> {
     Ok((WriterId::Glue(uuid::Uuid::from_bytes(*id)), *compression, rest))
 }
 
+/// For a value a pipeline without `registry` could not decode: the registry frame it starts
+/// with, as a sentence saying what to set, when it looks framed (the reason a registry
+/// serializer's records are dead letters is then the frame, not the field the bytes hit).
+pub fn unexpected_frame_hint(value: &[u8]) -> Option<String> {
+    match value {
+        [0, id @ .., _] if id.len() >= 4 => {
+            let id = u32::from_be_bytes([id[0], id[1], id[2], id[3]]);
+            Some(format!("the value starts like a Confluent schema-registry frame (magic byte 0, schema id {id}): if a registry serializer wrote it, set `registry = \"confluent\"` (and `registry_url`) on the pipeline"))
+        }
+        [GLUE_HEADER_VERSION, GLUE_NONE | GLUE_ZLIB, rest @ ..] if rest.len() >= 16 => {
+            let id = uuid::Uuid::from_slice(&rest[..16]).ok()?;
+            Some(format!("the value starts like a Glue schema-registry frame (schema version {id}): if a registry serializer wrote it, set `registry = \"glue\"` on the pipeline"))
+        }
+        _ => None,
+    }
+}
+
 /// The writer `value`'s frame names, from its header alone (nothing inflated): enough to plan a
 /// batch's writers whose records carry no message index (Avro, JSON Schema).
 pub fn writer(value: &[u8], glue: bool) -> Result<WriterId, String> {
@@ -220,6 +237,19 @@ fn zigzag(v: u64) -> i64 {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    /// Issue 46: a framed value in a pipeline without `registry` said "expected a UUID".
+    #[test]
+    fn a_frame_where_no_registry_is_set_is_named() {
+        let hint = unexpected_frame_hint(&[0, 0, 0, 1, 2, b'{', b'}']).unwrap();
+        assert!(hint.contains("Confluent schema-registry frame (magic byte 0, schema id 258)") && hint.contains("registry = \"confluent\""), "{hint}");
+        let mut glue = vec![3, 0];
+        glue.extend_from_slice(uuid::Uuid::nil().as_bytes());
+        glue.push(7);
+        assert!(unexpected_frame_hint(&glue).unwrap().contains("registry = \"glue\""));
+        assert_eq!(unexpected_frame_hint(br#"{"id": 1}"#), None);
+        assert_eq!(unexpected_frame_hint(&[0, 1]), None, "too short to hold a schema id and a payload");
+    }
 
     #[test]
     fn confluent_avro_and_protobuf_frames() {

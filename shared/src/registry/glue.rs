@@ -1,6 +1,7 @@
 //! The AWS Glue Schema Registry: `GetSchemaVersion` by version id (what a frame names), or the
 //! latest version of a schema (the table's initial schema when the pipeline gives none).
 
+use aws_sdk_glue::error::ProvideErrorMetadata;
 use aws_sdk_glue::operation::get_schema_version::GetSchemaVersionOutput;
 use aws_sdk_glue::types::{SchemaId, SchemaVersionNumber};
 
@@ -25,7 +26,12 @@ impl GlueRegistry {
             .schema_version_id(id.to_string())
             .send()
             .await
-            .map_err(|e| unreachable_or_unknown(crate::aws::error("glue:GetSchemaVersion", &format!("schema version {id}"), e)))?;
+            .map_err(|e| {
+                if e.code() == Some("EntityNotFoundException") {
+                    return Error::RegistryNotFound(format!("Glue Schema Registry: schema version {id} does not exist"));
+                }
+                unreachable_or_unknown(crate::aws::error("glue:GetSchemaVersion", &format!("schema version {id}"), e))
+            })?;
         registered(out)
     }
 

@@ -175,7 +175,12 @@ impl Registry {
         if let Some(hit) = self.compiled.lock().map_err(poisoned)?.get(&key) {
             return Ok(hit.clone());
         }
-        let registered = self.registered(id).await?;
+        let registered = match self.registered(id).await {
+            // The registry's answer, not an outage: this writer's records are dead letters (not
+            // cached: an id registered later reads then).
+            Err(Error::RegistryNotFound(m)) => return Ok(Err(format!("the registry has no {id}: {m}"))),
+            other => other?,
+        };
         let compiled = compile(&registered, message, format).map(Arc::new).map_err(|e| format!("writer {id} ({}): {e}", registered.version));
         let mut cache = self.compiled.lock().map_err(poisoned)?;
         if cache.len() >= CACHE_LIMIT {
@@ -199,6 +204,7 @@ impl Registry {
         };
         let fetched = Arc::new(fetched.map_err(|e| match e {
             Error::Registry(m) => Error::Registry(format!("writer {id}: {m}")),
+            Error::RegistryNotFound(m) => Error::RegistryNotFound(format!("writer {id}: {m}")),
             other => other,
         })?);
         let mut cache = self.texts.lock().map_err(poisoned)?;

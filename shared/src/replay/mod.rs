@@ -183,7 +183,7 @@ pub(crate) async fn decode_again(
     let data_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(&plan.target)?);
     let decoded_fields: Vec<_> = data_schema.fields().iter().filter(|f| !lineage::is_lineage(f.name())).cloned().collect();
     let writers: Vec<&SourceSchema> = plan.writers.iter().map(|w| w.as_ref()).collect();
-    let decoder = RecordDecoder::with_writers(&writers, Arc::new(ArrowSchema::new(decoded_fields)))?;
+    let decoder = RecordDecoder::with_precision(&writers, Arc::new(ArrowSchema::new(decoded_fields)), spec.timestamp_precision)?;
     let nothing_held = (Watermarks::default(), Default::default());
     let held = Marks { data: &nothing_held.0, open_gaps: &Default::default(), dead_lettered: &nothing_held.1 };
     let mut decoded = decode_partitions(spec, &plan, decoder, partitions, &held, 0)?;

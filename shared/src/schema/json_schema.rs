@@ -1,6 +1,8 @@
 //! JSON Schema (the draft 7 / 2020-12 subset that maps to Iceberg types). The decoder needs no
 //! more than the format-neutral [`Ty`] tree: JSON values carry their own structure.
 
+use std::collections::HashMap;
+
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use super::{Field, Prim, Ty, join, unsupported};
@@ -9,14 +11,23 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone)]
 pub struct JsonSchema {
     pub(crate) fields: Vec<Field>,
+    /// The allowed values of each string property with an `enum`, by path (dotted, `element`
+    /// and `value` inside lists and maps, as [`join`] writes them): a value outside is a record
+    /// error, as JSON Schema validation says.
+    pub(crate) enums: HashMap<String, Vec<String>>,
 }
 
 impl JsonSchema {
+    /// Fields without value constraints (an image of another format's fields).
+    pub(crate) fn of_fields(fields: Vec<Field>) -> Self {
+        JsonSchema { fields, enums: HashMap::new() }
+    }
+
     pub fn parse(text: &str) -> Result<Self> {
         let root: Value = serde_json::from_str(text).map_err(|e| Error::Schema(format!("invalid JSON Schema: {e}")))?;
-        let mut parser = Parser { root: &root, expanding: Vec::new() };
+        let mut parser = Parser { root: &root, expanding: Vec::new(), enums: HashMap::new() };
         match parser.node(&root, "")? {
-            (_, Ty::Struct(fields)) => Ok(JsonSchema { fields }),
+            (_, Ty::Struct(fields)) => Ok(JsonSchema { fields, enums: parser.enums }),
             (_, other) => Err(Error::Schema(format!("the top-level JSON Schema must be an object with properties, not {other}"))),
         }
     }
@@ -26,6 +37,7 @@ struct Parser<'a> {
     root: &'a Value,
     /// `$ref`s being expanded, to refuse recursion.
     expanding: Vec<String>,
+    enums: HashMap<String, Vec<String>>,
 }
 
 const ALLOWED: &str = "allowed: type string/integer/number/boolean/object/array (or [T, \"null\"]), \
@@ -47,6 +59,9 @@ impl<'a> Parser<'a> {
             }
         }
         let (nullable, name) = type_name(obj, path)?;
+        if let Some(values) = obj.get("enum") {
+            self.enumeration(values, name, path)?;
+        }
         let ty = match name {
             "string" => Ty::Prim(match obj.get("format").and_then(Value::as_str) {
                 Some("date-time") => Prim::Timestamptz,
@@ -104,6 +119,18 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// An `enum` of strings on a string (a `null` member is what a nullable type allows).
+    fn enumeration(&mut self, values: &Value, type_name: &str, path: &str) -> Result<()> {
+        let members = values.as_array().ok_or_else(|| unsupported(path, "`enum` must be a list of values"))?;
+        let strings: Vec<String> = members.iter().filter_map(|v| v.as_str().map(str::to_string)).collect();
+        let nulls = members.iter().filter(|v| matches!(v, Value::Null)).count();
+        if type_name != "string" || strings.len() + nulls != members.len() || strings.is_empty() {
+            return Err(unsupported(path, "only an `enum` of strings (on a string, and null) is supported"));
+        }
+        self.enums.insert(path.to_string(), strings);
+        Ok(())
+    }
+
     fn reference(&mut self, reference: &'a Value, path: &str) -> Result<(bool, Ty)> {
         let target = reference.as_str().unwrap_or_default();
         let Some(name) = target.strip_prefix("#/definitions/").or_else(|| target.strip_prefix("#/$defs/")) else {
@@ -145,8 +172,9 @@ fn type_name<'v>(obj: &'v Value, path: &str) -> Result<(bool, &'v str)> {
             _ => Err(unsupported(path, format!("type {types:?}: only \"T\" or [\"T\", \"null\"] is supported"))),
         },
         None if obj.get("properties").is_some() => Ok((false, "object")),
-        None if obj.get("enum").and_then(Value::as_array).is_some_and(|v| v.iter().all(Value::is_string)) => {
-            Ok((false, "string"))
+        None if obj.get("enum").and_then(Value::as_array).is_some_and(|v| v.iter().any(Value::is_string)) => {
+            let nullable = obj.get("enum").and_then(Value::as_array).is_some_and(|v| v.iter().any(|m| matches!(m, Value::Null)));
+            Ok((nullable, "string"))
         }
         _ => Err(unsupported(path, format!("no `type` ({ALLOWED})"))),
     }
@@ -156,7 +184,8 @@ fn type_name<'v>(obj: &'v Value, path: &str) -> Result<(bool, &'v str)> {
 /// workspace-wide `preserve_order` feature is on), so columns follow declaration order.
 #[derive(Debug)]
 enum Value {
-    /// null, a boolean or a number other than a whole one: nothing here reads their value.
+    Null,
+    /// A boolean or a number other than a whole one: nothing here reads their value.
     Scalar,
     /// A whole non-negative number (a decimal's precision and scale).
     Whole(u64),
@@ -210,7 +239,7 @@ impl<'de> Deserialize<'de> for Value {
                 f.write_str("a JSON value")
             }
             fn visit_unit<E>(self) -> std::result::Result<Value, E> {
-                Ok(Value::Scalar)
+                Ok(Value::Null)
             }
             fn visit_bool<E>(self, _: bool) -> std::result::Result<Value, E> {
                 Ok(Value::Scalar)

@@ -73,7 +73,10 @@ impl SourceSchema {
     /// The same fields read from JSON values: how the event source mapping hands over a record
     /// it decoded itself (`EventRecordFormat = JSON`).
     pub fn as_json(&self) -> SourceSchema {
-        SourceSchema::Json(json_schema::JsonSchema { fields: self.fields().to_vec() })
+        match self {
+            SourceSchema::Json(schema) => SourceSchema::Json(schema.clone()),
+            _ => SourceSchema::Json(json_schema::JsonSchema::of_fields(self.fields().to_vec())),
+        }
     }
 
     /// The Protobuf message the values are, if the format is Protobuf.

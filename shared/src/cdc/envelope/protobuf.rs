@@ -17,19 +17,22 @@ use chrono::{NaiveDate, NaiveTime, Timelike};
 use prost_reflect::{DynamicMessage, Kind, MapKey, MessageDescriptor, ReflectMessage, Value as Proto};
 use serde_json::{Map, Number, Value};
 
+use crate::pipeline::TimestampPrecision;
+
 /// Decode one record's payload (the registry frame removed) with its writer's envelope message.
-pub fn payload_json(envelope: &MessageDescriptor, payload: &[u8]) -> Result<Value, String> {
-    message_json_of(envelope, payload, "Debezium Protobuf value")
+pub fn payload_json(envelope: &MessageDescriptor, payload: &[u8], precision: TimestampPrecision) -> Result<Value, String> {
+    message_json_of(envelope, payload, "Debezium Protobuf value", precision)
 }
 
-/// Decode one Protobuf message (`what` it is, for errors) into its Connect JSON form.
-pub fn message_json_of(descriptor: &MessageDescriptor, payload: &[u8], what: &str) -> Result<Value, String> {
+/// Decode one Protobuf message (`what` it is, for errors) into its Connect JSON form; times
+/// finer than microseconds as `precision` says.
+pub fn message_json_of(descriptor: &MessageDescriptor, payload: &[u8], what: &str, precision: TimestampPrecision) -> Result<Value, String> {
     let message = DynamicMessage::decode(descriptor.clone(), payload).map_err(|e| format!("{what}: {e}"))?;
-    message_json(&message).map_err(|e| format!("{what}: {e}"))
+    message_json(&message, precision).map_err(|e| format!("{what}: {e}"))
 }
 
-fn message_json(message: &DynamicMessage) -> Result<Value, String> {
-    if let Some(value) = logical(message)? {
+fn message_json(message: &DynamicMessage, precision: TimestampPrecision) -> Result<Value, String> {
+    if let Some(value) = logical(message, precision)? {
         return Ok(value);
     }
     let mut out = Map::new();
@@ -37,14 +40,14 @@ fn message_json(message: &DynamicMessage) -> Result<Value, String> {
         let value = if fd.supports_presence() && !message.has_field(&fd) {
             Value::Null
         } else {
-            value_json(&fd.kind(), &message.get_field(&fd)).map_err(|e| format!("field `{}`: {e}", fd.name()))?
+            value_json(&fd.kind(), &message.get_field(&fd), precision).map_err(|e| format!("field `{}`: {e}", fd.name()))?
         };
         out.insert(fd.name().to_string(), value);
     }
     Ok(Value::Object(out))
 }
 
-fn value_json(kind: &Kind, value: &Proto) -> Result<Value, String> {
+fn value_json(kind: &Kind, value: &Proto, precision: TimestampPrecision) -> Result<Value, String> {
     let float = |f: f64| Number::from_f64(f).map(Value::Number).ok_or_else(|| format!("the float {f} has no JSON form"));
     Ok(match value {
         Proto::Bool(b) => Value::Bool(*b),
@@ -60,8 +63,8 @@ fn value_json(kind: &Kind, value: &Proto) -> Result<Value, String> {
             Kind::Enum(e) => e.get_value(*n).map(|v| Value::String(v.name().to_string())).unwrap_or_else(|| Value::from(*n)),
             _ => Value::from(*n),
         },
-        Proto::Message(m) => message_json(m)?,
-        Proto::List(items) => Value::Array(items.iter().map(|v| value_json(kind, v)).collect::<Result<_, _>>()?),
+        Proto::Message(m) => message_json(m, precision)?,
+        Proto::List(items) => Value::Array(items.iter().map(|v| value_json(kind, v, precision)).collect::<Result<_, _>>()?),
         Proto::Map(entries) => {
             let value_kind = match kind {
                 Kind::Message(entry) => entry.map_entry_value_field().kind(),
@@ -77,7 +80,7 @@ fn value_json(kind: &Kind, value: &Proto) -> Result<Value, String> {
                     MapKey::U64(u) => u.to_string(),
                     MapKey::String(s) => s.clone(),
                 };
-                out.insert(key, value_json(&value_kind, v)?);
+                out.insert(key, value_json(&value_kind, v, precision)?);
             }
             Value::Object(out)
         }
@@ -96,17 +99,16 @@ fn int(message: &DynamicMessage, name: &str) -> i64 {
 
 /// The Connect encoding of the converter's logical-type messages and the wrappers' value;
 /// `None` for any other message.
-fn logical(message: &DynamicMessage) -> Result<Option<Value>, String> {
+fn logical(message: &DynamicMessage, precision: TimestampPrecision) -> Result<Option<Value>, String> {
     let descriptor = message.descriptor();
     let name = descriptor.full_name();
     Ok(Some(match name {
         "google.protobuf.Timestamp" => {
             let (seconds, nanos) = (int(message, "seconds"), int(message, "nanos"));
-            if nanos % 1000 != 0 || !(0..1_000_000_000).contains(&nanos) {
-                return Err(format!("a Timestamp of {seconds} s and {nanos} ns is finer than the column's microseconds: not truncated"));
-            }
-            let micros = seconds.checked_mul(1_000_000).and_then(|s| s.checked_add(nanos / 1000));
-            Value::from(micros.ok_or_else(|| format!("a Timestamp of {seconds} s is out of range"))?)
+            let Some(nanos) = u32::try_from(nanos).ok().filter(|n| *n < 1_000_000_000) else {
+                return Err(format!("a Timestamp's nanos {nanos} are out of range 0..1e9"));
+            };
+            Value::from(precision.micros(seconds, nanos, &format_args!("a Timestamp of {seconds} s and {nanos} ns"))?)
         }
         "google.type.Date" => {
             let (year, month, day) = (int(message, "year"), int(message, "month"), int(message, "day"));
@@ -122,10 +124,7 @@ fn logical(message: &DynamicMessage) -> Result<Option<Value>, String> {
                 _ => None,
             };
             let time = time.ok_or_else(|| format!("a TimeOfDay of {h:?}:{m:?}:{s:?}.{n:?} is not a time of day"))?;
-            if time.nanosecond() % 1000 != 0 {
-                return Err(format!("a TimeOfDay of {time} is finer than the column's microseconds: not truncated"));
-            }
-            Value::from(i64::from(time.num_seconds_from_midnight()) * 1_000_000 + i64::from(time.nanosecond() / 1000))
+            Value::from(precision.micros(i64::from(time.num_seconds_from_midnight()), time.nanosecond(), &format_args!("a TimeOfDay of {time}"))?)
         }
         "confluent.type.Decimal" => {
             let value = match message.get_field_by_name("value").as_deref() {
@@ -138,7 +137,7 @@ fn logical(message: &DynamicMessage) -> Result<Option<Value>, String> {
         }
         _ if name.starts_with("google.protobuf.") && name.ends_with("Value") && descriptor.get_field_by_name("value").is_some() => {
             let fd = descriptor.get_field_by_name("value").ok_or("a wrapper without its value")?;
-            value_json(&fd.kind(), &message.get_field(&fd))?
+            value_json(&fd.kind(), &message.get_field(&fd), precision)?
         }
         _ => return Ok(None),
     }))

@@ -189,7 +189,12 @@ fn times_dates_and_timestamps_by_their_semantic_types() {
     assert_eq!((&got["opens"], &got["seen"]), (&json!("00:00:00.001000"), &json!("2023-11-14T22:13:20.123Z")));
     let nano = json!([field("opens", "int64", "io.debezium.time.NanoTime")]);
     assert_eq!(after(&u, json!({"id": 1, "opens": 1_000}), nano.clone()).unwrap()["opens"], "00:00:00.000001");
-    assert!(after(&u, json!({"id": 1, "opens": 1_001}), nano).unwrap_err().contains("not truncated"));
+    assert!(after(&u, json!({"id": 1, "opens": 1_001}), nano.clone()).unwrap_err().contains("not truncated"));
+    // timestamp_precision = "truncate": the microsecond at or before, before 1970 too.
+    let cuts = typed(DecimalHandling::Precise).with_timestamp_precision(crate::pipeline::TimestampPrecision::Truncate);
+    assert_eq!(after(&cuts, json!({"id": 1, "opens": 1_999}), nano).unwrap()["opens"], "00:00:00.000001");
+    let nano_stamp = json!([field("seen", "int64", "io.debezium.time.NanoTimestamp")]);
+    assert_eq!(after(&cuts, json!({"id": 1, "seen": -1}), nano_stamp).unwrap()["seen"], "1969-12-31T23:59:59.999999Z");
     assert!(after(&u, json!({"id": 1, "opens": 86_400_000}), none()).unwrap_err().contains("field `opens`"));
     // ZonedTime and ZonedTimestamp: the UTC time; strings in the decoder's forms pass as they are.
     let zoned = json!({"id": 1, "opens": "23:30:00.5-01:00", "local": "2026-11-30T10:00:00.000001+02:00", "seen": "2026-11-30T10:00:00+02:00"});
@@ -231,7 +236,7 @@ fn decoded_decimals_and_times_are_exact_and_a_wrong_scale_is_refused() {
     for (bad, needle) in [
         (serde_json::json!({"id": 3, "amount": "1e3"}), "expected a decimal"),
         (serde_json::json!({"id": 3, "amount": "12."}), "expected a decimal"),
-        (serde_json::json!({"id": 3, "opens": "10:00:00.0000001"}), "finer than microseconds"),
+        (serde_json::json!({"id": 3, "opens": "10:00:00.0000001"}), "finer than the column's microseconds"),
         (serde_json::json!({"id": 3, "local": "2026-11-30T10:00:00Z"}), "without zone"),
     ] {
         let err = decoder.append(bad.to_string().as_bytes()).unwrap_err();
@@ -241,4 +246,35 @@ fn decoded_decimals_and_times_are_exact_and_a_wrong_scale_is_refused() {
     let options = arrow_cast::display::FormatOptions::default();
     let shown: Vec<String> = columns.iter().map(|c| arrow_cast::display::ArrayFormatter::try_new(c, &options).unwrap().value(0).to_string()).collect();
     assert_eq!(shown, ["1", "-1.50", "00:00:00.000001", "1969-12-31T23:59:59.999999"]);
+}
+
+/// Issue 46: Debezium's and DMS's JSON doubles reach the column as the double their text
+/// denotes, bit for bit (the envelope is read, re-written and read again by the decoder).
+#[test]
+fn debezium_and_dms_doubles_are_exact() {
+    use arrow_array::Array;
+    use crate::decode::RecordDecoder;
+    use crate::schema::{Format, SourceSchema};
+    let schema = r#"{"type": "object", "required": ["id"], "properties": {"id": {"type": "integer"}, "x": {"type": ["number", "null"]}}}"#;
+    let source = SourceSchema::from_text(Format::Json, schema, None).unwrap();
+    let target = std::sync::Arc::new(ArrowSchema::new(vec![Field::new("id", DataType::Int64, false), Field::new("x", DataType::Float64, true)]));
+    let doubles = crate::testkit::shortest_doubles(10_000);
+    let debezium = Unwrapper::new(Envelope::Debezium, &Order::Source(SourceField::Lsn), &target, &["id".into()], DecimalHandling::default());
+    let dms = Unwrapper::new(Envelope::Dms, &Order::Kafka, &target, &["id".into()], DecimalHandling::default());
+    for (name, unwrapper, wrap) in [
+        ("debezium", &debezium, (r#"{"before":null,"source":{"lsn":1},"op":"c","after":"#, "}")),
+        ("dms", &dms, (r#"{"metadata":{"operation":"insert"},"data":"#, "}")),
+    ] {
+        let mut decoder = RecordDecoder::new(&source, target.clone()).unwrap();
+        for (i, (_, text)) in doubles.iter().enumerate() {
+            let value = format!(r#"{}{{"id":{i},"x":{text}}}{}"#, wrap.0, wrap.1);
+            let Unwrapped::Upsert { row, .. } = unwrapper.unwrap(None, Some(value.as_bytes())).unwrap() else { panic!("{value}") };
+            decoder.append(&row).unwrap();
+        }
+        let columns = decoder.finish().unwrap();
+        let read = columns[1].as_any().downcast_ref::<arrow_array::Float64Array>().unwrap();
+        let wrong: Vec<String> =
+            doubles.iter().zip(read.values()).filter(|((want, _), got)| want.to_bits() != got.to_bits()).map(|((_, text), got)| format!("{text} -> {got:?}")).collect();
+        assert!(wrong.is_empty(), "{name}: {} of {} doubles read back wrong, e.g. {:?}", wrong.len(), doubles.len(), &wrong[..wrong.len().min(5)]);
+    }
 }

@@ -19,6 +19,7 @@ use base64::Engine;
 use chrono::{DateTime, FixedOffset, NaiveDate, NaiveTime, SecondsFormat};
 use serde_json::{Map, Value};
 
+use crate::pipeline::TimestampPrecision;
 use crate::pipeline::upsert::DecimalHandling;
 
 /// A table column whose Debezium values are rewritten.
@@ -34,6 +35,8 @@ enum Kind {
 pub(super) struct Values {
     columns: Vec<(String, Kind)>,
     decimals: DecimalHandling,
+    /// Times finer than microseconds (`Nano*`).
+    pub(super) precision: TimestampPrecision,
 }
 
 const MICROS_PER_DAY: i64 = 86_400_000_000;
@@ -54,7 +57,7 @@ impl Values {
                 Some((f.name().clone(), kind))
             })
             .collect();
-        Self { columns, decimals }
+        Self { columns, decimals, precision: TimestampPrecision::default() }
     }
 
     /// `row` with its Debezium values in the decoder's forms; `declared`: the embedded schema's
@@ -66,8 +69,8 @@ impl Values {
             let semantic = schema.and_then(|s| s.get("name")).and_then(Value::as_str);
             let rewritten = match *kind {
                 Kind::Date => date(value),
-                Kind::Time => time(value, semantic),
-                Kind::Timestamp { zoned } => timestamp(value, semantic, zoned),
+                Kind::Time => time(value, semantic, self.precision),
+                Kind::Timestamp { zoned } => timestamp(value, semantic, zoned, self.precision),
                 Kind::Decimal { scale } => self.decimal(value, schema, scale),
             }
             .map_err(|e| format!("field `{name}`: {e}"))?;
@@ -143,12 +146,12 @@ fn date(value: &Value) -> Result<Option<String>, String> {
 
 /// An integer time or timestamp in microseconds, by its semantic type (milliseconds when
 /// none is named: Debezium's `Time`/`Timestamp`, Connect's, and records without a schema).
-fn micros(v: i64, semantic: Option<&str>) -> Result<i64, String> {
+fn micros(v: i64, semantic: Option<&str>, precision: TimestampPrecision) -> Result<i64, String> {
     match semantic {
         Some("io.debezium.time.MicroTime" | "io.debezium.time.MicroTimestamp") => Ok(v),
-        Some("io.debezium.time.NanoTime" | "io.debezium.time.NanoTimestamp") if v % 1000 == 0 => Ok(v / 1000),
         Some("io.debezium.time.NanoTime" | "io.debezium.time.NanoTimestamp") => {
-            Err(format!("{v} ns is finer than the column's microseconds: not truncated"))
+            const NANOS: i64 = 1_000_000_000;
+            precision.micros(v.div_euclid(NANOS), v.rem_euclid(NANOS) as u32, &format_args!("{v} ns"))
         }
         _ => v.checked_mul(1000).ok_or_else(|| format!("{v} ms is out of range")),
     }
@@ -162,9 +165,9 @@ fn time_text(micros: i64) -> Result<String, String> {
     Ok(t.format("%H:%M:%S%.6f").to_string())
 }
 
-fn time(value: &Value, semantic: Option<&str>) -> Result<Option<String>, String> {
+fn time(value: &Value, semantic: Option<&str>, precision: TimestampPrecision) -> Result<Option<String>, String> {
     if let Some(v) = integer(value).transpose()? {
-        return time_text(micros(v, semantic)?).map(Some);
+        return time_text(micros(v, semantic, precision)?).map(Some);
     }
     // `ZonedTime` (`10:15:30.5Z`, `10:15:30+02:00`): the time of day in UTC.
     let Value::String(s) = value else { return Ok(None) };
@@ -183,10 +186,10 @@ fn time(value: &Value, semantic: Option<&str>) -> Result<Option<String>, String>
     Ok(Some(utc.format("%H:%M:%S%.f").to_string()))
 }
 
-fn timestamp(value: &Value, semantic: Option<&str>, zoned: bool) -> Result<Option<String>, String> {
+fn timestamp(value: &Value, semantic: Option<&str>, zoned: bool, precision: TimestampPrecision) -> Result<Option<String>, String> {
     let instant = match (integer(value).transpose()?, value) {
         (Some(v), _) => {
-            let us = micros(v, semantic)?;
+            let us = micros(v, semantic, precision)?;
             DateTime::from_timestamp_micros(us).ok_or_else(|| format!("{v} is out of the timestamp range"))?
         }
         // A `ZonedTimestamp` into a column without zone: its UTC time.

@@ -3,6 +3,7 @@
 
 use super::{Raw, next_field, varint};
 use crate::decode::DecodeError;
+use crate::pipeline::TimestampPrecision;
 
 /// A `google.protobuf.Timestamp`'s seconds and nanos as encoders write them: field 1, then field
 /// 2, each left out when zero, nothing else. `None` for anything else, which
@@ -37,12 +38,9 @@ pub(super) fn timestamp_fields(mut bytes: &[u8]) -> Result<(i64, i32), DecodeErr
 }
 
 /// `google.protobuf.Timestamp` as UTC microseconds.
-pub(super) fn timestamp_micros(seconds: i64, nanos: i32) -> Result<i64, DecodeError> {
-    if !(0..1_000_000_000).contains(&nanos) {
+pub(super) fn timestamp_micros(seconds: i64, nanos: i32, precision: TimestampPrecision) -> Result<i64, DecodeError> {
+    let Some(nanos) = u32::try_from(nanos).ok().filter(|n| *n < 1_000_000_000) else {
         return Err(DecodeError::new(format!("timestamp nanos {nanos} out of range 0..1e9")));
-    }
-    seconds
-        .checked_mul(1_000_000)
-        .and_then(|us| us.checked_add(i64::from(nanos / 1000)))
-        .ok_or_else(|| DecodeError::new(format!("timestamp seconds {seconds} out of range")))
+    };
+    precision.micros(seconds, nanos, &format_args!("a Timestamp of {seconds} s and {nanos} ns")).map_err(DecodeError::new)
 }

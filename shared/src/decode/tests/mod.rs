@@ -147,6 +147,110 @@ fn strings_are_any_utf8_and_nothing_else() -> crate::testkit::TestResult {
     Ok(())
 }
 
+/// Issue 46: about one double in ten written as its shortest text read back one ulp off.
+#[test]
+fn json_doubles_are_the_double_their_text_denotes_bit_for_bit() -> crate::testkit::TestResult {
+    let schema = SourceSchema::from_text(Format::Json, r#"{"type": "object", "properties": {"x": {"type": "number"}}}"#, None)?;
+    let target = own_target(&schema);
+    let mut decoder = RecordDecoder::new(&schema, target)?;
+    let doubles = crate::testkit::shortest_doubles(20_000);
+    for (_, text) in &doubles {
+        decoder.append(format!(r#"{{"x": {text}}}"#).as_bytes())?;
+    }
+    let columns = decoder.finish()?;
+    let read = columns[0].as_any().downcast_ref::<arrow_array::Float64Array>().ok_or("x is not a double column")?;
+    let wrong: Vec<String> = doubles
+        .iter()
+        .zip(read.values())
+        .filter(|((want, _), got)| want.to_bits() != got.to_bits())
+        .map(|((_, text), got)| format!("{text} -> {got:?}"))
+        .collect();
+    assert!(wrong.is_empty(), "{} of {} doubles read back wrong, e.g. {:?}", wrong.len(), doubles.len(), &wrong[..wrong.len().min(5)]);
+    Ok(())
+}
+
+/// Issue 46: JSON Schema as the spec reads it. `enum` is enforced (at any depth), a whole
+/// number written `42.0` or `4.2e1` is an integer, and a number beyond the long range is named
+/// as written (not as the double serde reads it: 2^64 is not `18446744073709552000`).
+#[test]
+fn json_schema_enums_whole_numbers_and_big_integers_follow_the_spec() -> crate::testkit::TestResult {
+    let schema = r#"{"type": "object", "properties": {
+        "status": {"type": "string", "enum": ["PAID", "REFUNDED"]},
+        "n": {"type": "integer"},
+        "small": {"type": "integer", "format": "int32"},
+        "tags": {"type": "array", "items": {"enum": ["a", "b", null]}}}}"#;
+    let schema = SourceSchema::from_text(Format::Json, schema, None)?;
+    let target = own_target(&schema);
+    let mut decoder = RecordDecoder::new(&schema, target.clone())?;
+    decoder.append(br#"{"status": "PAID", "n": 42.0, "small": 4.2e1, "tags": ["a", null, "b"]}"#)?;
+    decoder.append(br#"{"n": -9007199254740992.0, "tags": []}"#)?;
+    // The text's value, not the double's: 2^53 + 1 has no double.
+    decoder.append(br#"{"n": 9007199254740993.0}"#)?;
+    let refused = |value: &str| decoder_error(&schema, &target, value);
+    assert_eq!(refused(r#"{"status": "CHARGEBACK"}"#), r#"json: field `status`: "CHARGEBACK" is not one of the enum's values ("PAID", "REFUNDED")"#);
+    assert!(refused(r#"{"tags": ["a", "c"]}"#).contains("field `tags[1]`: \"c\" is not one of the enum's values"), "{}", refused(r#"{"tags": ["a", "c"]}"#));
+    assert_eq!(refused(r#"{"n": 18446744073709551616}"#), "json: field `n`: expected an integer, got 18446744073709551616 (beyond the long range)");
+    assert_eq!(refused("{\n  \"n\":\n 1.8446744073709551617e19\n}"), "json: field `n`: expected an integer, got 1.8446744073709551617e19 (beyond the long range)");
+    assert_eq!(refused(r#"{"n": 42.5}"#), "json: field `n`: expected an integer, got 42.5");
+    assert_eq!(refused(r#"{"n": 1.0000000000000000001}"#), "json: field `n`: expected an integer, got 1.0000000000000000001");
+    assert!(refused(r#"{"small": 3e9}"#).contains("in the int range, got 3000000000"));
+    let rows = rows(&target, &decoder.finish()?);
+    assert_eq!(rows[0], ["status=PAID", "n=42", "small=42", "tags=[a, null, b]"]);
+    assert_eq!(rows[1], ["status=null", "n=-9007199254740992", "small=null", "tags=[]"]);
+    assert_eq!(rows[2][1], "n=9007199254740993");
+    Ok(())
+}
+
+fn decoder_error(schema: &SourceSchema, target: &SchemaRef, value: &str) -> String {
+    let mut decoder = RecordDecoder::new(schema, target.clone()).expect("a decoder");
+    decoder.append(value.as_bytes()).expect_err("a record error")
+}
+
+/// Issue 46: a timestamp or time finer than microseconds follows the pipeline's one rule on
+/// every path: refused by default (the record is a dead letter naming the value), or cut to the
+/// microsecond at or before it (also before 1970) with `timestamp_precision = "truncate"`.
+#[test]
+fn timestamps_finer_than_microseconds_are_refused_or_truncated_as_the_pipeline_says() -> crate::testkit::TestResult {
+    use crate::pipeline::TimestampPrecision::{self, Reject, Truncate};
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Time64MicrosecondType, TimestampMicrosecondType};
+    use prost::Message;
+    let json = SourceSchema::from_text(Format::Json, r#"{"type": "object", "properties": {
+        "at": {"type": "string", "format": "date-time"}, "local": {"type": "string", "format": "local-date-time"},
+        "t": {"type": "string", "format": "time"}}}"#, None)?;
+    let proto = SourceSchema::from_text(
+        Format::Protobuf,
+        r#"syntax = "proto3"; import "google/protobuf/timestamp.proto"; message M { google.protobuf.Timestamp at = 1; }"#,
+        Some("M"),
+    )?;
+    let fine = br#"{"at": "1969-12-31T23:59:59.9999999Z", "local": "2024-05-01T12:00:00.123456789", "t": "10:00:00.0000019"}"#;
+    let timestamp = |seconds: i64, nanos: i32| {
+        let inner = prost_types::Timestamp { seconds, nanos }.encode_to_vec();
+        [vec![0x0a, inner.len() as u8], inner].concat()
+    };
+    let decoders = |precision: TimestampPrecision| -> crate::testkit::TestResult<(RecordDecoder, RecordDecoder)> {
+        Ok((RecordDecoder::with_precision(&[&json], own_target(&json), precision)?, RecordDecoder::with_precision(&[&proto], own_target(&proto), precision)?))
+    };
+    let (mut json_rejects, mut proto_rejects) = decoders(Reject)?;
+    let e = json_rejects.append(fine).expect_err("refused");
+    assert!(e.contains("field `at`: `1969-12-31T23:59:59.9999999Z` is finer than the column's microseconds: not truncated (timestamp_precision = \"reject\")"), "{e}");
+    let e = proto_rejects.append(&timestamp(-1, 999_999_999)).expect_err("refused");
+    assert!(e.contains("field `at`: a Timestamp of -1 s and 999999999 ns is finer than the column's microseconds"), "{e}");
+    // Microseconds exactly are no problem either way.
+    json_rejects.append(br#"{"at": "2024-05-01T12:00:00.123456000Z", "local": "2024-05-01T12:00:00.5", "t": "10:00:00.000001"}"#)?;
+    proto_rejects.append(&timestamp(1, 5_000))?;
+
+    let (mut json_cuts, mut proto_cuts) = decoders(Truncate)?;
+    json_cuts.append(fine)?;
+    proto_cuts.append(&timestamp(-1, 999_999_999))?;
+    let columns = json_cuts.finish()?;
+    assert_eq!(columns[0].as_primitive::<TimestampMicrosecondType>().value(0), -1, "towards the past before 1970");
+    assert_eq!(columns[1].as_primitive::<TimestampMicrosecondType>().value(0), 1_714_564_800_123_456);
+    assert_eq!(columns[2].as_primitive::<Time64MicrosecondType>().value(0), 36_000_000_001);
+    assert_eq!(proto_cuts.finish()?[0].as_primitive::<TimestampMicrosecondType>().value(0), -1);
+    Ok(())
+}
+
 #[test]
 fn avro_leftover_bytes_and_empty_values_are_errors() {
     let mut decoder = RecordDecoder::new(&telemetry_schema(Format::Avro), telemetry_target()).unwrap();

@@ -125,7 +125,7 @@ pub(crate) fn proto_order(complete: bool) -> Vec<u8> {
     let schema = rich_schema(Format::Protobuf);
     let mut order = message(&schema, "shop.Order");
     let mut placed = message(&schema, "google.protobuf.Timestamp");
-    set(&mut placed, vec![("seconds", Proto::I64(1_700_000_000)), ("nanos", Proto::I32(123_456_789))]);
+    set(&mut placed, vec![("seconds", Proto::I64(1_700_000_000)), ("nanos", Proto::I32(123_456_000))]);
     let mut customer = message(&schema, "shop.Customer");
     set(&mut customer, vec![("name", Proto::String("Ada".into()))]);
     let items = [("A-1", 2, 12.34), ("B-2", 1, -0.05)].map(|(sku, quantity, price)| {
