@@ -97,7 +97,7 @@ pub fn parse(file: &str, text: &str) -> Result<ParsedFile, String> {
         let spec: PipelineSpec = value.try_into().map_err(|e: toml::de::Error| {
             format!("{label}: {}", e.message().trim().replace("unknown field", "unknown key").replace("missing field", "missing key"))
         })?;
-        if let Some(schema) = &spec.schema {
+        if let Some(schema) = spec.schema.as_ref().filter(|_| file.starts_with("s3://")) {
             confined_path(schema).map_err(|e| format!("{label}: key `schema`: {e}"))?;
         }
         pipelines.push(spec);
@@ -108,9 +108,10 @@ pub fn parse(file: &str, text: &str) -> Result<ParsedFile, String> {
     Ok(ParsedFile { namespace: top.namespace, pipelines })
 }
 
-/// A schema file named relative to the pipeline file (an `s3://` file's directory is what is
-/// fetched with it), never an absolute path into the function's own file system. `..` stays
-/// allowed: the shipped files share a schema directory beside theirs.
+/// A schema file of an `s3://` pipeline file is named relative to it (the file's directory is
+/// what is fetched with it), never an absolute path into the function's own file system. `..`
+/// stays allowed: the shipped files share a schema directory beside theirs. A local file (the
+/// CLI, a laptop) may name schemas anywhere its user can read.
 fn confined_path(path: &str) -> Result<(), String> {
     use std::path::Component;
     match std::path::Path::new(path).components().find(|c| matches!(c, Component::RootDir | Component::Prefix(_))) {
@@ -148,9 +149,10 @@ mod tests {
     #[test]
     fn schema_paths_are_relative_and_the_namespace_is_one_name() {
         let pipeline = |schema: &str| format!("[[pipeline]]\ntable = \"t\"\ntopics = [\"a\"]\nformat = \"avro\"\nschema = \"{schema}\"\n");
-        assert!(parse("p.toml", &pipeline("schemas/t.avsc")).is_ok());
-        let e = parse("p.toml", &pipeline("/etc/passwd")).unwrap_err();
+        assert!(parse("s3://b/p.toml", &pipeline("schemas/t.avsc")).is_ok());
+        let e = parse("s3://b/p.toml", &pipeline("/etc/passwd")).unwrap_err();
         assert!(e.contains("key `schema`") && e.contains("relative to the pipeline file"), "{e}");
+        assert!(parse("/home/me/p.toml", &pipeline("/home/me/schemas/t.avsc")).is_ok(), "a local file names schemas anywhere");
         for namespace in ["../x", "a/b", "..", "a..b", ""] {
             let e = parse("p.toml", &format!("namespace = \"{namespace}\"\n{}", pipeline("t.avsc"))).unwrap_err();
             assert!(e.contains("key `namespace`"), "{namespace}: {e}");
