@@ -42,11 +42,7 @@ def start(s: Setup, *args: str) -> subprocess.Popen:
 @pytest.mark.parametrize("kind", ["standard", "fifo"])
 def test_writers_committer_and_maintenance_killed_at_random_lose_and_duplicate_nothing(
         kind: str, moto_endpoint: str, aws_client: Any, tmp_path: Path) -> None:
-    s = Setup(moto_endpoint, aws_client, tmp_path, "local")
-    if kind == "fifo":
-        s.queue_url = aws_client("sqs").create_queue(
-            QueueName=f"commit-{uuid.uuid4().hex[:10]}.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
-        s.queued = [*s.knobs, "commit_mode=queued", f"commit_queue_url={s.queue_url}"]
+    s = Setup(moto_endpoint, aws_client, tmp_path, "local", fifo=kind == "fifo")
     full, exp = generate(s.tmp, "records=1200", "partitions=4", "corrupt=true", "seed=95")
     lasts = last_offsets(full)
     rng = random.Random(int(os.environ.get("KILL_SEED", "45")))

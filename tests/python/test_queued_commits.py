@@ -53,9 +53,11 @@ def last_json(out: subprocess.CompletedProcess) -> dict:
 class Setup:
     """One catalog (local or glue), one commit queue, one workload."""
 
-    def __init__(self, endpoint: str, aws_client: Any, tmp: Path, catalog: str) -> None:
+    def __init__(self, endpoint: str, aws_client: Any, tmp: Path, catalog: str, fifo: bool = False) -> None:
         self.endpoint, self.aws, self.tmp, self.catalog = endpoint, aws_client, tmp, catalog
-        self.queue_url = aws_client("sqs").create_queue(QueueName=f"commit-{uuid.uuid4().hex[:10]}")["QueueUrl"]
+        # A FIFO queue as the Terraform module deploys it (the writers group by table).
+        name, attributes = (f"commit-{uuid.uuid4().hex[:10]}.fifo", {"FifoQueue": "true"}) if fifo else (f"commit-{uuid.uuid4().hex[:10]}", {})
+        self.queue_url = aws_client("sqs").create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
         if catalog == "local":
             self.warehouse = str(tmp / "wh")
             self.knobs = [f"warehouse={self.warehouse}"]
@@ -356,11 +358,7 @@ def test_a_committer_that_dies_holding_a_partitions_first_request_loses_nothing(
     `commit_gap_patience` deliveries, recorded in the table (the audit fails on it); when the
     first request comes back it fills the gap instead of being dropped as a replay. On a FIFO
     queue the table's message group stays blocked while the first is in flight: no gap at all."""
-    s = Setup(moto_endpoint, aws_client, tmp_path, "local")
-    if kind == "fifo":
-        s.queue_url = aws_client("sqs").create_queue(
-            QueueName=f"commit-{uuid.uuid4().hex[:10]}.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
-        s.queued = [*s.knobs, "commit_mode=queued", f"commit_queue_url={s.queue_url}"]
+    s = Setup(moto_endpoint, aws_client, tmp_path, "local", fifo=kind == "fifo")
     full, exp = generate(s.tmp, "records=600", "partitions=1", "corrupt=true", "seed=94")
     assert last_offsets(full) == {0: 599}
     s.ingest(cut(full, 0, 0, 299, s.tmp / "a.json"))
