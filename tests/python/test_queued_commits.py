@@ -403,3 +403,33 @@ def test_a_committer_that_dies_holding_a_partitions_first_request_loses_nothing(
     audit = run(s.endpoint, "audit", TELEMETRY, *s.knobs, check=False)
     assert audit.returncode == 0 and "PASS" in audit.stdout, audit.stdout
     assert s.staged_left() == []
+
+
+def test_a_redelivery_while_a_dead_letter_request_waits_keeps_its_dead_letters(
+        moto_endpoint: str, aws_client: Any, tmp_path: Path) -> None:
+    """A batch's table request is committed while its dead-letter request waits (held by a
+    committer that died). The mapping delivers the batch again: its records are held by the table
+    but not yet by the dead-letter table, so the writer must judge them for the dead-letter table
+    again, not claim their offsets there without their dead letters (the first request, back
+    later, would then be dropped as a replay and the dead letters lost)."""
+    s = Setup(moto_endpoint, aws_client, tmp_path, "local")
+    full, exp = generate(s.tmp, "records=300", "partitions=1", "corrupt=true", "seed=96")
+    assert exp["corrupt"] > 0
+    s.ingest(cut(full, 0, 0, 299, s.tmp / "a.json"))
+    held = []
+    for _ in range(5):
+        held += s.aws("sqs").receive_message(QueueUrl=s.queue_url, MaxNumberOfMessages=10, VisibilityTimeout=12).get("Messages", [])
+        if len(held) == 2:
+            break
+    assert len(held) == 2, held
+    dead_at = time.monotonic()
+    # The table's request alone comes back and commits; the dead-letter one stays in flight.
+    table_request = next(m for m in held if json.loads(m["Body"])["table"] == TELEMETRY)
+    s.aws("sqs").send_message(QueueUrl=s.queue_url, MessageBody=table_request["Body"])
+    s.poll()
+    assert json.loads(run(s.endpoint, "report", TELEMETRY, *s.knobs).stdout)["watermarks"] == {"vehicle-telemetry-0": 299}
+    s.ingest(cut(full, 0, 0, 299, s.tmp / "again.json"))
+    s.poll()
+    time.sleep(max(0.0, 12.5 - (time.monotonic() - dead_at)))
+    s.drain()
+    assert_exactly_once(s, full, exp)
