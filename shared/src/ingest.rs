@@ -15,8 +15,8 @@ use tracing::Instrument;
 
 use crate::catalog::Catalogs;
 use crate::commit::Watermarks;
-use crate::commit::gaps::TakenGaps;
-use crate::config::{Config, Dedup, FailPoint};
+use crate::commit::gaps::{TakenGap, TakenGaps};
+use crate::config::{CommitMode, Config, Dedup, FailPoint};
 use crate::dead_letter::{DeadLetterBuilder, Reject};
 use crate::decode::RecordDecoder;
 use crate::catalog_calls::CatalogCalls;
@@ -252,7 +252,14 @@ impl IngestPipeline {
         // Each record's writer schema, and the table schema that takes them all (evolved in the
         // data commit below).
         let data_gaps = TakenGaps::from_properties(data_table.metadata().properties());
-        let marks = Marks { data: &data_marks, open_gaps: &data_gaps, dead_lettered: &dead_lettered };
+        let dead_letter_gaps = TakenGaps::from_properties(dead_letter_table.metadata().properties());
+        let queued = matches!(self.config().commit_mode, CommitMode::Queued { .. });
+        let marks = Marks {
+            data: &data_marks,
+            open_gaps: &data_gaps,
+            dead_letter: queued.then_some((&dead_letter_marks, &dead_letter_gaps)),
+            dead_lettered: &dead_lettered,
+        };
         let marks_ref = &marks;
         let unseen = partitions.iter().flat_map(|(tp, records)| {
             let holds = marks_ref.of(tp);
@@ -486,6 +493,12 @@ pub struct Marks<'a> {
     /// except those in the queued committer's open gaps: their requests may still come, and a
     /// redelivery of them must bring the records (see [`crate::commit::gaps`]).
     pub open_gaps: &'a TakenGaps,
+    /// Queued mode: the dead-letter table's own watermarks and open gaps. Its commits are
+    /// requests of their own, so the pipeline table holding an offset does not mean the
+    /// dead-letter table holds its dead letter yet (its request may wait in the queue): an
+    /// offset is held only when both say so, or a redelivery would claim the dead-letter
+    /// table's offsets without their dead letters.
+    pub dead_letter: Option<(&'a Watermarks, &'a TakenGaps)>,
     /// Offsets past the data watermark that the dead-letter table holds (after a crash between
     /// the two commits).
     pub dead_lettered: &'a HashMap<TopicPartition, HashSet<i64>>,
@@ -496,10 +509,13 @@ impl Marks<'_> {
     /// each record then costs a comparison, not two map lookups keyed by topic name.
     pub fn of(&self, tp: &TopicPartition) -> impl Fn(i64) -> bool + use<'_> {
         let (covered, dead_lettered) = (self.data.covers_in(tp), self.dead_lettered.get(tp));
-        let open = self.open_gaps.0.get(tp).filter(|gaps| !gaps.is_empty());
+        let open = self.open_gaps.0.get(tp);
+        let dead_letter = self.dead_letter.map(|(marks, gaps)| (marks.covers_in(tp), gaps.0.get(tp)));
+        let in_gap = |gaps: Option<&Vec<TakenGap>>, offset: i64| gaps.is_some_and(|gaps| gaps.iter().any(|g| g.first <= offset && offset <= g.last));
         move |offset| {
-            (covered(offset) && !open.is_some_and(|gaps| gaps.iter().any(|g| g.first <= offset && offset <= g.last)))
-                || dead_lettered.is_some_and(|held| held.contains(&offset))
+            let in_data = covered(offset) && !in_gap(open, offset);
+            let in_dead_letters = dead_letter.as_ref().is_none_or(|(covered, gaps)| covered(offset) && !in_gap(*gaps, offset));
+            (in_data && in_dead_letters) || dead_lettered.is_some_and(|held| held.contains(&offset))
         }
     }
 }

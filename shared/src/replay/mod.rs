@@ -185,7 +185,7 @@ pub(crate) async fn decode_again(
     let writers: Vec<&SourceSchema> = plan.writers.iter().map(|w| w.as_ref()).collect();
     let decoder = RecordDecoder::with_precision(&writers, Arc::new(ArrowSchema::new(decoded_fields)), spec.timestamp_precision)?;
     let nothing_held = (Watermarks::default(), Default::default());
-    let held = Marks { data: &nothing_held.0, open_gaps: &Default::default(), dead_lettered: &nothing_held.1 };
+    let held = Marks { data: &nothing_held.0, open_gaps: &Default::default(), dead_letter: None, dead_lettered: &nothing_held.1 };
     let mut decoded = decode_partitions(spec, &plan, decoder, partitions, &held, 0)?;
     let rows = decoded.rows(data_schema)?;
     let rejects = std::mem::replace(&mut decoded.rejects, crate::dead_letter::DeadLetterBuilder::new(0, ""));
