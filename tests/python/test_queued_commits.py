@@ -413,9 +413,9 @@ def test_a_redelivery_while_a_dead_letter_request_waits_keeps_its_dead_letters(
     again, not claim their offsets there without their dead letters (the first request, back
     later, would then be dropped as a replay and the dead letters lost)."""
     s = Setup(moto_endpoint, aws_client, tmp_path, "local")
-    full, exp = generate(s.tmp, "records=300", "partitions=1", "corrupt=true", "seed=96")
+    full, exp = generate(s.tmp, "records=3000", "partitions=1", "corrupt=true", "seed=96")
     assert exp["corrupt"] > 0
-    s.ingest(cut(full, 0, 0, 299, s.tmp / "a.json"))
+    s.ingest(cut(full, 0, 0, 2999, s.tmp / "a.json"))
     held = []
     for _ in range(5):
         held += s.aws("sqs").receive_message(QueueUrl=s.queue_url, MaxNumberOfMessages=10, VisibilityTimeout=12).get("Messages", [])
@@ -427,8 +427,8 @@ def test_a_redelivery_while_a_dead_letter_request_waits_keeps_its_dead_letters(
     table_request = next(m for m in held if json.loads(m["Body"])["table"] == TELEMETRY)
     s.aws("sqs").send_message(QueueUrl=s.queue_url, MessageBody=table_request["Body"])
     s.poll()
-    assert json.loads(run(s.endpoint, "report", TELEMETRY, *s.knobs).stdout)["watermarks"] == {"vehicle-telemetry-0": 299}
-    s.ingest(cut(full, 0, 0, 299, s.tmp / "again.json"))
+    assert json.loads(run(s.endpoint, "report", TELEMETRY, *s.knobs).stdout)["watermarks"] == {"vehicle-telemetry-0": 2999}
+    s.ingest(cut(full, 0, 0, 2999, s.tmp / "again.json"))
     s.poll()
     time.sleep(max(0.0, 12.5 - (time.monotonic() - dead_at)))
     s.drain()
