@@ -43,7 +43,8 @@ def start(s: Setup, *args: str) -> subprocess.Popen:
 def test_writers_committer_and_maintenance_killed_at_random_lose_and_duplicate_nothing(
         kind: str, moto_endpoint: str, aws_client: Any, tmp_path: Path) -> None:
     s = Setup(moto_endpoint, aws_client, tmp_path, "local", fifo=kind == "fifo")
-    full, exp = generate(s.tmp, "records=1200", "partitions=4", "corrupt=true", "seed=95")
+    # Enough records that every round still has batches to deliver (about 70 a lane a round).
+    full, exp = generate(s.tmp, f"records={max(1200, ROUNDS * 280)}", "partitions=4", "corrupt=true", "seed=95")
     lasts = last_offsets(full)
     rng = random.Random(int(os.environ.get("KILL_SEED", "45")))
     cursor = {p: 0 for p in lasts}
