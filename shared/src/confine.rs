@@ -13,6 +13,9 @@
 
 use iceberg::spec::TableMetadata;
 
+/// Directory under the table location that holds staged manifests of queued commits.
+pub const STAGED_DIR: &str = "staged";
+
 /// Table property that turns garbage collection off (Iceberg's `gc.enabled`): files may be
 /// shared with another table, so nothing that only metadata says is unreferenced is deleted.
 pub const GC_ENABLED: &str = "gc.enabled";
@@ -86,7 +89,7 @@ pub fn metadata_dir(metadata: &TableMetadata) -> Result<String, String> {
 
 /// The directory of the table's staged manifests (queued commits).
 pub fn staged_dir(metadata: &TableMetadata) -> Result<String, String> {
-    let dir = format!("{}/{}", metadata.location().trim_end_matches('/'), crate::commit::staged::STAGED_DIR);
+    let dir = format!("{}/{}", metadata.location().trim_end_matches('/'), STAGED_DIR);
     own_dir(metadata, dir, "staged")
 }
 

@@ -15,7 +15,7 @@ use crate::confine;
 use crate::error::{Error, Result};
 
 /// Directory under the table location that holds staged manifests.
-pub const STAGED_DIR: &str = "staged";
+pub use crate::confine::STAGED_DIR;
 
 /// Where the staged manifest named `name` of the table at `location` is:
 /// `<location>/staged/<name>.avro`.
