@@ -19,7 +19,7 @@
 //! with one class left out: `SIM_SKIP_FAULTS=LandedThenRetryRefused,...` (names as in
 //! `SwapFault`), `SIM_PATIENCE=N` (the committer's `commit_gap_patience`, 2 by default).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -639,13 +639,9 @@ impl World {
             if mark != partition.offsets.last().copied() {
                 self.fail(&format!("p{p} watermark {mark:?}, last offset {:?}", partition.offsets.last()));
             }
-            let open: Vec<(i64, i64)> = props
-                .get(&format!("icestream.gaps.{TOPIC}.{p}"))
-                .map(|v| serde_json::from_str::<Vec<HashMap<String, serde_json::Value>>>(v).unwrap())
-                .unwrap_or_default()
-                .iter()
-                .map(|g| (g["first"].as_i64().unwrap(), g["last"].as_i64().unwrap()))
-                .collect();
+            let tp = TopicPartition { topic: TOPIC.into(), partition: p as i32 };
+            let open: Vec<(i64, i64)> =
+                TakenGaps::from_properties(props).0.get(&tp).into_iter().flatten().map(|g| (g.first, g.last)).collect();
             if let Some((a, b)) = open.iter().find(|(a, b)| records.range(*a..=*b).next().is_some()) {
                 self.fail(&format!("p{p}: open gap {a}..={b} holds a record offset"));
             }

@@ -15,7 +15,7 @@ use tracing::Instrument;
 
 use crate::catalog::Catalogs;
 use crate::commit::Watermarks;
-use crate::commit::gaps::{TakenGap, TakenGaps};
+use crate::commit::gaps::{self, TakenGaps};
 use crate::config::{CommitMode, Config, Dedup, FailPoint};
 use crate::dead_letter::{DeadLetterBuilder, Reject};
 use crate::decode::RecordDecoder;
@@ -511,10 +511,9 @@ impl Marks<'_> {
         let (covered, dead_lettered) = (self.data.covers_in(tp), self.dead_lettered.get(tp));
         let open = self.open_gaps.0.get(tp);
         let dead_letter = self.dead_letter.map(|(marks, gaps)| (marks.covers_in(tp), gaps.0.get(tp)));
-        let in_gap = |gaps: Option<&Vec<TakenGap>>, offset: i64| gaps.is_some_and(|gaps| gaps.iter().any(|g| g.first <= offset && offset <= g.last));
         move |offset| {
-            let in_data = covered(offset) && !in_gap(open, offset);
-            let in_dead_letters = dead_letter.as_ref().is_none_or(|(covered, gaps)| covered(offset) && !in_gap(*gaps, offset));
+            let in_data = covered(offset) && !gaps::in_any(open, offset);
+            let in_dead_letters = dead_letter.as_ref().is_none_or(|(covered, open)| covered(offset) && !gaps::in_any(*open, offset));
             (in_data && in_dead_letters) || dead_lettered.is_some_and(|held| held.contains(&offset))
         }
     }

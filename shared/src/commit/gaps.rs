@@ -68,7 +68,7 @@ impl TakenGaps {
 
     /// Whether `offset` of `tp` lies in an open gap.
     pub fn contains(&self, tp: &TopicPartition, offset: i64) -> bool {
-        self.0.get(tp).is_some_and(|gaps| gaps.iter().any(|g| g.first <= offset && offset <= g.last))
+        in_any(self.0.get(tp), offset)
     }
 
     /// Whether any offset of `first..=last` of `tp` lies in an open gap.
@@ -126,6 +126,12 @@ impl TakenGaps {
 
 pub fn property_name(tp: &TopicPartition) -> String {
     format!("{PROPERTY_PREFIX}{}.{}", tp.topic, tp.partition)
+}
+
+/// Whether `offset` lies in one of a partition's gaps (looked up once per partition by callers
+/// that test every record).
+pub fn in_any(gaps: Option<&Vec<TakenGap>>, offset: i64) -> bool {
+    gaps.is_some_and(|gaps| gaps.iter().any(|g| g.first <= offset && offset <= g.last))
 }
 
 #[cfg(test)]
