@@ -83,12 +83,12 @@ test-python: venv build-demo build-cli build
 
 bench: system-deps venv
 	cargo build --release --bin icestream
-	cargo bench -p icestream --bench ingest
-	cargo bench -p icestream --bench commit
-	cargo bench -p icestream --bench cdc
-	cargo bench -p icestream --bench audit
+	cargo bench -p icestream --features dev --bench ingest
+	cargo bench -p icestream --features dev --bench commit
+	cargo bench -p icestream --features dev --bench cdc
+	cargo bench -p icestream --features dev --bench audit
 	$(PY) scripts/bench_registry.py $(CARGO_TARGET_DIR)/release/icestream
-	cargo bench -p icestream --bench upsert
+	cargo bench -p icestream --features dev --bench upsert
 
 bench-local: system-deps venv
 	cargo build --release --bin icestream

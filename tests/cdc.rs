@@ -15,7 +15,7 @@ use icestream::cdc::CdcPipeline;
 use icestream::cdc::change::{Change, Op};
 use icestream::cdc::simulate::{CdcSimulator, SimulatorOptions};
 use icestream::cdc::tombstones::Tombstones;
-use icestream::event::{KafkaRecordIn, ParsedEvent, TopicPartition};
+use icestream::model::event::{KafkaRecordIn, ParsedEvent, TopicPartition};
 use icestream_integration::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -146,7 +146,7 @@ async fn mirror_state(wh: &Path) -> State {
 
 async fn tombstones(wh: &Path) -> BTreeMap<i64, i64> {
     let cfg = config(wh, &[]);
-    let catalogs = icestream::catalog::Catalogs::connect(&cfg).await.unwrap();
+    let catalogs = icestream::engine::catalog::Catalogs::connect(&cfg).await.unwrap();
     let table = catalogs.catalog().load_table(&catalogs.ident("accounts_mirror")).await.unwrap();
     Tombstones::load(&table).await.unwrap().0.into_iter().map(|(k, t)| (k, t.seq)).collect()
 }
@@ -199,7 +199,7 @@ async fn an_in_order_feed_matches_the_oracle() {
     }
     assert_matches_oracle(wh, &changes).await;
     // Merge-on-read: later batches removed rows with position deletes, not by rewriting.
-    let report = icestream::report::report(&load(wh, "accounts_mirror").await).await.unwrap();
+    let report = icestream::services::report::report(&load(wh, "accounts_mirror").await).await.unwrap();
     assert!(report.delete_files > 0 && report.position_deletes > 0, "{report:?}");
     // What a reader sees, not the files' row counts (issue 46).
     assert_eq!(report.live_rows, Some(oracle(&changes).0.len() as u64), "{report:?}");
@@ -208,7 +208,7 @@ async fn an_in_order_feed_matches_the_oracle() {
 
 async fn load(wh: &Path, name: &str) -> iceberg::table::Table {
     let cfg = config(wh, &[]);
-    let catalogs = icestream::catalog::Catalogs::connect(&cfg).await.unwrap();
+    let catalogs = icestream::engine::catalog::Catalogs::connect(&cfg).await.unwrap();
     catalogs.catalog().load_table(&catalogs.ident(name)).await.unwrap()
 }
 
@@ -253,7 +253,7 @@ async fn shuffled_duplicated_replayed_and_recut_deliveries_match_the_oracle_and_
     assert_eq!(report.live_rows, before.0.len());
     assert_eq!((mirror_state(wh).await, tombstones(wh).await), before, "cdc-rebuild changed the mirror");
     let table = load(wh, "accounts_mirror").await;
-    let after = icestream::report::report(&table).await.unwrap();
+    let after = icestream::services::report::report(&table).await.unwrap();
     assert_eq!(after.delete_files, 0, "a rebuilt mirror has no deletes to merge: {after:?}");
 }
 
@@ -343,7 +343,7 @@ async fn a_crash_between_the_changelog_and_the_mirror_is_repaired_by_the_redeliv
     let wh = dir.path();
     let changes = feed(1500, 100, 4);
     let log: Log = changes.iter().cloned().enumerate().map(|(i, c)| (i as i64, c)).collect();
-    let file = write_event(wh, "event.json", &icestream::event::event_json("aws:kafka", "arn", "b", &event(&[(0, &log)]).partitions));
+    let file = write_event(wh, "event.json", &icestream::model::event::event_json("aws:kafka", "arn", "b", &event(&[(0, &log)]).partitions));
     let wh_arg = format!("warehouse={}", wh.display());
     let out = icestream(&["cdc", file.to_str().unwrap(), &wh_arg, "fail_point=after-commit"], &[]);
     assert!(!out.status.success(), "the fail point must crash the process");
@@ -386,11 +386,11 @@ async fn bad_lines_go_to_the_dead_letter_table_and_dms_json_with_a_named_order_c
     assert!(errors.iter().any(|e| e.contains("not JSON")), "{errors:?}");
 }
 
-async fn compact_mirror(wh: &Path) -> icestream::maintenance::compact::CompactReport {
+async fn compact_mirror(wh: &Path) -> icestream::services::maintenance::compact::CompactReport {
     let cfg = config(wh, &[]);
-    let catalogs = icestream::catalog::Catalogs::connect(&cfg).await.unwrap();
-    let settings = icestream::maintenance::MaintenanceSettings::from(&cfg);
-    icestream::maintenance::compact::compact(&catalogs, &catalogs.ident("accounts_mirror"), &settings, false, deadline()).await.unwrap()
+    let catalogs = icestream::engine::catalog::Catalogs::connect(&cfg).await.unwrap();
+    let settings = icestream::services::maintenance::MaintenanceSettings::from(&cfg);
+    icestream::services::maintenance::compact::compact(&catalogs, &catalogs.ident("accounts_mirror"), &settings, false, deadline()).await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -414,7 +414,7 @@ async fn compaction_folds_deletes_in_and_racing_cdc_commits_lose_nothing() {
     assert_eq!(mirror_state(&wh).await, before, "compaction changed what readers see");
     println!("mirror read: {read_before:?} before compaction, {:?} after ({report:?})", started.elapsed());
     let table = load(&wh, "accounts_mirror").await;
-    assert_eq!(icestream::report::report(&table).await.unwrap().delete_files, 0);
+    assert_eq!(icestream::services::report::report(&table).await.unwrap().delete_files, 0);
 
     // Compactions racing CDC commits: a compaction that read a file before a CDC commit
     // deleted rows in it must not commit (it would bring the rows back).
@@ -432,7 +432,7 @@ async fn compaction_folds_deletes_in_and_racing_cdc_commits_lose_nothing() {
 #[tokio::test]
 async fn maintenance_purges_tombstones_past_their_retention_and_keeps_newer_ones() {
     use icestream::cdc::tombstones::Tombstone;
-    use icestream::commit::{ChangeSet, Planner};
+    use icestream::engine::commit::{ChangeSet, Planner};
     let dir = tempfile::tempdir().unwrap();
     let wh = dir.path();
     let p = pipeline(wh).await;

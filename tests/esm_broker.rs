@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
-use icestream::event::TopicPartition;
-use icestream::generate::{RECORD_OPTIONS, RecordOptions, RecordStream};
+use icestream::model::event::TopicPartition;
+use icestream::dev::generate::{RECORD_OPTIONS, RecordOptions, RecordStream};
 use icestream_integration::broker::Broker;
 use icestream_integration::*;
 use icestream_tools::esm::batch::MAX_PAYLOAD_BYTES;
@@ -109,7 +109,7 @@ async fn events_are_msk_shaped_byte_for_byte_and_each_partition_arrives_in_order
         }
         // aws_lambda_events' own type checks the MSK shape; ours reads it exactly.
         let _: aws_lambda_events::event::kafka::KafkaEvent = serde_json::from_str(text).expect("a KafkaEvent");
-        let parsed = icestream::event::parse_event(text.as_bytes()).unwrap();
+        let parsed = icestream::model::event::parse_event(text.as_bytes()).unwrap();
         assert!(parsed.record_count() <= 300);
         assert_eq!(parsed.partitions.len(), 1, "each partition has batches of its own");
         for (tp, list) in parsed.partitions {
@@ -124,7 +124,7 @@ async fn events_are_msk_shaped_byte_for_byte_and_each_partition_arrives_in_order
     let per_partition: Vec<i64> = next_offset.values().copied().collect();
     assert_eq!(events.len() as i64, per_partition.iter().map(|n| (n + 299) / 300).sum::<i64>(), "{per_partition:?} in batches of 300");
     // The values are exactly what the generator made for these options, base64 round-tripped.
-    let mut settings = icestream::config::Settings::over(RECORD_OPTIONS);
+    let mut settings = icestream::model::config::Settings::over(RECORD_OPTIONS);
     settings.apply_args(["format=proto", "seed=5", "start_ms=1700000000000"]).unwrap();
     let mut sent: Vec<Vec<u8>> = RecordStream::new(&RecordOptions::from_settings(&settings).unwrap()).take(2000).map(|r| r.value).collect();
     sent.sort();
@@ -151,7 +151,7 @@ async fn maximal_records_are_cut_under_the_payload_cap() {
         .map(|text| {
             assert!(text.len() <= MAX_PAYLOAD_BYTES, "{} bytes", text.len());
             let _: aws_lambda_events::event::kafka::KafkaEvent = serde_json::from_str(text).unwrap();
-            let parsed = icestream::event::parse_event(text.as_bytes()).unwrap();
+            let parsed = icestream::model::event::parse_event(text.as_bytes()).unwrap();
             for r in parsed.partitions.values().flatten() {
                 let i = r.key.as_ref().unwrap()[0];
                 assert_eq!(r.value.as_ref().unwrap()[..3], [i, 1 ^ i, 2 ^ i]);
@@ -181,7 +181,7 @@ async fn simulated_cdc_through_the_poller_fills_the_changelog_and_the_guarded_mi
     let changelog: usize = scan(&wh, "accounts_changelog").await.iter().map(|b| b.num_rows()).sum();
     assert_eq!(changelog, 3000);
     // The mirror holds one row per account alive after the last change, whatever the order.
-    let mut settings = icestream::config::Settings::over(RECORD_OPTIONS);
+    let mut settings = icestream::model::config::Settings::over(RECORD_OPTIONS);
     settings.apply_args(["domain=cdc", "accounts=200", "seed=8", "start_ms=1700000000000"]).unwrap();
     let mut alive = BTreeSet::new();
     for change in RecordStream::new(&RecordOptions::from_settings(&settings).unwrap()).take(3000) {
@@ -263,7 +263,7 @@ impl Overlaps {
 
 impl Function for Overlaps {
     async fn invoke(&self, event: &[u8]) -> anyhow::Result<serde_json::Value> {
-        let parsed = icestream::event::parse_event(event)?;
+        let parsed = icestream::model::event::parse_event(event)?;
         anyhow::ensure!(parsed.partitions.len() == 1, "a batch of several partitions");
         let (tp, list) = parsed.partitions.iter().next().expect("one partition");
         let partition = tp.partition;

@@ -5,7 +5,7 @@ use std::cell::{Cell, RefCell};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
-use icestream::event::parse_event;
+use icestream::model::event::parse_event;
 use icestream_integration::broker::Broker;
 use icestream_integration::*;
 use icestream_tools::esm::function::InProcessIngest;

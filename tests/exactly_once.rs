@@ -6,8 +6,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use icestream::IngestPipeline;
-use icestream::event::{KafkaRecordIn, ParsedEvent, TopicPartition, event_json, parse_event};
-use icestream::generate::{GeneratorOptions, generate};
+use icestream::model::event::{KafkaRecordIn, ParsedEvent, TopicPartition, event_json, parse_event};
+use icestream::dev::generate::{GeneratorOptions, generate};
 use icestream_integration::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -16,7 +16,7 @@ fn deadline() -> Instant {
     Instant::now() + Duration::from_secs(60)
 }
 
-fn generated(args: &[&str]) -> (ParsedEvent, icestream::generate::Expectation) {
+fn generated(args: &[&str]) -> (ParsedEvent, icestream::dev::generate::Expectation) {
     let g = generate(&GeneratorOptions::from_args(args).unwrap()).unwrap();
     (parse_event(g.event.to_string().as_bytes()).unwrap(), g.expectation)
 }
@@ -209,8 +209,8 @@ async fn eight_writer_processes_on_different_partitions_all_land_exactly_once() 
 
 #[tokio::test]
 async fn window_dedup_drops_cross_batch_resends_and_keeps_distinct_and_late_readings() {
-    use icestream::codec::{Reading, encode};
-    use icestream::config::Source;
+    use icestream::dev::codec::{Reading, encode};
+    use icestream::model::config::Source;
     let dir = tempfile::tempdir().unwrap();
     let wh = dir.path().join("wh");
     let p = pipeline(&wh, &["dedup=window"]).await;

@@ -2,7 +2,7 @@
 //! `icestream` binary, read back with iceberg-rust. (PyIceberg and DuckDB read the same tables
 //! in tests/python.)
 
-use icestream::generate::{GeneratorOptions, generate};
+use icestream::dev::generate::{GeneratorOptions, generate};
 use icestream_integration::*;
 
 fn workspace_file(rel: &str) -> std::path::PathBuf {
@@ -68,9 +68,9 @@ async fn generated_event_counts_sums_partitioning_and_dead_letters_match_what_wa
     assert_eq!(dl_rows, e.corrupt);
 
     let cfg = config(&wh, &[]);
-    let catalogs = icestream::catalog::Catalogs::connect(&cfg).await.unwrap();
+    let catalogs = icestream::engine::catalog::Catalogs::connect(&cfg).await.unwrap();
     let table = catalogs.catalog().load_table(&catalogs.ident("vehicle_telemetry")).await.unwrap();
-    let report = icestream::report::report(&table).await.unwrap();
+    let report = icestream::services::report::report(&table).await.unwrap();
     assert_eq!(report.partition_spec, ["hour(event_time) as event_time_hour", "bucket[16](vehicle_id) as vehicle_id_bucket"]);
     assert_eq!(report.snapshots, 1, "one commit per table per invocation");
     assert_eq!(report.records, e.valid as u64);
@@ -117,7 +117,7 @@ async fn files_are_zstd_parquet_and_roll_at_the_target_size() {
     for p in parquet {
         // Compressed but for the columns of one value in the file (one vehicle and its model,
         // one topic and partition): a dictionary page and runs of zeros, left uncompressed.
-        use icestream::tables::{lineage, telemetry};
+        use icestream::model::tables::{lineage, telemetry};
         let codecs = column_codecs(&p);
         for (column, codec) in &codecs {
             let uniform = [telemetry::VEHICLE_ID, telemetry::MODEL, lineage::TOPIC, lineage::PARTITION].contains(&column.as_str());
@@ -202,7 +202,7 @@ async fn one_invocation_counts_its_round_trips() {
     // Loads (2, side by side), data files (1, side by side), manifest, manifest list with the
     // metadata file, swap: 6, the target for one table. Written one after another it was 26.
     assert_eq!(used.sequential, 6, "{used:?}");
-    let line: serde_json::Value = serde_json::from_str(&icestream::metrics::emf_line("ingest", &s)).unwrap();
+    let line: serde_json::Value = serde_json::from_str(&icestream::services::metrics::emf_line("ingest", &s)).unwrap();
     assert_eq!(line["SequentialRoundTrips"].as_f64(), Some(used.sequential as f64));
     assert_eq!(line["StorageWrites"].as_f64(), Some(used.storage_writes as f64));
     assert_eq!(line["Files"].as_f64(), Some(s.files as f64));

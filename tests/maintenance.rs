@@ -15,10 +15,10 @@ use futures::TryStreamExt;
 use iceberg::spec::{Literal, PrimitiveLiteral};
 use iceberg::table::Table;
 use icestream::IngestPipeline;
-use icestream::catalog::Catalogs;
-use icestream::event::parse_event;
-use icestream::generate::{GeneratorOptions, generate};
-use icestream::maintenance::{MaintenanceReport, MaintenanceRequest, TableMaintenance, maintain};
+use icestream::engine::catalog::Catalogs;
+use icestream::model::event::parse_event;
+use icestream::dev::generate::{GeneratorOptions, generate};
+use icestream::services::maintenance::{MaintenanceReport, MaintenanceRequest, TableMaintenance, maintain};
 use icestream_integration::*;
 
 const TABLE: &str = "vehicle_telemetry";
@@ -461,7 +461,7 @@ async fn rewrite_manifests_merges_per_commit_manifests_without_changing_rows() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_compactions_racing_each_other_rewrite_each_file_once() {
-    use icestream::commit::fault::FaultyPointer;
+    use icestream::engine::commit::fault::FaultyPointer;
     let dir = tempfile::tempdir().unwrap();
     let wh = dir.path().join("wh");
     let p = IngestPipeline::new(config(&wh, &[])).await.unwrap();
@@ -512,7 +512,7 @@ async fn two_compactions_racing_each_other_rewrite_each_file_once() {
 /// commit), not take its groups for stale and delete the outputs the table now references.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_compaction_whose_lost_swap_lands_late_keeps_its_outputs() {
-    use icestream::commit::fault::{Fault, FaultyPointer};
+    use icestream::engine::commit::fault::{Fault, FaultyPointer};
     let dir = tempfile::tempdir().unwrap();
     let wh = dir.path().join("wh");
     twelve_ingests_three_hours_ago(&wh).await;

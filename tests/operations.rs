@@ -7,8 +7,8 @@ use std::path::Path;
 
 use base64::Engine;
 use iceberg::table::Table;
-use icestream::catalog::Catalogs;
-use icestream::commit::{ChangeSet, Planner};
+use icestream::engine::catalog::Catalogs;
+use icestream::engine::commit::{ChangeSet, Planner};
 use icestream_integration::*;
 use serde_json::{Value, json};
 
@@ -48,7 +48,7 @@ async fn the_per_table_emf_line_and_the_snapshot_carry_the_records_ages_at_commi
     let summary = pipeline.handle_json(event_at(&timestamps).to_string().as_bytes(), deadline).await.unwrap();
     let after = now_ms();
 
-    let lines = icestream::metrics::table_emf_lines("ingest", &summary);
+    let lines = icestream::services::metrics::table_emf_lines("ingest", &summary);
     assert_eq!(lines.len(), 1);
     let line: Value = serde_json::from_str(&lines[0]).unwrap();
     assert_eq!((line["Table"].as_str(), line["Function"].as_str()), (Some("orders"), Some("ingest")), "{line}");
@@ -72,7 +72,7 @@ async fn the_per_table_emf_line_and_the_snapshot_carry_the_records_ages_at_commi
     // The snapshot records the same figures.
     let catalogs = Catalogs::connect(&config(&wh, &[])).await.unwrap();
     let table = catalogs.catalog().load_table(&catalogs.ident("orders")).await.unwrap();
-    let recorded = icestream::freshness::Freshness::from_summary(&table.metadata().current_snapshot().unwrap().summary().additional_properties).unwrap();
+    let recorded = icestream::base::freshness::Freshness::from_summary(&table.metadata().current_snapshot().unwrap().summary().additional_properties).unwrap();
     assert_eq!(Some(recorded), summary.table_metrics[0].freshness);
     assert_eq!(recorded.newest_record_ms, now - 60_000);
 
@@ -89,10 +89,10 @@ async fn the_per_table_emf_line_and_the_snapshot_carry_the_records_ages_at_commi
 
     // Queued commits: a request the committer has not taken yet is a staged manifest.
     let data_file = {
-        let list = icestream::manifest_cache::manifest_list(&table, table.metadata().current_snapshot().unwrap()).await.unwrap();
-        icestream::manifest_cache::manifest(&table, &list[0]).await.unwrap().entries()[0].data_file().clone()
+        let list = icestream::engine::commit::manifest_cache::manifest_list(&table, table.metadata().current_snapshot().unwrap()).await.unwrap();
+        icestream::engine::commit::manifest_cache::manifest(&table, &list[0]).await.unwrap().entries()[0].data_file().clone()
     };
-    icestream::commit::staged::write_staged_manifest(&table, &[data_file], &uuid::Uuid::new_v4()).await.unwrap();
+    icestream::engine::commit::staged::write_staged_manifest(&table, &[data_file], &uuid::Uuid::new_v4()).await.unwrap();
     let queued = ["commit_mode=queued", "commit_queue_url=http://127.0.0.1:9/queue.fifo"];
     let out = icestream(&[&["status", "output=json", &format!("warehouse={}", wh.display()), &format!("pipelines={pipelines}")], &queued[..]].concat(), &[]);
     assert_eq!(summary_of(&out)[0]["pending_commit_requests"], 1);
@@ -130,8 +130,8 @@ struct DuplicateFile;
 impl Planner for DuplicateFile {
     async fn plan(&mut self, table: &Table, _attempt: u32) -> icestream::Result<Option<ChangeSet>> {
         let snapshot = table.metadata().current_snapshot().unwrap();
-        let list = icestream::manifest_cache::manifest_list(table, snapshot).await?;
-        let manifest = icestream::manifest_cache::manifest(table, &list[0]).await?;
+        let list = icestream::engine::commit::manifest_cache::manifest_list(table, snapshot).await?;
+        let manifest = icestream::engine::commit::manifest_cache::manifest(table, &list[0]).await?;
         let file = manifest.entries()[0].data_file().clone();
         Ok(Some(ChangeSet::append(vec![file])))
     }
@@ -225,7 +225,7 @@ async fn json_log_lines_about_a_batch_carry_the_request_id_table_and_offsets() {
     // The process-wide subscriber: a thread-local one misses events when another test thread
     // registers a callsite first (tracing caches interest per callsite). Other tests' lines
     // land here too; the checks below look at this invocation's lines.
-    tracing::subscriber::set_global_default(icestream::logging::json_subscriber(move || writer.clone())).unwrap();
+    tracing::subscriber::set_global_default(icestream::base::logging::json_subscriber(move || writer.clone())).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let pipelines = pipeline_file(dir.path());
     let pipeline = icestream::IngestPipeline::new(config(&dir.path().join("wh"), &[&format!("pipelines={pipelines}")])).await.unwrap();

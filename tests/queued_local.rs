@@ -5,9 +5,9 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use icestream::generate::{GeneratorOptions, generate};
-use icestream::queued::batch::commit_batch;
-use icestream::queued::sqs::CommitQueue;
+use icestream::dev::generate::{GeneratorOptions, generate};
+use icestream::services::queued::batch::commit_batch;
+use icestream::engine::queue::sqs::CommitQueue;
 use icestream_integration::broker::{free_port, venv, wait_for_port};
 use icestream_integration::*;
 

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type};
 use icestream::cdc::key_tombstones::KeyTombstones;
-use icestream::event::{KafkaRecordIn, ParsedEvent, TopicPartition};
-use icestream::ingest::IngestPipeline;
-use icestream::replay::{ReplayFilter, replay};
+use icestream::model::event::{KafkaRecordIn, ParsedEvent, TopicPartition};
+use icestream::services::ingest::IngestPipeline;
+use icestream::services::replay::{ReplayFilter, replay};
 use icestream_integration::*;
 
 const TOPIC: &str = "shop.orders";

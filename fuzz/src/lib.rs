@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use icestream::decode::RecordDecoder;
-use icestream::schema::{Format, SourceSchema};
+use icestream::model::schema::{Format, SourceSchema};
 
 /// A loaded test schema and the table it creates, as Arrow (what ingest decodes into).
 pub struct Target {

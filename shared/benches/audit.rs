@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
 use iceberg::spec::{NestedField, PrimitiveType, Schema, Type, UnboundPartitionSpec};
-use icestream::catalog::Catalogs;
-use icestream::commit::append::OffsetAppend;
-use icestream::config::FailPoint;
-use icestream::event::TopicPartition;
-use icestream::tables::{TableDef, dead_letter_table, lineage};
+use icestream::engine::catalog::Catalogs;
+use icestream::engine::commit::append::OffsetAppend;
+use icestream::model::config::FailPoint;
+use icestream::model::event::TopicPartition;
+use icestream::model::tables::{TableDef, dead_letter_table, lineage};
 use icestream::Config;
 
 const PARTITIONS: i32 = 16;
@@ -75,7 +75,7 @@ async fn main() {
     let written = written.elapsed();
 
     let started = Instant::now();
-    let report = icestream::audit::audit(&catalogs, "audited").await.unwrap();
+    let report = icestream::services::audit::audit(&catalogs, "audited").await.unwrap();
     let audit = started.elapsed();
     assert_eq!(report.rows, total as u64, "{}", report.verdict_line());
     println!(

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use futures::TryStreamExt;
 use icestream::cdc::CdcPipeline;
 use icestream::cdc::simulate::{CdcSimulator, SimulatorOptions};
-use icestream::event::{KafkaRecordIn, ParsedEvent, TopicPartition};
+use icestream::model::event::{KafkaRecordIn, ParsedEvent, TopicPartition};
 use icestream::Config;
 
 const BATCH: usize = 10_000;
@@ -64,8 +64,8 @@ async fn run(changes: usize, accounts: i64) {
     let elapsed = started.elapsed().as_secs_f64();
     let (rows, before) = read_all(&pipeline).await;
     let catalogs = pipeline.catalogs();
-    let settings = icestream::maintenance::MaintenanceSettings::from(&config);
-    icestream::maintenance::compact::compact(catalogs, &catalogs.ident("accounts_mirror"), &settings, false, Instant::now() + Duration::from_secs(3600))
+    let settings = icestream::services::maintenance::MaintenanceSettings::from(&config);
+    icestream::services::maintenance::compact::compact(catalogs, &catalogs.ident("accounts_mirror"), &settings, false, Instant::now() + Duration::from_secs(3600))
         .await
         .unwrap();
     let (rows_after, after) = read_all(&pipeline).await;

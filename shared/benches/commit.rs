@@ -11,11 +11,11 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use iceberg::spec::{DataFile, ManifestContentType, ManifestWriterBuilder};
-use icestream::catalog::Catalogs;
-use icestream::commit::row_delta::LiveFiles;
-use icestream::commit::manifest::ManifestFileWriter;
-use icestream::event::{ParsedEvent, event_json, parse_event};
-use icestream::generate::{GeneratorOptions, generate};
+use icestream::engine::catalog::Catalogs;
+use icestream::engine::commit::row_delta::LiveFiles;
+use icestream::engine::commit::manifest::ManifestFileWriter;
+use icestream::model::event::{ParsedEvent, event_json, parse_event};
+use icestream::dev::generate::{GeneratorOptions, generate};
 use icestream::{Config, IngestPipeline};
 
 fn bin() -> std::path::PathBuf {

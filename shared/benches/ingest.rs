@@ -11,11 +11,12 @@
 use std::time::{Duration, Instant};
 
 use arrow_array::RecordBatch;
-use icestream::codec::{self, TelemetryBuilder};
-use icestream::config::Source;
-use icestream::event::parse_event;
-use icestream::generate::{GeneratorOptions, generate};
-use icestream::{Config, IngestPipeline, tables};
+use icestream::dev::codec::{self, TelemetryBuilder};
+use icestream::model::config::Source;
+use icestream::model::event::parse_event;
+use icestream::dev::generate::{GeneratorOptions, generate};
+use icestream::model::tables;
+use icestream::{Config, IngestPipeline};
 use parquet::arrow::ArrowWriter;
 
 type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
@@ -36,7 +37,7 @@ fn rows(source: Source, values: &[&[u8]], schema: arrow_schema::SchemaRef) -> Be
 /// ingest does.
 fn floor_write_files(batch: &RecordBatch, files: usize, dir: &std::path::Path) -> BenchResult<Duration> {
     let files = files.clamp(1, batch.num_rows().max(1));
-    let props = icestream::writer::writer_properties("zstd", &[batch])?;
+    let props = icestream::engine::writer::writer_properties("zstd", &[batch])?;
     let t0 = Instant::now();
     for i in 0..files {
         let (start, end) = (batch.num_rows() * i / files, batch.num_rows() * (i + 1) / files);
@@ -114,7 +115,7 @@ struct Figures {
     least_ratio: f64,
     event_bytes: usize,
     files: usize,
-    calls: icestream::catalog_calls::CatalogCalls,
+    calls: icestream::engine::catalog_calls::CatalogCalls,
 }
 
 fn main() -> BenchResult<()> {

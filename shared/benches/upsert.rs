@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use icestream::event::{KafkaRecordIn, ParsedEvent, TopicPartition};
+use icestream::model::event::{KafkaRecordIn, ParsedEvent, TopicPartition};
 use icestream::{Config, IngestPipeline};
 
 const BATCH: usize = 10_000;
@@ -100,8 +100,8 @@ async fn run(keys: u64, workload: Workload) {
         pipeline.handle(feed.event((start..end).map(|k| ("c", k))), deadline()).await.unwrap();
     }
     let catalogs = pipeline.catalogs();
-    let settings = icestream::maintenance::MaintenanceSettings::from(&config);
-    icestream::maintenance::compact::compact(catalogs, &catalogs.ident("orders"), &settings, false, deadline()).await.unwrap();
+    let settings = icestream::services::maintenance::MaintenanceSettings::from(&config);
+    icestream::services::maintenance::compact::compact(catalogs, &catalogs.ident("orders"), &settings, false, deadline()).await.unwrap();
     let load_s = load_started.elapsed().as_secs_f64();
     let mut next_key = keys;
     // Per batch: files, bytes and requests read. The first batch after the load finds the

@@ -11,8 +11,8 @@ use iceberg::spec::{
 };
 use iceberg::table::Table;
 
-use crate::catalog::Catalogs;
-use crate::tables::TableDef;
+use crate::engine::catalog::Catalogs;
+use crate::model::tables::TableDef;
 
 /// What a test returns: its failures travel with `?` instead of `unwrap`.
 pub(crate) type TestResult<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
@@ -50,7 +50,7 @@ impl LocalTable {
 
     async fn keyed_in(partition_spec: UnboundPartitionSpec) -> Self {
         let mut properties = HashMap::new();
-        crate::tables::add_upsert_properties(&mut properties, &["id"]);
+        crate::model::tables::add_upsert_properties(&mut properties, &["id"]);
         Self::with(properties, true, partition_spec).await
     }
 
@@ -71,7 +71,7 @@ impl LocalTable {
         let dir = tempfile::tempdir().unwrap();
         let config = crate::Config::from_args([format!("warehouse={}", dir.path().display())]).unwrap();
         let catalogs = Catalogs::connect(&config).await.unwrap();
-        let sort_order = sorted.then(|| crate::sort_order::by_key(&schema, &["id".into()]).unwrap());
+        let sort_order = sorted.then(|| crate::model::sort_order::by_key(&schema, &["id".into()]).unwrap());
         let def = TableDef { name: "t".into(), schema, partition_spec, properties, sort_order };
         catalogs.ensure_table(&def).await.unwrap();
         let ident = catalogs.ident("t");
@@ -123,10 +123,10 @@ pub fn data_file(table: &Table, name: &str) -> DataFile {
 }
 
 /// A planner that commits one fixed change on every attempt.
-pub struct FixedChange(pub crate::commit::ChangeSet);
+pub struct FixedChange(pub crate::engine::commit::ChangeSet);
 
-impl crate::commit::Planner for FixedChange {
-    async fn plan(&mut self, _table: &Table, _attempt: u32) -> crate::error::Result<Option<crate::commit::ChangeSet>> {
+impl crate::engine::commit::Planner for FixedChange {
+    async fn plan(&mut self, _table: &Table, _attempt: u32) -> crate::base::error::Result<Option<crate::engine::commit::ChangeSet>> {
         Ok(Some(self.0.clone()))
     }
 }

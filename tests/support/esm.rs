@@ -4,7 +4,7 @@ use std::sync::atomic::AtomicBool;
 
 use std::path::Path;
 
-use icestream::generate::Expectation;
+use icestream::dev::generate::Expectation;
 use icestream_tools::esm::function::InProcessIngest;
 use icestream_tools::esm::{EsmOptions, EsmStats, Function, Poller};
 use icestream_tools::produce::produce as produce_records;

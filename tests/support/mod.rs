@@ -7,8 +7,8 @@ use std::process::{Command, Output};
 
 use arrow_array::RecordBatch;
 use futures::TryStreamExt;
-use icestream::catalog::Catalogs;
-use icestream::codec::{Reading, readings};
+use icestream::engine::catalog::Catalogs;
+use icestream::dev::codec::{Reading, readings};
 use icestream::Config;
 
 pub mod broker;
@@ -32,7 +32,7 @@ pub fn icestream_bin() -> PathBuf {
 pub fn icestream_command(args: &[&str]) -> Command {
     let mut cmd = Command::new(icestream_bin());
     cmd.args(args);
-    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with(icestream::config::ENV_PREFIX)) {
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with(icestream::model::config::ENV_PREFIX)) {
         cmd.env_remove(k);
     }
     cmd.env("RUST_LOG", "warn");
@@ -109,7 +109,7 @@ pub async fn watermarks(warehouse: &Path, table: &str) -> BTreeMap<String, i64> 
     let cfg = config(warehouse, &[]);
     let catalogs = Catalogs::connect(&cfg).await.expect("catalog");
     let table = catalogs.catalog().load_table(&catalogs.ident(table)).await.expect("table");
-    icestream::report::report(&table).await.unwrap().watermarks
+    icestream::services::report::report(&table).await.unwrap().watermarks
 }
 
 /// Write a generated event to `dir/name` and return its path.

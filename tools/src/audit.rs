@@ -1,16 +1,16 @@
 //! `icestream audit TABLE [bootstrap=HOST:PORT] [key=value ...]`: the audit of a table and its
-//! dead-letter table ([`icestream::audit`]); with `bootstrap=`, the broker explains the gaps.
+//! dead-letter table ([`icestream::services::audit`]); with `bootstrap=`, the broker explains the gaps.
 //! Prints the verdict, then the report as one JSON line; exits 1 when the audit fails.
 
 use anyhow::{Result, bail};
-use icestream::audit::{Verdict, audit};
+use icestream::services::audit::{Verdict, audit};
 #[cfg(feature = "kafka")]
-use icestream::audit::AuditReport;
-use icestream::catalog::Catalogs;
+use icestream::services::audit::AuditReport;
+use icestream::engine::catalog::Catalogs;
 #[cfg(feature = "kafka")]
-use icestream::config::Dedup;
-use icestream::config::{Allowed, Knob, Settings};
-use icestream::pipeline::PipelineSet;
+use icestream::model::config::Dedup;
+use icestream::model::config::{Allowed, Knob, Settings};
+use icestream::model::pipeline::PipelineSet;
 use icestream::Config;
 #[cfg(feature = "kafka")]
 use icestream_tools::broker_gaps::BrokerGaps;
@@ -34,7 +34,7 @@ pub async fn run(mut args: Vec<String>) -> Result<()> {
         return Err(icestream_tools::not_built("`audit bootstrap=` (the broker's view of the gaps)", "kafka"));
     }
     let mut config = Config::from_env_and_args(&knobs)?;
-    icestream::logging::init(&config.log_format);
+    icestream::base::logging::init(&config.log_format);
     let set = PipelineSet::from_config(&config).await?;
     config.namespace = set.namespace.clone();
     let catalogs = Catalogs::connect_read_only(&config).await?;

@@ -6,10 +6,11 @@
 
 use anyhow::{Context, Result, bail};
 use icestream::Config;
-use icestream::catalog::Catalogs;
-use icestream::config::{Allowed, Knob, Settings};
-use icestream::queued::sqs::CommitQueue;
-use icestream::queued::{Message, batch, from_sqs_event, retry_deferred_soon};
+use icestream::engine::catalog::Catalogs;
+use icestream::model::config::{Allowed, Knob, Settings};
+use icestream::engine::queue::sqs::CommitQueue;
+use icestream::engine::queue::{Message, from_sqs_event};
+use icestream::services::queued::{batch, retry_deferred_soon};
 
 /// Command options (not configuration knobs).
 const COMMITTER_OPTIONS: &[Knob] = &[
@@ -33,7 +34,7 @@ pub async fn run(args: Vec<String>) -> Result<()> {
     };
     let (settings, knobs) = Settings::split_options(COMMITTER_OPTIONS, rest)?;
     let config = Config::from_env_and_args(&knobs)?;
-    icestream::logging::init(&config.log_format);
+    icestream::base::logging::init(&config.log_format);
     let catalogs = Catalogs::connect(&config).await?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(config.commit_timeout_ms);
 
@@ -57,7 +58,7 @@ pub async fn run(args: Vec<String>) -> Result<()> {
         queue.delete(&done).await?;
         retry_deferred_soon(&queue, &config, &messages, &report).await;
     }
-    eprintln!("{}", icestream::metrics::committer_emf_line(&report));
+    eprintln!("{}", icestream::services::metrics::committer_emf_line(&report));
     println!("{}", serde_json::to_string(&report)?);
     Ok(())
 }

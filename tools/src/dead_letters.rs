@@ -1,10 +1,10 @@
 //! `icestream dead-letters replay TABLE [since=] [reason=] [dry-run=true] [key=value ...]`: the
 //! dead letters of a pipeline table decoded again with the current pipeline and appended once
-//! ([`icestream::replay`]); prints the report as JSON.
+//! ([`icestream::services::replay`]); prints the report as JSON.
 
 use anyhow::{Result, bail};
-use icestream::config::{Allowed, Knob, Settings};
-use icestream::replay::{ReplayFilter, replay};
+use icestream::model::config::{Allowed, Knob, Settings};
+use icestream::services::replay::{ReplayFilter, replay};
 use icestream::{Config, IngestPipeline};
 
 const REPLAY_OPTIONS: &[Knob] = &[
@@ -21,7 +21,7 @@ pub async fn run(mut args: Vec<String>) -> Result<()> {
     args.remove(0);
     let (options, knobs) = Settings::split_options(REPLAY_OPTIONS, &args)?;
     let config = Config::from_env_and_args(&knobs)?;
-    icestream::logging::init(&config.log_format);
+    icestream::base::logging::init(&config.log_format);
     let filter = ReplayFilter::parse(options.get("since"), options.get("reason"), chrono::Utc::now().timestamp_micros())?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(config.commit_timeout_ms);
     let pipeline = IngestPipeline::new(config).await?;

@@ -6,7 +6,7 @@ use anyhow::Result;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int32Type;
 use futures::TryStreamExt;
-use icestream::generate::{GeneratorOptions, generate};
+use icestream::dev::generate::{GeneratorOptions, generate};
 use icestream::{Config, IngestPipeline};
 
 /// The topic of the reference file's accounts pipeline.
@@ -18,12 +18,12 @@ const DEMO_DEFAULTS: &[&str] = &["dedup=batch"];
 pub async fn run(args: Vec<String>) -> Result<()> {
     let (gen_args, config_args): (Vec<String>, Vec<String>) = args.into_iter().partition(|a| {
         a.split_once('=')
-            .is_some_and(|(k, _)| icestream::generate::GENERATOR_OPTIONS.iter().flat_map(|l| l.iter()).any(|o| o.key == k) && k != "topic")
+            .is_some_and(|(k, _)| icestream::dev::generate::GENERATOR_OPTIONS.iter().flat_map(|l| l.iter()).any(|o| o.key == k) && k != "topic")
     });
     let mut all_config: Vec<String> = DEMO_DEFAULTS.iter().map(|s| s.to_string()).collect();
     all_config.extend(config_args);
     let config = Config::from_env_and_args(&all_config)?;
-    icestream::logging::init(&config.log_format);
+    icestream::base::logging::init(&config.log_format);
     let mut opts = GeneratorOptions::from_args(["records=20000", "corrupt=true", "format=json"].iter().map(|s| s.to_string()).chain(gen_args))?;
     opts.record.source = config.source;
     let generated = generate(&opts)?;
@@ -55,7 +55,7 @@ pub async fn run(args: Vec<String>) -> Result<()> {
     let catalogs = pipeline.catalogs();
     for name in pipeline.pipelines().tables() {
         let table = catalogs.catalog().load_table(&catalogs.ident(&name)).await?;
-        let report = icestream::report::report(&table).await?;
+        let report = icestream::services::report::report(&table).await?;
         println!("\n{name}: {} rows in {} files, {} partitions, {} snapshots; watermarks {:?}",
             report.records, report.data_files, report.partitions, report.snapshots, report.watermarks);
     }

@@ -4,7 +4,7 @@
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
-use icestream::config::{Allowed, Knob};
+use icestream::model::config::{Allowed, Knob};
 use indicatif::{ProgressBar, ProgressStyle};
 use rdkafka::ClientConfig;
 

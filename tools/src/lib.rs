@@ -12,5 +12,5 @@ pub mod produce;
 
 /// Why a command this build left out is missing, and which build has it.
 pub fn not_built(what: &str, feature: &str) -> anyhow::Error {
-    anyhow::anyhow!(icestream::error::not_built_message(what, feature))
+    anyhow::anyhow!(icestream::base::error::not_built_message(what, feature))
 }

@@ -13,8 +13,8 @@ mod status;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use icestream::config::{KNOBS, knobs_markdown};
-use icestream::generate::{GENERATOR_OPTIONS, GeneratorOptions, generate};
+use icestream::model::config::{KNOBS, knobs_markdown};
+use icestream::dev::generate::{GENERATOR_OPTIONS, GeneratorOptions, generate};
 use icestream::cdc::CdcPipeline;
 use icestream::{Config, IngestPipeline};
 
@@ -93,13 +93,13 @@ async fn run() -> Result<()> {
             let more = rest.iter().take_while(|a| !a.contains('=')).count();
             let files: Vec<String> = std::iter::once(file).chain(rest.drain(..more)).collect();
             let config = Config::from_env_and_args(&rest)?;
-            icestream::logging::init(&config.log_format);
+            icestream::base::logging::init(&config.log_format);
             let budget = Duration::from_millis(config.commit_timeout_ms);
             // Every event is read and routed before the pipeline creates a table: a file that is
             // not an event, or a topic no pipeline claims, fails with nothing created.
-            let set = icestream::pipeline::PipelineSet::from_config(&config).await?;
+            let set = icestream::model::pipeline::PipelineSet::from_config(&config).await?;
             for file in &files {
-                let event = icestream::event::parse_event(&std::fs::read(file).with_context(|| format!("reading {file}"))?)?;
+                let event = icestream::model::event::parse_event(&std::fs::read(file).with_context(|| format!("reading {file}"))?)?;
                 for tp in event.partitions.keys() {
                     set.route(&tp.topic)?;
                 }
@@ -108,11 +108,11 @@ async fn run() -> Result<()> {
             for file in files {
                 let json = std::fs::read(&file).with_context(|| format!("reading {file}"))?;
                 // The parsed event owns what it needs: the file's bytes go before the work starts.
-                let event = icestream::event::parse_event(&json)?;
+                let event = icestream::model::event::parse_event(&json)?;
                 drop(json);
                 let summary = pipeline.handle(event, std::time::Instant::now() + budget).await?;
-                eprintln!("{}", icestream::metrics::emf_line("ingest", &summary));
-                for line in icestream::metrics::table_emf_lines("ingest", &summary) {
+                eprintln!("{}", icestream::services::metrics::emf_line("ingest", &summary));
+                for line in icestream::services::metrics::table_emf_lines("ingest", &summary) {
                     eprintln!("{line}");
                 }
                 println!("{}", serde_json::to_string(&summary)?);
@@ -121,12 +121,12 @@ async fn run() -> Result<()> {
         "cdc" => {
             let (file, rest) = split_first(args, "cdc needs an event file")?;
             let config = Config::from_env_and_args(&rest)?;
-            icestream::logging::init(&config.log_format);
+            icestream::base::logging::init(&config.log_format);
             let json = std::fs::read(&file).with_context(|| format!("reading {file}"))?;
             let budget = Duration::from_millis(config.commit_timeout_ms);
             let pipeline = CdcPipeline::new(config).await?;
             let summary = pipeline.handle_json(&json, std::time::Instant::now() + budget).await?;
-            eprintln!("{}", icestream::metrics::emf_line_of("cdc", &summary.metrics()));
+            eprintln!("{}", icestream::services::metrics::emf_line_of("cdc", &summary.metrics()));
             println!("{}", serde_json::to_string(&summary)?);
         }
         "cdc-rebuild" => {
@@ -137,15 +137,15 @@ async fn run() -> Result<()> {
                 _ => (None, args),
             };
             let config = Config::from_env_and_args(&rest)?;
-            icestream::logging::init(&config.log_format);
+            icestream::base::logging::init(&config.log_format);
             let deadline = std::time::Instant::now() + Duration::from_millis(config.commit_timeout_ms);
             let report = match table {
                 Some(table) => {
-                    let set = icestream::pipeline::PipelineSet::from_config(&config).await?;
+                    let set = icestream::model::pipeline::PipelineSet::from_config(&config).await?;
                     let pipeline = set.pipelines.iter().find(|p| p.table == table).with_context(|| format!("no pipeline writes table {table:?}"))?;
                     let mut config = config.clone();
                     config.namespace = set.namespace.clone();
-                    let catalogs = icestream::catalog::Catalogs::connect(&config).await?;
+                    let catalogs = icestream::engine::catalog::Catalogs::connect(&config).await?;
                     icestream::cdc::rebuild_keyed::rebuild(&catalogs, pipeline, &config.compression, config.target_file_size_bytes, deadline).await?
                 }
                 None => icestream::cdc::rebuild::rebuild(&CdcPipeline::new(config).await?, deadline).await?,
@@ -155,13 +155,13 @@ async fn run() -> Result<()> {
         "report" => {
             let (table, rest) = split_first(args, "report needs a table name")?;
             let mut config = Config::from_env_and_args(&rest)?;
-            icestream::logging::init(&config.log_format);
+            icestream::base::logging::init(&config.log_format);
             if config.pipelines.is_some() {
-                config.namespace = icestream::pipeline::PipelineSet::from_config(&config).await?.namespace;
+                config.namespace = icestream::model::pipeline::PipelineSet::from_config(&config).await?.namespace;
             }
-            let catalogs = icestream::catalog::Catalogs::connect_read_only(&config).await?;
+            let catalogs = icestream::engine::catalog::Catalogs::connect_read_only(&config).await?;
             let table = catalogs.load(&catalogs.ident(&table)).await?;
-            let mut report = icestream::report::report(&table).await?;
+            let mut report = icestream::services::report::report(&table).await?;
             report.managed_maintenance = catalogs.managed_maintenance(table.identifier().name()).await?;
             println!("{}", serde_json::to_string_pretty(&report)?);
         }
@@ -206,7 +206,7 @@ async fn run() -> Result<()> {
         }
         #[cfg(feature = "kafka")]
         "esm" => icestream_tools::esm::command::run(&args).await?,
-        "contract" => println!("{}", serde_json::to_string_pretty(&icestream::deployment::contract_json(icestream::metrics::emitted_metrics()))?),
+        "contract" => println!("{}", serde_json::to_string_pretty(&icestream::services::deployment::contract_json(icestream::services::metrics::emitted_metrics()))?),
         "help" | "--help" | "-h" => match args.first().map(String::as_str) {
             Some("gen-event") => GENERATOR_OPTIONS.iter().for_each(|list| print!("{}", knobs_markdown(list))),
             #[cfg(not(feature = "kafka"))]

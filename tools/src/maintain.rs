@@ -2,9 +2,9 @@
 //! function's code, in-process, with the report printed as JSON.
 
 use anyhow::Result;
-use icestream::catalog::Catalogs;
-use icestream::config::{Allowed, Knob, Settings};
-use icestream::maintenance::{MaintenanceRequest, maintain, pipeline_tables};
+use icestream::engine::catalog::Catalogs;
+use icestream::model::config::{Allowed, Knob, Settings};
+use icestream::services::maintenance::{MaintenanceRequest, maintain, pipeline_tables};
 use icestream::Config;
 
 /// Command options (not configuration knobs).
@@ -28,7 +28,7 @@ fn list(value: &str) -> Vec<String> {
 pub async fn run(args: Vec<String>) -> Result<()> {
     let (settings, knobs) = Settings::split_options(MAINTAIN_OPTIONS, &args)?;
     let mut config = Config::from_env_and_args(&knobs)?;
-    icestream::logging::init(&config.log_format);
+    icestream::base::logging::init(&config.log_format);
     let tables = pipeline_tables(&mut config).await?;
     let request = MaintenanceRequest::new(
         &list(settings.get("action")),

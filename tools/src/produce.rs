@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
-use icestream::config::{Allowed, Knob, Settings};
-use icestream::generate::{Expectation, RECORD_OPTIONS, RecordOptions, RecordStream};
+use icestream::model::config::{Allowed, Knob, Settings};
+use icestream::dev::generate::{Expectation, RECORD_OPTIONS, RecordOptions, RecordStream};
 use rdkafka::ClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};

@@ -1,10 +1,10 @@
 //! `icestream recover SOURCE [dry-run=true] [key=value ...]`: the batches a Kafka event source
 //! mapping discarded to its S3 on-failure destination (SOURCE = `s3://bucket/prefix`, or a local
-//! copy of it) ingested into their tables below the watermark, once ([`icestream::recover`]);
+//! copy of it) ingested into their tables below the watermark, once ([`icestream::services::recover`]);
 //! prints the report as JSON.
 
 use anyhow::{Result, bail};
-use icestream::config::{Allowed, Knob, Settings};
+use icestream::model::config::{Allowed, Knob, Settings};
 use icestream::{Config, IngestPipeline};
 
 const RECOVER_OPTIONS: &[Knob] =
@@ -17,10 +17,10 @@ pub async fn run(mut args: Vec<String>) -> Result<()> {
     let source = args.remove(0);
     let (options, knobs) = Settings::split_options(RECOVER_OPTIONS, &args)?;
     let config = Config::from_env_and_args(&knobs)?;
-    icestream::logging::init(&config.log_format);
+    icestream::base::logging::init(&config.log_format);
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(config.commit_timeout_ms);
     let pipeline = IngestPipeline::new(config).await?;
-    let report = icestream::recover::recover(&pipeline, &source, options.get("dry-run") == "true", deadline).await?;
+    let report = icestream::services::recover::recover(&pipeline, &source, options.get("dry-run") == "true", deadline).await?;
     println!("{}", serde_json::to_string(&report)?);
     Ok(())
 }

@@ -1,11 +1,11 @@
 //! `icestream status [output=text|json] [key=value ...]`: per pipeline table, the last commit,
 //! freshness, rows and files in the last hour, small files waiting for compaction, dead
-//! letters in the last hour and pending queued commit requests ([`icestream::status`]).
+//! letters in the last hour and pending queued commit requests ([`icestream::services::status`]).
 
 use anyhow::Result;
-use icestream::catalog::Catalogs;
-use icestream::config::{Allowed, Knob, Settings};
-use icestream::pipeline::PipelineSet;
+use icestream::engine::catalog::Catalogs;
+use icestream::model::config::{Allowed, Knob, Settings};
+use icestream::model::pipeline::PipelineSet;
 use icestream::Config;
 
 const STATUS_OPTIONS: &[Knob] = &[Knob {
@@ -18,15 +18,15 @@ const STATUS_OPTIONS: &[Knob] = &[Knob {
 pub async fn run(args: Vec<String>) -> Result<()> {
     let (options, knobs) = Settings::split_options(STATUS_OPTIONS, &args)?;
     let mut config = Config::from_env_and_args(&knobs)?;
-    icestream::logging::init(&config.log_format);
+    icestream::base::logging::init(&config.log_format);
     let set = PipelineSet::from_config(&config).await?;
     config.namespace = set.namespace.clone();
     let catalogs = Catalogs::connect_read_only(&config).await?;
-    let statuses = icestream::status::status(&set, &catalogs, &config, chrono::Utc::now().timestamp_millis()).await?;
+    let statuses = icestream::services::status::status(&set, &catalogs, &config, chrono::Utc::now().timestamp_millis()).await?;
     if options.get("output") == "json" {
         println!("{}", serde_json::to_string(&statuses)?);
     } else {
-        print!("{}", icestream::status::text(&statuses));
+        print!("{}", icestream::services::status::text(&statuses));
     }
     Ok(())
 }

@@ -10,9 +10,10 @@ use std::sync::Arc;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use icestream::Config;
-use icestream::catalog::Catalogs;
-use icestream::queued::sqs::CommitQueue;
-use icestream::queued::{batch, batch_response, from_sqs_event, retry_deferred_soon};
+use icestream::engine::catalog::Catalogs;
+use icestream::engine::queue::sqs::CommitQueue;
+use icestream::engine::queue::from_sqs_event;
+use icestream::services::queued::{batch, batch_response, retry_deferred_soon};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 
 /// Time kept back from the invocation deadline to report the outcome.
@@ -21,9 +22,9 @@ const REPLY_MARGIN_MS: u64 = 1_500;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let config = Config::from_env()?;
-    icestream::logging::init(&config.log_format);
-    // The knobs this function reads: icestream::deployment::COMMITTER (checked against Terraform).
-    icestream::deployment::COMMITTER.warn_unread_knobs();
+    icestream::base::logging::init(&config.log_format);
+    // The knobs this function reads: icestream::services::deployment::COMMITTER (checked against Terraform).
+    icestream::services::deployment::COMMITTER.warn_unread_knobs();
     let catalogs = Arc::new(Catalogs::connect(&config).await?);
     // With the queue's URL, deferred requests come again after `commit_gap_retry_s`.
     let queue = match config.commit_queue_url() {
@@ -44,12 +45,12 @@ async fn handle(
     queue: Option<&CommitQueue>,
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error> {
-    let deadline = icestream::logging::deadline_from_epoch_ms(event.context.deadline, REPLY_MARGIN_MS);
+    let deadline = icestream::base::logging::deadline_from_epoch_ms(event.context.deadline, REPLY_MARGIN_MS);
     let messages = from_sqs_event(event.payload)?;
     let report = batch::commit_batch(catalogs, config, &messages, deadline).await;
     if let Some(queue) = queue {
         retry_deferred_soon(queue, config, &messages, &report).await;
     }
-    println!("{}", icestream::metrics::committer_emf_line(&report));
+    println!("{}", icestream::services::metrics::committer_emf_line(&report));
     Ok(batch_response(&report))
 }

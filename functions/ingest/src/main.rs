@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use icestream::event::parse_event;
+use icestream::model::event::parse_event;
 use icestream::{Config, IngestPipeline, Summary};
 use lambda_runtime::{Context, Error};
 
@@ -16,12 +16,12 @@ const REPLY_MARGIN_MS: u64 = 1_500;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let config = Config::from_env()?;
-    icestream::logging::init(&config.log_format);
-    // The knobs this function reads: icestream::deployment::INGEST (checked against Terraform).
-    icestream::deployment::INGEST.warn_unread_knobs();
+    icestream::base::logging::init(&config.log_format);
+    // The knobs this function reads: icestream::services::deployment::INGEST (checked against Terraform).
+    icestream::services::deployment::INGEST.warn_unread_knobs();
     let pipeline = Arc::new(IngestPipeline::new(config).await?);
-    // The event is read from the invocation's raw body by our parser (icestream::lambda).
-    icestream::lambda::run(move |event: bytes::Bytes, context: Context| {
+    // The event is read from the invocation's raw body by our parser (icestream::services::lambda).
+    icestream::services::lambda::run(move |event: bytes::Bytes, context: Context| {
         let pipeline = pipeline.clone();
         async move { handle(&pipeline, &event, &context).await }
     })
@@ -29,11 +29,11 @@ async fn main() -> Result<(), Error> {
 }
 
 async fn handle(pipeline: &IngestPipeline, event: &[u8], context: &Context) -> Result<Summary, Error> {
-    let deadline = icestream::logging::deadline_from_epoch_ms(context.deadline, REPLY_MARGIN_MS);
+    let deadline = icestream::base::logging::deadline_from_epoch_ms(context.deadline, REPLY_MARGIN_MS);
     let parsed = parse_event(event)?;
     let summary = pipeline.handle(parsed, deadline).await?;
-    println!("{}", icestream::metrics::emf_line("ingest", &summary));
-    for line in icestream::metrics::table_emf_lines("ingest", &summary) {
+    println!("{}", icestream::services::metrics::emf_line("ingest", &summary));
+    for line in icestream::services::metrics::table_emf_lines("ingest", &summary) {
         println!("{line}");
     }
     Ok(summary)

@@ -2,7 +2,7 @@
 //! object `{"action": "compact", "table": "vehicle_telemetry", "dry_run": false}` (every field
 //! optional: no action = all in a safe order, no table = every table of the pipeline file, or
 //! of the namespace without one). `{"action": "recover", "source": "s3://bucket/prefix"}` ingests
-//! the batches a Kafka mapping discarded to its S3 on-failure destination (`icestream::recover`).
+//! the batches a Kafka mapping discarded to its S3 on-failure destination (`icestream::services::recover`).
 //! Config and catalog are set up once per execution environment, outside the handler.
 
 #![recursion_limit = "256"]
@@ -10,9 +10,9 @@
 use std::sync::Arc;
 
 use icestream::Config;
-use icestream::catalog::Catalogs;
-use icestream::maintenance::{MaintenanceRequest, maintain, pipeline_tables};
-use icestream::recover::{RecoverRequest, recover};
+use icestream::engine::catalog::Catalogs;
+use icestream::services::maintenance::{MaintenanceRequest, maintain, pipeline_tables};
+use icestream::services::recover::{RecoverRequest, recover};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 
 /// Time kept back from the invocation deadline to log and return the report.
@@ -21,9 +21,9 @@ const REPLY_MARGIN_MS: u64 = 5_000;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let mut config = Config::from_env()?;
-    icestream::logging::init(&config.log_format);
-    // The knobs this function reads: icestream::deployment::MAINTENANCE (checked against Terraform).
-    icestream::deployment::MAINTENANCE.warn_unread_knobs();
+    icestream::base::logging::init(&config.log_format);
+    // The knobs this function reads: icestream::services::deployment::MAINTENANCE (checked against Terraform).
+    icestream::services::deployment::MAINTENANCE.warn_unread_knobs();
     let tables = pipeline_tables(&mut config).await?;
     let catalogs = Catalogs::connect(&config).await?;
     let shared = Arc::new((config, catalogs, tables));
@@ -35,7 +35,7 @@ async fn main() -> Result<(), Error> {
 }
 
 async fn handle(config: &Config, catalogs: &Catalogs, tables: Option<&Vec<String>>, event: LambdaEvent<serde_json::Value>) -> Result<serde_json::Value, Error> {
-    let deadline = icestream::logging::deadline_from_epoch_ms(event.context.deadline, REPLY_MARGIN_MS);
+    let deadline = icestream::base::logging::deadline_from_epoch_ms(event.context.deadline, REPLY_MARGIN_MS);
     if let Some(request) = RecoverRequest::from_event(&event.payload)? {
         // Decoded with the ingest pipeline, built for this run only (recoveries are rare).
         let pipeline = icestream::IngestPipeline::new(config.clone()).await?;

@@ -3,7 +3,7 @@
 #![no_main]
 
 use icestream::cdc::change::{Decoded, decode};
-use icestream::config::CdcFormat;
+use icestream::model::config::CdcFormat;
 use libfuzzer_sys::fuzz_target;
 
 const ORDER_COLUMN: &str = "seq";

@@ -3,7 +3,7 @@
 
 use std::sync::LazyLock;
 
-use icestream::schema::Format;
+use icestream::model::schema::Format;
 use icestream_fuzz::Target;
 use libfuzzer_sys::fuzz_target;
 

@@ -3,11 +3,11 @@
 //! it); a parsed event renders back to JSON that parses to the same records.
 #![no_main]
 
-use icestream::event::{event_json, parse_event, parse_event_with_serde};
+use icestream::model::event::{event_json, parse_event, parse_event_with_serde};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let outcome = |p: icestream::Result<icestream::event::ParsedEvent>| p.map(|p| (p.event_source, p.partitions)).map_err(|e| e.to_string());
+    let outcome = |p: icestream::Result<icestream::model::event::ParsedEvent>| p.map(|p| (p.event_source, p.partitions)).map_err(|e| e.to_string());
     assert_eq!(outcome(parse_event(data)), outcome(parse_event_with_serde(data)), "the scan and serde disagree");
     let Ok(parsed) = parse_event(data) else { return };
     let source = parsed.event_source.clone().unwrap_or_else(|| "aws:kafka".into());

@@ -2,8 +2,8 @@
 //! whose payload lies inside the value (or inflates within the bound), or fail with a reason.
 #![no_main]
 
-use icestream::registry::frame::{confluent, glue};
-use icestream::schema::Format;
+use icestream::model::registry::frame::{confluent, glue};
+use icestream::model::schema::Format;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

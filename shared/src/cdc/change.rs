@@ -13,8 +13,8 @@ use arrow_schema::SchemaRef;
 use chrono::{DateTime, NaiveDateTime, SecondsFormat, Utc};
 use serde_json::Value;
 
-use crate::config::CdcFormat;
-use crate::error::Result;
+use crate::model::config::CdcFormat;
+use crate::base::error::Result;
 
 /// What a change does to its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -15,13 +15,13 @@ use iceberg::table::Table;
 
 use super::key_tombstones::truncate_update;
 use super::rank::{Position, Rank};
-use crate::columns::Columns;
-use crate::commit::append::OffsetAppend;
-use crate::commit::{ChangeSet, Planner};
-use crate::config::FailPoint;
-use crate::error::Result;
-use crate::event::TopicPartition;
-use crate::tables::lineage;
+use crate::engine::columns::Columns;
+use crate::engine::commit::append::OffsetAppend;
+use crate::engine::commit::{ChangeSet, Planner};
+use crate::model::config::FailPoint;
+use crate::base::error::Result;
+use crate::model::event::TopicPartition;
+use crate::model::tables::lineage;
 
 /// Appends one batch of changelog rows.
 pub struct ChangelogAppend {

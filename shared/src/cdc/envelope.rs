@@ -22,7 +22,7 @@ use arrow_schema::Schema as ArrowSchema;
 use serde_json::{Map, Value};
 
 use super::change::Op;
-use crate::pipeline::upsert::{DecimalHandling, Envelope, Order, SourceField};
+use crate::model::pipeline::upsert::{DecimalHandling, Envelope, Order, SourceField};
 use values::Values;
 
 /// One record's change.
@@ -61,7 +61,7 @@ impl Unwrapper {
 
     /// Read Debezium times and timestamps finer than microseconds as the pipeline's
     /// `timestamp_precision` says (default: refused).
-    pub fn with_timestamp_precision(mut self, precision: crate::pipeline::TimestampPrecision) -> Self {
+    pub fn with_timestamp_precision(mut self, precision: crate::model::pipeline::TimestampPrecision) -> Self {
         self.values.precision = precision;
         self
     }

@@ -19,7 +19,7 @@ use parquet::errors::ParquetError;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::reader::{ChunkReader, Length};
 
-use crate::error::Result;
+use crate::base::error::Result;
 
 /// Byte ranges of one file closer than this are fetched by one request: a request costs more
 /// (an S3 GET's price and latency) than reading a few KiB past what was asked.

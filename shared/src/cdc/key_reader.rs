@@ -34,8 +34,8 @@ use parquet::file::page_index::index_reader::{read_columns_indexes, read_offset_
 use super::file_reads::{Counting, Fetched, Span};
 use super::key_index::{FileIndex, KeyIndexCache};
 use super::keys::KeyCodec;
-use crate::commit::row_delta::{leaf_indices, projection};
-use crate::error::{Error, Result};
+use crate::engine::commit::row_delta::{leaf_indices, projection};
+use crate::base::error::{Error, Result};
 
 /// Whether a bloom filter may hold value `i` of `column` (true when the type is not checked).
 fn may_contain(filter: &Sbbf, column: &ArrayRef, i: usize) -> bool {
@@ -519,8 +519,8 @@ mod tests {
         .unwrap();
         // The properties the writer gives an upsert table.
         let mut properties = std::collections::HashMap::new();
-        crate::tables::add_upsert_properties(&mut properties, &["tenant", "id"]);
-        let props = crate::writer::table_writer_properties("zstd", &properties, &[&batch]).unwrap();
+        crate::model::tables::add_upsert_properties(&mut properties, &["tenant", "id"]);
+        let props = crate::engine::writer::table_writer_properties("zstd", &properties, &[&batch]).unwrap();
         let file = data_file(&table, "sorted", &batch, props).await;
         let codec = codec(&[("tenant", DataType::Utf8), ("id", DataType::Int64)]);
         // Two keys that exist and one that does not (between the tenants' ranges).
@@ -619,9 +619,9 @@ mod tests {
         ])
         .unwrap();
         let mut properties = std::collections::HashMap::new();
-        crate::tables::add_upsert_properties(&mut properties, &["id"]);
+        crate::model::tables::add_upsert_properties(&mut properties, &["id"]);
         // Four row groups, so a batch can touch some of them.
-        let props = crate::writer::table_writer_properties("zstd", &properties, &[&batch]).unwrap().into_builder().set_max_row_group_row_count(Some(100_000)).build();
+        let props = crate::engine::writer::table_writer_properties("zstd", &properties, &[&batch]).unwrap().into_builder().set_max_row_group_row_count(Some(100_000)).build();
         let file = data_file(&table, "warm", &batch, props).await;
         let codec = codec(&[("id", DataType::Int64)]);
         let cache = KeyIndexCache::new(64 << 20);
@@ -655,7 +655,7 @@ mod tests {
             ("seq", Arc::new(Int64Array::from_iter_values((0..1000).map(|i| -i))) as ArrayRef),
         ])
         .unwrap();
-        let props = crate::writer::table_writer_properties("zstd", &properties, &[&other_rows]).unwrap();
+        let props = crate::engine::writer::table_writer_properties("zstd", &properties, &[&other_rows]).unwrap();
         let rewritten = data_file(&table, "warm", &other_rows, props).await;
         assert_eq!(rewritten.file_path(), file.file_path());
         let keys = TouchedKeys::new(&codec, vec![Arc::new(Int64Array::from(vec![10])) as ArrayRef]).unwrap();

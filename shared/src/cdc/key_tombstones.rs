@@ -20,8 +20,8 @@ use super::keys::KeyCodec;
 use super::rank::{Position, Rank};
 use super::tombstones::{is_value_field, read_values, value_columns, value_fields};
 pub use super::tombstones::{TOMBSTONES_PROPERTY, Tombstone, referenced_file};
-use crate::error::Result;
-use crate::writer::writer_properties;
+use crate::base::error::Result;
+use crate::engine::writer::writer_properties;
 
 /// Table property (upsert tables and their changelogs): the source position of the newest
 /// truncate applied (Debezium `op = "t"` with `allow_truncate`). It stands for a tombstone of

@@ -35,14 +35,14 @@ use super::keys::KeyCodec;
 use super::mirror::MirrorStats;
 use super::probe::{KeyPartitions, Probe, candidate_files, live_rows_of};
 use super::rank::{Position, Rank, RankColumns};
-use crate::columns::Columns;
-use crate::commit::replayed::ReplayedOffsets;
-use crate::commit::row_delta::{LiveFiles, deleted_positions, read_live_rows, write_position_deletes};
-use crate::commit::{ChangeSet, Planner, Watermarks};
-use crate::error::Result;
-use crate::event::TopicPartition;
-use crate::tables::lineage;
-use crate::writer::write_data_files;
+use crate::engine::columns::Columns;
+use crate::engine::commit::replayed::ReplayedOffsets;
+use crate::engine::commit::row_delta::{LiveFiles, deleted_positions, read_live_rows, write_position_deletes};
+use crate::engine::commit::{ChangeSet, Planner, Watermarks};
+use crate::base::error::Result;
+use crate::model::event::TopicPartition;
+use crate::model::tables::lineage;
+use crate::engine::writer::write_data_files;
 
 /// One batch of decoded changes.
 pub struct KeyedChanges {

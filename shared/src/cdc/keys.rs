@@ -7,8 +7,8 @@ use arrow_row::{RowConverter, Rows, SortField};
 use arrow_schema::{DataType, Field, FieldRef, Schema as ArrowSchema};
 use iceberg::spec::Datum;
 
-use crate::columns::Columns;
-use crate::error::{Error, Result};
+use crate::engine::columns::Columns;
+use crate::base::error::{Error, Result};
 
 /// The key columns of a table and their row encoding.
 pub struct KeyCodec {

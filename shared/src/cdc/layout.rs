@@ -10,10 +10,10 @@ use std::collections::HashMap;
 use iceberg::spec::Operation;
 use iceberg::table::Table;
 
-use crate::commit::{ChangeSet, Planner};
-use crate::error::Result;
-use crate::sort_order::by_key;
-use crate::tables::add_upsert_properties;
+use crate::engine::commit::{ChangeSet, Planner};
+use crate::base::error::Result;
+use crate::model::sort_order::by_key;
+use crate::model::tables::add_upsert_properties;
 
 /// A commit of the layout an upsert table keyed by `key` lacks.
 pub struct KeyedLayout<'a> {
@@ -43,7 +43,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
-    use crate::tables::PAGE_ROW_LIMIT_PROPERTY;
+    use crate::model::tables::PAGE_ROW_LIMIT_PROPERTY;
     use crate::testkit::LocalTable;
 
     #[tokio::test]

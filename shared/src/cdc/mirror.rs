@@ -12,9 +12,9 @@ use serde::Serialize;
 use super::change::{Change, Op};
 use super::keyed::{KeyedApply, KeyedChanges};
 use super::rank::{Position, Rank};
-use crate::error::Result;
-use crate::event::TopicPartition;
-use crate::tables::{cdc as col, lineage};
+use crate::base::error::Result;
+use crate::model::event::TopicPartition;
+use crate::model::tables::{cdc as col, lineage};
 
 /// A decoded change and the Kafka record it came from.
 #[derive(Debug, Clone)]

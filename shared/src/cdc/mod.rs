@@ -31,14 +31,14 @@ use std::time::Instant;
 use arrow_schema::SchemaRef;
 use serde::Serialize;
 
-use crate::catalog::Catalogs;
-use crate::commit::Watermarks;
-use crate::config::{CdcFormat, Config, FailPoint};
-use crate::dead_letter::{DeadLetterBuilder, Reject};
-use crate::error::Result;
-use crate::event::{ParsedEvent, TopicPartition, parse_event};
-use crate::sink::{Append, AppendSink};
-use crate::tables::{self, TableDef};
+use crate::engine::catalog::Catalogs;
+use crate::engine::commit::Watermarks;
+use crate::model::config::{CdcFormat, Config, FailPoint};
+use crate::modes::dead_letter::{DeadLetterBuilder, Reject};
+use crate::base::error::Result;
+use crate::model::event::{ParsedEvent, TopicPartition, parse_event};
+use crate::modes::sink::{Append, AppendSink};
+use crate::model::tables::{self, TableDef};
 use change::{ChangelogBuilder, Decoded};
 use changelog::ChangelogAppend;
 use key_index::KeyIndexCache;
@@ -162,7 +162,7 @@ impl CdcPipeline {
             tables.push(catalog.load_table(ident).await?);
         }
         let marks: Vec<Watermarks> = tables.iter().map(|t| Watermarks::from_properties(t.metadata().properties())).collect();
-        let [dead_letter_table, changelog_table, mirror_table]: [_; 3] = tables.try_into().map_err(|_| crate::error::Error::Invariant("three tables loaded".into()))?;
+        let [dead_letter_table, changelog_table, mirror_table]: [_; 3] = tables.try_into().map_err(|_| crate::base::error::Error::Invariant("three tables loaded".into()))?;
         let decoded = decode_changes(&event, self.config.cdc_format, &self.config.cdc_order_column, &marks, chrono::Utc::now().timestamp_micros());
         let mut summary = CdcSummary {
             records: event.record_count(),
@@ -206,7 +206,7 @@ impl CdcPipeline {
             }
         }
         if self.config.fail_point == FailPoint::AfterCommit {
-            crate::failpoint::abort("after-commit (changelog committed, mirror not)");
+            crate::base::failpoint::abort("after-commit (changelog committed, mirror not)");
         }
 
         if !decoded.changes.is_empty() {

@@ -15,13 +15,13 @@ use iceberg::table::Table;
 use iceberg::transform::create_transform_function;
 
 use super::keys::{KeyCodec, datum_at};
-use crate::columns::Columns;
+use crate::engine::columns::Columns;
 use super::key_index::KeyIndexCache;
 use super::key_reader::{TouchedKeys, read_key_rows};
 use super::rank::{Rank, RankColumns};
-use crate::commit::row_delta::{LiveFiles, deleted_positions};
-use crate::error::Result;
-use crate::tables::lineage;
+use crate::engine::commit::row_delta::{LiveFiles, deleted_positions};
+use crate::base::error::Result;
+use crate::model::tables::lineage;
 
 /// Where a key's live row is, and its rank.
 #[derive(Debug, Clone)]
@@ -292,7 +292,7 @@ mod tests {
             (lineage::OFFSET, Arc::new(ids.clone()) as ArrayRef),
         ])
         .unwrap();
-        let props = crate::writer::table_writer_properties("zstd", table.metadata().properties(), &[&batch]).unwrap();
+        let props = crate::engine::writer::table_writer_properties("zstd", table.metadata().properties(), &[&batch]).unwrap();
         let mut buffer = Vec::new();
         let mut writer = ArrowWriter::try_new(&mut buffer, batch.schema(), Some(props)).unwrap();
         writer.write(&batch).unwrap();

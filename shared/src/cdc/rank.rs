@@ -7,10 +7,10 @@
 use arrow_array::{Int32Array, Int64Array, StringArray};
 
 use super::probe::order_values;
-use crate::columns::Columns;
-use crate::error::Result;
-use crate::event::TopicPartition;
-use crate::tables::lineage;
+use crate::engine::columns::Columns;
+use crate::base::error::Result;
+use crate::model::event::TopicPartition;
+use crate::model::tables::lineage;
 
 /// The Kafka record a change came from. Ordered by offset, then partition, then topic: within a
 /// partition that is the log's order; across partitions any fixed order will do, as long as it

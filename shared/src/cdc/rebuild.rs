@@ -20,13 +20,13 @@ use super::change::{Change, Op};
 use super::mirror::{MirrorRowBuilder, SourcedChange, latest_per_key};
 use super::tombstones::{Tombstone, Tombstones};
 use super::CdcPipeline;
-use crate::columns::Columns;
-use crate::commit::row_delta::LiveFiles;
-use crate::commit::{ChangeSet, Planner, Watermarks};
-use crate::error::{Error, Result};
-use crate::event::TopicPartition;
-use crate::tables::{cdc as col, lineage};
-use crate::writer::write_data_files;
+use crate::engine::columns::Columns;
+use crate::engine::commit::row_delta::LiveFiles;
+use crate::engine::commit::{ChangeSet, Planner, Watermarks};
+use crate::base::error::{Error, Result};
+use crate::model::event::TopicPartition;
+use crate::model::tables::{cdc as col, lineage};
+use crate::engine::writer::write_data_files;
 
 /// What a rebuild did.
 #[derive(Debug, Clone, Default, Serialize)]

@@ -21,14 +21,14 @@ use super::key_tombstones::{KeyTombstones, Tombstone, truncate_properties, trunc
 use super::keys::KeyCodec;
 use super::rank::{Rank, RankColumns};
 use super::rebuild::RebuildReport;
-use crate::catalog::Catalogs;
-use crate::columns::Columns;
-use crate::commit::row_delta::LiveFiles;
-use crate::commit::{ChangeSet, Planner, Watermarks};
-use crate::error::{Error, Result};
-use crate::pipeline::Pipeline;
-use crate::pipeline::upsert::OPERATION;
-use crate::writer::write_data_files;
+use crate::engine::catalog::Catalogs;
+use crate::engine::columns::Columns;
+use crate::engine::commit::row_delta::LiveFiles;
+use crate::engine::commit::{ChangeSet, Planner, Watermarks};
+use crate::base::error::{Error, Result};
+use crate::model::pipeline::Pipeline;
+use crate::model::pipeline::upsert::OPERATION;
+use crate::engine::writer::write_data_files;
 
 /// Every row of `table` as one batch of its Arrow schema (`None` before its first snapshot).
 async fn read_all(table: &Table) -> Result<Option<RecordBatch>> {

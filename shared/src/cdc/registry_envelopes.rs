@@ -11,14 +11,14 @@ use std::sync::Arc;
 
 use iceberg::spec::{Schema, TableMetadata};
 
-use crate::error::{Error, Result};
-use crate::event::{KafkaRecordIn, TopicPartition};
-use crate::pipeline::Pipeline;
-use crate::registry::{MessageIndex, Registry, RegistrySpec, WriterId};
-use crate::schema::debezium::DebeziumAvro;
-use crate::schema::debezium_proto::DebeziumProto;
-use crate::schema::{Format, SourceSchema};
-use crate::writer_plan::evolve_table;
+use crate::base::error::{Error, Result};
+use crate::model::event::{KafkaRecordIn, TopicPartition};
+use crate::model::pipeline::Pipeline;
+use crate::model::registry::{MessageIndex, Registry, RegistrySpec, WriterId};
+use crate::model::schema::debezium::DebeziumAvro;
+use crate::model::schema::debezium_proto::DebeziumProto;
+use crate::model::schema::{Format, SourceSchema};
+use crate::modes::writer_plan::evolve_table;
 
 /// One writer's envelope.
 pub enum WriterEnvelope {
@@ -28,7 +28,7 @@ pub enum WriterEnvelope {
 
 impl WriterEnvelope {
     /// One record's payload as the JSON converter's payload, and the row fields' Connect schemas.
-    pub fn payload(&self, payload: &[u8], precision: crate::pipeline::TimestampPrecision) -> std::result::Result<(serde_json::Value, &serde_json::Value), String> {
+    pub fn payload(&self, payload: &[u8], precision: crate::model::pipeline::TimestampPrecision) -> std::result::Result<(serde_json::Value, &serde_json::Value), String> {
         match self {
             WriterEnvelope::Avro(e) => Ok((super::envelope::avro::payload_json(&e.writer, payload)?, &e.connect)),
             WriterEnvelope::Protobuf(e) => Ok((super::envelope::protobuf::payload_json(&e.envelope, payload, precision)?, &e.connect)),
@@ -69,7 +69,7 @@ pub(super) fn registry_of(pipeline: &Pipeline) -> Result<RegistrySpec> {
 }
 
 /// What the frame of a record says, or why it says nothing.
-fn frame_of<'a>(spec: &RegistrySpec, format: Format, record: &KafkaRecordIn, value: &'a [u8]) -> std::result::Result<crate::registry::Frame<'a>, String> {
+fn frame_of<'a>(spec: &RegistrySpec, format: Format, record: &KafkaRecordIn, value: &'a [u8]) -> std::result::Result<crate::model::registry::Frame<'a>, String> {
     if record.value_schema.is_some() {
         return Err("the event source mapping decoded this record (valueSchemaMetadata): an upsert pipeline reads the registry frame itself; \
                     leave the mapping's schema registry configuration off"
@@ -112,7 +112,7 @@ impl RegistryEnvelopes {
                 let envelope = match (registered.format, pipeline.format) {
                     (Format::Avro, Format::Avro) => WriterEnvelope::Avro(DebeziumAvro::parse(&registered.text)?),
                     (Format::Protobuf, Format::Protobuf) => {
-                        let SourceSchema::Protobuf(compiled) = crate::registry::compile(&registered, message.as_ref(), Format::Protobuf)? else {
+                        let SourceSchema::Protobuf(compiled) = crate::model::registry::compile(&registered, message.as_ref(), Format::Protobuf)? else {
                             return Err("the registered schema did not compile to a Protobuf message".into());
                         };
                         WriterEnvelope::Protobuf(DebeziumProto::parse(&compiled.message, Some(&out.target), &declared)?)
@@ -120,8 +120,8 @@ impl RegistryEnvelopes {
                     (written, read) => {
                         return Err(format!(
                             "the registered schema is {}, not a Debezium {} envelope",
-                            crate::pipeline::format_name(written),
-                            crate::pipeline::format_name(read)
+                            crate::model::pipeline::format_name(written),
+                            crate::model::pipeline::format_name(read)
                         ));
                     }
                 };

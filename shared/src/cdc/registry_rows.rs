@@ -14,12 +14,12 @@ use serde_json::Value;
 use super::envelope::avro::datum_json;
 use super::envelope::protobuf::message_json_of;
 use super::registry_envelopes::registry_of;
-use crate::error::Result;
-use crate::event::{KafkaRecordIn, TopicPartition};
-use crate::pipeline::{Pipeline, format_name};
-use crate::registry::{MessageIndex, Registry, RegistrySpec, WriterId};
-use crate::schema::{Format, SourceSchema};
-use crate::writer_plan::WriterPlan;
+use crate::base::error::Result;
+use crate::model::event::{KafkaRecordIn, TopicPartition};
+use crate::model::pipeline::{Pipeline, format_name};
+use crate::model::registry::{MessageIndex, Registry, RegistrySpec, WriterId};
+use crate::model::schema::{Format, SourceSchema};
+use crate::modes::writer_plan::WriterPlan;
 
 /// How a framed record key is read.
 enum KeyReader {
@@ -70,7 +70,7 @@ impl RegistryRows {
             let reader = match registered.format {
                 Format::Avro => apache_avro::Schema::parse_str(&registered.text).map(KeyReader::Avro).map_err(|e| format!("its Avro schema does not parse: {e}")),
                 Format::Json => Ok(KeyReader::Json),
-                Format::Protobuf => match crate::registry::compile(&registered, message.as_ref(), Format::Protobuf) {
+                Format::Protobuf => match crate::model::registry::compile(&registered, message.as_ref(), Format::Protobuf) {
                     Ok(SourceSchema::Protobuf(compiled)) => Ok(KeyReader::Protobuf(compiled.message)),
                     Ok(_) => Err(format!("{} record keys are not read", format_name(registered.format))),
                     Err(e) => Err(e),
@@ -95,7 +95,7 @@ impl RegistryRows {
                     // A key is an identity: finer than microseconds it is refused, never cut
                     // (two keys would become one).
                     Some((_, Ok(KeyReader::Protobuf(message)))) => {
-                        message_json_of(message, &frame.payload, "Protobuf record key", crate::pipeline::TimestampPrecision::Reject)
+                        message_json_of(message, &frame.payload, "Protobuf record key", crate::model::pipeline::TimestampPrecision::Reject)
                     }
                     Some((_, Err(reason))) => Err(format!("schema: {reason}")),
                     _ => Err(format!("registry: key writer {} (message {:?}) was not looked up (record not in the plan)", frame.writer, frame.message)),

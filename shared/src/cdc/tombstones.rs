@@ -20,10 +20,10 @@ use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::rank::{Position, Rank};
-use crate::columns::Columns;
-use crate::error::Result;
-use crate::tables::lineage;
-use crate::writer::writer_properties;
+use crate::engine::columns::Columns;
+use crate::base::error::Result;
+use crate::model::tables::lineage;
+use crate::engine::writer::writer_properties;
 
 /// Table property holding the path of the current tombstone file ("" = none).
 pub const TOMBSTONES_PROPERTY: &str = "icestream.cdc.tombstones";

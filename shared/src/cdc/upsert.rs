@@ -25,24 +25,24 @@ use super::registry_envelopes::RegistryEnvelopes;
 use super::registry_rows::RegistryRows;
 use super::keyed::{KeyedApply, KeyedChanges, Truncate};
 use super::mirror::MirrorStats;
-use crate::catalog::Catalogs;
-use crate::commit::Watermarks;
-use crate::config::{Config, FailPoint};
-use crate::dead_letter::{DeadLetterBuilder, Reject};
+use crate::engine::catalog::Catalogs;
+use crate::engine::commit::Watermarks;
+use crate::model::config::{Config, FailPoint};
+use crate::modes::dead_letter::{DeadLetterBuilder, Reject};
 use crate::decode::RecordDecoder;
-use crate::error::{Error, Result};
-use crate::event::{KafkaRecordIn, TopicPartition};
-use crate::pipeline::upsert::{Envelope, OPERATION, SOURCE_POSITION, Upsert};
-use crate::pipeline::{Pipeline, format_name};
-use crate::recovery::dead_lettered_offsets;
-use crate::schema::SourceSchema;
-use crate::registry::Registry;
-use crate::sink::{Append, AppendSink, EvolveSchema};
-use crate::schema::json_schema::JsonSchema;
-use crate::tables::lineage;
-use crate::writer_plan::Framed;
+use crate::base::error::{Error, Result};
+use crate::model::event::{KafkaRecordIn, TopicPartition};
+use crate::model::pipeline::upsert::{Envelope, OPERATION, SOURCE_POSITION, Upsert};
+use crate::model::pipeline::{Pipeline, format_name};
+use crate::modes::recovery::dead_lettered_offsets;
+use crate::model::schema::SourceSchema;
+use crate::model::registry::Registry;
+use crate::modes::sink::{Append, AppendSink, EvolveSchema};
+use crate::model::schema::json_schema::JsonSchema;
+use crate::model::tables::lineage;
+use crate::modes::writer_plan::Framed;
 
-pub use crate::tables::is_written_by_icestream;
+pub use crate::model::tables::is_written_by_icestream;
 
 /// Lineage columns (and the source position) of decoded rows, filled per record.
 #[derive(Default)]
@@ -434,7 +434,7 @@ pub async fn ingest(
         }
     }
     if config.fail_point == FailPoint::AfterCommit {
-        crate::failpoint::abort("after-commit (changelog committed, upsert table not)");
+        crate::base::failpoint::abort("after-commit (changelog committed, upsert table not)");
     }
 
     // The guarded apply runs even with no change left, so the table's watermarks stay

@@ -5,9 +5,9 @@
 use arrow_schema::{DataType, Fields};
 
 use super::column::Col;
-use super::varint::{self, VarintError};
+use crate::base::varint::{self, VarintError};
 use super::{DecodeError, check_utf8, element_type, millis_to_micros, utf8, uuid_bytes};
-use crate::schema::avro::{AvroSchema, AvroType};
+use crate::model::schema::avro::{AvroSchema, AvroType};
 
 pub(crate) struct AvroReader {
     row: Plan,

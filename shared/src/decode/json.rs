@@ -7,9 +7,9 @@ use serde::de::{DeserializeSeed, Deserializer, Error as _, IgnoredAny, MapAccess
 use super::column::Col;
 use super::json_number as number;
 use super::{DecodeError, element_type, millis_to_micros, source_field, uuid_bytes};
-use crate::pipeline::TimestampPrecision;
-use crate::schema::json_schema::JsonSchema;
-use crate::schema::{Prim, Ty, join};
+use crate::model::pipeline::TimestampPrecision;
+use crate::model::schema::json_schema::JsonSchema;
+use crate::model::schema::{Prim, Ty, join};
 
 pub(crate) struct JsonReader {
     /// A `Plan::Object` of the target's columns.
@@ -60,7 +60,7 @@ impl JsonReader {
 }
 
 /// `path`: the fields' parent, as the schema's `enums` name it.
-fn object_plan(schema: &JsonSchema, fields: &[crate::schema::Field], target: &Fields, path: &str) -> Vec<Option<(String, Plan)>> {
+fn object_plan(schema: &JsonSchema, fields: &[crate::model::schema::Field], target: &Fields, path: &str) -> Vec<Option<(String, Plan)>> {
     target
         .iter()
         .map(|column| source_field(fields, column).map(|f| (f.name.clone(), plan(schema, &f.ty, column.data_type(), &join(path, &f.name)))))

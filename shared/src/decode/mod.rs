@@ -18,14 +18,13 @@ mod column;
 mod json;
 mod json_number;
 mod protobuf;
-pub(crate) mod varint;
 
 use arrow_array::ArrayRef;
 use arrow_schema::{DataType, Field as ArrowField, Fields, SchemaRef, TimeUnit};
 
-use crate::error::{Error, Result};
-use crate::pipeline::TimestampPrecision;
-use crate::schema::{Field, Prim, SourceSchema, Ty, join};
+use crate::base::error::{Error, Result};
+use crate::model::pipeline::TimestampPrecision;
+use crate::model::schema::{Field, Prim, SourceSchema, Ty, join};
 use column::Col;
 
 /// Decodes one topic's record values into rows of one table, each value with its writer's

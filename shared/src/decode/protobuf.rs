@@ -8,10 +8,10 @@ use arrow_schema::{DataType, Fields};
 use prost_reflect::{EnumDescriptor, FieldDescriptor, Kind, MessageDescriptor};
 
 use super::column::Col;
-use super::varint::{self, VarintError};
+use crate::base::varint::{self, VarintError};
 use super::{DecodeError, check_utf8, element_type};
-use crate::pipeline::TimestampPrecision;
-use crate::schema::protobuf::{ProtoSchema, WellKnown, well_known};
+use crate::model::pipeline::TimestampPrecision;
+use crate::model::schema::protobuf::{ProtoSchema, WellKnown, well_known};
 
 mod timestamp;
 

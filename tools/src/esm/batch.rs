@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-use icestream::event::{KafkaEvent, KafkaRecordIn, ParsedEvent, Records, TopicPartition, event_json, from_kafka_event};
+use icestream::model::event::{KafkaEvent, KafkaRecordIn, ParsedEvent, Records, TopicPartition, event_json, from_kafka_event};
 
 use super::size::{group_key_len, record_json_len};
 
@@ -168,7 +168,7 @@ impl Batch {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use icestream::event::KafkaEvent;
+    use icestream::model::event::KafkaEvent;
 
     use super::*;
 
@@ -188,7 +188,7 @@ pub(crate) mod tests {
             // Bytes that base64 cannot shorten and that cover every signed-byte value.
             value: Some((0..value_len).map(|i| (i * 7 + offset as usize) as u8).collect()),
             value_error: None,
-            headers: icestream::event::Headers::from_iter([("h", [0, 127, 128, 255])]),
+            headers: icestream::model::event::Headers::from_iter([("h", [0, 127, 128, 255])]),
             value_schema: None,
         }
     }
@@ -223,7 +223,7 @@ pub(crate) mod tests {
             let event: KafkaEvent = serde_json::from_str(b.event()).unwrap();
             assert_eq!(event.event_source.as_deref(), Some("aws:kafka"));
             assert_eq!(event.bootstrap_servers.as_deref(), Some("127.0.0.1:9092"));
-            let parsed = icestream::event::from_kafka_event(event).unwrap();
+            let parsed = icestream::model::event::from_kafka_event(event).unwrap();
             assert_eq!(parsed.record_count(), b.count);
             for (tp, list) in &parsed.partitions {
                 for r in list {
@@ -287,7 +287,7 @@ pub(crate) mod tests {
             builder.push(&tp((offset % 3) as i32), r).unwrap();
         }
         let b = builder.take();
-        let parsed = icestream::event::parse_event(b.event().as_bytes()).unwrap();
+        let parsed = icestream::model::event::parse_event(b.event().as_bytes()).unwrap();
         let direct = b.parsed_event().unwrap();
         assert_eq!(direct.event_source, parsed.event_source);
         assert_eq!(direct.partitions, parsed.partitions);

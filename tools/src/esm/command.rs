@@ -41,12 +41,12 @@ impl Function for AnyFunction {
 pub async fn function_for(opts: &EsmOptions, function_args: &[String]) -> Result<AnyFunction> {
     Ok(match (&opts.invoke, opts.function) {
         (Invoke::Http(url), _) => {
-            icestream::logging::init("text");
+            icestream::base::logging::init("text");
             AnyFunction::Http(HttpFunction::new(url.clone()))
         }
         (Invoke::InProcess, kind) => {
             let config = Config::from_env_and_args(function_args)?;
-            icestream::logging::init(&config.log_format);
+            icestream::base::logging::init(&config.log_format);
             match kind {
                 FunctionKind::Ingest => AnyFunction::Ingest(InProcessIngest::new(IngestPipeline::new(config).await?)),
                 FunctionKind::Cdc => AnyFunction::Cdc(InProcessCdc::new(CdcPipeline::new(config).await?)),

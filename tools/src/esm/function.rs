@@ -10,7 +10,7 @@ use futures::FutureExt;
 use futures::future::LocalBoxFuture;
 use icestream::IngestPipeline;
 use icestream::cdc::CdcPipeline;
-use icestream::event::ParsedEvent;
+use icestream::model::event::ParsedEvent;
 
 use super::batch::Batch;
 
@@ -79,7 +79,7 @@ impl<P: Pipeline> InProcess<P> {
 
 impl<P: Pipeline> Function for InProcess<P> {
     async fn invoke(&self, event: &[u8]) -> Result<serde_json::Value> {
-        self.run(icestream::event::parse_event(event)?).await
+        self.run(icestream::model::event::parse_event(event)?).await
     }
 
     async fn invoke_batch(&self, batch: &Batch) -> Result<serde_json::Value> {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use futures::future::LocalBoxFuture;
 use futures::stream::FuturesUnordered;
-use icestream::event::{KafkaRecordIn, TopicPartition};
+use icestream::model::event::{KafkaRecordIn, TopicPartition};
 
 use super::EsmStats;
 use super::batch::{Batch, BatchBuilder, EventSource, MAX_PAYLOAD_BYTES, Rejected};

@@ -27,7 +27,7 @@ use anyhow::{Context, Result};
 use bytes::BytesMut;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
-use icestream::event::{Headers, KafkaRecordIn, LOCAL_CLUSTER_ARN, TopicPartition};
+use icestream::model::event::{Headers, KafkaRecordIn, LOCAL_CLUSTER_ARN, TopicPartition};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, Headers as _, Message};

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
-use icestream::config::{Allowed, KNOBS, Knob, Settings};
+use icestream::model::config::{Allowed, KNOBS, Knob, Settings};
 
 use super::batch::MAX_BATCH_SIZE;
 use super::function::invoke_url;

@@ -1,10 +1,10 @@
-//! The exact byte length of a record's JSON as [`icestream::event::record_json`] renders it
+//! The exact byte length of a record's JSON as [`icestream::model::event::record_json`] renders it
 //! (compact serde_json), computed without rendering: the batch builder counts every record
 //! against the 6 MB cap, and building a `serde_json::Value` per record only to measure it cost
 //! more than the rest of the poller. Records with a value error or schema metadata (never from a
 //! broker) are measured by rendering them.
 
-use icestream::event::{KafkaRecordIn, TopicPartition, record_json};
+use icestream::model::event::{KafkaRecordIn, TopicPartition, record_json};
 
 /// `{"headers":,"key":,"offset":,"partition":,"timestamp":,"timestampType":"CREATE_TIME","topic":,"value":}`
 /// without the values: the keys, quotes, colons, commas and braces.
@@ -138,7 +138,7 @@ mod tests {
         };
         assert_eq!(record_json_len(&tp, &record), record_json(&tp, &record).to_string().len());
         record.value_error = None;
-        record.value_schema = Some(Box::new(icestream::event::SchemaMetadata { data_format: "AVRO".into(), schema_id: "7".into() }));
+        record.value_schema = Some(Box::new(icestream::model::event::SchemaMetadata { data_format: "AVRO".into(), schema_id: "7".into() }));
         assert_eq!(record_json_len(&tp, &record), record_json(&tp, &record).to_string().len());
     }
 }

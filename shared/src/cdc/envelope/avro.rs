@@ -61,12 +61,12 @@ fn to_json(value: Avro) -> Result<Value, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::debezium::DebeziumAvro;
+    use crate::model::schema::debezium::DebeziumAvro;
     use apache_avro::types::Record;
 
     #[test]
     fn a_record_becomes_the_json_converters_payload() {
-        let schema = DebeziumAvro::parse(crate::schema::debezium::tests::ENVELOPE).unwrap();
+        let schema = DebeziumAvro::parse(crate::model::schema::debezium::tests::ENVELOPE).unwrap();
         let apache_avro::Schema::Record(envelope) = &schema.writer else { panic!() };
         let row_schema = match &envelope.fields[0].schema {
             apache_avro::Schema::Union(u) => u.variants()[1].clone(),

@@ -17,7 +17,7 @@ use chrono::{NaiveDate, NaiveTime, Timelike};
 use prost_reflect::{DynamicMessage, Kind, MapKey, MessageDescriptor, ReflectMessage, Value as Proto};
 use serde_json::{Map, Number, Value};
 
-use crate::pipeline::TimestampPrecision;
+use crate::model::pipeline::TimestampPrecision;
 
 /// Decode one record's payload (the registry frame removed) with its writer's envelope message.
 pub fn payload_json(envelope: &MessageDescriptor, payload: &[u8], precision: TimestampPrecision) -> Result<Value, String> {

@@ -6,9 +6,9 @@ use super::super::{Unwrapped, Unwrapper};
 use super::*;
 use crate::cdc::change::Op;
 use crate::cdc::registry_envelopes::WriterEnvelope;
-use crate::pipeline::upsert::{DecimalHandling, Envelope, Order, SourceField};
-use crate::schema::debezium_proto::DebeziumProto;
-use crate::schema::debezium_proto::tests::envelope;
+use crate::model::pipeline::upsert::{DecimalHandling, Envelope, Order, SourceField};
+use crate::model::schema::debezium_proto::DebeziumProto;
+use crate::model::schema::debezium_proto::tests::envelope;
 
 /// The table a pipeline declared (`schema_avsc`) for the test envelope's row.
 const DECLARED: &str = r#"{"type":"record","name":"Order","fields":[
@@ -50,7 +50,7 @@ fn unwrapper() -> Unwrapper {
 }
 
 fn writer() -> WriterEnvelope {
-    let (row, declared) = crate::schema::debezium::declared_row(DECLARED).unwrap();
+    let (row, declared) = crate::model::schema::debezium::declared_row(DECLARED).unwrap();
     WriterEnvelope::Protobuf(DebeziumProto::parse(&envelope(), Some(&row.to_iceberg().unwrap()), &declared).unwrap())
 }
 

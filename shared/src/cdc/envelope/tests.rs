@@ -191,7 +191,7 @@ fn times_dates_and_timestamps_by_their_semantic_types() {
     assert_eq!(after(&u, json!({"id": 1, "opens": 1_000}), nano.clone()).unwrap()["opens"], "00:00:00.000001");
     assert!(after(&u, json!({"id": 1, "opens": 1_001}), nano.clone()).unwrap_err().contains("not truncated"));
     // timestamp_precision = "truncate": the microsecond at or before, before 1970 too.
-    let cuts = typed(DecimalHandling::Precise).with_timestamp_precision(crate::pipeline::TimestampPrecision::Truncate);
+    let cuts = typed(DecimalHandling::Precise).with_timestamp_precision(crate::model::pipeline::TimestampPrecision::Truncate);
     assert_eq!(after(&cuts, json!({"id": 1, "opens": 1_999}), nano).unwrap()["opens"], "00:00:00.000001");
     let nano_stamp = json!([field("seen", "int64", "io.debezium.time.NanoTimestamp")]);
     assert_eq!(after(&cuts, json!({"id": 1, "seen": -1}), nano_stamp).unwrap()["seen"], "1969-12-31T23:59:59.999999Z");
@@ -207,7 +207,7 @@ fn times_dates_and_timestamps_by_their_semantic_types() {
 #[test]
 fn decoded_decimals_and_times_are_exact_and_a_wrong_scale_is_refused() {
     use crate::decode::RecordDecoder;
-    use crate::schema::{Format, SourceSchema};
+    use crate::model::schema::{Format, SourceSchema};
     let schema = r#"{"type": "object", "required": ["id"], "properties": {
         "id": {"type": "integer"},
         "amount": {"type": ["string", "null"], "format": "decimal", "precision": 10, "scale": 2},
@@ -254,7 +254,7 @@ fn decoded_decimals_and_times_are_exact_and_a_wrong_scale_is_refused() {
 fn debezium_and_dms_doubles_are_exact() {
     use arrow_array::Array;
     use crate::decode::RecordDecoder;
-    use crate::schema::{Format, SourceSchema};
+    use crate::model::schema::{Format, SourceSchema};
     let schema = r#"{"type": "object", "required": ["id"], "properties": {"id": {"type": "integer"}, "x": {"type": ["number", "null"]}}}"#;
     let source = SourceSchema::from_text(Format::Json, schema, None).unwrap();
     let target = std::sync::Arc::new(ArrowSchema::new(vec![Field::new("id", DataType::Int64, false), Field::new("x", DataType::Float64, true)]));

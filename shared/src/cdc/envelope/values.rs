@@ -19,8 +19,8 @@ use base64::Engine;
 use chrono::{DateTime, FixedOffset, NaiveDate, NaiveTime, SecondsFormat};
 use serde_json::{Map, Value};
 
-use crate::pipeline::TimestampPrecision;
-use crate::pipeline::upsert::DecimalHandling;
+use crate::model::pipeline::TimestampPrecision;
+use crate::model::pipeline::upsert::DecimalHandling;
 
 /// A table column whose Debezium values are rewritten.
 #[derive(Debug, Clone, Copy)]

@@ -8,7 +8,7 @@ use prost_reflect::{DynamicMessage, Value as Proto};
 
 use super::*;
 use crate::decode::tests::own_target;
-use crate::schema::{Format, SourceSchema};
+use crate::model::schema::{Format, SourceSchema};
 use crate::testkit::TestResult;
 
 /// Every kind of singular field: each scalar, an enum, a timestamp, a wrapper, a nested message

@@ -3,7 +3,7 @@
 
 use super::{Raw, next_field, varint};
 use crate::decode::DecodeError;
-use crate::pipeline::TimestampPrecision;
+use crate::model::pipeline::TimestampPrecision;
 
 /// A `google.protobuf.Timestamp`'s seconds and nanos as encoders write them: field 1, then field
 /// 2, each left out when zero, nothing else. `None` for anything else, which

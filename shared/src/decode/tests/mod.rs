@@ -7,10 +7,10 @@ use arrow_cast::display::{ArrayFormatter, FormatOptions};
 use arrow_schema::{DataType, Field as ArrowField, Schema as ArrowSchema, SchemaRef};
 
 use super::RecordDecoder;
-use crate::codec::{Reading, TelemetryBuilder};
-use crate::config::Source;
-use crate::schema::tests::{rich_schema, telemetry_schema};
-use crate::schema::{Format, SourceSchema};
+use crate::dev::codec::{Reading, TelemetryBuilder};
+use crate::model::config::Source;
+use crate::model::schema::tests::{rich_schema, telemetry_schema};
+use crate::model::schema::{Format, SourceSchema};
 
 const FORMATS: [Format; 3] = [Format::Avro, Format::Protobuf, Format::Json];
 
@@ -24,7 +24,7 @@ fn codec_source(format: Format) -> Source {
 
 /// The telemetry table's data columns (lineage dropped).
 fn telemetry_target() -> SchemaRef {
-    let def = crate::tables::vehicle_telemetry("t", "zstd", 1 << 20).unwrap();
+    let def = crate::model::tables::vehicle_telemetry("t", "zstd", 1 << 20).unwrap();
     Arc::new(def.arrow_schema().unwrap().project(&[0, 1, 2, 3, 4, 5, 6]).unwrap())
 }
 
@@ -66,13 +66,13 @@ fn telemetry_decodes_to_the_same_columns_as_the_hand_written_codec() {
         let mut decoder = RecordDecoder::new(&telemetry_schema(format), target.clone()).unwrap();
         let mut builder = TelemetryBuilder::with_capacity(64);
         for r in readings() {
-            let value = crate::codec::encode(source, &r);
+            let value = crate::dev::codec::encode(source, &r);
             decoder.append(&value).unwrap();
-            crate::codec::decode_into(source, &value, &mut builder).unwrap();
+            crate::dev::codec::decode_into(source, &value, &mut builder).unwrap();
             builder.append_lineage("t", 0, 0);
         }
         assert_eq!(decoder.len(), 50);
-        let def = crate::tables::vehicle_telemetry("t", "zstd", 1 << 20).unwrap();
+        let def = crate::model::tables::vehicle_telemetry("t", "zstd", 1 << 20).unwrap();
         let expected = builder.finish(def.arrow_schema().unwrap()).unwrap();
         let got = decoder.finish().unwrap();
         for (i, column) in got.iter().enumerate() {
@@ -107,7 +107,7 @@ fn bad_telemetry_records_name_the_field_and_append_nothing() {
         (Format::Json, br#"{"vehicle_id":1,"#.to_vec(), "invalid JSON"),
         (
             Format::Protobuf,
-            prost::Message::encode_to_vec(&crate::codec::proto::VehicleTelemetry { vehicle_id: 1, ..Default::default() }),
+            prost::Message::encode_to_vec(&crate::dev::codec::proto::VehicleTelemetry { vehicle_id: 1, ..Default::default() }),
             "field `event_time`: required but missing",
         ),
         (Format::Protobuf, vec![0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f], "truncated: 4294967295 bytes declared, 0 left"),
@@ -116,7 +116,7 @@ fn bad_telemetry_records_name_the_field_and_append_nothing() {
     ];
     for (format, value, message) in cases {
         let mut decoder = RecordDecoder::new(&telemetry_schema(format), target.clone()).unwrap();
-        decoder.append(&crate::codec::encode(codec_source(format), &readings()[0])).unwrap();
+        decoder.append(&crate::dev::codec::encode(codec_source(format), &readings()[0])).unwrap();
         let e = decoder.append(&value).unwrap_err();
         assert!(e.contains(message), "{format:?}: {e}");
         assert_eq!(decoder.len(), 1, "{format:?}: nothing appended");
@@ -131,10 +131,10 @@ fn strings_are_any_utf8_and_nothing_else() -> crate::testkit::TestResult {
         let mut decoder = RecordDecoder::new(&telemetry_schema(format), telemetry_target())?;
         let reading = |model: &str| Reading { model: model.into(), ..readings()[0].clone() };
         // ASCII, then two- and four-byte characters.
-        decoder.append(&crate::codec::encode(source, &reading("Zoe")))?;
-        decoder.append(&crate::codec::encode(source, &reading("Zoë 🚗")))?;
+        decoder.append(&crate::dev::codec::encode(source, &reading("Zoe")))?;
+        decoder.append(&crate::dev::codec::encode(source, &reading("Zoë 🚗")))?;
         // A byte no UTF-8 text has, in place of the `~`.
-        let mut bad = crate::codec::encode(source, &reading("Zo~"));
+        let mut bad = crate::dev::codec::encode(source, &reading("Zo~"));
         let at = bad.windows(3).position(|w| w == b"Zo~").ok_or("the model is not in the encoding")?;
         bad[at + 2] = 0xff;
         let e = decoder.append(&bad).err().ok_or("invalid UTF-8 accepted")?;
@@ -211,7 +211,7 @@ fn decoder_error(schema: &SourceSchema, target: &SchemaRef, value: &str) -> Stri
 /// microsecond at or before it (also before 1970) with `timestamp_precision = "truncate"`.
 #[test]
 fn timestamps_finer_than_microseconds_are_refused_or_truncated_as_the_pipeline_says() -> crate::testkit::TestResult {
-    use crate::pipeline::TimestampPrecision::{self, Reject, Truncate};
+    use crate::model::pipeline::TimestampPrecision::{self, Reject, Truncate};
     use arrow_array::cast::AsArray;
     use arrow_array::types::{Time64MicrosecondType, TimestampMicrosecondType};
     use prost::Message;
@@ -254,7 +254,7 @@ fn timestamps_finer_than_microseconds_are_refused_or_truncated_as_the_pipeline_s
 #[test]
 fn avro_leftover_bytes_and_empty_values_are_errors() {
     let mut decoder = RecordDecoder::new(&telemetry_schema(Format::Avro), telemetry_target()).unwrap();
-    let mut value = crate::codec::encode(Source::Avro, &readings()[0]);
+    let mut value = crate::dev::codec::encode(Source::Avro, &readings()[0]);
     value.push(0);
     assert!(decoder.append(&value).unwrap_err().contains("1 bytes left over"));
     assert_eq!(decoder.append(b"").unwrap_err(), "empty value");
@@ -356,7 +356,7 @@ fn decode_speed() {
     const N: usize = 1_000_000;
     let values_for = |format| -> Vec<Vec<u8>> {
         let readings = readings();
-        (0..N).map(|i| crate::codec::encode(codec_source(format), &readings[i % readings.len()])).collect()
+        (0..N).map(|i| crate::dev::codec::encode(codec_source(format), &readings[i % readings.len()])).collect()
     };
     for format in FORMATS {
         let values = values_for(format);
@@ -373,7 +373,7 @@ fn decode_speed() {
         for chunk in values.chunks(10_000) {
             let mut builder = TelemetryBuilder::with_capacity(chunk.len());
             for v in chunk {
-                crate::codec::decode_into(codec_source(format), v, &mut builder).unwrap();
+                crate::dev::codec::decode_into(codec_source(format), v, &mut builder).unwrap();
                 builder.append_lineage("t", 0, 0);
             }
         }

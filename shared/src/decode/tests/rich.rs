@@ -7,13 +7,13 @@ use apache_avro::types::Value as Avro;
 use prost_reflect::{DynamicMessage, MapKey, Value as Proto};
 
 use super::{RecordDecoder, own_target, rows};
-use crate::schema::tests::rich_schema;
-use crate::schema::{Format, SourceSchema};
+use crate::model::schema::tests::rich_schema;
+use crate::model::schema::{Format, SourceSchema};
 
 const ORDER_UUID: &str = "6f1c2d3e-4a5b-4c6d-8e7f-901234567890";
 
 fn avro_schema() -> apache_avro::Schema {
-    let text = std::fs::read_to_string(crate::schema::tests::repo_file("tests/schemas/rich.avsc")).unwrap();
+    let text = std::fs::read_to_string(crate::model::schema::tests::repo_file("tests/schemas/rich.avsc")).unwrap();
     apache_avro::Schema::parse_str(&text).unwrap()
 }
 

@@ -1,0 +1,774 @@
+//! One typed definition of every knob, with two spellings: `key=value` on the command line and
+//! `ICESTREAM_KEY` in a function's environment (DESIGN.md, decision 6).
+//!
+//! [`KNOBS`] is the single list: parsing, `--help` text, the README table and the Terraform
+//! check all read it. An unknown key or a bad value stops start-up with a message that names
+//! the key and what it allows.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use crate::base::error::{Error, Result};
+
+/// Prefix of every knob's environment-variable spelling.
+pub const ENV_PREFIX: &str = "ICESTREAM_";
+
+/// What values a knob accepts.
+#[derive(Debug, Clone, Copy)]
+pub enum Allowed {
+    /// Exactly one of these words.
+    OneOf(&'static [&'static str]),
+    /// A whole number in `min..=max`.
+    Integer { min: i64, max: i64 },
+    /// Any non-empty text (names, paths, URIs).
+    Text,
+    /// An `http://` or `https://` URL, or empty for "not set".
+    Url,
+    /// Any text, or empty for "not set".
+    OptionalText,
+}
+
+impl fmt::Display for Allowed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Allowed::OneOf(words) => write!(f, "one of {}", words.join("|")),
+            Allowed::Integer { min, max } => write!(f, "a whole number from {min} to {max}"),
+            Allowed::Text => write!(f, "non-empty text"),
+            Allowed::Url => write!(f, "an http:// or https:// URL (empty: not set)"),
+            Allowed::OptionalText => write!(f, "any text (empty: not set)"),
+        }
+    }
+}
+
+/// One configuration knob.
+#[derive(Debug, Clone, Copy)]
+pub struct Knob {
+    pub key: &'static str,
+    pub default: &'static str,
+    pub allowed: Allowed,
+    pub help: &'static str,
+}
+
+impl Knob {
+    /// The knob's environment-variable spelling, e.g. `ICESTREAM_TARGET_FILE_SIZE_BYTES`.
+    pub fn env_name(&self) -> String {
+        format!("{ENV_PREFIX}{}", self.key.to_ascii_uppercase())
+    }
+
+    fn check(&self, value: &str) -> Result<()> {
+        let ok = match self.allowed {
+            Allowed::OneOf(words) => words.contains(&value),
+            Allowed::Integer { min, max } => {
+                value.parse::<i64>().is_ok_and(|n| (min..=max).contains(&n))
+            }
+            Allowed::Text => !value.trim().is_empty(),
+            Allowed::Url => value.is_empty() || value.starts_with("https://") || value.starts_with("http://"),
+            Allowed::OptionalText => true,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(Error::Config(format!(
+                "bad value {value:?} for `{}` ({}): allowed is {}",
+                self.key,
+                self.env_name(),
+                self.allowed
+            )))
+        }
+    }
+}
+
+const MIB: &str = "134217728";
+
+/// Every knob icestream has. Keep sorted by concern; `key` must be unique.
+pub const KNOBS: &[Knob] = &[
+    Knob {
+        key: "catalog",
+        default: "local",
+        allowed: Allowed::OneOf(&["local", "glue", "s3tables"]),
+        help: "Iceberg catalog: `local` = SQL catalog in SQLite at <warehouse>/catalog.db; `glue` = AWS Glue Data Catalog; `s3tables` = Amazon S3 Tables",
+    },
+    Knob {
+        key: "warehouse",
+        default: "./warehouse",
+        allowed: Allowed::Text,
+        help: "Where tables live: a directory for `local`, an s3:// URI for `glue`, a table-bucket ARN for `s3tables`",
+    },
+    Knob {
+        key: "s3_path_style",
+        default: "auto",
+        allowed: Allowed::OneOf(&["auto", "true", "false"]),
+        help: "Path-style S3 addressing for data files; auto = path style when the S3 endpoint override is an IP address or localhost (local S3-compatible servers), else virtual-host style as AWS uses",
+    },
+    Knob {
+        key: "pipelines",
+        default: "",
+        allowed: Allowed::OptionalText,
+        help: "Pipeline file (TOML): a path, or s3://bucket/key (fetched once per cold start, schema paths relative to it). Empty: one telemetry pipeline from `table`, `source` and `dedup` that claims every topic",
+    },
+    Knob {
+        key: "registry_auth",
+        default: "",
+        allowed: Allowed::OptionalText,
+        help: "Basic-auth credentials (user:password) for pipelines with registry = \"confluent\" and no `registry_secret`; never logged",
+    },
+    Knob {
+        key: "namespace",
+        default: "bigdata",
+        allowed: Allowed::Text,
+        help: "Iceberg namespace of every table (a pipeline file's `namespace` takes precedence)",
+    },
+    Knob {
+        key: "table",
+        default: "vehicle_telemetry",
+        allowed: Allowed::Text,
+        help: "Without `pipelines`: the telemetry table; its dead-letter table is <table>_dead_letter",
+    },
+    Knob {
+        key: "source",
+        default: "proto",
+        allowed: Allowed::OneOf(&["proto", "avro", "json"]),
+        help: "Without `pipelines`: encoding of the telemetry record values (the shipped reference schema of that format)",
+    },
+    Knob {
+        key: "dedup",
+        default: "none",
+        allowed: Allowed::OneOf(&["none", "batch", "window"]),
+        help: "Without `pipelines`: drop repeats of the key (vehicle_id, event_time) within the batch, or also against the table's recent partitions",
+    },
+    Knob {
+        key: "dedup_window_minutes",
+        default: "120",
+        allowed: Allowed::Integer { min: 1, max: 10080 },
+        help: "How far back (by the pipeline's event_time) `dedup=window` looks for earlier copies (a pipeline may set its own)",
+    },
+    Knob {
+        key: "target_file_size_bytes",
+        default: MIB,
+        allowed: Allowed::Integer { min: 1024, max: 4_294_967_296 },
+        help: "Roll to a new Parquet file past this size",
+    },
+    Knob {
+        key: "key_index_cache_mb",
+        default: "64",
+        allowed: Allowed::Integer { min: 0, max: 10240 },
+        help: "Upsert pipelines: memory a warm process keeps data files' footers and key page indexes in, so a batch reads only the pages its keys fall in (0: read them every batch)",
+    },
+    Knob {
+        key: "compression",
+        default: "zstd",
+        allowed: Allowed::OneOf(&["zstd", "snappy", "lz4", "gzip", "none"]),
+        help: "Parquet compression codec",
+    },
+    Knob {
+        key: "commit_timeout_ms",
+        default: "60000",
+        allowed: Allowed::Integer { min: 100, max: 900_000 },
+        help: "Longest time spent retrying one commit when no invocation deadline is known",
+    },
+    Knob {
+        key: "commit_mode",
+        default: "direct",
+        allowed: Allowed::OneOf(&["direct", "queued"]),
+        help: "`direct`: each invocation commits its files; `queued`: writers stage files and a manifest and send a commit request to `commit_queue_url`, and the committer function commits many requests per snapshot",
+    },
+    Knob {
+        key: "commit_queue_url",
+        default: "",
+        allowed: Allowed::Url,
+        help: "URL of the SQS queue that takes commit requests (required with `commit_mode=queued`)",
+    },
+    Knob {
+        key: "commit_gap_patience",
+        default: "3",
+        allowed: Allowed::Integer { min: 1, max: 100 },
+        help: "Committer: deliveries a request that starts past the table's watermark+1 waits for an earlier request of that partition (SQS does not keep order) before the committer moves past the gap, recorded as an open gap that a late request still fills; 1 = never wait",
+    },
+    Knob {
+        key: "commit_gap_retry_s",
+        default: "30",
+        allowed: Allowed::Integer { min: 0, max: 43_200 },
+        help: "Committer: a request deferred for an offset gap comes again after this many seconds, not after the queue's visibility timeout (needs `commit_queue_url`)",
+    },
+    Knob {
+        key: "fail_point",
+        default: "none",
+        allowed: Allowed::OneOf(&["none", "after-write", "after-commit"]),
+        help: "Crash injection for tests: abort the process after the data files are written, or right after the commit (the committer: before the staged manifests are removed and the requests acknowledged)",
+    },
+    Knob {
+        key: "hot_partition_hours",
+        default: "1",
+        allowed: Allowed::Integer { min: 0, max: 8760 },
+        help: "Compaction leaves time partitions (hours/days) that reach into the last N hours alone: ingest still writes there",
+    },
+    Knob {
+        key: "snapshot_max_age_hours",
+        default: "120",
+        allowed: Allowed::Integer { min: 0, max: 87_600 },
+        help: "Expiry drops snapshots older than this (the current one and `min_snapshots_to_keep` newest always stay)",
+    },
+    Knob {
+        key: "min_snapshots_to_keep",
+        default: "1",
+        allowed: Allowed::Integer { min: 1, max: 100_000 },
+        help: "Expiry keeps at least this many newest snapshots, whatever their age",
+    },
+    Knob {
+        key: "orphan_margin_hours",
+        default: "72",
+        allowed: Allowed::Integer { min: 1, max: 87_600 },
+        help: "Orphan removal deletes unreferenced files only when older than this (at least 1 hour: in-flight writes are unreferenced too)",
+    },
+    Knob {
+        key: "s3tables_maintenance",
+        default: "report",
+        allowed: Allowed::OneOf(&["report", "set"]),
+        help: "With catalog `s3tables`: only `report` the maintenance AWS runs on each table, or `set` it from target_file_size_bytes, snapshot_max_age_hours and min_snapshots_to_keep",
+    },
+    Knob {
+        key: "cdc_format",
+        default: "csv",
+        allowed: Allowed::OneOf(&["csv", "dms"]),
+        help: "CDC record values: `csv` = `operation,account_id,balance,last_updated,seq` (I/U/D); `dms` = AWS DMS Kafka-target JSON (`data` + `metadata.operation`)",
+    },
+    Knob {
+        key: "cdc_order_column",
+        default: "seq",
+        allowed: Allowed::Text,
+        help: "With `cdc_format=dms`: the `data` field that orders changes per key (a monotonic source sequence)",
+    },
+    Knob {
+        key: "changelog_table",
+        default: "accounts_changelog",
+        allowed: Allowed::Text,
+        help: "CDC changelog table (every change once); its dead-letter table is <changelog_table>_dead_letter",
+    },
+    Knob {
+        key: "mirror_table",
+        default: "accounts_mirror",
+        allowed: Allowed::Text,
+        help: "Guarded CDC mirror table: one live row per account",
+    },
+    Knob {
+        key: "tombstone_retention_days",
+        default: "7",
+        allowed: Allowed::Integer { min: 1, max: 36_500 },
+        help: "Maintenance purges a deleted key's tombstone (its delete seq) after this many days; a change older than the delete arriving later than that could resurrect the row",
+    },
+    Knob {
+        key: "log_format",
+        default: "text",
+        allowed: Allowed::OneOf(&["text", "json"]),
+        help: "Log line format on standard error",
+    },
+];
+
+
+/// Raw, validated values by key over one knob list; typed accessors live on [`Config`] (and
+/// on the tools' own option structs, which reuse this with their own lists).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    lists: Vec<&'static [Knob]>,
+    values: BTreeMap<&'static str, String>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self::over(KNOBS)
+    }
+}
+
+impl Settings {
+    /// Settings over another list of knobs (command options that are not configuration).
+    pub fn over(knobs: &'static [Knob]) -> Self {
+        Self::over_lists(&[knobs])
+    }
+
+    /// Settings over several lists at once (a command that takes options of two kinds).
+    pub fn over_lists(lists: &[&'static [Knob]]) -> Self {
+        Self { lists: lists.to_vec(), values: BTreeMap::new() }
+    }
+
+    fn knobs(&self) -> impl Iterator<Item = &'static Knob> + '_ {
+        self.lists.iter().flat_map(|list| list.iter())
+    }
+
+    fn knob(&self, key: &str) -> Option<&'static Knob> {
+        self.knobs().find(|k| k.key == key)
+    }
+
+    /// Set one knob, validating key and value.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        let knob = self.knob(key).ok_or_else(|| {
+            let keys: Vec<_> = self.knobs().map(|k| k.key).collect();
+            Error::Config(format!("unknown key `{key}`: known keys are {}", keys.join(", ")))
+        })?;
+        knob.check(value)?;
+        self.values.insert(knob.key, value.to_string());
+        Ok(())
+    }
+
+    /// `key=value` words, as given on the command line.
+    pub fn apply_args<I, S>(&mut self, args: I) -> Result<()>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        for arg in args {
+            let arg = arg.as_ref();
+            let (key, value) = arg.split_once('=').ok_or_else(|| {
+                Error::Config(format!("expected key=value, got {arg:?}"))
+            })?;
+            self.set(key.trim(), value.trim())?;
+        }
+        Ok(())
+    }
+
+    /// Every `ICESTREAM_*` variable of an environment. An `ICESTREAM_` name that is no knob is an
+    /// error, so a typo in a deployment stops start-up instead of being ignored.
+    pub fn apply_env<I>(&mut self, vars: I) -> Result<()>
+    where
+        I: IntoIterator<Item = (String, String)>,
+    {
+        for (name, value) in vars {
+            let Some(rest) = name.strip_prefix(ENV_PREFIX) else { continue };
+            let key = rest.to_ascii_lowercase();
+            if self.knob(&key).is_none() {
+                let names: Vec<_> = self.knobs().map(Knob::env_name).collect();
+                return Err(Error::Config(format!(
+                    "unknown environment variable {name}: known are {}",
+                    names.join(", ")
+                )));
+            }
+            self.set(&key, &value)?;
+        }
+        Ok(())
+    }
+
+    /// Split command arguments into these options (validated) and the rest (`key=value`
+    /// configuration words, left for [`Config`]).
+    pub fn split_options<S: AsRef<str>>(knobs: &'static [Knob], args: &[S]) -> Result<(Self, Vec<String>)> {
+        let (options, rest): (Vec<&str>, Vec<&str>) = args
+            .iter()
+            .map(AsRef::as_ref)
+            .partition(|a| knobs.iter().any(|o| a.split_once('=').is_some_and(|(k, _)| k.trim() == o.key)));
+        let mut settings = Self::over(knobs);
+        settings.apply_args(options)?;
+        Ok((settings, rest.into_iter().map(str::to_string).collect()))
+    }
+
+    /// The value of `key`, or its default.
+    pub fn get(&self, key: &'static str) -> &str {
+        match self.values.get(key) {
+            Some(v) => v,
+            None => self.knob(key).map(|k| k.default).unwrap_or_default(),
+        }
+    }
+
+    /// The value of `key` parsed (already validated against its knob).
+    pub fn parse<T: FromStr>(&self, key: &'static str) -> Result<T> {
+        let raw = self.get(key);
+        raw.parse::<T>()
+            .map_err(|_| Error::Config(format!("bad value {raw:?} for `{key}`")))
+    }
+}
+
+/// Encoding of telemetry record values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Proto,
+    Avro,
+    Json,
+}
+
+/// Duplicate suppression on a pipeline's `key` columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dedup {
+    None,
+    Batch,
+    Window,
+}
+
+impl fmt::Display for Dedup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Dedup::None => "none",
+            Dedup::Batch => "batch",
+            Dedup::Window => "window",
+        })
+    }
+}
+
+/// Where a test may crash the process on purpose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailPoint {
+    None,
+    AfterWrite,
+    AfterCommit,
+}
+
+/// Encoding of CDC record values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CdcFormat {
+    Csv,
+    Dms,
+}
+
+/// How appends reach the table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommitMode {
+    /// Each invocation commits its own files.
+    Direct,
+    /// Stage files and send a commit request to this SQS queue URL.
+    Queued { queue_url: String },
+}
+
+/// Which Iceberg catalog holds the tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CatalogKind {
+    Local,
+    Glue,
+    S3Tables,
+}
+
+/// `arn:<partition>:s3tables:<region>:<account>:bucket/<name>` in any AWS partition (`aws`,
+/// `aws-cn`, `aws-us-gov`, ...): the module deploys to all of them.
+fn is_table_bucket_arn(arn: &str) -> bool {
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    matches!(parts.as_slice(), ["arn", partition, "s3tables", region, account, resource]
+        if partition.starts_with("aws") && !region.is_empty() && !account.is_empty()
+            && resource.strip_prefix("bucket/").is_some_and(|name| !name.is_empty() && !name.contains('/')))
+}
+
+/// A secret knob value: printed as `<redacted>`, read with [`Redacted::expose`].
+#[derive(Clone, PartialEq, Eq)]
+pub struct Redacted(pub String);
+
+impl Redacted {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// The typed configuration every entry point takes.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub catalog: CatalogKind,
+    pub warehouse: String,
+    /// `None`: decided from the S3 endpoint ([`crate::base::aws::s3_path_style`]).
+    pub s3_path_style: Option<bool>,
+    pub namespace: String,
+    /// The pipeline file (`pipelines`), if any.
+    pub pipelines: Option<String>,
+    /// `registry_auth`: Confluent registry credentials (`user:password`).
+    pub registry_auth: Option<Redacted>,
+    pub table: String,
+    pub source: Source,
+    pub dedup: Dedup,
+    pub dedup_window_minutes: i64,
+    pub target_file_size_bytes: usize,
+    /// Upsert pipelines: the bound of the key index cache (`cdc::key_index`), in bytes.
+    pub key_index_cache_bytes: usize,
+    pub compression: String,
+    pub commit_timeout_ms: u64,
+    pub commit_mode: CommitMode,
+    /// Committer: deliveries a request with an offset gap waits for an earlier request.
+    pub commit_gap_patience: u32,
+    /// Committer: seconds until a deferred request is delivered again.
+    pub commit_gap_retry_s: i32,
+    /// `commit_queue_url` as given (also when `commit_mode=direct`).
+    commit_queue_url_raw: Option<String>,
+    pub fail_point: FailPoint,
+    pub hot_partition_hours: i64,
+    pub snapshot_max_age_hours: i64,
+    pub min_snapshots_to_keep: usize,
+    pub orphan_margin_hours: i64,
+    /// S3 Tables: write the managed maintenance settings from the knobs (else only report them).
+    pub s3tables_maintenance_set: bool,
+    pub cdc_format: CdcFormat,
+    pub cdc_order_column: String,
+    pub changelog_table: String,
+    pub mirror_table: String,
+    pub tombstone_retention_days: i64,
+    pub log_format: String,
+}
+
+impl Config {
+    /// Configuration from the process environment (functions).
+    pub fn from_env() -> Result<Self> {
+        let mut settings = Settings::default();
+        settings.apply_env(std::env::vars())?;
+        Self::from_settings(&settings)
+    }
+
+    /// Configuration from the environment, then `key=value` words on top (the CLI).
+    pub fn from_env_and_args<I, S>(args: I) -> Result<Self>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut settings = Settings::default();
+        settings.apply_env(std::env::vars())?;
+        settings.apply_args(args)?;
+        Self::from_settings(&settings)
+    }
+
+    /// Configuration from `key=value` words only (tests, tools).
+    pub fn from_args<I, S>(args: I) -> Result<Self>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut settings = Settings::default();
+        settings.apply_args(args)?;
+        Self::from_settings(&settings)
+    }
+
+    pub fn from_settings(s: &Settings) -> Result<Self> {
+        Self {
+            catalog: match s.get("catalog") {
+                "glue" => CatalogKind::Glue,
+                "s3tables" => CatalogKind::S3Tables,
+                _ => CatalogKind::Local,
+            },
+            warehouse: s.get("warehouse").to_string(),
+            s3_path_style: match s.get("s3_path_style") {
+                "auto" => None,
+                v => Some(v == "true"),
+            },
+            namespace: s.get("namespace").to_string(),
+            pipelines: Some(s.get("pipelines").trim().to_string()).filter(|p| !p.is_empty()),
+            registry_auth: Some(s.get("registry_auth").to_string()).filter(|a| !a.is_empty()).map(Redacted),
+            table: s.get("table").to_string(),
+            source: match s.get("source") {
+                "avro" => Source::Avro,
+                "json" => Source::Json,
+                _ => Source::Proto,
+            },
+            dedup: match s.get("dedup") {
+                "batch" => Dedup::Batch,
+                "window" => Dedup::Window,
+                _ => Dedup::None,
+            },
+            dedup_window_minutes: s.parse("dedup_window_minutes")?,
+            target_file_size_bytes: s.parse("target_file_size_bytes")?,
+            key_index_cache_bytes: s.parse::<usize>("key_index_cache_mb")? * 1024 * 1024,
+            compression: s.get("compression").to_string(),
+            commit_timeout_ms: s.parse("commit_timeout_ms")?,
+            commit_mode: commit_mode(s)?,
+            commit_gap_patience: s.parse("commit_gap_patience")?,
+            commit_gap_retry_s: s.parse("commit_gap_retry_s")?,
+            commit_queue_url_raw: Some(s.get("commit_queue_url").to_string()).filter(|u| !u.is_empty()),
+            fail_point: match s.get("fail_point") {
+                "after-write" => FailPoint::AfterWrite,
+                "after-commit" => FailPoint::AfterCommit,
+                _ => FailPoint::None,
+            },
+            hot_partition_hours: s.parse("hot_partition_hours")?,
+            snapshot_max_age_hours: s.parse("snapshot_max_age_hours")?,
+            min_snapshots_to_keep: s.parse("min_snapshots_to_keep")?,
+            orphan_margin_hours: s.parse("orphan_margin_hours")?,
+            s3tables_maintenance_set: s.get("s3tables_maintenance") == "set",
+            cdc_format: match s.get("cdc_format") {
+                "dms" => CdcFormat::Dms,
+                _ => CdcFormat::Csv,
+            },
+            cdc_order_column: s.get("cdc_order_column").to_string(),
+            changelog_table: s.get("changelog_table").to_string(),
+            mirror_table: s.get("mirror_table").to_string(),
+            tombstone_retention_days: s.parse("tombstone_retention_days")?,
+            log_format: s.get("log_format").to_string(),
+        }
+        .check_warehouse()
+    }
+
+    /// The warehouse must fit the catalog: checked at start so a deployment fails fast.
+    fn check_warehouse(self) -> Result<Self> {
+        let w = &self.warehouse;
+        let ok = match self.catalog {
+            CatalogKind::Local => !w.contains("://") && !w.starts_with("arn:"),
+            CatalogKind::Glue => w.starts_with("s3://") && w.len() > 5,
+            CatalogKind::S3Tables => is_table_bucket_arn(w),
+        };
+        if ok {
+            Ok(self)
+        } else {
+            Err(Error::Config(format!(
+                "bad value {w:?} for `warehouse` (ICESTREAM_WAREHOUSE) with catalog {:?}: allowed is a directory for local, \
+                 s3://bucket/prefix for glue, arn:<partition>:s3tables:<region>:<account>:bucket/<name> for s3tables",
+                self.catalog
+            )))
+        }
+    }
+
+    /// The warehouse as an absolute local directory (catalog `local`).
+    pub fn local_warehouse_dir(&self) -> Result<PathBuf> {
+        let path = PathBuf::from(&self.warehouse);
+        std::fs::create_dir_all(&path).map_err(|e| {
+            Error::Config(format!("warehouse directory {}: {e}", path.display()))
+        })?;
+        path.canonicalize()
+            .map_err(|e| Error::Config(format!("warehouse directory {}: {e}", path.display())))
+    }
+
+    /// The commit queue's URL, if set (the committer's `poll` reads it in either mode).
+    pub fn commit_queue_url(&self) -> Option<&str> {
+        match &self.commit_mode {
+            CommitMode::Queued { queue_url } => Some(queue_url),
+            CommitMode::Direct => self.commit_queue_url_raw.as_deref(),
+        }
+    }
+
+    /// Name of the dead-letter table that goes with the telemetry table.
+    pub fn dead_letter_table(&self) -> String {
+        format!("{}_dead_letter", self.table)
+    }
+
+    /// Name of the dead-letter table that goes with the CDC changelog.
+    pub fn cdc_dead_letter_table(&self) -> String {
+        format!("{}_dead_letter", self.changelog_table)
+    }
+}
+
+/// `commit_mode` with its queue: queued mode without a queue URL stops start-up.
+fn commit_mode(s: &Settings) -> Result<CommitMode> {
+    let url = s.get("commit_queue_url");
+    match s.get("commit_mode") {
+        "queued" if url.is_empty() => Err(Error::Config(
+            "`commit_queue_url` (ICESTREAM_COMMIT_QUEUE_URL) is required with commit_mode=queued: \
+             set it to the URL of the commit request queue (https://sqs.<region>.amazonaws.com/<account>/<name>)"
+                .to_string(),
+        )),
+        #[cfg(not(feature = "aws"))]
+        "queued" => Err(Error::not_built("commit_mode=queued (the SQS commit request queue)", "aws")),
+        #[cfg(feature = "aws")]
+        "queued" => Ok(CommitMode::Queued { queue_url: url.to_string() }),
+        _ => Ok(CommitMode::Direct),
+    }
+}
+
+/// A Markdown table of knobs, for `icestream help` and the README.
+pub fn knobs_markdown(knobs: &[Knob]) -> String {
+    let mut out = String::from("| key | environment | default | allowed | what |\n|---|---|---|---|---|\n");
+    for k in knobs {
+        out.push_str(&format!(
+            "| `{}` | `{}` | {} | {} | {} |\n",
+            k.key,
+            k.env_name(),
+            if k.default.is_empty() { "(not set)".to_string() } else { format!("`{}`", k.default) },
+            // A bare `|` would end the Markdown cell.
+            k.allowed.to_string().replace('|', "\\|"),
+            k.help.replace('|', "\\|")
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_parse() {
+        let c = Config::from_args(Vec::<String>::new()).unwrap();
+        assert_eq!(c.namespace, "bigdata");
+        assert_eq!(c.table, "vehicle_telemetry");
+        assert_eq!(c.source, Source::Proto);
+        assert_eq!(c.compression, "zstd");
+        assert_eq!(c.dead_letter_table(), "vehicle_telemetry_dead_letter");
+    }
+
+    #[test]
+    fn every_default_is_allowed_and_keys_are_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for k in KNOBS {
+            k.check(k.default).unwrap();
+            assert!(seen.insert(k.key), "duplicate knob {}", k.key);
+        }
+    }
+
+    #[test]
+    fn bad_value_names_key_and_allowed_values() {
+        let err = Config::from_args(["source=xml"]).unwrap_err().to_string();
+        assert!(err.contains("`source`"), "{err}");
+        assert!(err.contains("proto|avro|json"), "{err}");
+        let err = Config::from_args(["target_file_size_bytes=12"]).unwrap_err().to_string();
+        assert!(err.contains("target_file_size_bytes") && err.contains("1024"), "{err}");
+    }
+
+    #[test]
+    fn unknown_key_and_unknown_env_are_rejected() {
+        let err = Config::from_args(["sauce=proto"]).unwrap_err().to_string();
+        assert!(err.contains("unknown key `sauce`") && err.contains("source"), "{err}");
+        let mut s = Settings::default();
+        let err = s
+            .apply_env([("ICESTREAM_SAUCE".to_string(), "x".to_string())])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("ICESTREAM_SAUCE") && err.contains("ICESTREAM_SOURCE"), "{err}");
+    }
+
+    #[test]
+    fn warehouse_must_fit_the_catalog() {
+        let err = Config::from_args(["catalog=glue", "warehouse=./wh"]).unwrap_err().to_string();
+        assert!(err.contains("`warehouse`") && err.contains("s3://"), "{err}");
+        Config::from_args(["catalog=glue", "warehouse=s3://bucket/wh"]).unwrap();
+        let err = Config::from_args(["catalog=s3tables", "warehouse=s3://b"]).unwrap_err().to_string();
+        assert!(err.contains("arn:<partition>:s3tables"), "{err}");
+        Config::from_args(["catalog=s3tables", "warehouse=arn:aws:s3tables:us-east-1:123456789012:bucket/t"]).unwrap();
+        // Every partition the Terraform module deploys to.
+        Config::from_args(["catalog=s3tables", "warehouse=arn:aws-cn:s3tables:cn-north-1:123456789012:bucket/t"]).unwrap();
+        Config::from_args(["catalog=s3tables", "warehouse=arn:aws-us-gov:s3tables:us-gov-west-1:123456789012:bucket/t"]).unwrap();
+        for bad in ["arn:azure:s3tables:r:1:bucket/t", "arn:aws:s3:::t", "arn:aws:s3tables:r:1:bucket/", "arn:aws:s3tables:r:1:bucket/t/x"] {
+            assert!(Config::from_args(["catalog=s3tables", &format!("warehouse={bad}")]).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_readme_knob_table_is_the_knob_list() {
+        // Regenerate with `icestream help` when a knob changes.
+        let readme = include_str!("../../../README.md");
+        assert!(readme.contains(&knobs_markdown(KNOBS)), "README.md's knob table is stale: paste `icestream help`'s table");
+    }
+
+    #[test]
+    fn orphan_margin_is_at_least_an_hour() {
+        let err = Config::from_args(["orphan_margin_hours=0"]).unwrap_err().to_string();
+        assert!(err.contains("orphan_margin_hours") && err.contains("from 1"), "{err}");
+        assert_eq!(Config::from_args(["orphan_margin_hours=1"]).unwrap().orphan_margin_hours, 1);
+    }
+
+    #[test]
+    fn queued_mode_needs_a_queue_url() {
+        assert_eq!(Config::from_args(Vec::<String>::new()).unwrap().commit_mode, CommitMode::Direct);
+        let err = Config::from_args(["commit_mode=queued"]).unwrap_err().to_string();
+        assert!(err.contains("`commit_queue_url`") && err.contains("commit_mode=queued"), "{err}");
+        let err = Config::from_args(["commit_queue_url=sqs/q"]).unwrap_err().to_string();
+        assert!(err.contains("`commit_queue_url`") && err.contains("http"), "{err}");
+        let url = "http://127.0.0.1:5000/123456789012/commits";
+        let c = Config::from_args(["commit_mode=queued", &format!("commit_queue_url={url}")]).unwrap();
+        assert_eq!(c.commit_mode, CommitMode::Queued { queue_url: url.to_string() });
+    }
+
+    #[test]
+    fn env_spelling_maps_to_key_and_args_override() {
+        let mut s = Settings::default();
+        s.apply_env([
+            ("ICESTREAM_SOURCE".to_string(), "avro".to_string()),
+            ("PATH".to_string(), "/bin".to_string()),
+        ])
+        .unwrap();
+        assert_eq!(Config::from_settings(&s).unwrap().source, Source::Avro);
+        s.apply_args(["source=json"]).unwrap();
+        assert_eq!(Config::from_settings(&s).unwrap().source, Source::Json);
+    }
+}

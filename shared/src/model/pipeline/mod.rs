@@ -1,0 +1,569 @@
+//! Pipelines, the user's model: Kafka topics → one Iceberg table each, with the format, schema,
+//! partitioning, key and dedup declared in one TOML file (`pipelines` knob), or the single
+//! telemetry pipeline the knobs describe when no file is given.
+//!
+//! Everything here is checked at start: a bad file stops start-up with a message naming the
+//! file, the pipeline, the key and what is allowed.
+
+pub mod file;
+pub mod location;
+pub mod partition;
+pub mod upsert;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use iceberg::spec::{NestedField, NestedFieldRef, PrimitiveType, Schema, Type};
+use regex::Regex;
+
+use crate::model::config::{Config, Dedup, Source};
+use crate::base::error::{Error, Result};
+use crate::model::registry::{Registry, RegistrySpec};
+use crate::model::schema::{Format, SourceSchema};
+use crate::model::tables::{self, TableDef, lineage};
+
+pub use file::PipelineSpec;
+pub use crate::model::schema::format_name;
+
+/// The reference telemetry schemas, shipped in the repository; the knob-only pipeline uses them.
+pub mod reference {
+    pub const PROTO: &str = include_str!("../../../proto/vehicle_telemetry.proto");
+    pub const PROTO_MESSAGE: &str = "icestream.telemetry.v1.VehicleTelemetry";
+    pub const AVRO: &str = include_str!("../../../avro/VehicleTelemetry.avsc");
+    pub const JSON_SCHEMA: &str = include_str!("../../../json/vehicle_telemetry.schema.json");
+    pub const PARTITION_BY: &[&str] = &["hour(event_time)", "bucket(16, vehicle_id)"];
+    pub const KEY: &[&str] = &["vehicle_id", "event_time"];
+    pub const EVENT_TIME: &str = "event_time";
+}
+
+/// Which topics a pipeline claims.
+#[derive(Debug, Clone)]
+pub enum Topics {
+    /// Exactly these names.
+    Exact(Vec<String>),
+    /// Whole topic names matching this expression.
+    Pattern(Regex),
+    /// Every topic: the knob-only telemetry pipeline.
+    Any,
+}
+
+impl Topics {
+    pub fn claims(&self, topic: &str) -> bool {
+        match self {
+            Topics::Exact(names) => names.iter().any(|n| n == topic),
+            Topics::Pattern(re) => re.is_match(topic),
+            Topics::Any => true,
+        }
+    }
+}
+
+impl std::fmt::Display for Topics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Topics::Exact(names) => write!(f, "{}", names.join(", ")),
+            Topics::Pattern(re) => write!(f, "topics matching /{}/", re.as_str()),
+            Topics::Any => write!(f, "every topic"),
+        }
+    }
+}
+
+/// One resolved pipeline: what to decode, where to write it, how to dedup.
+#[derive(Debug, Clone)]
+pub struct Pipeline {
+    /// The table's name (also the pipeline's name in messages).
+    pub table: String,
+    pub topics: Topics,
+    pub format: Format,
+    pub source: SourceSchema,
+    /// The table to create when it is missing: the source's columns, then the lineage columns.
+    pub def: TableDef,
+    /// `<table>_dead_letter`.
+    pub dead_letter: TableDef,
+    /// Identifier columns (what `dedup` compares).
+    pub key: Vec<String>,
+    pub dedup: Dedup,
+    pub event_time: Option<String>,
+    pub dedup_window_minutes: i64,
+    /// What a timestamp or time finer than microseconds (the columns' unit) becomes.
+    pub timestamp_precision: TimestampPrecision,
+    /// Values framed by a schema registry: each record names its writer schema.
+    pub registry: Option<RegistrySpec>,
+    /// The registry subject (Confluent) or schema name (Glue) of the pipeline's values.
+    pub registry_subject: Option<String>,
+    /// `mode = "upsert"`: envelope, order and changelog; `None` for append pipelines.
+    pub upsert: Option<upsert::Upsert>,
+}
+
+/// A timestamp or time finer than the columns' microseconds (JSON text with nanoseconds, a
+/// protobuf `Timestamp` or `TimeOfDay` with nanos, Debezium's `Nano*` values): one rule for
+/// every path of a pipeline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TimestampPrecision {
+    /// The record is a dead letter naming the value (nothing is changed silently).
+    #[default]
+    Reject,
+    /// Cut to the microsecond at or before it (towards the past, also before 1970).
+    Truncate,
+}
+
+impl TimestampPrecision {
+    /// Microseconds from whole `seconds` and `nanos` (0 to 999,999,999) past them, or why not
+    /// (`what` names the value in the message).
+    pub(crate) fn micros(self, seconds: i64, nanos: u32, what: &dyn std::fmt::Display) -> std::result::Result<i64, String> {
+        if nanos % 1000 != 0 && self == TimestampPrecision::Reject {
+            return Err(format!("{what} is finer than the column's microseconds: not truncated (timestamp_precision = \"reject\")"));
+        }
+        seconds.checked_mul(1_000_000).and_then(|us| us.checked_add(i64::from(nanos / 1000))).ok_or_else(|| format!("{what} is out of range"))
+    }
+}
+
+impl Pipeline {
+    /// `<table>_changelog` of an upsert pipeline with `changelog = true`.
+    pub fn changelog(&self) -> Option<&TableDef> {
+        self.upsert.as_ref().and_then(|u| u.changelog.as_ref())
+    }
+}
+
+/// Every pipeline of one deployment, and where they came from.
+#[derive(Debug, Clone)]
+pub struct PipelineSet {
+    /// The pipeline file as named by the knob; `None` for the knob-only pipeline.
+    pub file: Option<String>,
+    pub namespace: String,
+    pub pipelines: Vec<Pipeline>,
+}
+
+impl PipelineSet {
+    /// The pipelines the configuration names: the `pipelines` file (a path or `s3://` URI),
+    /// or the telemetry pipeline of the `table`, `source` and `dedup` knobs.
+    pub async fn from_config(config: &Config) -> Result<Self> {
+        match &config.pipelines {
+            None => Self::telemetry(config),
+            Some(name) => {
+                let local = location::fetch(name).await?;
+                Self::load(&local, name, config).await
+            }
+        }
+    }
+
+    /// The pipeline file at `path` (`shown` names it in messages, e.g. its s3:// URI). A
+    /// pipeline with a registry and no `schema` takes the latest registered version.
+    pub async fn load(path: &Path, shown: &str, config: &Config) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::Config(format!("pipeline file {shown}: {e}")))?;
+        let parsed = file::parse(shown, &text).map_err(Error::Config)?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let mut pipelines = Vec::with_capacity(parsed.pipelines.len());
+        for (i, spec) in parsed.pipelines.iter().enumerate() {
+            let label = format!("{shown}: pipeline `{}` (#{})", spec.table, i + 1);
+            let labelled = |e: String| Error::Config(format!("{label}: {e}"));
+            let registry = registry_spec(spec).map_err(labelled)?;
+            let source = match (&spec.schema, &registry) {
+                (None, Some(registry)) => Some(latest_schema(spec, registry, config).await.map_err(|e| match e {
+                    Error::Registry(m) => Error::Registry(format!("{label}: key `schema` absent, so the table's schema is the registry's latest: {m}")),
+                    other => labelled(other.to_string()),
+                })?),
+                _ => None,
+            };
+            let pipeline = resolve(spec, &base, config, registry, source).map_err(labelled)?;
+            pipelines.push(pipeline);
+        }
+        let set = Self { file: Some(shown.to_string()), namespace: parsed.namespace.unwrap_or_else(|| config.namespace.clone()), pipelines };
+        set.check_claims()?;
+        Ok(set)
+    }
+
+    /// The namespace and tables (dead-letter tables included) of the configured pipeline file,
+    /// read without loading schemas or asking a registry; `None` file: the knobs' table.
+    pub async fn table_names(config: &Config) -> Result<(String, Vec<String>)> {
+        let Some(name) = &config.pipelines else {
+            return Ok((config.namespace.clone(), vec![config.table.clone(), tables::dead_letter_name(&config.table)]));
+        };
+        let local = location::fetch(name).await?;
+        let text = std::fs::read_to_string(&local).map_err(|e| Error::Config(format!("pipeline file {name}: {e}")))?;
+        let parsed = file::parse(name, &text).map_err(Error::Config)?;
+        let tables = parsed
+            .pipelines
+            .iter()
+            .flat_map(|p| {
+                let changelog = (p.mode.as_deref() == Some("upsert") && p.changelog == Some(true)).then(|| upsert::changelog_name(&p.table));
+                [Some(p.table.clone()), Some(tables::dead_letter_name(&p.table)), changelog].into_iter().flatten()
+            })
+            .collect();
+        Ok((parsed.namespace.unwrap_or_else(|| config.namespace.clone()), tables))
+    }
+
+    /// The knob-only telemetry pipeline: the shipped schema of `source`, every topic.
+    pub fn telemetry(config: &Config) -> Result<Self> {
+        let (format, text, message) = match config.source {
+            Source::Proto => (Format::Protobuf, reference::PROTO, Some(reference::PROTO_MESSAGE)),
+            Source::Avro => (Format::Avro, reference::AVRO, None),
+            Source::Json => (Format::Json, reference::JSON_SCHEMA, None),
+        };
+        let source = SourceSchema::from_text(format, text, message)?;
+        let spec = PipelineSpec {
+            table: config.table.clone(),
+            topics: vec![],
+            topic_pattern: Some(".*".into()),
+            format: format_name(format).to_string(),
+            schema: None,
+            message: message.map(str::to_string),
+            partition_by: reference::PARTITION_BY.iter().map(|s| s.to_string()).collect(),
+            key: reference::KEY.iter().map(|s| s.to_string()).collect(),
+            dedup: Some(config.dedup.to_string()),
+            event_time: Some(reference::EVENT_TIME.to_string()),
+            dedup_window_minutes: None,
+            registry: None,
+            registry_name: None,
+            registry_url: None,
+            registry_schema: None,
+            registry_secret: None,
+            registry_insecure: None,
+            mode: None,
+            envelope: None,
+            order_by: None,
+            changelog: None,
+            decimal_handling: None,
+            allow_truncate: None,
+            timestamp_precision: None,
+        };
+        let mut pipeline = build(&spec, format, source, None, config).map_err(|e| Error::Config(format!("telemetry pipeline: {e}")))?;
+        pipeline.topics = Topics::Any;
+        Ok(Self { file: None, namespace: config.namespace.clone(), pipelines: vec![pipeline] })
+    }
+
+    /// The pipeline that claims `topic`; a topic no pipeline claims (or two patterns claim) is
+    /// an error naming the topic and the file, so the mapping retries and alarms.
+    pub fn route(&self, topic: &str) -> Result<usize> {
+        let mut claims = self.pipelines.iter().enumerate().filter(|(_, p)| p.topics.claims(topic));
+        let file = self.file.as_deref().unwrap_or("the knobs");
+        match (claims.next(), claims.next()) {
+            (Some((i, _)), None) => Ok(i),
+            (None, _) => Err(Error::Routing(format!(
+                "topic {topic:?} is claimed by no pipeline in {file} (tables: {})",
+                self.pipelines.iter().map(|p| p.table.as_str()).collect::<Vec<_>>().join(", ")
+            ))),
+            (Some((_, a)), Some((_, b))) => Err(Error::Routing(format!(
+                "topic {topic:?} is claimed by two pipelines in {file}: `{}` ({}) and `{}` ({})",
+                a.table, a.topics, b.table, b.topics
+            ))),
+        }
+    }
+
+    /// Every table the pipelines write, dead-letter tables included.
+    pub fn tables(&self) -> Vec<String> {
+        self.pipelines.iter().flat_map(|p| [Some(&p.def), Some(&p.dead_letter), p.changelog()].into_iter().flatten().map(|d| d.name.clone())).collect()
+    }
+
+    /// No two pipelines share a table or an exact topic, and no exact topic of one matches
+    /// another's pattern (two patterns can only be told apart per topic, by [`Self::route`]).
+    fn check_claims(&self) -> Result<()> {
+        let file = self.file.as_deref().unwrap_or("the knobs");
+        let mut tables: BTreeMap<&str, &str> = BTreeMap::new();
+        for p in &self.pipelines {
+            for name in [Some(&p.def), Some(&p.dead_letter), p.changelog()].into_iter().flatten().map(|d| d.name.as_str()) {
+                if let Some(other) = tables.insert(name, &p.table) {
+                    return Err(Error::Config(format!("{file}: pipelines `{other}` and `{}` both write table `{name}`", p.table)));
+                }
+            }
+        }
+        for (i, p) in self.pipelines.iter().enumerate() {
+            let Topics::Exact(names) = &p.topics else { continue };
+            for topic in names {
+                for (j, q) in self.pipelines.iter().enumerate() {
+                    if i != j && q.topics.claims(topic) {
+                        return Err(Error::Config(format!(
+                            "{file}: topic {topic:?} is claimed by two pipelines: `{}` and `{}` ({}); a topic feeds one table",
+                            p.table, q.table, q.topics
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+const TABLE_NAME_RULE: &str = "lowercase letters, digits and _, starting with a letter, at most 100 characters";
+
+/// Check one spec and load its schema (relative to `base`), unless `fetched` (the registry's
+/// latest) stands in for an absent `schema`.
+fn resolve(
+    spec: &PipelineSpec,
+    base: &Path,
+    config: &Config,
+    registry: Option<RegistrySpec>,
+    fetched: Option<SourceSchema>,
+) -> std::result::Result<Pipeline, String> {
+    let format = parse_format(&spec.format).ok_or_else(|| format!("key `format`: {:?} is not allowed: allowed are avro | protobuf | json", spec.format))?;
+    if spec.message.is_some() && format != Format::Protobuf {
+        return Err(format!("key `message`: only for format = \"protobuf\", not {:?}", spec.format));
+    }
+    let mut declared_row = None;
+    let source = match (fetched, spec.schema.as_deref()) {
+        (Some(source), _) => source,
+        (None, Some(schema_path)) if format == Format::Protobuf && debezium_upsert(spec) => {
+            // Protobuf cannot declare dates, uuids, decimals or a timestamp's unit: the row is
+            // declared as Debezium's AvroConverter registers `after`.
+            let text = std::fs::read_to_string(base.join(schema_path)).map_err(|e| format!("key `schema`: {schema_path}: {e}"))?;
+            let (row, connect) = crate::model::schema::debezium::declared_row(&text).map_err(|e| {
+                format!("key `schema`: {schema_path}: with format = \"protobuf\" and envelope = \"debezium\" the row is an Avro record (.avsc, `connect.name` semantic types allowed): {e}")
+            })?;
+            declared_row = Some(connect);
+            row
+        }
+        (None, Some(schema_path)) => {
+            let path: PathBuf = base.join(schema_path);
+            SourceSchema::load(format, &path, spec.message.as_deref()).map_err(|e| format!("key `schema`: {e}"))?
+        }
+        (None, None) => {
+            return Err("key `schema`: missing: the schema file of the values (.avsc | .proto or .pb/.desc | JSON Schema), \
+                        or a `registry` whose latest version is the table's schema"
+                .into());
+        }
+    };
+    let mut pipeline = build(spec, format, source, registry, config)?;
+    if let (Some(upsert), Some(declared)) = (pipeline.upsert.as_mut(), declared_row) {
+        upsert.declared_row = declared;
+    }
+    Ok(pipeline)
+}
+
+/// Whether a spec is an upsert of Debezium envelopes.
+fn debezium_upsert(spec: &PipelineSpec) -> bool {
+    spec.mode.as_deref() == Some("upsert") && spec.envelope.as_deref() == Some("debezium")
+}
+
+/// The registry keys of a spec, checked.
+fn registry_spec(spec: &PipelineSpec) -> std::result::Result<Option<RegistrySpec>, String> {
+    let only = |key: &str, kind: &str| format!("key `{key}`: only with registry = \"{kind}\"");
+    match spec.registry.as_deref() {
+        None => {
+            for (key, value) in [("registry_name", &spec.registry_name), ("registry_url", &spec.registry_url), ("registry_schema", &spec.registry_schema), ("registry_secret", &spec.registry_secret)] {
+                if value.is_some() {
+                    return Err(format!("key `{key}`: only with `registry` (glue | confluent)"));
+                }
+            }
+            if spec.registry_insecure.is_some() {
+                return Err(only("registry_insecure", "confluent"));
+            }
+            Ok(None)
+        }
+        Some("glue") => {
+            if spec.registry_url.is_some() {
+                return Err(only("registry_url", "confluent"));
+            }
+            if spec.registry_insecure.is_some() {
+                return Err(only("registry_insecure", "confluent"));
+            }
+            if spec.registry_secret.is_some() {
+                return Err(only("registry_secret", "confluent"));
+            }
+            let registry_name = spec.registry_name.clone().unwrap_or_else(|| "default-registry".into());
+            if registry_name.is_empty() || registry_name.len() > 255 {
+                return Err(format!("key `registry_name`: {registry_name:?} is not a Glue registry name (1 to 255 characters)"));
+            }
+            Ok(Some(RegistrySpec::Glue { registry_name }))
+        }
+        Some("confluent") => {
+            if spec.registry_name.is_some() {
+                return Err(only("registry_name", "glue"));
+            }
+            let url = spec.registry_url.clone().ok_or("key `registry_url`: required with registry = \"confluent\" (http(s)://host[:port])")?;
+            crate::model::registry::confluent::check_url(&url, spec.registry_insecure == Some(true)).map_err(|e| format!("key `registry_url`: {e}"))?;
+            Ok(Some(RegistrySpec::Confluent { url, secret: spec.registry_secret.clone() }))
+        }
+        Some(other) => Err(format!("key `registry`: {other:?} is not allowed: allowed are glue | confluent")),
+    }
+}
+
+/// The registry subject of a pipeline's values: `registry_schema`, else the first topic's
+/// `<topic>-value` on Confluent (the serializers' default naming) and `<topic>` on Glue.
+fn registry_subject(spec: &PipelineSpec, registry: &RegistrySpec) -> Option<String> {
+    match (&spec.registry_schema, spec.topics.first(), registry) {
+        (Some(subject), _, _) => Some(subject.clone()),
+        (None, Some(topic), RegistrySpec::Confluent { .. }) => Some(format!("{topic}-value")),
+        (None, Some(topic), RegistrySpec::Glue { .. }) => Some(topic.clone()),
+        (None, None, _) => None,
+    }
+}
+
+/// The latest registered schema of the pipeline's subject, as its writer schema.
+async fn latest_schema(spec: &PipelineSpec, registry: &RegistrySpec, config: &Config) -> Result<SourceSchema> {
+    let format = parse_format(&spec.format).ok_or_else(|| Error::Config(format!("key `format`: {:?} is not allowed", spec.format)))?;
+    let subject = registry_subject(spec, registry).ok_or_else(|| {
+        Error::Config("key `registry_schema`: required with `topic_pattern` and no `schema` (which subject is the table's schema)".into())
+    })?;
+    let client = Registry::connect(registry, config.registry_auth.as_ref().map(|a| a.expose())).await?;
+    if debezium_upsert(spec) && format == Format::Avro {
+        // The subject holds the change envelope: the table's schema is the row it carries.
+        let registered = client.latest(&subject).await?;
+        return crate::model::schema::debezium::DebeziumAvro::parse(&registered.text)
+            .map(|envelope| envelope.row)
+            .map_err(|e| Error::Config(format!("key `registry_schema`: {subject:?} ({}): not a Debezium Avro envelope: {e}", registered.version)));
+    }
+    if debezium_upsert(spec) && format == Format::Protobuf {
+        let (version, envelope) = client.latest_writer(&subject, format, spec.message.as_deref()).await?;
+        let row = match envelope {
+            Ok(SourceSchema::Protobuf(envelope)) => crate::model::schema::debezium_proto::DebeziumProto::parse(&envelope.message, None, &Default::default()).map(|e| e.row),
+            Ok(_) => Err("not a Protobuf schema".into()),
+            Err(e) => Err(e),
+        };
+        return row.map_err(|e| Error::Config(format!("key `registry_schema`: {subject:?} ({version}): not a Debezium Protobuf envelope: {e}")));
+    }
+    let (version, source) = client.latest_writer(&subject, format, spec.message.as_deref()).await?;
+    source.map_err(|e| Error::Config(format!("key `registry_schema`: {subject:?} ({version}): {e}")))
+}
+
+/// A pipeline from a checked spec and its loaded schema.
+fn build(
+    spec: &PipelineSpec,
+    format: Format,
+    source: SourceSchema,
+    registry: Option<RegistrySpec>,
+    config: &Config,
+) -> std::result::Result<Pipeline, String> {
+    let name_ok = spec.table.len() <= 100
+        && spec.table.starts_with(|c: char| c.is_ascii_lowercase())
+        && spec.table.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if !name_ok {
+        return Err(format!("key `table`: {:?} is not a table name: {TABLE_NAME_RULE}", spec.table));
+    }
+    let topics = match (&spec.topics[..], &spec.topic_pattern) {
+        ([], None) => return Err("keys `topics` / `topic_pattern`: one of the two is required".into()),
+        ([_, ..], Some(_)) => return Err("keys `topics` and `topic_pattern`: give one of the two, not both".into()),
+        (names, None) => {
+            if let Some(bad) = names.iter().find(|t| t.is_empty() || t.len() > 249 || !t.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))) {
+                return Err(format!("key `topics`: {bad:?} is not a Kafka topic name (letters, digits, . _ -, 1 to 249 characters)"));
+            }
+            Topics::Exact(names.to_vec())
+        }
+        ([], Some(pattern)) => Topics::Pattern(
+            Regex::new(&format!("^(?:{pattern})$")).map_err(|e| format!("key `topic_pattern`: {pattern:?} is not a regular expression: {e}"))?,
+        ),
+    };
+    let timestamp_precision = match spec.timestamp_precision.as_deref().unwrap_or("reject") {
+        "reject" => TimestampPrecision::Reject,
+        "truncate" => TimestampPrecision::Truncate,
+        other => return Err(format!("key `timestamp_precision`: {other:?} is not allowed: allowed are reject | truncate")),
+    };
+    let dedup = match spec.dedup.as_deref().unwrap_or("none") {
+        "none" => Dedup::None,
+        "batch" => Dedup::Batch,
+        "window" => Dedup::Window,
+        other => return Err(format!("key `dedup`: {other:?} is not allowed: allowed are none | batch | window")),
+    };
+    let source_schema = source.to_iceberg().map_err(|e| format!("key `schema`: {e}"))?;
+    let columns = source_schema.as_struct();
+    for name in &spec.key {
+        let field = columns.field_by_name(name).ok_or_else(|| format!("key `key`: no top-level column {name:?} in the schema"))?;
+        if !field.field_type.is_primitive() || matches!(*field.field_type, Type::Primitive(PrimitiveType::Float | PrimitiveType::Double)) {
+            return Err(format!("key `key`: column {name:?} is {}: a key column must be a primitive other than float/double", field.field_type));
+        }
+    }
+    if dedup != Dedup::None && spec.key.is_empty() {
+        return Err(format!("key `dedup`: {:?} compares rows by `key`, which is empty", spec.dedup.as_deref().unwrap_or_default()));
+    }
+    if let Some(t) = &spec.event_time {
+        let field = columns.field_by_name(t).ok_or_else(|| format!("key `event_time`: no top-level column {t:?} in the schema"))?;
+        if !matches!(*field.field_type, Type::Primitive(PrimitiveType::Timestamp | PrimitiveType::Timestamptz)) {
+            return Err(format!("key `event_time`: column {t:?} is {}, not a timestamp", field.field_type));
+        }
+    }
+    if dedup == Dedup::Window && spec.event_time.is_none() {
+        return Err("key `event_time`: required with dedup = \"window\" (the column the window looks back from)".into());
+    }
+    let window = spec.dedup_window_minutes.unwrap_or(config.dedup_window_minutes);
+    if !(1..=10_080).contains(&window) {
+        return Err(format!("key `dedup_window_minutes`: {window} is not allowed: a whole number from 1 to 10080"));
+    }
+    let upsert = upsert::check(spec, format, registry.is_some(), &source_schema)?;
+    let mut schema = table_schema(&source_schema, &spec.key).map_err(|e| format!("key `schema`: {e}"))?;
+    if let Some(upsert) = &upsert {
+        schema = upsert::table_schema(schema, &upsert.order).map_err(|e| format!("key `schema`: {e}"))?;
+    }
+    let partition_spec = partition::spec(&spec.partition_by, &schema).map_err(|e| format!("key `partition_by`: {e}"))?;
+    // The changelog is append-only: the reference properties; the table kept by guarded apply
+    // adds the upsert ones (small row groups and pages, key bloom filters, merge-on-read).
+    let changelog_properties = tables::reference_properties(&config.compression, config.target_file_size_bytes);
+    let mut properties = changelog_properties.clone();
+    if upsert.is_some() {
+        tables::add_upsert_properties(&mut properties, &spec.key.iter().map(String::as_str).collect::<Vec<_>>());
+    }
+    let upsert = match upsert {
+        None => None,
+        Some(mut resolved) => {
+            if spec.changelog == Some(true) {
+                let changelog = upsert::changelog_schema(&schema, &spec.key, resolved.order_column()).map_err(|e| format!("key `changelog`: {e}"))?;
+                let partition_spec = partition::spec(&spec.partition_by, &changelog).map_err(|e| format!("key `partition_by`: {e}"))?;
+                let name = upsert::changelog_name(&spec.table);
+                resolved.changelog = Some(TableDef { name, schema: changelog, partition_spec, properties: changelog_properties, sort_order: None });
+            }
+            Some(resolved)
+        }
+    };
+    let sort_order = match &upsert {
+        Some(_) => Some(crate::model::sort_order::by_key(&schema, &spec.key).map_err(|e| format!("key `key`: {e}"))?),
+        None => None,
+    };
+    let def = TableDef { name: spec.table.clone(), schema, partition_spec, properties, sort_order };
+    let dead_letter = tables::dead_letter_table(&tables::dead_letter_name(&spec.table), &config.compression).map_err(|e| e.to_string())?;
+    Ok(Pipeline {
+        table: spec.table.clone(),
+        topics,
+        format,
+        source,
+        def,
+        dead_letter,
+        key: spec.key.clone(),
+        dedup,
+        event_time: spec.event_time.clone(),
+        dedup_window_minutes: window,
+        timestamp_precision,
+        registry_subject: registry.as_ref().and_then(|r| registry_subject(spec, r)),
+        registry,
+        upsert,
+    })
+}
+
+/// `format` as the pipeline file spells it.
+pub fn parse_format(word: &str) -> Option<Format> {
+    match word {
+        "avro" => Some(Format::Avro),
+        "protobuf" => Some(Format::Protobuf),
+        "json" => Some(Format::Json),
+        _ => None,
+    }
+}
+
+/// The table schema for a source schema: its columns (key columns required, as Iceberg
+/// identifier fields must be), then the lineage columns with the next field ids.
+fn table_schema(source: &Schema, key: &[String]) -> Result<Schema> {
+    let mut fields: Vec<NestedFieldRef> = source
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|f| {
+            if key.contains(&f.name) && !f.required {
+                let mut required = (**f).clone();
+                required.required = true;
+                required.into()
+            } else {
+                f.clone()
+            }
+        })
+        .collect();
+    for name in [lineage::TOPIC, lineage::PARTITION, lineage::OFFSET] {
+        if source.as_struct().field_by_name(name).is_some() {
+            return Err(Error::Config(format!("column {name:?} is reserved for Kafka lineage; rename it in the schema")));
+        }
+    }
+    let next = source.highest_field_id() + 1;
+    fields.push(NestedField::required(next, lineage::TOPIC, Type::Primitive(PrimitiveType::String)).into());
+    fields.push(NestedField::required(next + 1, lineage::PARTITION, Type::Primitive(PrimitiveType::Int)).into());
+    fields.push(NestedField::required(next + 2, lineage::OFFSET, Type::Primitive(PrimitiveType::Long)).into());
+    let key_ids: Vec<i32> = key.iter().filter_map(|k| source.as_struct().field_by_name(k).map(|f| f.id)).collect();
+    Ok(Schema::builder().with_schema_id(0).with_identifier_field_ids(key_ids).with_fields(fields).build()?)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,9 @@
+//! Modes layer: how records become table changes — append with offset watermarks (direct or
+//! queued), dedup, windows, dead letters, recovery after a crash.
+
+pub mod dead_letter;
+pub mod dedup;
+pub mod recovery;
+pub mod sink;
+pub mod window;
+pub mod writer_plan;

@@ -1,0 +1,625 @@
+//! The ingest entry point shared by the Lambda function and `icestream ingest`: one MSK event
+//! in; each record routed by its topic to the pipeline that claims it; rows in the pipeline's
+//! table, rejects in its dead-letter table, one commit per table.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow_array::RecordBatch;
+use arrow_schema::{Schema as ArrowSchema, SchemaRef};
+use iceberg::TableIdent;
+use iceberg::table::Table;
+use serde::Serialize;
+use tracing::Instrument;
+
+use crate::engine::catalog::Catalogs;
+use crate::engine::commit::Watermarks;
+use crate::engine::commit::gaps::{self, TakenGaps};
+use crate::model::config::{CommitMode, Config, Dedup, FailPoint};
+use crate::modes::dead_letter::{DeadLetterBuilder, Reject};
+use crate::decode::RecordDecoder;
+use crate::engine::catalog_calls::CatalogCalls;
+use crate::base::error::{Error, Result};
+use crate::cdc::key_index::KeyIndexCache;
+use crate::cdc::upsert::{Lineage, UpsertTables};
+use crate::base::freshness::{Freshness, RecordTimes};
+use crate::model::event::{KafkaRecordIn, ParsedEvent, TopicPartition, parse_event};
+use crate::model::pipeline::{Pipeline, PipelineSet, format_name};
+use crate::modes::recovery::dead_lettered_offsets;
+use crate::model::registry::Registry;
+use crate::model::schema::SourceSchema;
+use crate::modes::writer_plan::{Framed, WriterPlan, evolve_table};
+use crate::modes::sink::{Append, AppendSink};
+use crate::model::tables::{is_written_by_icestream, lineage};
+
+/// What one invocation did; printed as the CLI's last line and logged as metrics.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct Summary {
+    /// Records in the event.
+    pub records: usize,
+    /// Rows committed to the pipelines' tables.
+    pub written: usize,
+    /// Rows committed to the dead-letter tables.
+    pub dead_letter: usize,
+    /// Records the tables already held (replays, overlapping re-cuts).
+    pub skipped_replay: usize,
+    /// Rows dropped as duplicates by `dedup`.
+    pub duplicates: usize,
+    /// Kafka tombstones (null values) of append pipelines: skipped, no row and no dead letter
+    /// (an append table has no row a tombstone could delete); their offsets still advance the
+    /// watermarks.
+    pub tombstones: usize,
+    /// Data files committed, all tables.
+    pub files: usize,
+    /// Bytes of those files.
+    pub bytes: u64,
+    /// The last new snapshot of a pipeline table (or of a dead-letter table, if only it changed).
+    pub snapshot_id: Option<i64>,
+    /// Commit attempts, all tables.
+    pub commit_attempts: u32,
+    /// Wall time spent committing (planning, staging, swapping, retries), all tables.
+    pub commit_ms: u64,
+    /// Age of the oldest record at commit time (Kafka timestamp to now), milliseconds; in
+    /// queued mode at the time the commit requests were sent (the committer reports the rest).
+    pub max_record_age_ms: i64,
+    /// Commit requests sent to the commit queue (`commit_mode=queued`).
+    pub commit_requests: usize,
+    /// Pipeline tables this event fed.
+    pub tables: usize,
+    /// Records dead-lettered because their writer schema is one the table cannot take.
+    pub schema_rejects: usize,
+    /// Tables whose schema this event evolved.
+    pub schema_changes: usize,
+    /// Schema-registry calls made during this event (0 when the cache knew every writer).
+    pub registry_calls: u64,
+    /// Upsert pipelines: keys whose newest change applied, and keys whose newest change was
+    /// older than the table's state (ignored).
+    pub upsert_applied: usize,
+    pub upsert_stale: usize,
+    /// Upsert pipelines: live rows removed by truncates (`allow_truncate`).
+    pub upsert_truncated: usize,
+    /// Upsert pipelines: data files (and their delete files' bytes) read to find the touched
+    /// keys' rows: the read cost of the batch.
+    pub key_files_read: usize,
+    pub key_bytes_read: u64,
+    /// Upsert pipelines: the storage requests (range reads) of that read.
+    pub key_read_requests: u64,
+    /// Rows appended to `<table>_changelog` tables.
+    pub changelog_written: usize,
+    /// Per pipeline table: rows, dead letters and freshness at commit (the per-table EMF lines).
+    pub table_metrics: Vec<TableMetrics>,
+    pub duration_ms: u64,
+    /// Bytes of the event's record keys and values (the Kafka payload).
+    pub payload_bytes: u64,
+    /// Catalog, storage and queue calls of this invocation, and how many were sequential.
+    pub round_trips: CatalogCalls,
+}
+
+/// One pipeline table's share of an invocation.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct TableMetrics {
+    pub table: String,
+    pub written: usize,
+    pub dead_letter: usize,
+    /// Ages of the records at the data commit (none when nothing new was committed directly).
+    pub freshness: Option<Freshness>,
+}
+
+/// One pipeline's tables as found at start. The data table's schema is read per invocation:
+/// it evolves.
+pub(crate) struct PipelineTables {
+    pub(crate) data: TableIdent,
+    pub(crate) dead_letter: TableIdent,
+    pub(crate) dead_letter_schema: SchemaRef,
+    /// The pipeline's registry client (its cache lives as long as the container).
+    pub(crate) registry: Option<Registry>,
+    /// `<table>_changelog` of an upsert pipeline that keeps one.
+    pub(crate) changelog: Option<TableIdent>,
+    /// The data and dead-letter tables as the last queued invocation left them.
+    pub(crate) reuse: TableReuse,
+}
+
+/// A queued writer reuses its tables for this long instead of loading them per invocation
+/// (two sequential round trips). What it misses in the meantime costs nothing but work: the
+/// committer drops or trims rows below the watermarks it finds, a schema commit against a stale
+/// table conflicts and reloads, and the files carry field ids any later schema reads.
+const TABLE_REUSE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The (data, dead-letter) tables of a pipeline and when they were loaded from the catalog.
+/// Taken out for an invocation and put back only when it succeeds: after a failure the retry
+/// loads them afresh.
+#[derive(Default)]
+pub(crate) struct TableReuse(std::sync::Mutex<Option<(Table, Table, Instant)>>);
+
+impl TableReuse {
+    fn take_fresh(&self) -> Option<(Table, Table, Instant)> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take().filter(|(_, _, at)| at.elapsed() < TABLE_REUSE)
+    }
+
+    fn put(&self, data: Table, dead_letter: Table, loaded_at: Instant) {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((data, dead_letter, loaded_at));
+    }
+}
+
+/// Config, catalog and pipelines: built once per process, reused per invocation.
+pub struct IngestPipeline {
+    config: Config,
+    catalogs: Catalogs,
+    sink: AppendSink,
+    set: PipelineSet,
+    tables: Vec<PipelineTables>,
+    /// Upsert pipelines' data files' footers and key page indexes, kept while the process is.
+    key_index: Arc<KeyIndexCache>,
+}
+
+impl IngestPipeline {
+    /// Load the pipelines, connect to the catalog, create missing tables and check that every
+    /// existing one can take its pipeline's records (refused at start, nothing written).
+    pub async fn new(mut config: Config) -> Result<Self> {
+        let set = PipelineSet::from_config(&config).await?;
+        config.namespace = set.namespace.clone();
+        let catalogs = Catalogs::connect(&config).await?;
+        let mut tables = Vec::with_capacity(set.pipelines.len());
+        for pipeline in &set.pipelines {
+            let registry = match &pipeline.registry {
+                Some(spec) => Some(Registry::connect(spec, config.registry_auth.as_ref().map(|a| a.expose())).await?),
+                None => None,
+            };
+            tables.push(open_tables(&catalogs, pipeline, registry).await?);
+        }
+        let sink = AppendSink::from_config(&config).await;
+        let key_index = Arc::new(KeyIndexCache::new(config.key_index_cache_bytes));
+        Ok(Self { config, catalogs, sink, set, tables, key_index })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn catalogs(&self) -> &Catalogs {
+        &self.catalogs
+    }
+
+    pub fn pipelines(&self) -> &PipelineSet {
+        &self.set
+    }
+
+    /// The pipeline writing `table`, with its tables as loaded at start (dead-letter replay
+    /// decodes with exactly what ingest uses).
+    pub(crate) fn pipeline_of(&self, table: &str) -> Option<(&Pipeline, &PipelineTables)> {
+        let index = self.set.pipelines.iter().position(|p| p.table == table)?;
+        Some((&self.set.pipelines[index], &self.tables[index]))
+    }
+
+    /// Handle a raw event (JSON bytes).
+    pub async fn handle_json(&self, json: &[u8], deadline: Instant) -> Result<Summary> {
+        self.handle(parse_event(json)?, deadline).await
+    }
+
+    /// Handle a parsed event: route every topic first (an unclaimed topic fails the invocation
+    /// before anything is written), then each pipeline's records in turn.
+    pub async fn handle(&self, event: ParsedEvent, deadline: Instant) -> Result<Summary> {
+        let started = Instant::now();
+        let calls_before = self.catalogs.calls();
+        let payload_bytes = event.partitions.values().flatten().map(|r| r.payload_len() as u64).sum();
+        let mut summary = Summary { records: event.record_count(), payload_bytes, ..Default::default() };
+        let mut routed: BTreeMap<usize, BTreeMap<TopicPartition, Vec<KafkaRecordIn>>> = BTreeMap::new();
+        for (tp, records) in event.partitions {
+            let index = self.set.route(&tp.topic)?;
+            routed.entry(index).or_default().insert(tp, records);
+        }
+        let mut oldest: Option<i64> = None;
+        for (index, partitions) in routed {
+            // Every log line about this share of the batch names the table and the offsets.
+            let span = tracing::info_span!("batch", table = %self.tables[index].data, offsets = %offset_ranges(&partitions));
+            let pipeline_oldest = self.ingest_pipeline(index, partitions, deadline, &mut summary).instrument(span).await?;
+            oldest = match (oldest, pipeline_oldest) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            summary.tables += 1;
+        }
+        if self.config.fail_point == FailPoint::AfterCommit {
+            crate::base::failpoint::abort("after-commit");
+        }
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        summary.max_record_age_ms = oldest.map(|t| (now_ms - t).max(0)).unwrap_or(0);
+        summary.duration_ms = started.elapsed().as_millis() as u64;
+        summary.round_trips = self.catalogs.calls() - calls_before;
+        Ok(summary)
+    }
+
+    /// One pipeline's share of the event: decode what its tables do not hold yet, dedup, then
+    /// dead letters and rows, one commit each. Returns the oldest record's timestamp.
+    async fn ingest_pipeline(
+        &self,
+        index: usize,
+        partitions: BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
+        deadline: Instant,
+        summary: &mut Summary,
+    ) -> Result<Option<i64>> {
+        let pipeline = &self.set.pipelines[index];
+        let tables = &self.tables[index];
+        if let Some(upsert) = &pipeline.upsert {
+            return self.ingest_upserts(pipeline, upsert, tables, &partitions, deadline, summary).await;
+        }
+        let (data_table, dead_letter_table, loaded_at) = self.tables_of(pipeline, tables).await?;
+        let data_marks = Watermarks::from_properties(data_table.metadata().properties());
+        let dead_letter_marks = Watermarks::from_properties(dead_letter_table.metadata().properties());
+        let dead_lettered = dead_lettered_offsets(&dead_letter_table, &partitions, &data_marks, &dead_letter_marks).await?;
+
+        // Each record's writer schema, and the table schema that takes them all (evolved in the
+        // data commit below).
+        let data_gaps = TakenGaps::from_properties(data_table.metadata().properties());
+        let dead_letter_gaps = TakenGaps::from_properties(dead_letter_table.metadata().properties());
+        let queued = matches!(self.config().commit_mode, CommitMode::Queued { .. });
+        let marks = Marks {
+            data: &data_marks,
+            open_gaps: &data_gaps,
+            dead_letter: queued.then_some((&dead_letter_marks, &dead_letter_gaps)),
+            dead_lettered: &dead_lettered,
+        };
+        let marks_ref = &marks;
+        let unseen = partitions.iter().flat_map(|(tp, records)| {
+            let holds = marks_ref.of(tp);
+            records.iter().filter(move |r| !holds(r.offset))
+        });
+        let calls_before = tables.registry.as_ref().map_or(0, Registry::calls);
+        let plan = WriterPlan::new(pipeline, tables.registry.as_ref(), unseen, data_table.metadata()).await?;
+        summary.registry_calls += tables.registry.as_ref().map_or(0, Registry::calls) - calls_before;
+        let data_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(&plan.target)?);
+        let decoded_fields: Vec<_> = data_schema.fields().iter().filter(|f| !is_written_by_icestream(f.name())).cloned().collect();
+        let writers: Vec<&SourceSchema> = plan.writers.iter().map(|w| w.as_ref()).collect();
+        let decoder = RecordDecoder::with_precision(&writers, Arc::new(ArrowSchema::new(decoded_fields)), pipeline.timestamp_precision)?;
+        let mut decoded = decode_partitions(pipeline, &plan, decoder, &partitions, &marks, self.now_us())?;
+        // Decoded (dead letters keep their own copy): the records' bytes are not needed again.
+        drop(partitions);
+        summary.skipped_replay += decoded.skipped_replay;
+        summary.tombstones += decoded.tombstones;
+        summary.schema_rejects += decoded.schema_rejects;
+        let mut rows = decoded.rows(data_schema)?;
+        let rejects = decoded.rejects.finish(tables.dead_letter_schema.clone())?;
+        if pipeline.dedup != Dedup::None {
+            let (kept, dropped) = crate::modes::dedup::dedup_batch(&rows, &pipeline.key)?;
+            rows = kept;
+            summary.duplicates += dropped;
+        }
+        if let (Dedup::Window, Some(event_time)) = (pipeline.dedup, &pipeline.event_time) {
+            let (kept, dropped) = crate::modes::window::drop_seen(&data_table, &rows, &pipeline.key, event_time, pipeline.dedup_window_minutes).await?;
+            rows = kept;
+            summary.duplicates += dropped;
+        }
+
+        // Dead letters first: if we crash between the two commits, the replay finds them by
+        // the dead-letter watermark and keeps every offset in exactly one table.
+        // Queued mode sends a request even with no row left, so the watermarks stay contiguous.
+        // Each table was loaded once above: that load starts its commit.
+        let schema_before = data_table.metadata().current_schema_id();
+        let appends = [
+            (&tables.dead_letter, dead_letter_table, rejects, vec![]),
+            (&tables.data, data_table, rows, plan.writers.clone()),
+        ];
+        let mut metrics = TableMetrics { table: tables.data.name().to_string(), ..Default::default() };
+        let appends = appends
+            .into_iter()
+            .map(|(ident, table, rows, writers)| Append {
+                ident,
+                table: Some(table),
+                rows,
+                ranges: &decoded.ranges,
+                oldest_record_ms: decoded.oldest_timestamp_ms,
+                record_times: Some(&decoded.record_times),
+                writers,
+            })
+            .collect();
+        let commit_started = Instant::now();
+        let appended = self.sink.append_all(&self.catalogs, &self.config, appends, deadline).await?;
+        summary.commit_ms += commit_started.elapsed().as_millis() as u64;
+        let mut left = Vec::with_capacity(2);
+        for (is_data, (appended, table)) in [false, true].into_iter().zip(appended) {
+            left.extend(table);
+            summary.commit_attempts += appended.commit_attempts;
+            summary.files += appended.files;
+            summary.bytes += appended.bytes;
+            summary.skipped_replay += appended.skipped_replay;
+            summary.commit_requests += appended.requests_sent;
+            if is_data {
+                summary.written += appended.rows;
+                metrics.written = appended.rows;
+                metrics.freshness = appended.freshness;
+                if appended.schema_id.is_some_and(|id| id != schema_before) {
+                    summary.schema_changes += 1;
+                }
+            } else {
+                summary.dead_letter += appended.rows;
+                metrics.dead_letter = appended.rows;
+            }
+            if appended.snapshot_id.is_some() {
+                summary.snapshot_id = appended.snapshot_id;
+            }
+        }
+        // Queued: the tables as the sink left them, for the next invocation.
+        if let Ok([dead_letter, data]) = <[Table; 2]>::try_from(left) {
+            tables.reuse.put(data, dead_letter, loaded_at);
+        }
+        tracing::info!(table = %metrics.table, written = metrics.written, dead_letter = metrics.dead_letter, "table committed");
+        summary.table_metrics.push(metrics);
+        Ok(decoded.oldest_timestamp_ms)
+    }
+
+    /// The pipeline's data and dead-letter tables, loaded side by side (one round trip) or, by
+    /// a queued writer, as it left them within [`TABLE_REUSE`]. Not with `dedup = "window"`:
+    /// it reads the table for keys seen lately.
+    async fn tables_of(&self, pipeline: &Pipeline, tables: &PipelineTables) -> Result<(Table, Table, Instant)> {
+        let reuse = matches!(self.sink, AppendSink::Queued(_)) && pipeline.dedup != Dedup::Window;
+        if let Some(fresh) = reuse.then(|| tables.reuse.take_fresh()).flatten() {
+            return Ok(fresh);
+        }
+        let loaded_at = Instant::now();
+        let catalog = self.catalogs.catalog();
+        let (data, dead_letter) = futures::try_join!(catalog.load_table(&tables.data), catalog.load_table(&tables.dead_letter))?;
+        Ok((data, dead_letter, loaded_at))
+    }
+
+    /// An upsert pipeline's tables, for its guarded apply (ingest, a dead-letter replay).
+    pub(crate) fn upsert_tables<'a>(&'a self, pipeline: &'a Pipeline, upsert: &'a crate::model::pipeline::upsert::Upsert, tables: &'a PipelineTables) -> UpsertTables<'a> {
+        UpsertTables {
+            pipeline,
+            upsert,
+            data: &tables.data,
+            dead_letter: &tables.dead_letter,
+            dead_letter_schema: tables.dead_letter_schema.clone(),
+            changelog: tables.changelog.as_ref(),
+            registry: tables.registry.as_ref(),
+            key_index: &self.key_index,
+        }
+    }
+
+    /// An upsert pipeline's share: the guarded apply (`cdc::upsert`). Returns the oldest
+    /// record's timestamp.
+    async fn ingest_upserts(
+        &self,
+        pipeline: &Pipeline,
+        upsert: &crate::model::pipeline::upsert::Upsert,
+        tables: &PipelineTables,
+        partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
+        deadline: Instant,
+        summary: &mut Summary,
+    ) -> Result<Option<i64>> {
+        let upsert_tables = self.upsert_tables(pipeline, upsert, tables);
+        let calls_before = tables.registry.as_ref().map_or(0, Registry::calls);
+        let out = crate::cdc::upsert::ingest(&self.catalogs, &self.config, &self.sink, upsert_tables, partitions, deadline).await?;
+        summary.registry_calls += tables.registry.as_ref().map_or(0, Registry::calls) - calls_before;
+        summary.written += out.mirror.rows_added;
+        summary.dead_letter += out.dead_letter;
+        summary.skipped_replay += out.skipped_replay + out.mirror.skipped_replay;
+        summary.duplicates += out.duplicates;
+        summary.files += out.files;
+        summary.commit_attempts += out.commit_attempts;
+        summary.commit_ms += out.commit_ms;
+        summary.upsert_applied += out.mirror.applied;
+        summary.upsert_stale += out.mirror.stale;
+        summary.upsert_truncated += out.mirror.rows_truncated;
+        summary.key_files_read += out.mirror.files_read;
+        summary.key_bytes_read += out.mirror.bytes_read;
+        summary.key_read_requests += out.mirror.read_requests;
+        summary.changelog_written += out.changelog_written;
+        if out.snapshot_id.is_some() {
+            summary.snapshot_id = out.snapshot_id;
+        }
+        Ok(out.oldest_timestamp_ms)
+    }
+
+    fn now_us(&self) -> i64 {
+        chrono::Utc::now().timestamp_micros()
+    }
+}
+
+/// `topic-partition:first-last` per partition, comma-separated: the offsets a batch covers.
+fn offset_ranges(partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>) -> String {
+    let ranges = partitions.iter().filter_map(|(tp, records)| Some(format!("{tp}:{}-{}", records.first()?.offset, records.last()?.offset)));
+    ranges.collect::<Vec<_>>().join(",")
+}
+
+/// Create the pipeline's tables if missing, and check an existing table can take its rows:
+/// the lineage columns are there and the pipeline's schema fits, or evolves the table in a way
+/// it allows (then the first commit that needs it evolves it).
+async fn open_tables(catalogs: &Catalogs, pipeline: &Pipeline, registry: Option<Registry>) -> Result<PipelineTables> {
+    let mut data = catalogs.ensure_table(&pipeline.def).await?;
+    if pipeline.upsert.is_some() {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        data = catalogs.committer.commit_to(data, deadline, &mut crate::cdc::layout::KeyedLayout { key: &pipeline.key }).await?.table;
+    }
+    let ident = data.identifier().clone();
+    let refuse = |what: String| Error::Config(format!("pipeline `{}` cannot write table {ident}: {what}; nothing was written", pipeline.table));
+    let metadata = data.metadata();
+    let current = metadata.current_schema();
+    for name in [lineage::TOPIC, lineage::PARTITION, lineage::OFFSET] {
+        if current.field_by_name(name).is_none() {
+            return Err(refuse(format!("it has no column {name:?} (icestream keeps Kafka lineage on every row for exactly-once)")));
+        }
+    }
+    // With a registry each record brings its writer schema (checked per record); the pipeline's
+    // schema only created the table.
+    let writers = [Arc::new(pipeline.source.clone())];
+    if pipeline.registry.is_none() {
+        let mut last = metadata.last_column_id();
+        let evolved = evolve_table(metadata, current, &pipeline.source, &mut last).map_err(refuse)?;
+        let target = match evolved {
+            // An upsert table evolves now, in a commit of its own: each batch's decoder, guarded
+            // apply and changelog read the table's schema as it is when the batch starts.
+            Some(_) if pipeline.upsert.is_some() => (**evolve_now(catalogs, data.clone(), &writers).await?.metadata().current_schema()).clone(),
+            Some(evolved) => evolved,
+            None => (**current).clone(),
+        };
+        let target = iceberg::arrow::schema_to_arrow_schema(&target)?;
+        let decoded_fields: Vec<_> = target.fields().iter().filter(|f| !is_written_by_icestream(f.name())).cloned().collect();
+        RecordDecoder::new(&pipeline.source, Arc::new(ArrowSchema::new(decoded_fields))).map_err(|e| refuse(e.to_string()))?;
+    }
+    let dead_letter = catalogs.ensure_table(&pipeline.dead_letter).await?;
+    let dead_letter_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(dead_letter.metadata().current_schema())?);
+    let changelog = match pipeline.changelog() {
+        Some(def) => {
+            let mut table = catalogs.ensure_table(def).await?;
+            if pipeline.registry.is_none() {
+                table = evolve_now(catalogs, table, &writers).await?;
+            }
+            Some(table.identifier().clone())
+        }
+        None => None,
+    };
+    Ok(PipelineTables {
+        data: ident,
+        dead_letter: dead_letter.identifier().clone(),
+        dead_letter_schema,
+        registry,
+        changelog,
+        reuse: TableReuse::default(),
+    })
+}
+
+/// Commit the schema `table` needs to take `writers`' rows (nothing if it has it), and return
+/// the table as it is after.
+async fn evolve_now(catalogs: &Catalogs, table: Table, writers: &[Arc<SourceSchema>]) -> Result<Table> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    Ok(catalogs.committer.commit_to(table, deadline, &mut crate::modes::sink::EvolveSchema { writers }).await?.table)
+}
+
+/// What the tables already hold, as far as decoding needs to know.
+pub struct Marks<'a> {
+    /// Offsets at or below these are in the pipeline table (or were deliberately dropped),
+    pub data: &'a Watermarks,
+    /// except those in the queued committer's open gaps: their requests may still come, and a
+    /// redelivery of them must bring the records (see [`crate::engine::commit::gaps`]).
+    pub open_gaps: &'a TakenGaps,
+    /// Queued mode: the dead-letter table's own watermarks and open gaps. Its commits are
+    /// requests of their own, so the pipeline table holding an offset does not mean the
+    /// dead-letter table holds its dead letter yet (its request may wait in the queue): an
+    /// offset is held only when both say so, or a redelivery would claim the dead-letter
+    /// table's offsets without their dead letters.
+    pub dead_letter: Option<(&'a Watermarks, &'a TakenGaps)>,
+    /// Offsets past the data watermark that the dead-letter table holds (after a crash between
+    /// the two commits).
+    pub dead_lettered: &'a HashMap<TopicPartition, HashSet<i64>>,
+}
+
+impl Marks<'_> {
+    /// Whether one of the tables holds an offset of `tp` already. Looked up once per partition:
+    /// each record then costs a comparison, not two map lookups keyed by topic name.
+    pub fn of(&self, tp: &TopicPartition) -> impl Fn(i64) -> bool + use<'_> {
+        let (covered, dead_lettered) = (self.data.covers_in(tp), self.dead_lettered.get(tp));
+        let open = self.open_gaps.0.get(tp);
+        let dead_letter = self.dead_letter.map(|(marks, gaps)| (marks.covers_in(tp), gaps.0.get(tp)));
+        move |offset| {
+            let in_data = covered(offset) && !gaps::in_any(open, offset);
+            let in_dead_letters = dead_letter.as_ref().is_none_or(|(covered, open)| covered(offset) && !gaps::in_any(*open, offset));
+            (in_data && in_dead_letters) || dead_lettered.is_some_and(|held| held.contains(&offset))
+        }
+    }
+}
+
+/// One pipeline's records decoded: rows (without lineage yet), rejects, and what was skipped.
+pub struct DecodedPartitions {
+    decoder: RecordDecoder,
+    lineage: Lineage,
+    pub rejects: DeadLetterBuilder,
+    pub skipped_replay: usize,
+    /// Null values (Kafka tombstones): skipped, see [`Summary::tombstones`].
+    pub tombstones: usize,
+    /// Records rejected because the table cannot take their writer schema.
+    pub schema_rejects: usize,
+    /// First and last offset per topic-partition in the event.
+    pub ranges: BTreeMap<TopicPartition, (i64, i64)>,
+    pub oldest_timestamp_ms: Option<i64>,
+    /// Kafka timestamps of every record of the event (freshness at commit).
+    pub record_times: RecordTimes,
+}
+
+impl DecodedPartitions {
+    /// The decoded rows with their lineage, in the table's column order.
+    pub fn rows(&mut self, schema: SchemaRef) -> Result<RecordBatch> {
+        let decoded = self.decoder.finish()?;
+        self.lineage.batch(schema, decoded)
+    }
+}
+
+/// A reason for a value a pipeline without `registry` could not decode, with what it suggests:
+/// a registry frame the value starts with, or for raw Avro that the value may be another
+/// schema version's (a datum names no writer schema: see README "Schema evolution").
+fn unregistered_hint(pipeline: &Pipeline, value: &[u8], reason: String) -> String {
+    if pipeline.registry.is_some() {
+        return reason;
+    }
+    match crate::model::registry::frame::unexpected_frame_hint(value) {
+        Some(hint) => format!("{reason}; {hint}"),
+        None if pipeline.format == crate::model::schema::Format::Avro => format!(
+            "{reason}; raw Avro carries no writer schema: a value written with another version of the schema does not decode with the pipeline's (use a schema registry to evolve)"
+        ),
+        None => reason,
+    }
+}
+
+/// Decode every record the tables do not hold yet: a record at or below the data watermark,
+/// or already dead-lettered, is skipped undecoded (replays cost nothing), so every offset
+/// lands in exactly one of the two tables.
+pub fn decode_partitions(
+    pipeline: &Pipeline,
+    plan: &WriterPlan,
+    mut decoder: RecordDecoder,
+    partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
+    marks: &Marks<'_>,
+    rejected_at_us: i64,
+) -> Result<DecodedPartitions> {
+    let records: usize = partitions.values().map(Vec::len).sum();
+    decoder.reserve(records);
+    let mut out = DecodedPartitions {
+        decoder,
+        lineage: Lineage::with_capacity(records),
+        rejects: DeadLetterBuilder::new(rejected_at_us, format_name(pipeline.format)),
+        skipped_replay: 0,
+        tombstones: 0,
+        schema_rejects: 0,
+        ranges: BTreeMap::new(),
+        oldest_timestamp_ms: None,
+        record_times: RecordTimes::with_capacity(records),
+    };
+    for (tp, records) in partitions {
+        if let (Some(first), Some(last)) = (records.first(), records.last()) {
+            out.ranges.insert(tp.clone(), (first.offset, last.offset));
+        }
+        let holds = marks.of(tp);
+        for record in records {
+            out.oldest_timestamp_ms = Some(out.oldest_timestamp_ms.map_or(record.timestamp_ms, |o| o.min(record.timestamp_ms)));
+            out.record_times.push(record.timestamp_ms);
+            if holds(record.offset) {
+                out.skipped_replay += 1;
+                continue;
+            }
+            let value = match (&record.value, &record.value_error) {
+                (_, Some(e)) => Err(e.to_string()),
+                (Some(v), None) => Ok(&v[..]),
+                (None, None) => {
+                    out.tombstones += 1;
+                    continue;
+                }
+            };
+            let decoded = value.and_then(|v| match plan.read(pipeline, record, v) {
+                Framed::Reader(reader, payload) => out.decoder.append_as(reader, &payload).map_err(|e| unregistered_hint(pipeline, v, e)),
+                Framed::Reject(reason) => {
+                    if reason.starts_with("schema:") {
+                        out.schema_rejects += 1;
+                    }
+                    Err(reason)
+                }
+            });
+            match decoded {
+                Ok(()) => {
+                    out.lineage.append(tp, record.offset);
+                }
+                Err(error) => out.rejects.append(Reject::of(tp, record, &error)),
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,159 @@
+//! `icestream status`: per pipeline table, how it is doing now, read from table metadata only
+//! (no data file is opened): the last commit and its freshness (the figures each append records
+//! in its snapshot summary, [`crate::base::freshness`]), rows and files committed in the last hour,
+//! small files waiting for compaction, dead letters in the last hour, and commit requests still
+//! waiting for the committer (`commit_mode=queued`: their staged manifests under the table).
+
+use iceberg::spec::Operation;
+use iceberg::table::Table;
+use serde::Serialize;
+
+use crate::engine::catalog::Catalogs;
+use crate::model::config::{CommitMode, Config};
+use crate::base::error::Result;
+use crate::base::freshness::Freshness;
+use crate::model::pipeline::PipelineSet;
+
+const HOUR_MS: i64 = 3_600_000;
+
+/// One pipeline table's status.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TableStatus {
+    pub table: String,
+    /// The current snapshot's time (RFC 3339), and how long ago it was, seconds.
+    pub last_commit: Option<String>,
+    pub last_commit_age_s: Option<i64>,
+    /// The records' ages when the last append with figures landed.
+    pub freshness: Option<Freshness>,
+    /// Age of the newest record the table holds, now (ms): how far behind the table is.
+    pub newest_record_age_ms: Option<i64>,
+    pub rows_last_hour: u64,
+    pub files_last_hour: u64,
+    /// Live data files below the compaction threshold (75% of `target_file_size_bytes`).
+    pub small_files: usize,
+    pub dead_letters_last_hour: u64,
+    /// Commit requests staged for the committer and not committed yet; `None` with direct commits.
+    pub pending_commit_requests: Option<usize>,
+}
+
+/// The status of every pipeline table of `set`, as of `now_ms`.
+pub async fn status(set: &PipelineSet, catalogs: &Catalogs, config: &Config, now_ms: i64) -> Result<Vec<TableStatus>> {
+    let mut out = Vec::with_capacity(set.pipelines.len());
+    for pipeline in &set.pipelines {
+        let data = catalogs.load(&catalogs.ident(&pipeline.table)).await?;
+        let dead_letter = catalogs.load(&catalogs.ident(&pipeline.dead_letter.name)).await?;
+        let mut s = TableStatus { table: pipeline.table.clone(), ..Default::default() };
+        if let Some(current) = data.metadata().current_snapshot() {
+            let at = chrono::DateTime::from_timestamp_millis(current.timestamp_ms()).unwrap_or_default();
+            s.last_commit = Some(at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+            s.last_commit_age_s = Some((now_ms - current.timestamp_ms()).max(0) / 1000);
+        }
+        s.freshness = latest_freshness(&data);
+        s.newest_record_age_ms = s.freshness.map(|f| (now_ms - f.newest_record_ms).max(0));
+        (s.rows_last_hour, s.files_last_hour) = appended_since(&data, now_ms - HOUR_MS);
+        s.dead_letters_last_hour = appended_since(&dead_letter, now_ms - HOUR_MS).0;
+        s.small_files = crate::services::maintenance::compact::small_file_count(&data, config.target_file_size_bytes).await?;
+        if let CommitMode::Queued { .. } = config.commit_mode {
+            let settings = crate::services::maintenance::MaintenanceSettings::from(config);
+            let staged = format!("{}/{}", data.metadata().location().trim_end_matches('/'), crate::engine::commit::staged::STAGED_DIR);
+            s.pending_commit_requests = Some(crate::services::maintenance::orphans::list_files(&staged, &settings).await.map(|f| f.len()).unwrap_or(0));
+        }
+        out.push(s);
+    }
+    Ok(out)
+}
+
+/// The freshness figures of the newest snapshot that has them (compactions and expiries have none).
+fn latest_freshness(table: &Table) -> Option<Freshness> {
+    let mut snapshots: Vec<_> = table.metadata().snapshots().collect();
+    snapshots.sort_by_key(|s| std::cmp::Reverse(s.timestamp_ms()));
+    snapshots.iter().find_map(|s| Freshness::from_summary(&s.summary().additional_properties))
+}
+
+/// Records and data files appended (not rewritten by compaction) since `since_ms`.
+fn appended_since(table: &Table, since_ms: i64) -> (u64, u64) {
+    let get = |props: &std::collections::HashMap<String, String>, key: &str| props.get(key).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    table
+        .metadata()
+        .snapshots()
+        .filter(|s| s.timestamp_ms() >= since_ms && s.summary().operation == Operation::Append)
+        .fold((0, 0), |(rows, files), s| {
+            let props = &s.summary().additional_properties;
+            (rows + get(props, "added-records"), files + get(props, "added-data-files"))
+        })
+}
+
+/// The status as text for people: one line per table.
+/// Clauses a figure is missing for are left out (no placeholders); durations read as a person
+/// says them (`14 d 3 h`, `2 min 5 s`, `850 ms`).
+pub fn text(statuses: &[TableStatus]) -> String {
+    let mut out = String::new();
+    for s in statuses {
+        let mut parts = vec![match (&s.last_commit, s.last_commit_age_s) {
+            (Some(at), Some(age)) => format!("last commit {at} ({} ago)", duration(age.saturating_mul(1000))),
+            (Some(at), None) => format!("last commit {at}"),
+            (None, _) => "no commit yet".to_string(),
+        }];
+        if let Some(age) = s.newest_record_age_ms {
+            parts.push(format!("newest record {} old", duration(age)));
+        }
+        if let Some(f) = &s.freshness {
+            parts.push(format!(
+                "record ages at commit p50 {}, p99 {}, max {}; commit took {}",
+                duration(f.age_p50_ms),
+                duration(f.age_p99_ms),
+                duration(f.age_max_ms),
+                duration(f.commit_latency_ms)
+            ));
+        }
+        parts.push(format!("last hour {} rows in {} files, {} dead letters", s.rows_last_hour, s.files_last_hour, s.dead_letters_last_hour));
+        parts.push(format!("{} small files", s.small_files));
+        if let Some(n) = s.pending_commit_requests {
+            parts.push(format!("{n} pending commit requests"));
+        }
+        out.push_str(&format!("{}: {}\n", s.table, parts.join("; ")));
+    }
+    out
+}
+
+/// `ms` milliseconds in the two largest units that matter.
+fn duration(ms: i64) -> String {
+    let ms = ms.max(0);
+    if ms < 1000 {
+        return format!("{ms} ms");
+    }
+    if ms < 60_000 {
+        return format!("{:.1} s", ms as f64 / 1000.0);
+    }
+    let s = ms / 1000;
+    let (d, h, m, s) = (s / 86_400, s / 3600 % 24, s / 60 % 60, s % 60);
+    match (d, h) {
+        (0, 0) => format!("{m} min {s} s"),
+        (0, _) => format!("{h} h {m} min"),
+        _ => format!("{d} d {h} h"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 46: `52769666.7s` and `-` placeholders were what a user read.
+    #[test]
+    fn durations_read_as_people_say_them_and_missing_figures_are_left_out() {
+        assert_eq!([850, 12_340, 125_000, 11_100_000, 52_769_666_700].map(duration), ["850 ms", "12.3 s", "2 min 5 s", "3 h 5 min", "610 d 18 h"]);
+        let never = TableStatus { table: "orders".into(), ..Default::default() };
+        assert_eq!(text(&[never]), "orders: no commit yet; last hour 0 rows in 0 files, 0 dead letters; 0 small files\n");
+        let s = TableStatus {
+            table: "orders".into(),
+            last_commit: Some("2026-12-04T10:00:00.000Z".into()),
+            last_commit_age_s: Some(52_769_666),
+            newest_record_age_ms: Some(1_500),
+            pending_commit_requests: Some(2),
+            ..Default::default()
+        };
+        let line = text(&[s]);
+        assert!(line.starts_with("orders: last commit 2026-12-04T10:00:00.000Z (610 d 18 h ago); newest record 1.5 s old; last hour"), "{line}");
+        assert!(line.ends_with("; 2 pending commit requests\n") && !line.contains(" - ") && !line.contains("-;"), "{line}");
+    }
+}
