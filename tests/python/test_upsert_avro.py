@@ -254,6 +254,44 @@ def test_a_keyed_avro_topic_through_a_registry_mirrors_the_source_exactly(tmp_pa
     assert changelog.scan().to_arrow().num_rows == len(msgs), "each change once in the changelog"
 
 
+@pytest.mark.parametrize("envelope", ["debezium", "row"])
+def test_an_id_the_registry_does_not_have_is_a_dead_letter_in_an_upsert_pipeline(tmp_path: Path, envelope: str) -> None:
+    """A value (Debezium) or a tombstone's record key (keyed topic) framed with schema id 999,
+    which the registry answers 404 for: that record is a dead letter naming the id (a permanent
+    answer), the rest lands, and the invocation does not fail until the mapping gives up."""
+    registry = ConfluentRegistry().start()
+    try:
+        rng = random.Random(5)
+        source = gen.Source(rng)
+        source.run(keys=10, changes=30)
+        unknown = b"\x00\x00\x00\x03\xe7"
+        if envelope == "debezium":
+            encode, _ = encoder(registry, source)
+            msgs = gen.messages(source, "debezium", rng, encode=encode)
+            msgs.append(gen.Message(key=msgs[0].key, value=unknown + b"\x02"))
+            lines = ['envelope = "debezium"', 'order_by = "source.lsn"']
+        else:
+            from confluent_kafka.schema_registry import SchemaRegistryClient
+            from confluent_kafka.schema_registry.avro import AvroSerializer
+            from confluent_kafka.serialization import MessageField, SerializationContext
+
+            client = SchemaRegistryClient({"url": registry.url})
+            value = AvroSerializer(client, row_schema("v1"), conf={"auto.register.schemas": True})
+            key = AvroSerializer(client, KEY_AVSC, conf={"auto.register.schemas": True})
+            vctx, kctx = SerializationContext(TOPIC, MessageField.VALUE), SerializationContext(TOPIC, MessageField.KEY)
+            msgs = gen.messages(source, "row", rng, encode=lambda c, _b: None if c.row is None else value(plain_row(c.row, "v1"), vctx),
+                                encode_key=lambda k: key({"tenant": k[0], "order_id": k[1]}, kctx))
+            msgs.append(gen.Message(key=unknown + b"\x02", value=None))
+            lines = ['envelope = "row"']
+        wh, summaries = ingest_through(registry, tmp_path, lines, "registry", msgs, rng)
+    finally:
+        registry.stop()
+    assert sum(s["dead_letter"] for s in summaries) == 1, summaries
+    dead = readers.pyiceberg_sql_table(wh, NAMESPACE, "orders_dead_letter").scan().to_arrow().to_pylist()
+    assert len(dead) == 1 and "the registry has no schema id 999" in dead[0]["error"], dead
+    assert dead[0]["kafka_offset"] == sum(1 for m in msgs if m.partition == 0) - 1, dead
+
+
 def protobuf_key_encoder(client: Any, ctx: Any, tmp: Path) -> Callable[[int], bytes]:
     """Record keys by confluent-kafka's ProtobufSerializer: `OrderKey`, the second message of
     its file (message index [1]), compiled by grpcio-tools' protoc."""
