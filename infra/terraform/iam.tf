@@ -190,7 +190,11 @@ resource "aws_iam_role_policy" "function" {
   name = "icestream-${each.key}"
   role = aws_iam_role.function[each.key].id
   policy = jsonencode({
-    Version   = "2012-10-17"
-    Statement = [for s in local.function_statements[each.key] : merge({ Effect = "Allow" }, s)]
+    Version = "2012-10-17"
+    # S3 only over TLS, whoever owns the bucket: a bring-your-own warehouse bucket has no bucket
+    # policy of ours (storage.tf's DenyInsecureTransport covers only the buckets made here).
+    Statement = [for s in local.function_statements[each.key] : merge({ Effect = "Allow" }, s, alltrue([for a in s.Action : startswith(a, "s3:")]) ? {
+      Condition = merge(try(s.Condition, {}), { Bool = { "aws:SecureTransport" = "true" } })
+    } : {})]
   })
 }

@@ -421,6 +421,30 @@ run "bring_your_own" {
   }
 }
 
+# A bring-your-own warehouse bucket gets no bucket policy of ours: the roles' S3 grants hold
+# only over TLS.
+run "s3_grants_hold_only_over_tls" {
+  command = apply
+
+  variables {
+    warehouse_bucket_name = "byo-warehouse"
+  }
+
+  assert {
+    condition = alltrue(flatten([for f, p in aws_iam_role_policy.function : [
+      for s in jsondecode(p.policy).Statement : s.Condition.Bool["aws:SecureTransport"] == "true" if alltrue([for a in s.Action : startswith(a, "s3:")])
+    ]]))
+    error_message = "Every statement granting only S3 actions requires aws:SecureTransport."
+  }
+
+  assert {
+    condition = length(flatten([for f, p in aws_iam_role_policy.function : [
+      for s in jsondecode(p.policy).Statement : s.Sid if alltrue([for a in s.Action : startswith(a, "s3:")])
+    ]])) > 3
+    error_message = "The functions have S3 grants to check."
+  }
+}
+
 # Upsert pipelines (one with a changelog) and a Glue registry, in a namespace of their own: every
 # table the file implies is granted, scheduled and alarmed; tests/infra/test_contract.py checks
 # the applied state against `icestream contract`.
