@@ -3,7 +3,7 @@
 `icestream ingest` invocation measured (its summary line: records, payload bytes, files, round
 trips) and its CPU seconds on one core.
 
-    scripts/cost_model.py CPU_SECONDS SUMMARY.json [CPU_SECONDS SUMMARY.json ...]
+    scripts/cost/cost_model.py CPU_SECONDS SUMMARY.json [CPU_SECONDS SUMMARY.json ...]
 
 Prices: us-east-1, on demand, no free tier (sources in README "Cost model"). Assumed, not
 measured: 40 ms per sequential round trip to S3, Glue or SQS; Lambda's CPU share grows linearly
