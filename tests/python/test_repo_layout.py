@@ -62,3 +62,29 @@ def test_every_scripts_path_mentioned_exists():
             if not (ROOT / m.group(0)).exists():
                 stale.append(f"{path.relative_to(ROOT)}: {m.group(0)}")
     assert not stale, "paths under scripts/ that do not exist:\n" + "\n".join(sorted(set(stale)))
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor for a Markdown heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def test_every_link_of_the_docs_resolves():
+    """Relative links of README.md, ARCHITECTURE.md and docs/ name a file (and heading) that exists."""
+    pages = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", *sorted((ROOT / "docs").glob("*.md"))]
+    broken = []
+    for page in pages:
+        text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, fragment = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            if not dest.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+            elif fragment and dest.suffix == ".md":
+                headings = re.findall(r"^#+ (.*)$", re.sub(r"```.*?```", "", dest.read_text(), flags=re.S), re.M)
+                if fragment not in {anchor(h) for h in headings}:
+                    broken.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
+    assert not broken, "broken links:\n" + "\n".join(broken)

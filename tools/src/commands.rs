@@ -12,6 +12,8 @@ use crate::{audit, cdc, committer, dead_letters, demo, gen_event, help, ingest, 
 #[derive(Parser, Debug)]
 #[command(
     name = "icestream",
+    // Usage lines say `icestream` whatever the file is called (the demo build is icestream-demo).
+    bin_name = "icestream",
     version,
     disable_help_subcommand = true,
     arg_required_else_help = true,

@@ -1,4 +1,4 @@
-//! `icestream help [COMMAND]` (the knob tables, Markdown: the README's and docs' tables are
+//! `icestream help [COMMAND]` (the knob tables, Markdown: docs/configuration.md's table is
 //! pasted from it) and `icestream completions SHELL`.
 
 use anyhow::{Result, bail};
