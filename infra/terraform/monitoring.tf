@@ -3,7 +3,7 @@
 # dead-letter growth from the functions' Embedded Metric Format lines, commit
 # DLQ depth) to an optional SNS topic, and a dashboard.
 # EMF: namespace `icestream`, metric `DeadLettered`, dimension `Function` =
-# the deployed function name (AWS_LAMBDA_FUNCTION_NAME; shared/src/metrics.rs).
+# the deployed function name (AWS_LAMBDA_FUNCTION_NAME; shared/src/services/metrics.rs).
 # Per pipeline table, the ingest function's per-table EMF lines (dimensions
 # Function and Table: Written, DeadLettered, RecordAgeP50/P99/Max,
 # NewestRecordAge, CommitLatency) feed a freshness alarm (NewestRecordAge above

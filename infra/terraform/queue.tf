@@ -5,7 +5,7 @@
 # responses.
 #
 # One table's commits are serial by construction: the queue is FIFO and every
-# request's message group is its table (shared/src/queued/sqs.rs sets
+# request's message group is its table (shared/src/engine/queue/sqs.rs sets
 # MessageGroupId = <namespace>.<table> and a MessageDeduplicationId), so SQS
 # never hands two batches of one table out at once, and hands them out in send
 # order. No reserved concurrency is needed: the mapping's maximum concurrency
@@ -115,7 +115,7 @@ resource "aws_lambda_event_source_mapping" "committer" {
 }
 
 # Only the writers may send commit requests (issue 52): a request is trusted no further than
-# the committer checks it (shared/src/queued/validate.rs), and the queue admits no other
+# the committer checks it (shared/src/services/queued/validate.rs), and the queue admits no other
 # sender. `commit_queue_redrive_principals` adds the operators who redrive the DLQ (a redrive
 # sends with the caller's permissions).
 resource "aws_sqs_queue_policy" "commit" {

@@ -1,7 +1,7 @@
 ################################################################################
 # icestream configuration knobs. Each becomes ICESTREAM_<KEY> in the
 # environment of the functions that read it (see locals in functions.tf).
-# Allowed values mirror shared/src/config.rs.
+# Allowed values mirror shared/src/model/config.rs.
 ################################################################################
 
 variable "catalog" {

@@ -183,7 +183,7 @@ fn measure(rt: &tokio::runtime::Runtime, source: Source, name: &str, n: usize) -
     let runs = if n <= WARM_EVENTS_UP_TO { WARM_EVENTS } else { 1 };
     let events = (0..runs)
         .map(|i| {
-            // Fixed event times, as `scripts/callgrind_ingest.sh` has them: the generator's default
+            // Fixed event times, as `scripts/profile/callgrind_ingest.sh` has them: the generator's default
             // (two hours before now) splits a 1M-record event into two hours' files or three
             // (32 or 48) by the minute the bench runs.
             let args = [

@@ -11,7 +11,7 @@ main setups of infra/terraform/tests/setups.tftest.hcl (mock AWS provider, offli
 Each check is also run on a copy of a deployment with the defect it guards put back, and must
 report it (test_*_catches_*): the checks cannot pass vacuously.
 
-Needs terraform + the offline provider mirror (scripts/infra-check.sh sets TF_CLI_CONFIG_FILE)
+Needs terraform + the offline provider mirror (scripts/check/infra-check.sh sets TF_CLI_CONFIG_FILE)
 and ICESTREAM_BIN; skipped, saying why, without them.
 """
 

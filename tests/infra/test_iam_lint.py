@@ -1,5 +1,5 @@
 """Every IAM policy the module and its examples render, linted by parliament (pinned in
-scripts/requirements.txt) against AWS's service authorization data: an action AWS does not know,
+scripts/setup/requirements.txt) against AWS's service authorization data: an action AWS does not know,
 a resource of a type the action does not take (`s3tables:ListTableBuckets` on a bucket ARN), a
 condition key the action does not support (a `StringEquals` on a key the request never carries
 denies the call) fail the test. What the contract test (test_contract.py) cannot see: it only
@@ -10,7 +10,7 @@ example's tests (mock AWS provider, offline): the JSON a plan would send to IAM.
 by `aws_iam_policy_document` data sources are the mock's, not rendered: the checks of
 test_terraform.py cover those statically.
 
-Needs terraform + the offline provider mirror (scripts/infra-check.sh); skipped, saying why,
+Needs terraform + the offline provider mirror (scripts/check/infra-check.sh); skipped, saying why,
 without them.
 """
 

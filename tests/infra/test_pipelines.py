@@ -5,7 +5,7 @@ parser reads, and the tables it covers (grants, schedules, alarms) are exactly t
 says the file implies (`icestream pipelines tables FILE`: dead-letter and changelog tables
 too). Also: the example's schema is the project's own proto, not a stale copy.
 
-Needs terraform + the offline provider mirror (scripts/infra-check.sh) and ICESTREAM_BIN;
+Needs terraform + the offline provider mirror (scripts/check/infra-check.sh) and ICESTREAM_BIN;
 skipped, saying why, without them. The proto check needs nothing.
 """
 

@@ -274,7 +274,7 @@ def test_rust_config_declares_knobs():
     keys = rust_config_keys()
     assert keys, (
         'no `Knob { key: "..." }` literal in a `const *KNOBS: &[Knob]` array under shared/src: '
-        "the config module (shared/src/config.rs) is not written yet or declares knobs differently"
+        "the config module (shared/src/model/config.rs) is not written yet or declares knobs differently"
     )
 
 
@@ -362,7 +362,7 @@ def test_functions_deploy_workspace_zips():
     # `make build` builds arm64 unless ARCH=x86_64: the module's default must be what it builds.
     assert variables_of(MODULE)["architecture"]["default"] == "arm64"
     assert one_of_validation(variables_of(MODULE)["architecture"], "architecture") == ["arm64", "x86_64"]
-    build = (ROOT / "scripts" / "build-lambdas.sh").read_text()
+    build = (ROOT / "scripts" / "build" / "build-lambdas.sh").read_text()
     assert 'arch="${ARCH:-arm64}"' in build and "--arm64" in build and "--x86-64" in build
 
 

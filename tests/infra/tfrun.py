@@ -37,7 +37,7 @@ def skip_reason() -> str | None:
     if not shutil.which("terraform"):
         return "no terraform binary on PATH"
     if not os.environ.get("TF_CLI_CONFIG_FILE"):
-        return "TF_CLI_CONFIG_FILE is not set (scripts/infra-check.sh generates it for the offline provider mirror)"
+        return "TF_CLI_CONFIG_FILE is not set (scripts/check/infra-check.sh generates it for the offline provider mirror)"
     return None
 
 

@@ -15,7 +15,8 @@ a. Glue UpdateTable ignores VersionId. moto's GlueResponse.update_table never re
    appends a version via FakeTable.update, which bumps _current_version. GetTable already
    returns the current VersionId (FakeTable.as_dict).
 b. S3 Tables GetTable returns managedByService as a JSON boolean; the API model says
-   String (the managing service's name); aws-sdk-s3tables cannot parse a boolean (DESIGN.md).
+   String (the managing service's name), which is what aws-sdk-s3tables parses: a boolean
+   fails the call (docs/catalogs.md lists this gap).
    Patched: S3TablesResponse.get_table rewrites the field - omitted when not managed, a
    service name when managed.
 c. S3 Tables maintenance configuration (Get/PutTableMaintenanceConfiguration,

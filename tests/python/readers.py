@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-CATALOG_NAME = "icestream"  # DESIGN.md: the embedded catalog's name
+CATALOG_NAME = "icestream"  # the embedded catalog's name: LOCAL_CATALOG_NAME in shared/src/engine/catalog.rs
 
 
 def _local_path(location: str) -> str:

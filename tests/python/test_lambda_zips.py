@@ -4,7 +4,7 @@ Each function's `target/lambda/<name>/bootstrap.zip` must hold one executable `b
 the architecture Terraform deploys (arm64; x86_64 only when `make build` had to fall back),
 needing no newer glibc than Amazon Linux 2023 has. Then the bootstraps themselves run against
 the Lambda runtime API that `cargo lambda watch --only-lambda-apis` serves on 127.0.0.1 (arm64
-under qemu-user with the Debian arm64 glibc, both installed by scripts/system-deps.sh), wired
+under qemu-user with the Debian arm64 glibc, both installed by scripts/setup/system-deps.sh), wired
 as in the cloud: Glue catalog and S3 on moto, ingest in commit_mode=queued sending its
 requests to an SQS queue the committer's SQS event is built from, CDC, then the scheduler's
 maintenance input. What they write is read back with PyIceberg.
@@ -112,8 +112,8 @@ def runner(path: Path) -> list[str]:
     if arch == platform.machine() or (arch == "aarch64" and platform.machine() == "arm64"):
         return [str(path)]
     qemu = shutil.which(f"qemu-{arch}")
-    assert qemu, f"qemu-{arch} is missing: scripts/system-deps.sh installs qemu-user"
-    assert (ARM64_SYSROOT / "lib").is_dir(), f"{ARM64_SYSROOT} is missing: scripts/system-deps.sh installs libc6-arm64-cross"
+    assert qemu, f"qemu-{arch} is missing: scripts/setup/system-deps.sh installs qemu-user"
+    assert (ARM64_SYSROOT / "lib").is_dir(), f"{ARM64_SYSROOT} is missing: scripts/setup/system-deps.sh installs libc6-arm64-cross"
     return [qemu, "-L", str(ARM64_SYSROOT), str(path)]
 
 
@@ -132,7 +132,7 @@ class RuntimeApi:
 
     def __init__(self, log: Path) -> None:
         cargo_lambda = Path(os.environ.get("CARGO_LAMBDA_BIN", VENV_BIN / "cargo-lambda"))
-        assert cargo_lambda.is_file(), f"{cargo_lambda} is missing: run `make venv` (pinned in scripts/requirements.txt)"
+        assert cargo_lambda.is_file(), f"{cargo_lambda} is missing: run `make venv` (pinned in scripts/setup/requirements.txt)"
         self.port = free_loopback_port()
         self.log = open(log, "w")
         env = {**os.environ, "PATH": f"{cargo_lambda.parent}:{os.environ['PATH']}"}

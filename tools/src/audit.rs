@@ -2,7 +2,7 @@
 //! dead-letter table ([`icestream::services::audit`]); with `bootstrap=`, the broker explains the gaps.
 //! Prints the verdict, then the report as one JSON line; exits 1 when the audit fails.
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use icestream::services::audit::{Verdict, audit};
 #[cfg(feature = "kafka")]
 use icestream::services::audit::AuditReport;
@@ -22,11 +22,15 @@ const AUDIT_OPTIONS: &[Knob] = &[Knob {
     help: "Kafka bootstrap servers to ask why offsets are missing (retention, compaction, transaction markers, dedup); empty: gaps are listed unexplained",
 }];
 
-pub async fn run(mut args: Vec<String>) -> Result<()> {
-    if args.is_empty() || args[0].contains('=') {
-        bail!("usage: icestream audit TABLE [bootstrap=HOST:PORT] [key=value ...]");
-    }
-    let table = args.remove(0);
+
+/// The command's option list for the command line (`crate::cli`).
+pub struct Audit;
+
+impl crate::cli::OptionList for Audit {
+    const LISTS: &'static [&'static [Knob]] = &[AUDIT_OPTIONS];
+}
+
+pub async fn run(table: String, args: Vec<String>) -> Result<()> {
     let (options, knobs) = Settings::split_options(AUDIT_OPTIONS, &args)?;
     let bootstrap = options.get("bootstrap");
     #[cfg(not(feature = "kafka"))]

@@ -28,11 +28,15 @@ const COMMITTER_OPTIONS: &[Knob] = &[
     },
 ];
 
-pub async fn run(args: Vec<String>) -> Result<()> {
-    let Some((source, rest)) = args.split_first().filter(|(first, _)| !first.contains('=')) else {
-        bail!("committer needs an SQS event file or `poll`");
-    };
-    let (settings, knobs) = Settings::split_options(COMMITTER_OPTIONS, rest)?;
+/// The command's option list for the command line (`crate::cli`).
+pub struct Committer;
+
+impl crate::cli::OptionList for Committer {
+    const LISTS: &'static [&'static [Knob]] = &[COMMITTER_OPTIONS];
+}
+
+pub async fn run(source: String, args: Vec<String>) -> Result<()> {
+    let (settings, knobs) = Settings::split_options(COMMITTER_OPTIONS, &args)?;
     let config = Config::from_env_and_args(&knobs)?;
     icestream::base::logging::init(&config.log_format);
     let catalogs = Catalogs::connect(&config).await?;
@@ -47,7 +51,7 @@ pub async fn run(args: Vec<String>) -> Result<()> {
         let messages = queue.receive(settings.parse("max_messages")?, settings.parse("visibility_timeout_s")?).await?;
         (Some(queue), messages)
     } else {
-        let json = std::fs::read(source).with_context(|| format!("reading {source}"))?;
+        let json = std::fs::read(&source).with_context(|| format!("reading {source}"))?;
         let event = serde_json::from_slice(&json).with_context(|| format!("{source} is not an SQS event"))?;
         (None, from_sqs_event(event)?)
     };

@@ -2,7 +2,7 @@
 //! dead letters of a pipeline table decoded again with the current pipeline and appended once
 //! ([`icestream::services::replay`]); prints the report as JSON.
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use icestream::model::config::{Allowed, Knob, Settings};
 use icestream::services::replay::{ReplayFilter, replay};
 use icestream::{Config, IngestPipeline};
@@ -13,12 +13,14 @@ const REPLAY_OPTIONS: &[Knob] = &[
     Knob { key: "dry-run", default: "false", allowed: Allowed::OneOf(&["true", "false"]), help: "Only report what would be replayed" },
 ];
 
-pub async fn run(mut args: Vec<String>) -> Result<()> {
-    if args.first().map(String::as_str) != Some("replay") || args.len() < 2 || args[1].contains('=') {
-        bail!("usage: icestream dead-letters replay TABLE [since=TIME|AGE] [reason=TEXT] [dry-run=true] [key=value ...]");
-    }
-    let table = args.remove(1);
-    args.remove(0);
+/// The command's option list for the command line (`crate::cli`).
+pub struct Replay;
+
+impl crate::cli::OptionList for Replay {
+    const LISTS: &'static [&'static [Knob]] = &[REPLAY_OPTIONS];
+}
+
+pub async fn run(table: String, args: Vec<String>) -> Result<()> {
     let (options, knobs) = Settings::split_options(REPLAY_OPTIONS, &args)?;
     let config = Config::from_env_and_args(&knobs)?;
     icestream::base::logging::init(&config.log_format);

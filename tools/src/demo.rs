@@ -15,6 +15,13 @@ const ACCOUNTS_TOPIC: &str = "accounts-cdc";
 /// Knobs the demo sets unless told otherwise.
 const DEMO_DEFAULTS: &[&str] = &["dedup=batch"];
 
+/// The generator's options and the configuration knobs.
+pub struct Demo;
+
+impl crate::cli::OptionList for Demo {
+    const LISTS: &'static [&'static [icestream::model::config::Knob]] = icestream::dev::generate::GENERATOR_OPTIONS;
+}
+
 pub async fn run(args: Vec<String>) -> Result<()> {
     let (gen_args, config_args): (Vec<String>, Vec<String>) = args.into_iter().partition(|a| {
         a.split_once('=')

@@ -8,7 +8,7 @@ use icestream::services::maintenance::{MaintenanceRequest, maintain, pipeline_ta
 use icestream::Config;
 
 /// Command options (not configuration knobs).
-const MAINTAIN_OPTIONS: &[Knob] = &[
+pub const MAINTAIN_OPTIONS: &[Knob] = &[
     Knob {
         key: "action",
         default: "",
@@ -20,6 +20,13 @@ const MAINTAIN_OPTIONS: &[Knob] = &[
     Knob { key: "since", default: "", allowed: Allowed::Text, help: "replay-dead-letters: only dead letters rejected since this RFC 3339 time or age (90m, 6h, 7d)" },
     Knob { key: "reason", default: "", allowed: Allowed::Text, help: "replay-dead-letters: only dead letters whose reason contains this text" },
 ];
+
+/// The command's option list for the command line (`crate::cli`).
+pub struct Maintain;
+
+impl crate::cli::OptionList for Maintain {
+    const LISTS: &'static [&'static [Knob]] = &[MAINTAIN_OPTIONS];
+}
 
 fn list(value: &str) -> Vec<String> {
     value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect()

@@ -2,7 +2,7 @@
 //! pipeline, the Iceberg schema (names, types, field ids), the partition spec and the topics
 //! it claims. Any error names the file, the pipeline, the key and what is allowed.
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use iceberg::spec::{NestedFieldRef, StructType, TableMetadata, TableMetadataBuilder, Type};
 use iceberg::TableCreation;
 use icestream::model::tables::TableDef;
@@ -23,20 +23,14 @@ const CHECK_OPTIONS: &[Knob] = &[Knob {
     help: "`text` for people; `json` for scripts (the Terraform cross-check reads it)",
 }];
 
-const USAGE: &str = "usage: icestream pipelines check FILE [output=text|json] [key=value ...] | pipelines tables FILE";
+/// The command's option list for the command line (`crate::cli`).
+pub struct Check;
 
-pub async fn run(mut args: Vec<String>) -> Result<()> {
-    if args.first().map(String::as_str) == Some("tables") && args.len() == 2 {
-        return tables(&args[1]).await;
-    }
-    if args.first().map(String::as_str) != Some("check") {
-        bail!("{USAGE}");
-    }
-    args.remove(0);
-    if args.is_empty() || args[0].contains('=') {
-        bail!("pipelines check needs a pipeline file");
-    }
-    let file = args.remove(0);
+impl crate::cli::OptionList for Check {
+    const LISTS: &'static [&'static [Knob]] = &[CHECK_OPTIONS];
+}
+
+pub async fn check(file: String, args: Vec<String>) -> Result<()> {
     let (options, knobs) = Settings::split_options(CHECK_OPTIONS, &args)?;
     let mut config = Config::from_env_and_args(&knobs)?;
     config.pipelines = Some(file);
@@ -65,7 +59,7 @@ pub async fn run(mut args: Vec<String>) -> Result<()> {
 /// changelog tables too) as JSON, read offline (no schema files, no registry): what a
 /// deployment must grant, schedule and alarm (tests/infra/test_pipelines.py holds the
 /// Terraform module to it).
-async fn tables(file: &str) -> Result<()> {
+pub async fn tables(file: &str) -> Result<()> {
     let mut config = Config::from_env_and_args(std::iter::empty::<&str>())?;
     config.pipelines = Some(file.to_string());
     let (namespace, tables) = PipelineSet::table_names(&config).await?;

@@ -3,18 +3,21 @@
 //! copy of it) ingested into their tables below the watermark, once ([`icestream::services::recover`]);
 //! prints the report as JSON.
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use icestream::model::config::{Allowed, Knob, Settings};
 use icestream::{Config, IngestPipeline};
 
 const RECOVER_OPTIONS: &[Knob] =
     &[Knob { key: "dry-run", default: "false", allowed: Allowed::OneOf(&["true", "false"]), help: "Only report what would be recovered" }];
 
-pub async fn run(mut args: Vec<String>) -> Result<()> {
-    if args.is_empty() || args[0].contains('=') {
-        bail!("usage: icestream recover s3://BUCKET/PREFIX|DIRECTORY [dry-run=true] [key=value ...]");
-    }
-    let source = args.remove(0);
+/// The command's option list for the command line (`crate::cli`).
+pub struct Recover;
+
+impl crate::cli::OptionList for Recover {
+    const LISTS: &'static [&'static [Knob]] = &[RECOVER_OPTIONS];
+}
+
+pub async fn run(source: String, args: Vec<String>) -> Result<()> {
     let (options, knobs) = Settings::split_options(RECOVER_OPTIONS, &args)?;
     let config = Config::from_env_and_args(&knobs)?;
     icestream::base::logging::init(&config.log_format);

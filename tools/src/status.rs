@@ -15,6 +15,13 @@ const STATUS_OPTIONS: &[Knob] = &[Knob {
     help: "`text`: one line per table for people; `json`: an array of table statuses",
 }];
 
+/// The command's option list for the command line (`crate::cli`).
+pub struct Status;
+
+impl crate::cli::OptionList for Status {
+    const LISTS: &'static [&'static [Knob]] = &[STATUS_OPTIONS];
+}
+
 pub async fn run(args: Vec<String>) -> Result<()> {
     let (options, knobs) = Settings::split_options(STATUS_OPTIONS, &args)?;
     let mut config = Config::from_env_and_args(&knobs)?;

@@ -1,4 +1,4 @@
-//! CDC: bank-account changes from a DMS-like feed (DESIGN.md, decision 4). Each batch is
+//! CDC: bank-account changes from a DMS-like feed (docs/cdc.md). Each batch is
 //! appended to the changelog (every change once) and applied to the mirror (one live row per
 //! account, guarded by `seq`, deletes kept as tombstones), both exactly once by offsets.
 //! Shared by the `cdc` Lambda function and `icestream cdc`.

@@ -1,7 +1,8 @@
 //! One typed definition of every knob, with two spellings: `key=value` on the command line and
-//! `ICESTREAM_KEY` in a function's environment (DESIGN.md, decision 6).
+//! `ICESTREAM_KEY` in a function's environment, so the CLI and the functions share one
+//! configuration.
 //!
-//! [`KNOBS`] is the single list: parsing, `--help` text, the README table and the Terraform
+//! [`KNOBS`] is the single list: parsing, `--help` text, docs/configuration.md's table and the Terraform
 //! check all read it. An unknown key or a bad value stops start-up with a message that names
 //! the key and what it allows.
 
@@ -656,7 +657,7 @@ fn commit_mode(s: &Settings) -> Result<CommitMode> {
     }
 }
 
-/// A Markdown table of knobs, for `icestream help` and the README.
+/// A Markdown table of knobs, for `icestream help` and docs/configuration.md.
 pub fn knobs_markdown(knobs: &[Knob]) -> String {
     let mut out = String::from("| key | environment | default | allowed | what |\n|---|---|---|---|---|\n");
     for k in knobs {
@@ -734,10 +735,10 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_knob_table_is_the_knob_list() {
+    fn the_documented_knob_table_is_the_knob_list() {
         // Regenerate with `icestream help` when a knob changes.
-        let readme = include_str!("../../../README.md");
-        assert!(readme.contains(&knobs_markdown(KNOBS)), "README.md's knob table is stale: paste `icestream help`'s table");
+        let doc = include_str!("../../../docs/configuration.md");
+        assert!(doc.contains(&knobs_markdown(KNOBS)), "docs/configuration.md's knob table is stale: paste `icestream help`'s table");
     }
 
     #[test]

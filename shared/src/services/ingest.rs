@@ -546,7 +546,7 @@ impl DecodedPartitions {
 
 /// A reason for a value a pipeline without `registry` could not decode, with what it suggests:
 /// a registry frame the value starts with, or for raw Avro that the value may be another
-/// schema version's (a datum names no writer schema: see README "Schema evolution").
+/// schema version's (a datum names no writer schema: see docs/pipelines.md, "Schema evolution").
 fn unregistered_hint(pipeline: &Pipeline, value: &[u8], reason: String) -> String {
     if pipeline.registry.is_some() {
         return reason;

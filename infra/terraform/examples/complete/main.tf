@@ -6,7 +6,7 @@
 # repository root.
 #
 # Plain resources only (no registry modules), so `terraform validate` runs
-# offline (scripts/infra-check.sh).
+# offline (scripts/check/infra-check.sh).
 ################################################################################
 
 provider "aws" {

@@ -1,5 +1,5 @@
-//! The pipeline file (TOML, the `pipelines` knob): its keys are a documented contract (README,
-//! "Pipelines"). Parsing checks every key; each error names the file, the pipeline, the key
+//! The pipeline file (TOML, the `pipelines` knob): its keys are a documented contract
+//! (docs/pipelines.md). Parsing checks every key; each error names the file, the pipeline, the key
 //! and what is allowed.
 
 use serde::Deserialize;

@@ -3,7 +3,7 @@
 //! format-neutral shape that [`SourceSchema::to_iceberg`] and the decoders'
 //! compatibility check (`crate::decode`) both work from.
 //!
-//! The type mapping (source type → Iceberg type) is in the top-level `README.md`, "Pipelines".
+//! The type mapping (source type → Iceberg type) is in `docs/pipelines.md`.
 
 pub mod avro;
 pub mod debezium;

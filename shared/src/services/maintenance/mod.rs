@@ -1,4 +1,4 @@
-//! Scheduled table maintenance (DESIGN.md, decision 5): compaction, manifest rewrite, snapshot
+//! Scheduled table maintenance (docs/maintenance.md): compaction, manifest rewrite, snapshot
 //! expiry and orphan removal, shared by the `maintenance` Lambda function and
 //! `icestream maintain`. Every change goes through the one commit module; every action only
 //! looks at the table as it is now, so running it again after a timeout is safe.

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""The README's cost model: dollars per GB of Kafka payload and per million records, from what one
+"""The cost model of docs/cost.md: dollars per GB of Kafka payload and per million records, from what one
 `icestream ingest` invocation measured (its summary line: records, payload bytes, files, round
 trips) and its CPU seconds on one core.
 
-    scripts/cost_model.py CPU_SECONDS SUMMARY.json [CPU_SECONDS SUMMARY.json ...]
+    scripts/cost/cost_model.py CPU_SECONDS SUMMARY.json [CPU_SECONDS SUMMARY.json ...]
 
-Prices: us-east-1, on demand, no free tier (sources in README "Cost model"). Assumed, not
+Prices: us-east-1, on demand, no free tier (sources in docs/cost.md, "Cost model"). Assumed, not
 measured: 40 ms per sequential round trip to S3, Glue or SQS; Lambda's CPU share grows linearly
 with memory to one vCPU at 1,769 MB; a queued committer folds 10 writer requests into one commit.
 """

@@ -12,7 +12,7 @@ With `callgrind=true` it counts instructions instead (valgrind; the same for the
 and input whatever else runs): one event and two events per mode, the difference being one warm
 10k-record event, printed per record.
 
-Usage: scripts/bench_registry.py [ICESTREAM_BIN] [events=10] [records=10000] [callgrind=true]
+Usage: scripts/bench/bench_registry.py [ICESTREAM_BIN] [events=10] [records=10000] [callgrind=true]
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests" / "python"))
+sys.path.insert(0, str(HERE.parents[1] / "tests" / "python"))
 
 from confluent_registry import ConfluentRegistry  # noqa: E402
 from registry_writers import avro_datum, avro_schema, record  # noqa: E402

@@ -6,7 +6,7 @@
 #   <- `icestream produce` (telemetry, with warts)
 # Ctrl-C stops everything.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 BIN=${BIN:?BIN = the icestream binary}
 VENV=${VENV:-$HOME/.cache/icestream-venv}
@@ -28,12 +28,12 @@ stop_all() {
   echo; echo "local: stopping"
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait "${pids[@]}" 2>/dev/null || true
-  [[ $KAFKA == tansu ]] && scripts/kafka-broker.sh stop
+  [[ $KAFKA == tansu ]] && scripts/local/kafka-broker.sh stop
   exit 0
 }
 trap stop_all EXIT INT TERM
 
-[[ $KAFKA == tansu ]] && scripts/kafka-broker.sh start
+[[ $KAFKA == tansu ]] && scripts/local/kafka-broker.sh start
 
 # Built as `cargo lambda watch` runs it (`cargo run --bin ingest`), so the first batch does not wait.
 cargo build --manifest-path Cargo.toml --bin ingest

@@ -6,16 +6,16 @@
 # Prints records/s of the drain (broker poll -> event -> ingest -> commit) and of the producer
 # alone, for scale. Figures are printed, never asserted.
 #
-# Usage: scripts/bench_local.sh ICESTREAM_BIN   (env: RECORDS=200000, WINDOW_MS=500, SESSION_TIMEOUT_MS=2000, KAFKA_PORT=random, PARTITIONS=4)
+# Usage: scripts/bench/bench_local.sh ICESTREAM_BIN   (env: RECORDS=200000, WINDOW_MS=500, SESSION_TIMEOUT_MS=2000, KAFKA_PORT=random, PARTITIONS=4)
 set -euo pipefail
-cd "$(dirname "$0")/.."
-BIN=${1:?usage: scripts/bench_local.sh ICESTREAM_BIN}
+cd "$(dirname "$0")/../.."
+BIN=${1:?usage: scripts/bench/bench_local.sh ICESTREAM_BIN}
 RECORDS=${RECORDS:-200000}
 # A port of its own per run: a broker just stopped on the same port may still reset connections.
 export KAFKA_PORT=${KAFKA_PORT:-$((19100 + RANDOM % 800))} TOPICS=bench-telemetry PARTITIONS=${PARTITIONS:-4}
 export STATE_DIR=$(mktemp -d)
-trap 'scripts/kafka-broker.sh stop >/dev/null 2>&1 || true; [[ -n ${KEEP:-} ]] || rm -rf "$STATE_DIR"' EXIT
-scripts/kafka-broker.sh start >/dev/null
+trap 'scripts/local/kafka-broker.sh stop >/dev/null 2>&1 || true; [[ -n ${KEEP:-} ]] || rm -rf "$STATE_DIR"' EXIT
+scripts/local/kafka-broker.sh start >/dev/null
 now() { date +%s.%N; }
 
 t0=$(now)

@@ -8,7 +8,7 @@
 # own symbols (self time: what they call in libc or the bytes and base64 crates counts there),
 # then the top symbols.
 #
-# Usage: scripts/perf_ingest.sh ICESTREAM_BIN [records=10000] [events=40]
+# Usage: scripts/profile/perf_ingest.sh ICESTREAM_BIN [records=10000] [events=40]
 set -euo pipefail
 command -v perf >/dev/null || { echo "perf_ingest: needs perf (apt-get install linux-perf)" >&2; exit 1; }
 bin=$1
@@ -16,7 +16,7 @@ records=${2:-10000}
 events=${3:-40}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# Fixed event times, as scripts/callgrind_ingest.sh and `make bench` have them.
+# Fixed event times, as scripts/profile/callgrind_ingest.sh and `make bench` have them.
 start_ms=1780000000000
 unset RUST_BACKTRACE RUST_LIB_BACKTRACE
 files=()

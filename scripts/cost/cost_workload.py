@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""A workload for the cost model (README "Cost model") beside the telemetry events: a steady topic
+"""A workload for the cost model (docs/cost.md, "Cost model") beside the telemetry events: a steady topic
 of JSON click events of about RECORD_BYTES each, as a full MSK event (up to the 6 MB payload cap
 or the mapping's 10,000-record batch), and two pipeline files for it that differ only in their
 partition spec: `day(event_time)` and `hour(event_time)` × `bucket(16, user_id)`.
 
-    scripts/cost_workload.py OUT_DIR [RECORD_BYTES=1024] [UNSET_FIELDS=0]
+    scripts/cost/cost_workload.py OUT_DIR [RECORD_BYTES=1024] [UNSET_FIELDS=0]
 
 Writes OUT_DIR/event.json, OUT_DIR/clicks.schema.json, OUT_DIR/day.toml, OUT_DIR/hour_bucket.toml.
 The records' event times span ten seconds (a batching window of a 1 MB/s topic). UNSET_FIELDS

@@ -4,7 +4,7 @@
 # process ingests two events, another the first alone; the difference is the warm event. Also
 # prints the inclusive count of the functions matching PATTERN (default: the partition split).
 #
-# Usage: scripts/callgrind_ingest.sh ICESTREAM_BIN [records=10000] [pattern]
+# Usage: scripts/profile/callgrind_ingest.sh ICESTREAM_BIN [records=10000] [pattern]
 set -euo pipefail
 command -v valgrind >/dev/null || { echo "callgrind_ingest: needs valgrind (apt-get install valgrind)" >&2; exit 1; }
 bin=$1

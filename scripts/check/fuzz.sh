@@ -4,7 +4,7 @@
 # regression unit test next to the code it broke. Targets are found by file name, so adding
 # one is adding fuzz/src/bin/<name>.rs.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 CARGO_FUZZ_VERSION=0.13.1
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}

@@ -6,7 +6,7 @@
 # PROFILE=zip-check (what `make test` uses) builds the same zips unoptimised, in a third of the
 # CPU time: for testing packaging and start-up, never for deploying.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 arch="${ARCH:-arm64}"
 profile="${PROFILE:-release}"
 case "$profile" in
