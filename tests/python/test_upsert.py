@@ -145,6 +145,29 @@ def test_debezium_composite_key_mirror_equals_the_oracle(tmp_path: Path) -> None
     check_readers(wh, source)
 
 
+def test_an_upsert_table_is_audited_through_its_changelog(tmp_path: Path) -> None:
+    """An upsert table keeps one row per key: its audit reads the changelog (each record once)
+    against the pipeline's dead-letter table; without a changelog the audit says it cannot."""
+    wh, _source, _summaries = run(tmp_path, "debezium", "source.lsn", None, seed=16)
+    pipelines = f"pipelines={tmp_path / 'pipelines.toml'}"
+    report = icestream("audit", "orders", pipelines, f"warehouse={wh}")
+    assert report["verdict"] == "pass" and report["duplicate_offsets"] == 0, report
+    assert report["table"].endswith(".orders_changelog") and report["dead_letter_table"].endswith(".orders_dead_letter"), report
+    changelog = readers.pyiceberg_sql_table(wh, NAMESPACE, "orders_changelog").scan().to_arrow()
+    assert report["rows"] == changelog.num_rows > 0, report
+    assert icestream("audit", "orders_changelog", pipelines, f"warehouse={wh}")["table"] == report["table"]
+    maintained = icestream("maintain", "action=audit", pipelines, f"warehouse={wh}")
+    by_table = {t["table"].split(".")[-1]: t for t in maintained["tables"]}
+    assert by_table["orders"]["audit"]["table"] == report["table"], by_table["orders"]
+    assert any("audited with its upsert table orders" in s for s in by_table["orders_changelog"]["skipped"]), by_table
+
+    without = tmp_path / "no-changelog.toml"
+    without.write_text((tmp_path / "pipelines.toml").read_text().replace("changelog = true\n", ""))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ICESTREAM_")}
+    out = subprocess.run([BIN, "audit", "orders", f"pipelines={without}", f"warehouse={wh}"], capture_output=True, text=True, env=env)
+    assert out.returncode != 0 and "upsert table" in out.stderr and "changelog = true" in out.stderr, out.stderr
+
+
 def test_debezium_truncates_empty_the_mirror_as_of_their_source_position(tmp_path: Path) -> None:
     """Two TRUNCATEs mid-stream, each followed by stale re-deliveries of changes it emptied,
     shuffled over the partitions like every other change: the mirror equals the source table,

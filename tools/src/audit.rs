@@ -3,7 +3,7 @@
 //! Prints the verdict, then the report as one JSON line; exits 1 when the audit fails.
 
 use anyhow::Result;
-use icestream::services::audit::{Verdict, audit};
+use icestream::services::audit::{AuditTarget, Verdict, audit_of};
 #[cfg(feature = "kafka")]
 use icestream::services::audit::AuditReport;
 use icestream::engine::catalog::Catalogs;
@@ -43,10 +43,11 @@ pub async fn run(table: String, args: Vec<String>) -> Result<()> {
     config.namespace = set.namespace.clone();
     let catalogs = Catalogs::connect_read_only(&config).await?;
     #[cfg_attr(not(feature = "kafka"), allow(unused_mut))]
-    let mut report = audit(&catalogs, &table).await?;
+    let target = AuditTarget::of(&set.tables_by_pipeline(), &table)?;
+    let mut report = audit_of(&catalogs, &target).await?;
     #[cfg(feature = "kafka")]
     if !bootstrap.is_empty() {
-        let dedup = set.pipelines.iter().find(|p| p.table == table).is_some_and(|p| p.dedup != Dedup::None);
+        let dedup = set.pipelines.iter().find(|p| p.table == target.table).is_some_and(|p| p.dedup != Dedup::None);
         explain(&mut report, bootstrap, dedup).await?;
     }
     println!("{}", report.verdict_line());

@@ -133,6 +133,27 @@ pub struct PipelineSet {
     pub pipelines: Vec<Pipeline>,
 }
 
+/// The tables one pipeline writes, by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PipelineTables {
+    pub table: String,
+    /// `mode = "upsert"`: the table keeps one row per key.
+    pub upsert: bool,
+    /// `<table>_changelog`, when the upsert pipeline keeps one.
+    pub changelog: Option<String>,
+}
+
+impl PipelineTables {
+    pub fn dead_letter(&self) -> String {
+        tables::dead_letter_name(&self.table)
+    }
+
+    /// The table, its dead-letter table and its changelog.
+    pub fn names(&self) -> impl Iterator<Item = String> + use<> {
+        [Some(self.table.clone()), Some(self.dead_letter()), self.changelog.clone()].into_iter().flatten()
+    }
+}
+
 impl PipelineSet {
     /// The pipelines the configuration names: the `pipelines` file (a path or `s3://` URI),
     /// or the telemetry pipeline of the `table`, `source` and `dedup` knobs.
@@ -172,24 +193,43 @@ impl PipelineSet {
         Ok(set)
     }
 
-    /// The namespace and tables (dead-letter tables included) of the configured pipeline file,
-    /// read without loading schemas or asking a registry; `None` file: the knobs' table.
+    /// Every table the pipeline file (or the knob-only pipeline) writes: each pipeline's table,
+    /// its dead-letter table and changelog. Names only: no schema is read.
     pub async fn table_names(config: &Config) -> Result<(String, Vec<String>)> {
+        let (namespace, pipelines) = Self::pipeline_tables(config).await?;
+        Ok((namespace, pipelines.iter().flat_map(PipelineTables::names).collect()))
+    }
+
+    /// The tables of each pipeline, by name, read from the pipeline file alone (maintenance
+    /// needs no schema, nor a schema registry).
+    pub async fn pipeline_tables(config: &Config) -> Result<(String, Vec<PipelineTables>)> {
         let Some(name) = &config.pipelines else {
-            return Ok((config.namespace.clone(), vec![config.table.clone(), tables::dead_letter_name(&config.table)]));
+            return Ok((config.namespace.clone(), vec![PipelineTables { table: config.table.clone(), upsert: false, changelog: None }]));
         };
         let local = location::fetch(name).await?;
         let text = std::fs::read_to_string(&local).map_err(|e| Error::Config(format!("pipeline file {name}: {e}")))?;
         let parsed = file::parse(name, &text).map_err(Error::Config)?;
-        let tables = parsed
+        let pipelines = parsed
             .pipelines
             .iter()
-            .flat_map(|p| {
-                let changelog = (p.mode.as_deref() == Some("upsert") && p.changelog == Some(true)).then(|| upsert::changelog_name(&p.table));
-                [Some(p.table.clone()), Some(tables::dead_letter_name(&p.table)), changelog].into_iter().flatten()
+            .map(|p| {
+                let upsert = p.mode.as_deref() == Some("upsert");
+                PipelineTables { table: p.table.clone(), upsert, changelog: (upsert && p.changelog == Some(true)).then(|| upsert::changelog_name(&p.table)) }
             })
             .collect();
-        Ok((parsed.namespace.unwrap_or_else(|| config.namespace.clone()), tables))
+        Ok((parsed.namespace.unwrap_or_else(|| config.namespace.clone()), pipelines))
+    }
+
+    /// The tables of each loaded pipeline, by name.
+    pub fn tables_by_pipeline(&self) -> Vec<PipelineTables> {
+        self.pipelines
+            .iter()
+            .map(|p| PipelineTables {
+                table: p.table.clone(),
+                upsert: p.upsert.is_some(),
+                changelog: p.upsert.as_ref().and_then(|u| u.changelog.as_ref()).map(|c| c.name.clone()),
+            })
+            .collect()
     }
 
     /// The knob-only telemetry pipeline: the shipped schema of `source`, every topic.

@@ -20,8 +20,11 @@ use serde::Serialize;
 use crate::engine::catalog::Catalogs;
 use crate::engine::commit::Watermarks;
 use crate::engine::commit::gaps::TakenGaps;
-use crate::base::error::Result;
+use crate::base::error::{Error, Result};
 use crate::model::event::TopicPartition;
+use crate::model::pipeline::PipelineTables;
+use crate::model::pipeline::upsert::changelog_name;
+use crate::model::tables::dead_letter_name;
 use crate::services::replay::marks::ReplayedOffsets;
 use offsets::{HeldOffsets, OffsetSet};
 
@@ -130,11 +133,52 @@ impl Gap {
     }
 }
 
+/// The tables an audit reads: the one that holds each Kafka record once, and the dead-letter
+/// table beside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditTarget {
+    pub table: String,
+    pub dead_letter: String,
+}
+
+impl AuditTarget {
+    /// What auditing `table` reads, as the pipelines define it. An upsert table keeps one row
+    /// per key (the changes it superseded are gone), so it is audited through its changelog,
+    /// which keeps each record once; without a changelog it cannot be audited, and says so.
+    pub fn of(pipelines: &[PipelineTables], table: &str) -> Result<Self> {
+        for p in pipelines {
+            if p.table == table && p.upsert {
+                return match &p.changelog {
+                    Some(changelog) => Ok(Self { table: changelog.clone(), dead_letter: p.dead_letter() }),
+                    None => Err(Error::Config(format!(
+                        "`{table}` is an upsert table: it keeps one row per key, so the Kafka records it took are not all in it; set `changelog = true` on pipeline `{table}` to audit it through `{}`",
+                        changelog_name(table)
+                    ))),
+                };
+            }
+            if p.table == table || p.changelog.as_deref() == Some(table) {
+                return Ok(Self { table: table.to_string(), dead_letter: p.dead_letter() });
+            }
+        }
+        Ok(Self::plain(table))
+    }
+
+    /// `table` against `<table>_dead_letter`.
+    pub fn plain(table: &str) -> Self {
+        Self { table: table.to_string(), dead_letter: dead_letter_name(table) }
+    }
+}
+
 /// Audit `table` (name in the catalog's namespace) against `<table>_dead_letter`.
 pub async fn audit(catalogs: &Catalogs, table: &str) -> Result<AuditReport> {
+    audit_of(catalogs, &AuditTarget::plain(table)).await
+}
+
+/// Audit `target.table` against `target.dead_letter`.
+pub async fn audit_of(catalogs: &Catalogs, target: &AuditTarget) -> Result<AuditReport> {
     let started = Instant::now();
-    let data_ident = catalogs.ident(table);
-    let dead_letter_ident: TableIdent = catalogs.ident(&format!("{table}_dead_letter"));
+    let data_ident = catalogs.ident(&target.table);
+    let dead_letter_ident: TableIdent = catalogs.ident(&target.dead_letter);
     let data = catalogs.load(&data_ident).await?;
     let dead_letter = catalogs.load(&dead_letter_ident).await?;
     let (held, held_dead) = futures::try_join!(HeldOffsets::read(&data), HeldOffsets::read(&dead_letter))?;

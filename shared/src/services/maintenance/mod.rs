@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::catalog::Catalogs;
 use crate::model::config::Config;
 use crate::base::error::{Error, Result};
+use crate::services::audit::AuditTarget;
 use crate::services::report::TableReport;
 
 /// One maintenance action.
@@ -402,12 +403,28 @@ async fn run_action(
             None => out.skipped.push("replay-dead-letters: no pipeline writes this table".into()),
         },
         Action::Audit => {
-            let dead_letter = catalogs.ident(&format!("{name}_dead_letter"));
+            let pipelines = match &request.settings.config.pipelines {
+                Some(_) => crate::model::pipeline::PipelineSet::pipeline_tables(&request.settings.config).await?.1,
+                None => vec![],
+            };
+            // A changelog is audited with its upsert table (the audit of that table reads it).
+            if let Some(upsert) = pipelines.iter().find(|p| p.upsert && p.changelog.as_deref() == Some(name)) {
+                out.skipped.push(format!("audit: {name} is audited with its upsert table {}", upsert.table));
+                return Ok(());
+            }
+            let target = match AuditTarget::of(&pipelines, name) {
+                Ok(target) => target,
+                Err(e) => {
+                    out.skipped.push(format!("audit: {e}"));
+                    return Ok(());
+                }
+            };
+            let dead_letter = catalogs.ident(&target.dead_letter);
             if !catalogs.catalog().table_exists(&dead_letter).await? {
                 out.skipped.push(format!("audit: no dead-letter table {dead_letter}"));
                 return Ok(());
             }
-            let audit = crate::services::audit::audit(catalogs, name).await?;
+            let audit = crate::services::audit::audit_of(catalogs, &target).await?;
             // A failed audit fails the invocation: the schedule's alarms must see it.
             if audit.verdict == crate::services::audit::Verdict::Fail {
                 out.error = Some(audit.verdict_line());
