@@ -10,11 +10,14 @@
 //!   ([`values`]).
 //! - DMS JSON: `data` is the row, `metadata.operation` insert/load/update/delete; control
 //!   records change nothing.
+//! - CSV: the operation (`I`, `U`, `D`), then the table's columns in schema order, as DMS
+//!   writes change files ([`csv`]).
 //! - row: the value is the row in the pipeline's format; a null value deletes the record
 //!   key's row (the key: a JSON object of the key columns, or one key column's value, or with
 //!   a registry a framed Avro or JSON key, read in `super::registry_rows`).
 
 pub(super) mod avro;
+mod csv;
 pub(super) mod protobuf;
 mod values;
 
@@ -48,6 +51,8 @@ pub struct Unwrapper {
     values: Values,
     single_key: Option<String>,
     allow_truncate: bool,
+    /// The CSV envelope's columns.
+    csv: csv::CsvColumns,
 }
 
 impl Unwrapper {
@@ -56,7 +61,7 @@ impl Unwrapper {
             Order::Source(f) => Some(*f),
             _ => None,
         };
-        Self { envelope, source_field, values: Values::new(table, decimals), single_key: (key.len() == 1).then(|| key[0].clone()), allow_truncate: false }
+        Self { envelope, source_field, values: Values::new(table, decimals), single_key: (key.len() == 1).then(|| key[0].clone()), allow_truncate: false, csv: csv::CsvColumns::of(table) }
     }
 
     /// Read Debezium times and timestamps finer than microseconds as the pipeline's
@@ -87,6 +92,13 @@ impl Unwrapper {
             Envelope::Dms => match value {
                 None => Err("value is absent (null): a DMS record carries `data` and `metadata`".into()),
                 Some(v) => self.dms(v),
+            },
+            Envelope::Csv => match value {
+                None => Err("value is absent (null): a CSV change is a line of its operation and row".into()),
+                Some(v) => Ok(match self.csv.read(v)? {
+                    (Op::Delete, image) => Unwrapped::Delete { image, position: None },
+                    (op, row) => Unwrapped::Upsert { row, op, position: None },
+                }),
             },
         }
     }
