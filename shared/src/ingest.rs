@@ -391,19 +391,19 @@ impl IngestPipeline {
         let calls_before = tables.registry.as_ref().map_or(0, Registry::calls);
         let out = crate::cdc::upsert::ingest(&self.catalogs, &self.config, &self.sink, upsert_tables, partitions, deadline).await?;
         summary.registry_calls += tables.registry.as_ref().map_or(0, Registry::calls) - calls_before;
-        summary.written += out.mirror.rows_added;
+        summary.written += out.apply.rows_added;
         summary.dead_letter += out.dead_letter;
-        summary.skipped_replay += out.skipped_replay + out.mirror.skipped_replay;
+        summary.skipped_replay += out.skipped_replay + out.apply.skipped_replay;
         summary.duplicates += out.duplicates;
         summary.files += out.files;
         summary.commit_attempts += out.commit_attempts;
         summary.commit_ms += out.commit_ms;
-        summary.upsert_applied += out.mirror.applied;
-        summary.upsert_stale += out.mirror.stale;
-        summary.upsert_truncated += out.mirror.rows_truncated;
-        summary.key_files_read += out.mirror.files_read;
-        summary.key_bytes_read += out.mirror.bytes_read;
-        summary.key_read_requests += out.mirror.read_requests;
+        summary.upsert_applied += out.apply.applied;
+        summary.upsert_stale += out.apply.stale;
+        summary.upsert_truncated += out.apply.rows_truncated;
+        summary.key_files_read += out.apply.files_read;
+        summary.key_bytes_read += out.apply.bytes_read;
+        summary.key_read_requests += out.apply.read_requests;
         summary.changelog_written += out.changelog_written;
         if out.snapshot_id.is_some() {
             summary.snapshot_id = out.snapshot_id;

@@ -15,7 +15,6 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use icestream::config::{KNOBS, knobs_markdown};
 use icestream::generate::{GENERATOR_OPTIONS, GeneratorOptions, generate};
-use icestream::cdc::CdcPipeline;
 use icestream::{Config, IngestPipeline};
 
 const USAGE: &str = "usage: icestream <command> [key=value ...]
@@ -23,8 +22,7 @@ const USAGE: &str = "usage: icestream <command> [key=value ...]
 commands:
   ingest EVENT.json [EVENT.json ...]   run the ingest function's code on MSK event files in order, as one warm
                       function instance would (clients and caches built once); prints a one-line JSON summary each
-  cdc EVENT.json      run the cdc function's code on one MSK event file (changelog + guarded mirror); prints a JSON summary
-  cdc-rebuild [TABLE] recompute an upsert table (TABLE, with pipelines=) or the accounts mirror from its changelog in one commit; prints a JSON report
+  cdc-rebuild TABLE   recompute an upsert pipeline's table (with pipelines=) from its changelog in one commit; prints a JSON report
   pipelines check FILE [output=text|json]
                       validate a pipeline file; print each pipeline's Iceberg schema (field ids),
                       partition spec and topics
@@ -118,38 +116,18 @@ async fn run() -> Result<()> {
                 println!("{}", serde_json::to_string(&summary)?);
             }
         }
-        "cdc" => {
-            let (file, rest) = split_first(args, "cdc needs an event file")?;
-            let config = Config::from_env_and_args(&rest)?;
-            icestream::logging::init(&config.log_format);
-            let json = std::fs::read(&file).with_context(|| format!("reading {file}"))?;
-            let budget = Duration::from_millis(config.commit_timeout_ms);
-            let pipeline = CdcPipeline::new(config).await?;
-            let summary = pipeline.handle_json(&json, std::time::Instant::now() + budget).await?;
-            eprintln!("{}", icestream::metrics::emf_line_of("cdc", &summary.metrics()));
-            println!("{}", serde_json::to_string(&summary)?);
-        }
+        "cdc" => bail!("`icestream cdc` is gone: the accounts feed is an upsert pipeline (the reference file's `accounts`): `icestream ingest EVENT.json pipelines=FILE`"),
         "cdc-rebuild" => {
-            // `cdc-rebuild TABLE pipelines=…`: an upsert pipeline's table; without a table, the
-            // accounts mirror of the `cdc` function.
-            let (table, rest) = match args.first() {
-                Some(first) if !first.contains('=') => (Some(first.clone()), args[1..].to_vec()),
-                _ => (None, args),
-            };
-            let config = Config::from_env_and_args(&rest)?;
+            // `cdc-rebuild TABLE pipelines=…`: an upsert pipeline's table.
+            let (table, rest) = split_first(args, "cdc-rebuild needs the table of an upsert pipeline (and pipelines=FILE)")?;
+            let mut config = Config::from_env_and_args(&rest)?;
             icestream::logging::init(&config.log_format);
             let deadline = std::time::Instant::now() + Duration::from_millis(config.commit_timeout_ms);
-            let report = match table {
-                Some(table) => {
-                    let set = icestream::pipeline::PipelineSet::from_config(&config).await?;
-                    let pipeline = set.pipelines.iter().find(|p| p.table == table).with_context(|| format!("no pipeline writes table {table:?}"))?;
-                    let mut config = config.clone();
-                    config.namespace = set.namespace.clone();
-                    let catalogs = icestream::catalog::Catalogs::connect(&config).await?;
-                    icestream::cdc::rebuild_keyed::rebuild(&catalogs, pipeline, &config.compression, config.target_file_size_bytes, deadline).await?
-                }
-                None => icestream::cdc::rebuild::rebuild(&CdcPipeline::new(config).await?, deadline).await?,
-            };
+            let set = icestream::pipeline::PipelineSet::from_config(&config).await?;
+            let pipeline = set.pipelines.iter().find(|p| p.table == table).with_context(|| format!("no pipeline writes table {table:?}"))?;
+            config.namespace = set.namespace.clone();
+            let catalogs = icestream::catalog::Catalogs::connect(&config).await?;
+            let report = icestream::cdc::rebuild_keyed::rebuild(&catalogs, pipeline, &config.compression, config.target_file_size_bytes, deadline).await?;
             println!("{}", serde_json::to_string(&report)?);
         }
         "report" => {

@@ -24,9 +24,27 @@ mod values;
 use arrow_schema::Schema as ArrowSchema;
 use serde_json::{Map, Value};
 
-use super::change::Op;
 use crate::pipeline::upsert::{DecimalHandling, Envelope, Order, SourceField};
 use values::Values;
+
+/// What a change does to its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Op {
+    Insert,
+    Update,
+    Delete,
+}
+
+impl Op {
+    /// The one-letter code of the CSV envelope and of the changelog's `operation` column.
+    pub fn code(self) -> &'static str {
+        match self {
+            Op::Insert => "I",
+            Op::Update => "U",
+            Op::Delete => "D",
+        }
+    }
+}
 
 /// One record's change.
 #[derive(Debug, PartialEq, Eq)]
@@ -208,7 +226,7 @@ impl Unwrapper {
         let position = match self.source_field {
             Some(SourceField::DmsTimestamp) => {
                 let text = metadata.get("timestamp").and_then(Value::as_str).ok_or("metadata.timestamp is missing (order_by)")?;
-                Some(super::change::timestamp(text)?)
+                Some(timestamp(text)?)
             }
             _ => None,
         };
@@ -217,6 +235,20 @@ impl Unwrapper {
             op => Unwrapped::Upsert { row, op, position },
         })
     }
+}
+
+/// ISO-8601 with an offset (converted to UTC), or without one (taken as UTC, as DMS writes it).
+fn timestamp(text: &str) -> Result<i64, String> {
+    use chrono::{DateTime, NaiveDateTime, Utc};
+    if let Ok(t) = DateTime::parse_from_rfc3339(text) {
+        return Ok(t.with_timezone(&Utc).timestamp_micros());
+    }
+    for fmt in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f"] {
+        if let Ok(t) = NaiveDateTime::parse_from_str(text, fmt) {
+            return Ok(t.and_utc().timestamp_micros());
+        }
+    }
+    Err(format!("metadata.timestamp {text:?} is not an ISO-8601 timestamp"))
 }
 
 /// The fields of `side` in an embedded Debezium schema, by name.

@@ -16,11 +16,11 @@ use futures::TryStreamExt;
 use iceberg::TableIdent;
 use iceberg::spec::Operation;
 use iceberg::table::Table;
+use serde::Serialize;
 
 use super::key_tombstones::{KeyTombstones, Tombstone, truncate_properties, truncated_at};
 use super::keys::KeyCodec;
 use super::rank::{Rank, RankColumns};
-use super::rebuild::RebuildReport;
 use crate::catalog::Catalogs;
 use crate::columns::Columns;
 use crate::commit::row_delta::LiveFiles;
@@ -29,6 +29,21 @@ use crate::error::{Error, Result};
 use crate::pipeline::Pipeline;
 use crate::pipeline::upsert::OPERATION;
 use crate::writer::write_data_files;
+
+/// What a rebuild did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RebuildReport {
+    pub changelog_rows: usize,
+    /// Distinct keys in the changelog.
+    pub keys: usize,
+    pub live_rows: usize,
+    pub tombstones: usize,
+    pub files_removed: usize,
+    pub files_added: usize,
+    pub snapshot_id: Option<i64>,
+    pub commit_attempts: u32,
+    pub duration_ms: u64,
+}
 
 /// Every row of `table` as one batch of its Arrow schema (`None` before its first snapshot).
 async fn read_all(table: &Table) -> Result<Option<RecordBatch>> {

@@ -17,14 +17,14 @@ use iceberg::TableIdent;
 use iceberg::table::Table;
 use serde::Serialize;
 
-use super::change::Op;
+use super::envelope::Op;
 use super::changelog::ChangelogAppend;
 use super::envelope::{Unwrapped, Unwrapper};
 use super::key_index::KeyIndexCache;
 use super::registry_envelopes::RegistryEnvelopes;
 use super::registry_rows::RegistryRows;
 use super::keyed::{KeyedApply, KeyedChanges, Truncate};
-use super::mirror::MirrorStats;
+use super::stats::ApplyStats;
 use crate::catalog::Catalogs;
 use crate::commit::Watermarks;
 use crate::config::{Config, FailPoint};
@@ -304,7 +304,7 @@ pub struct UpsertOutcome {
     pub changelog_written: usize,
     /// Records the event carried twice, kept once in the changelog.
     pub duplicates: usize,
-    pub mirror: MirrorStats,
+    pub apply: ApplyStats,
     pub files: usize,
     pub bytes: u64,
     pub commit_attempts: u32,
@@ -445,10 +445,10 @@ pub async fn ingest(
     let outcome = catalogs.committer.commit_to(data_table, deadline, &mut planner).await?;
     out.commit_ms += started.elapsed().as_millis() as u64;
     out.commit_attempts += outcome.attempts;
-    out.mirror = planner.stats;
+    out.apply = planner.stats;
     out.snapshot_id = outcome.snapshot_id;
     if outcome.committed {
-        out.files += out.mirror.data_files + out.mirror.delete_files;
+        out.files += out.apply.data_files + out.apply.delete_files;
     }
     Ok(out)
 }

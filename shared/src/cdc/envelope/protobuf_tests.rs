@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::super::{Unwrapped, Unwrapper};
 use super::*;
-use crate::cdc::change::Op;
+use crate::cdc::envelope::Op;
 use crate::cdc::registry_envelopes::WriterEnvelope;
 use crate::pipeline::upsert::{DecimalHandling, Envelope, Order, SourceField};
 use crate::schema::debezium_proto::DebeziumProto;
