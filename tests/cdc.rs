@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int64Type, TimestampMicrosecondType};
-use icestream::cdc::key_tombstones::{KeyTombstones, Tombstone};
 use icestream::event::{KafkaRecordIn, ParsedEvent, TopicPartition};
 use icestream::generate::accounts::{CdcSimulator, Change, Op, SimulatorOptions};
 use icestream::ingest::IngestPipeline;
+use icestream::keyed::tombstones::{KeyTombstones, Tombstone};
 use icestream_integration::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -227,9 +227,9 @@ fn pipelines_arg(wh: &Path) -> String {
     format!("pipelines={}", wh.join("pipelines.toml").display())
 }
 
-async fn rebuild(p: &IngestPipeline) -> icestream::cdc::rebuild_keyed::RebuildReport {
+async fn rebuild(p: &IngestPipeline) -> icestream::upsert::rebuild::RebuildReport {
     let cfg = p.config();
-    icestream::cdc::rebuild_keyed::rebuild(p.catalogs(), &p.pipelines().pipelines[0], &cfg.compression, cfg.target_file_size_bytes, deadline()).await.unwrap()
+    icestream::upsert::rebuild::rebuild(p.catalogs(), &p.pipelines().pipelines[0], &cfg.compression, cfg.target_file_size_bytes, deadline()).await.unwrap()
 }
 
 #[tokio::test]

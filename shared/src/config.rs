@@ -445,7 +445,7 @@ pub struct Config {
     pub dedup: Dedup,
     pub dedup_window_minutes: i64,
     pub target_file_size_bytes: usize,
-    /// Upsert pipelines: the bound of the key index cache (`cdc::key_index`), in bytes.
+    /// Upsert pipelines: the bound of the key index cache (`keyed::key_index`), in bytes.
     pub key_index_cache_bytes: usize,
     pub compression: String,
     pub commit_timeout_ms: u64,

@@ -21,8 +21,8 @@ use crate::dead_letter::{DeadLetterBuilder, Reject};
 use crate::decode::RecordDecoder;
 use crate::catalog_calls::CatalogCalls;
 use crate::error::{Error, Result};
-use crate::cdc::key_index::KeyIndexCache;
-use crate::cdc::upsert::{Lineage, UpsertTables};
+use crate::keyed::key_index::KeyIndexCache;
+use crate::upsert::{Lineage, UpsertTables};
 use crate::freshness::{Freshness, RecordTimes};
 use crate::event::{KafkaRecordIn, ParsedEvent, TopicPartition, parse_event};
 use crate::pipeline::{Pipeline, PipelineSet, format_name};
@@ -376,7 +376,7 @@ impl IngestPipeline {
         }
     }
 
-    /// An upsert pipeline's share: the guarded apply (`cdc::upsert`). Returns the oldest
+    /// An upsert pipeline's share: the guarded apply (`upsert`). Returns the oldest
     /// record's timestamp.
     async fn ingest_upserts(
         &self,
@@ -389,7 +389,7 @@ impl IngestPipeline {
     ) -> Result<Option<i64>> {
         let upsert_tables = self.upsert_tables(pipeline, upsert, tables);
         let calls_before = tables.registry.as_ref().map_or(0, Registry::calls);
-        let out = crate::cdc::upsert::ingest(&self.catalogs, &self.config, &self.sink, upsert_tables, partitions, deadline).await?;
+        let out = crate::upsert::ingest(&self.catalogs, &self.config, &self.sink, upsert_tables, partitions, deadline).await?;
         summary.registry_calls += tables.registry.as_ref().map_or(0, Registry::calls) - calls_before;
         summary.written += out.apply.rows_added;
         summary.dead_letter += out.dead_letter;
@@ -429,7 +429,7 @@ async fn open_tables(catalogs: &Catalogs, pipeline: &Pipeline, registry: Option<
     let mut data = catalogs.ensure_table(&pipeline.def).await?;
     if pipeline.upsert.is_some() {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        data = catalogs.committer.commit_to(data, deadline, &mut crate::cdc::layout::KeyedLayout { key: &pipeline.key }).await?.table;
+        data = catalogs.committer.commit_to(data, deadline, &mut crate::upsert::layout::KeyedLayout { key: &pipeline.key }).await?.table;
     }
     let ident = data.identifier().clone();
     let refuse = |what: String| Error::Config(format!("pipeline `{}` cannot write table {ident}: {what}; nothing was written", pipeline.table));

@@ -9,7 +9,6 @@ pub mod aws;
 pub mod catalog;
 pub mod catalog_calls;
 pub mod clock;
-pub mod cdc;
 pub mod codec;
 pub mod columns;
 pub mod commit;
@@ -25,6 +24,7 @@ pub mod failpoint;
 pub mod freshness;
 pub mod generate;
 pub mod ingest;
+pub mod keyed;
 #[cfg(feature = "aws")]
 pub mod lambda;
 mod local_files;
@@ -44,6 +44,7 @@ pub mod schema;
 pub mod status;
 pub mod storage_calls;
 pub mod tables;
+pub mod upsert;
 #[cfg(test)]
 pub(crate) mod testkit;
 pub mod window;

@@ -127,7 +127,7 @@ async fn run() -> Result<()> {
             let pipeline = set.pipelines.iter().find(|p| p.table == table).with_context(|| format!("no pipeline writes table {table:?}"))?;
             config.namespace = set.namespace.clone();
             let catalogs = icestream::catalog::Catalogs::connect(&config).await?;
-            let report = icestream::cdc::rebuild_keyed::rebuild(&catalogs, pipeline, &config.compression, config.target_file_size_bytes, deadline).await?;
+            let report = icestream::upsert::rebuild::rebuild(&catalogs, pipeline, &config.compression, config.target_file_size_bytes, deadline).await?;
             println!("{}", serde_json::to_string(&report)?);
         }
         "report" => {

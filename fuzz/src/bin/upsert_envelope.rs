@@ -6,8 +6,8 @@
 use std::sync::LazyLock;
 
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
-use icestream::cdc::envelope::{Unwrapped, Unwrapper};
 use icestream::pipeline::upsert::{DecimalHandling, Envelope, Order};
+use icestream::upsert::envelope::{Unwrapped, Unwrapper};
 use libfuzzer_sys::fuzz_target;
 
 /// The `accounts` table's columns (shared/json/account.schema.json).

@@ -10,7 +10,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
 
-pub use crate::cdc::envelope::Op;
+pub use crate::upsert::envelope::Op;
 
 /// How a change's record value is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

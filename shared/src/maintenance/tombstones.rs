@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::MaintenanceSettings;
 use crate::catalog::Catalogs;
-use crate::cdc::key_tombstones::{KeyTombstones, referenced_file};
+use crate::keyed::tombstones::{KeyTombstones, referenced_file};
 use crate::commit::{ChangeSet, Planner};
 use crate::error::Result;
 

@@ -32,8 +32,8 @@ use iceberg::spec::{DataFile, Datum, SchemaRef};
 use iceberg::table::Table;
 use serde::Serialize;
 
-use crate::cdc::key_tombstones::truncate_update;
-use crate::cdc::rank::Rank;
+use crate::keyed::tombstones::truncate_update;
+use crate::keyed::rank::Rank;
 use crate::columns::Columns;
 use crate::commit::append::target_schema;
 use crate::commit::gaps::TakenGaps;

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::{ReplayAppend, ReplayReport, count_still_failing};
-use crate::cdc::keyed::{KeyedApply, KeyedChanges, Truncate};
-use crate::cdc::upsert::{Loaded, UpsertTables, changelog_rows, decoder_for, load_tables};
+use crate::keyed::apply::{KeyedApply, KeyedChanges, Truncate};
+use crate::upsert::{Loaded, UpsertTables, changelog_rows, decoder_for, load_tables};
 use crate::dead_letter::DeadLetterBuilder;
 use crate::error::Result;
 use crate::event::{KafkaRecordIn, TopicPartition};

@@ -30,7 +30,7 @@ use iceberg::spec::{DataFile, Operation};
 use iceberg::table::Table;
 
 use super::key_index::KeyIndexCache;
-use super::key_tombstones::{KeyTombstones, TRUNCATED_AT_PROPERTY, Tombstone, truncate_update, truncated_at};
+use super::tombstones::{KeyTombstones, TRUNCATED_AT_PROPERTY, Tombstone, truncate_update, truncated_at};
 use super::keys::KeyCodec;
 use super::stats::ApplyStats;
 use super::probe::{KeyPartitions, Probe, candidate_files, live_rows_of};

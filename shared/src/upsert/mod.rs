@@ -1,8 +1,18 @@
-//! One upsert pipeline's share of an event (`mode = "upsert"`): records unwrapped by the
-//! pipeline's envelope and decoded into rows (inserts, updates) and key images (deletes);
-//! rejects into the dead-letter table, every change into `<table>_changelog` when asked, then
-//! the guarded apply to the table ([`super::keyed`]). Each table commits exactly once by
-//! offsets; a crash between two commits is repaired by the replay.
+//! The upsert mode (`mode = "upsert"`): one upsert pipeline's share of an event. Records are
+//! unwrapped by the pipeline's envelope ([`envelope`]; registry writers: [`registry_envelopes`],
+//! [`registry_rows`]) and decoded into rows (inserts, updates) and key images (deletes);
+//! rejects go into the dead-letter table, every change into `<table>_changelog` when asked
+//! ([`changelog`]), then the keyed engine's guarded apply to the table
+//! ([`crate::keyed::apply`]). Each table commits exactly once by offsets; a crash between two
+//! commits is repaired by the replay. [`layout`]: the key layout an upsert table keeps;
+//! [`rebuild`]: the table recomputed from its changelog.
+
+pub mod changelog;
+pub mod envelope;
+pub mod layout;
+pub mod rebuild;
+pub mod registry_envelopes;
+pub mod registry_rows;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -17,14 +27,14 @@ use iceberg::TableIdent;
 use iceberg::table::Table;
 use serde::Serialize;
 
-use super::envelope::Op;
-use super::changelog::ChangelogAppend;
-use super::envelope::{Unwrapped, Unwrapper};
-use super::key_index::KeyIndexCache;
-use super::registry_envelopes::RegistryEnvelopes;
-use super::registry_rows::RegistryRows;
-use super::keyed::{KeyedApply, KeyedChanges, Truncate};
-use super::stats::ApplyStats;
+use self::envelope::Op;
+use self::changelog::ChangelogAppend;
+use self::envelope::{Unwrapped, Unwrapper};
+use crate::keyed::key_index::KeyIndexCache;
+use self::registry_envelopes::RegistryEnvelopes;
+use self::registry_rows::RegistryRows;
+use crate::keyed::apply::{KeyedApply, KeyedChanges, Truncate};
+use crate::keyed::stats::ApplyStats;
 use crate::catalog::Catalogs;
 use crate::commit::Watermarks;
 use crate::config::{Config, FailPoint};

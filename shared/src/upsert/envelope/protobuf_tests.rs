@@ -4,8 +4,8 @@ use serde_json::json;
 
 use super::super::{Unwrapped, Unwrapper};
 use super::*;
-use crate::cdc::envelope::Op;
-use crate::cdc::registry_envelopes::WriterEnvelope;
+use crate::upsert::envelope::Op;
+use crate::upsert::registry_envelopes::WriterEnvelope;
 use crate::pipeline::upsert::{DecimalHandling, Envelope, Order, SourceField};
 use crate::schema::debezium_proto::DebeziumProto;
 use crate::schema::debezium_proto::tests::envelope;

@@ -1,4 +1,4 @@
-//! What a guarded apply did ([`super::keyed::KeyedApply`]): reported by ingest, replays and
+//! What a guarded apply did ([`super::apply::KeyedApply`]): reported by ingest, replays and
 //! the benchmarks.
 
 use serde::Serialize;

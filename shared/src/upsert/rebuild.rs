@@ -1,6 +1,6 @@
 //! `icestream cdc-rebuild TABLE pipelines=…`: recompute an upsert pipeline's table from its
 //! changelog (recovery, backfill, a check), for any key. The newest change per key (order
-//! value, then Kafka position, as the guarded apply ranks them, [`super::rank`]) becomes its
+//! value, then Kafka position, as the guarded apply ranks them, [`crate::keyed::rank`]) becomes its
 //! row, or its tombstone when it is a delete, unless the changelog's newest truncate ranks above
 //! it; the new state replaces every live file of the table in one commit, with the changelog's
 //! watermarks. The changelog is read again on every attempt,
@@ -18,9 +18,9 @@ use iceberg::spec::Operation;
 use iceberg::table::Table;
 use serde::Serialize;
 
-use super::key_tombstones::{KeyTombstones, Tombstone, truncate_properties, truncated_at};
-use super::keys::KeyCodec;
-use super::rank::{Rank, RankColumns};
+use crate::keyed::tombstones::{KeyTombstones, Tombstone, truncate_properties, truncated_at};
+use crate::keyed::keys::KeyCodec;
+use crate::keyed::rank::{Rank, RankColumns};
 use crate::catalog::Catalogs;
 use crate::columns::Columns;
 use crate::commit::row_delta::LiveFiles;
