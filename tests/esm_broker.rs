@@ -163,7 +163,7 @@ async fn maximal_records_are_cut_under_the_payload_cap() {
 }
 
 #[tokio::test]
-async fn simulated_cdc_through_the_poller_fills_the_changelog_and_the_guarded_mirror() {
+async fn simulated_cdc_through_the_poller_fills_the_changelog_and_the_upsert_table() {
     let broker = Broker::start(&[("bank-accounts-cdc", 3)]);
     let bootstrap = broker.bootstrap();
     let dir = tempfile::tempdir().unwrap();
@@ -173,14 +173,24 @@ async fn simulated_cdc_through_the_poller_fills_the_changelog_and_the_guarded_mi
     let (_, sent) = icestream_tools::produce::simulate_cdc(&cdc_args, &AtomicBool::new(false)).unwrap();
     assert_eq!(sent.records, 3000);
 
-    let pipeline = icestream::cdc::CdcPipeline::new(config(&wh, &[])).await.unwrap();
-    let function = icestream_tools::esm::function::InProcessCdc::new(pipeline);
-    let stats = drain(&bootstrap, "bank-accounts-cdc", &function, &words(&["group=cdc", "function=cdc", "batch_size=500"])).await;
+    // The reference `accounts` pipeline on the simulator's topic, its changes as CSV lines.
+    std::fs::create_dir_all(&wh).unwrap();
+    let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/json/account.schema.json");
+    let file = wh.join("pipelines.toml");
+    let lines = [
+        "namespace = \"bigdata\"\n[[pipeline]]\ntable = \"accounts\"\ntopics = [\"bank-accounts-cdc\"]\nformat = \"json\"",
+        &format!("schema = {:?}", schema.display().to_string()),
+        "partition_by = [\"bucket(16, account_id)\"]\nmode = \"upsert\"\nkey = [\"account_id\"]\nenvelope = \"csv\"\norder_by = \"seq\"\nchangelog = true\n",
+    ];
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let pipeline = icestream::IngestPipeline::new(config(&wh, &[&format!("pipelines={}", file.display())])).await.unwrap();
+    let function = InProcessIngest::new(pipeline);
+    let stats = drain(&bootstrap, "bank-accounts-cdc", &function, &words(&["group=cdc", "batch_size=500"])).await;
     assert_eq!((stats.records, stats.failed_batches), (3000, 0), "{stats:?}");
 
     let changelog: usize = scan(&wh, "accounts_changelog").await.iter().map(|b| b.num_rows()).sum();
     assert_eq!(changelog, 3000);
-    // The mirror holds one row per account alive after the last change, whatever the order.
+    // The table holds one row per account alive after the last change, whatever the order.
     let mut settings = icestream::model::config::Settings::over(RECORD_OPTIONS);
     settings.apply_args(["domain=cdc", "accounts=200", "seed=8", "start_ms=1700000000000"]).unwrap();
     let mut alive = BTreeSet::new();
@@ -192,7 +202,7 @@ async fn simulated_cdc_through_the_poller_fills_the_changelog_and_the_guarded_mi
             alive.insert(change.id);
         }
     }
-    let mirror: usize = scan(&wh, "accounts_mirror").await.iter().map(|b| b.num_rows()).sum();
+    let mirror: usize = scan(&wh, "accounts").await.iter().map(|b| b.num_rows()).sum();
     assert_eq!(mirror, alive.len());
 }
 

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type};
-use icestream::cdc::key_tombstones::KeyTombstones;
 use icestream::model::event::{KafkaRecordIn, ParsedEvent, TopicPartition};
 use icestream::services::ingest::IngestPipeline;
+use icestream::engine::keyed::tombstones::KeyTombstones;
 use icestream::services::replay::{ReplayFilter, replay};
 use icestream_integration::*;
 
@@ -94,7 +94,7 @@ async fn rebuilt_equals_applied(wh: &Path, p: &IngestPipeline) {
     let applied = (live(wh).await, tombstones(p).await);
     let spec = &p.pipelines().pipelines[0];
     let cfg = p.config();
-    icestream::cdc::rebuild_keyed::rebuild(p.catalogs(), spec, &cfg.compression, cfg.target_file_size_bytes, deadline()).await.unwrap();
+    icestream::modes::upsert::rebuild::rebuild(p.catalogs(), spec, &cfg.compression, cfg.target_file_size_bytes, deadline()).await.unwrap();
     assert_eq!((live(wh).await, tombstones(p).await), applied, "cdc-rebuild differs from the guarded apply");
 }
 

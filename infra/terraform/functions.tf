@@ -27,7 +27,7 @@ locals {
 
   function_environment = {
     # With a pipeline file, the file names tables, formats and dedup; without, the knobs do.
-    # Upsert pipelines (ingest) and the accounts mirror (cdc) probe keys through the key index cache.
+    # Upsert pipelines probe keys through the key index cache.
     ingest = merge(local.env_common, local.env_files, local.env_commit_mode,
       { ICESTREAM_KEY_INDEX_CACHE_MB = tostring(var.key_index_cache_mb) },
       local.pipeline_file != null ? { ICESTREAM_PIPELINES = local.pipelines_uri } : merge(
@@ -40,23 +40,13 @@ locals {
       )
     )
 
-    cdc = merge(local.env_common, local.env_files, local.env_commit_mode,
-      {
-        ICESTREAM_CDC_FORMAT         = var.cdc_format
-        ICESTREAM_CDC_ORDER_COLUMN   = var.cdc_order_column
-        ICESTREAM_CHANGELOG_TABLE    = var.changelog_table
-        ICESTREAM_MIRROR_TABLE       = var.mirror_table
-        ICESTREAM_KEY_INDEX_CACHE_MB = tostring(var.key_index_cache_mb)
-      }
-    )
-
     maintenance = merge(local.env_common, local.env_files,
       {
         ICESTREAM_HOT_PARTITION_HOURS    = tostring(var.hot_partition_hours)
         ICESTREAM_SNAPSHOT_MAX_AGE_HOURS = tostring(var.snapshot_max_age_hours)
         ICESTREAM_MIN_SNAPSHOTS_TO_KEEP  = tostring(var.min_snapshots_to_keep)
         ICESTREAM_ORPHAN_MARGIN_HOURS    = tostring(var.orphan_margin_hours)
-        # purge-tombstones (maintenance/tombstones.rs) reads it; cdc does not.
+        # purge-tombstones (maintenance/tombstones.rs) reads it; ingest does not.
         ICESTREAM_TOMBSTONE_RETENTION_DAYS = tostring(var.tombstone_retention_days)
       },
       local.glue ? {} : { ICESTREAM_S3TABLES_MAINTENANCE = var.s3tables_maintenance },
@@ -73,8 +63,7 @@ locals {
         ICESTREAM_COMMIT_GAP_PATIENCE = tostring(var.commit_gap_patience)
         ICESTREAM_COMMIT_GAP_RETRY_S  = tostring(var.commit_gap_retry_s)
       } : {},
-      local.pipeline_file != null ? { ICESTREAM_PIPELINES = local.pipelines_uri } : { ICESTREAM_TABLE = var.table },
-      var.enable_cdc ? { ICESTREAM_CHANGELOG_TABLE = var.changelog_table } : {}
+      local.pipeline_file != null ? { ICESTREAM_PIPELINES = local.pipelines_uri } : { ICESTREAM_TABLE = var.table }
     )
   }
 
@@ -83,7 +72,6 @@ locals {
   # queue's message group is the table (queue.tf).
   function_settings = {
     ingest      = var.function_settings.ingest
-    cdc         = var.function_settings.cdc
     maintenance = var.function_settings.maintenance
     committer   = var.function_settings.committer
   }

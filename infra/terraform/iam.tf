@@ -46,7 +46,7 @@ resource "aws_iam_role" "function" {
 # declares (`icestream contract`).
 locals {
   is_kafka  = { for f in keys(local.functions) : f => contains(local.kafka_functions, f) }
-  is_writer = { for f in keys(local.functions) : f => contains(["ingest", "cdc", "committer"], f) }
+  is_writer = { for f in keys(local.functions) : f => contains(["ingest", "committer"], f) }
   # Decoders of the pipelines' records: ingest, and maintenance (dead-letter replay, recover).
   reads_registries = { for f in keys(local.functions) : f => contains(["ingest", "maintenance"], f) }
   table_prefixes = { for f in keys(local.functions) : f => [

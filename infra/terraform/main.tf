@@ -36,11 +36,6 @@ locals {
       description = local.pipeline_file == null ? "icestream: MSK record batches into the telemetry table" : "icestream: MSK record batches into the pipeline tables (pipelines ${local.pipeline_digest})"
       enabled     = true
     }
-    cdc = {
-      binary      = "cdc"
-      description = "icestream: MSK CDC feed into the changelog and guarded mirror tables"
-      enabled     = var.enable_cdc
-    }
     maintenance = {
       binary      = "maintenance"
       description = "icestream: scheduled compaction, snapshot expiry, manifest rewrite, orphan removal"
@@ -57,20 +52,18 @@ locals {
   function_names = { for k, v in local.functions : k => "${var.name}-${k}" }
 
   # Functions fed by Kafka mappings, and functions that write table data.
-  kafka_functions  = [for k in ["ingest", "cdc"] : k if contains(keys(local.functions), k)]
-  writer_functions = [for k in ["ingest", "cdc", "committer"] : k if contains(keys(local.functions), k)]
+  kafka_functions  = [for k in ["ingest"] : k if contains(keys(local.functions), k)]
+  writer_functions = [for k in ["ingest", "committer"] : k if contains(keys(local.functions), k)]
 
   # Tables each function touches (pipelines.tf: dead-letter and changelog tables included).
   ingest_tables = local.pipeline_tables
-  cdc_tables    = var.enable_cdc ? [var.changelog_table, "${var.changelog_table}_dead_letter", var.mirror_table] : []
-  all_tables    = distinct(concat(local.ingest_tables, local.cdc_tables, coalesce(var.maintenance_tables, [])))
+  all_tables    = distinct(concat(local.ingest_tables, coalesce(var.maintenance_tables, [])))
   function_tables = {
     ingest      = local.ingest_tables
-    cdc         = local.cdc_tables
-    committer   = distinct(concat(local.ingest_tables, local.cdc_tables))
+    committer   = local.ingest_tables
     maintenance = local.all_tables
   }
-  maintenance_tables = coalesce(var.maintenance_tables, distinct(concat(local.ingest_tables, local.cdc_tables)))
+  maintenance_tables = coalesce(var.maintenance_tables, local.ingest_tables)
 
   # Catalog warehouse: s3://bucket/prefix for Glue, the table bucket ARN for S3 Tables.
   warehouse = local.glue ? "s3://${local.warehouse_bucket_name}/${var.warehouse_prefix}" : local.table_bucket_arn
@@ -84,14 +77,7 @@ locals {
       group    = "${local.consumer_group_prefix}-ingest-${t}"
       batch    = var.ingest_batch_size
       window   = var.ingest_maximum_batching_window_in_seconds
-    } },
-    var.enable_cdc ? { "cdc-${var.cdc_topic}" = {
-      function = "cdc"
-      topic    = var.cdc_topic
-      group    = "${local.consumer_group_prefix}-cdc-${var.cdc_topic}"
-      batch    = var.cdc_batch_size
-      window   = var.cdc_maximum_batching_window_in_seconds
-    } } : {}
+    } }
   )
   msk_topic_arn_prefix = replace(coalesce(local.msk_cluster_arn, "none"), ":cluster/", ":topic/")
   msk_group_arn_prefix = replace(coalesce(local.msk_cluster_arn, "none"), ":cluster/", ":group/")

@@ -14,7 +14,7 @@
 
 locals {
   emf_namespace          = "icestream"
-  dead_letter_functions  = [for f in ["ingest", "cdc"] : f if contains(keys(local.functions), f)]
+  dead_letter_functions  = [for f in ["ingest"] : f if contains(keys(local.functions), f)]
   lambda_metric_dims     = { for k, v in local.function_names : k => { FunctionName = v } }
   failure_queue_alarmed  = var.create_alarms && var.on_failure_destination == "sqs"
   commit_dlq_alarmed     = var.create_alarms && local.queued

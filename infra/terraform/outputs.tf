@@ -22,7 +22,7 @@ output "msk_security_group_id" {
 ################################################################################
 
 output "function_names" {
-  description = "Deployed function name per function (ingest, cdc, maintenance, committer)."
+  description = "Deployed function name per function (ingest, maintenance, committer)."
   value       = { for k, v in aws_lambda_function.this : k => v.function_name }
 }
 
@@ -51,7 +51,7 @@ output "log_group_names" {
 ################################################################################
 
 output "kafka_event_source_mappings" {
-  description = "Kafka mapping per key (`ingest-<topic>`, `cdc-<topic>`): UUID, topic, consumer group."
+  description = "Kafka mapping per key (`ingest-<topic>`): UUID, topic, consumer group."
   value = { for k, v in aws_lambda_event_source_mapping.kafka : k => {
     uuid              = v.uuid
     topic             = local.kafka_mappings[k].topic

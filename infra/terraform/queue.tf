@@ -1,5 +1,5 @@
 ################################################################################
-# Queued commits (commit_mode = "queued"): ingest and cdc stage data files and a
+# Queued commits (commit_mode = "queued"): ingest stages data files and a
 # manifest, then send a commit request here; the committer commits many
 # requests per snapshot and reports failed items with SQS partial-batch
 # responses.

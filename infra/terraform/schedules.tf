@@ -8,10 +8,10 @@
 ################################################################################
 
 locals {
-  tombstone_tables = concat(local.upsert_table_names, var.enable_cdc ? [var.mirror_table] : [])
+  tombstone_tables = local.upsert_table_names
   maintenance_jobs = merge([
     for action, expression in var.maintenance_schedules : {
-      # Tombstones exist only in upsert tables (the pipelines' and the CDC mirror); the audit
+      # Tombstones exist only in upsert tables (the pipelines'); the audit
       # needs a table with a dead-letter table (the ingest pipeline tables).
       for table in local.maintenance_tables : "${action}-${table}" => {
         action     = action

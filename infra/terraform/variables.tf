@@ -156,25 +156,8 @@ variable "ingest_topics" {
   }
 }
 
-variable "enable_cdc" {
-  description = "Deploy the cdc function and its event source mapping on `cdc_topic`."
-  type        = bool
-  default     = true
-}
-
-variable "cdc_topic" {
-  description = "Kafka topic of the CDC feed consumed by the cdc function."
-  type        = string
-  default     = "accounts-cdc"
-
-  validation {
-    condition     = can(regex("^[a-zA-Z0-9._-]{1,249}$", var.cdc_topic))
-    error_message = "cdc_topic must be 1-249 characters of a-z, A-Z, 0-9, '.', '_' and '-'."
-  }
-}
-
 variable "consumer_group_prefix" {
-  description = "Prefix of the consumer group ids (`<prefix>-ingest-<topic>`, `<prefix>-cdc-<topic>`). Group ids must be unique among all Kafka mappings of the cluster. null means `name`."
+  description = "Prefix of the consumer group ids (`<prefix>-ingest-<topic>`). Group ids must be unique among all Kafka mappings of the cluster. null means `name`."
   type        = string
   default     = null
 }
@@ -209,28 +192,6 @@ variable "ingest_maximum_batching_window_in_seconds" {
   validation {
     condition     = var.ingest_maximum_batching_window_in_seconds >= 0 && var.ingest_maximum_batching_window_in_seconds <= 300
     error_message = "ingest_maximum_batching_window_in_seconds must be between 0 and 300."
-  }
-}
-
-variable "cdc_batch_size" {
-  description = "Maximum records per cdc invocation."
-  type        = number
-  default     = 5000
-
-  validation {
-    condition     = var.cdc_batch_size >= 1 && var.cdc_batch_size <= 10000
-    error_message = "cdc_batch_size must be between 1 and 10000."
-  }
-}
-
-variable "cdc_maximum_batching_window_in_seconds" {
-  description = "How long the cdc mapping gathers records before invoking."
-  type        = number
-  default     = 5
-
-  validation {
-    condition     = var.cdc_maximum_batching_window_in_seconds >= 0 && var.cdc_maximum_batching_window_in_seconds <= 300
-    error_message = "cdc_maximum_batching_window_in_seconds must be between 0 and 300."
   }
 }
 

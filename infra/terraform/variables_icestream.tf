@@ -82,7 +82,7 @@ variable "target_file_size_bytes" {
 }
 
 variable "key_index_cache_mb" {
-  description = "Memory (MiB) a warm ingest or cdc function keeps upsert tables' data file footers and key page indexes in, so a batch reads only the pages its keys fall in; 0 reads them every batch (knob `key_index_cache_mb`). Keep it well under the function's memory_size."
+  description = "Memory (MiB) a warm ingest function keeps upsert tables' data file footers and key page indexes in, so a batch reads only the pages its keys fall in; 0 reads them every batch (knob `key_index_cache_mb`). Keep it well under the function's memory_size."
   type        = number
   default     = 64
 
@@ -133,54 +133,6 @@ variable "commit_mode" {
   validation {
     condition     = contains(["direct", "queued"], var.commit_mode)
     error_message = "commit_mode must be one of: direct, queued."
-  }
-}
-
-################################################################################
-# CDC knobs (cdc function)
-################################################################################
-
-variable "cdc_format" {
-  description = "Format of the CDC feed (knob `cdc_format`)."
-  type        = string
-  default     = "dms"
-
-  validation {
-    condition     = contains(["csv", "dms"], var.cdc_format)
-    error_message = "cdc_format must be one of: csv, dms."
-  }
-}
-
-variable "cdc_order_column" {
-  description = "Source column that orders changes per key (knob `cdc_order_column`)."
-  type        = string
-  default     = "seq"
-
-  validation {
-    condition     = can(regex("^[A-Za-z_][A-Za-z0-9_]{0,127}$", var.cdc_order_column))
-    error_message = "cdc_order_column must be a column identifier."
-  }
-}
-
-variable "changelog_table" {
-  description = "CDC changelog table (knob `changelog_table`)."
-  type        = string
-  default     = "accounts_changelog"
-
-  validation {
-    condition     = can(regex("^[a-z][a-z0-9_]{0,240}$", var.changelog_table))
-    error_message = "changelog_table must be lower case a-z, 0-9 and '_', starting with a letter."
-  }
-}
-
-variable "mirror_table" {
-  description = "Guarded CDC mirror table (knob `mirror_table`)."
-  type        = string
-  default     = "accounts_mirror"
-
-  validation {
-    condition     = can(regex("^[a-z][a-z0-9_]{0,240}$", var.mirror_table))
-    error_message = "mirror_table must be lower case a-z, 0-9 and '_', starting with a letter."
   }
 }
 

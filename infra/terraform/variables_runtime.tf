@@ -10,11 +10,6 @@ variable "function_settings" {
       timeout                        = optional(number, 300)
       reserved_concurrent_executions = optional(number)
     }), {})
-    cdc = optional(object({
-      memory_size                    = optional(number, 1024)
-      timeout                        = optional(number, 300)
-      reserved_concurrent_executions = optional(number)
-    }), {})
     maintenance = optional(object({
       memory_size                    = optional(number, 2048)
       timeout                        = optional(number, 900)
@@ -30,20 +25,20 @@ variable "function_settings" {
 
   validation {
     condition = alltrue([
-      for f in [var.function_settings.ingest, var.function_settings.cdc, var.function_settings.maintenance, var.function_settings.committer] :
+      for f in [var.function_settings.ingest, var.function_settings.maintenance, var.function_settings.committer] :
       f.memory_size >= 128 && f.memory_size <= 10240 && f.timeout >= 1 && f.timeout <= 900
     ])
     error_message = "function_settings: memory_size must be 128-10240 MB and timeout 1-900 s."
   }
 
   validation {
-    condition     = var.function_settings.ingest.timeout <= 840 && var.function_settings.cdc.timeout <= 840
-    error_message = "function_settings: ingest and cdc are triggered by Kafka mappings, whose functions may run at most 840 s."
+    condition     = var.function_settings.ingest.timeout <= 840
+    error_message = "function_settings: ingest is triggered by Kafka mappings, whose functions may run at most 840 s."
   }
 
   validation {
     condition = alltrue([
-      for f in [var.function_settings.ingest, var.function_settings.cdc, var.function_settings.maintenance, var.function_settings.committer] :
+      for f in [var.function_settings.ingest, var.function_settings.maintenance, var.function_settings.committer] :
       f.reserved_concurrent_executions == null ? true : f.reserved_concurrent_executions >= 1
     ])
     error_message = "function_settings: reserved_concurrent_executions must be null (unreserved) or >= 1."
@@ -167,7 +162,7 @@ variable "commit_queue_max_receive_count" {
 ################################################################################
 
 variable "maintenance_schedules" {
-  description = "Schedule expression per maintenance action (purge-tombstones, compact, expire, rewrite-manifests, remove-orphans, audit); one EventBridge Scheduler schedule per action and table (purge-tombstones: the upsert tables, the pipelines' and the CDC mirror; audit: the ingest pipeline tables only, a failed audit fails the invocation and its Errors alarm fires). Leave an action out to not schedule it."
+  description = "Schedule expression per maintenance action (purge-tombstones, compact, expire, rewrite-manifests, remove-orphans, audit); one EventBridge Scheduler schedule per action and table (purge-tombstones: the pipelines' upsert tables; audit: the ingest pipeline tables only, a failed audit fails the invocation and its Errors alarm fires). Leave an action out to not schedule it."
   type        = map(string)
   default = {
     compact             = "rate(1 hour)"
@@ -189,7 +184,7 @@ variable "maintenance_schedules" {
 }
 
 variable "maintenance_tables" {
-  description = "Tables the maintenance schedules act on. null: the telemetry table and its dead-letter table, plus the CDC changelog, its dead-letter table and the mirror when `enable_cdc`."
+  description = "Tables the maintenance schedules act on. null: the pipeline tables (or the telemetry table) with their dead-letter and changelog tables."
   type        = list(string)
   default     = null
 

@@ -49,7 +49,7 @@ for _ in $(seq 1 600); do (exec 3<>"/dev/tcp/127.0.0.1/$LAMBDA_PORT") 2>/dev/nul
 # Tansu holds a new group's join for half the session timeout; other brokers refuse below 6 s.
 session_timeout_ms=6000
 [[ $KAFKA == tansu ]] && session_timeout_ms=2000
-"$BIN" esm bootstrap="127.0.0.1:$KAFKA_PORT" topic="$TOPIC" group=icestream-local function=ingest \
+"$BIN" esm bootstrap="127.0.0.1:$KAFKA_PORT" topic="$TOPIC" group=icestream-local \
   invoke="http://127.0.0.1:$LAMBDA_PORT" batch_size=10000 batching_window_ms=1000 session_timeout_ms=$session_timeout_ms \
   on_failure_dir="$STATE_DIR/esm-failures" &
 pids+=($!)

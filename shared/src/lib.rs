@@ -3,10 +3,9 @@
 //! Everything the Lambda functions and the `icestream` CLI share lives here; the functions'
 //! `main.rs` only build a pipeline once and hand it each event. The modules are grouped by layer,
 //! and imports run downwards only (`tests/layers.rs` checks it):
-//! `services` → `modes` (+ `cdc`) → `engine` → `decode` → `model` → `base`; `dev` sits apart.
+//! `services` → `modes` → `engine` → `decode` → `model` → `base`; `dev` sits apart.
 
 pub mod base;
-pub mod cdc;
 pub mod decode;
 #[cfg(any(test, feature = "dev"))]
 pub mod dev;

@@ -6,9 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-/// Lowest first. `cdc` is the upsert mode's folder.
+/// Lowest first.
 const LAYERS: &[&str] = &["base", "model", "decode", "engine", "modes", "services"];
-const MODES_ALIASES: &[&str] = &["cdc"];
 /// What `lib.rs` re-exports at the root, by layer.
 const ROOT_NAMES: &[(&str, &str)] =
     &[("Error", "base"), ("Result", "base"), ("Config", "model"), ("IngestPipeline", "services"), ("Summary", "services")];
@@ -16,9 +15,6 @@ const ROOT_NAMES: &[(&str, &str)] =
 /// Where a file or a `crate::` path stands: its layer and its module in that layer.
 fn place(parts: &[&str]) -> Option<(usize, String)> {
     let first = *parts.first()?;
-    if MODES_ALIASES.contains(&first) {
-        return Some((LAYERS.iter().position(|l| *l == "modes")?, first.to_string()));
-    }
     if let Some((_, layer)) = ROOT_NAMES.iter().find(|(name, _)| *name == first) {
         return Some((LAYERS.iter().position(|l| l == layer)?, first.to_string()));
     }

@@ -23,7 +23,7 @@ NON_KNOB_ENV = {"RUST_LOG"}
 
 
 def functions_of(run: Run) -> dict[str, dict]:
-    """{role name: aws_lambda_function values} (role = the for_each key: ingest, cdc, ...)."""
+    """{role name: aws_lambda_function values} (role = the for_each key: ingest, committer, ...)."""
     out = {}
     for address, values in run.of_type("aws_lambda_function").items():
         out[address.split('["')[1].rstrip('"]')] = values
@@ -51,15 +51,10 @@ def tables_touched(run: Run, role: str, pipeline_file: Path | None) -> list[str]
             # An upsert pipeline with `changelog = true` also writes `<table>_changelog`.
             return [t for p in tomllib.loads(pipeline_file.read_text())["pipeline"] for t in (
                 p["table"], f"{p['table']}_dead_letter", *([f"{p['table']}_changelog"] if p.get("mode") == "upsert" and p.get("changelog") else []))]
-        if r == "cdc":
-            c = env["ICESTREAM_CHANGELOG_TABLE"]
-            return [c, f"{c}_dead_letter", env["ICESTREAM_MIRROR_TABLE"]]
         return []
 
-    if role in ("ingest", "cdc"):
-        return writer_tables(role)
-    if role == "committer":
-        return writer_tables("ingest") + (writer_tables("cdc") if "cdc" in fns else [])
+    if role in ("ingest", "committer"):
+        return writer_tables("ingest")
     # maintenance: every table a schedule names.
     return sorted({json.loads(s["target"][0]["input"])["table"] for s in run.of_type("aws_scheduler_schedule").values()})
 

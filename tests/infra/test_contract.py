@@ -177,13 +177,13 @@ def test_maintenance_reads_the_discarded_batches_and_the_check_catches_a_missing
 
 def test_knob_check_catches_tombstone_retention_on_the_wrong_function(runs, contract):
     def move(run):
-        cdc = run.resources['aws_lambda_function.this["cdc"]']["environment"][0]["variables"]
+        ingest = run.resources['aws_lambda_function.this["ingest"]']["environment"][0]["variables"]
         maintenance = run.resources['aws_lambda_function.this["maintenance"]']["environment"][0]["variables"]
-        cdc["ICESTREAM_TOMBSTONE_RETENTION_DAYS"] = maintenance.pop("ICESTREAM_TOMBSTONE_RETENTION_DAYS")
+        ingest["ICESTREAM_TOMBSTONE_RETENTION_DAYS"] = maintenance.pop("ICESTREAM_TOMBSTONE_RETENTION_DAYS")
     broken = copy.deepcopy(runs["defaults"])
     move(broken)
     problems = checks.knob_problems(broken, contract)
-    assert "cdc: gets ICESTREAM_TOMBSTONE_RETENTION_DAYS, which its code never reads" in problems, problems
+    assert "ingest: gets ICESTREAM_TOMBSTONE_RETENTION_DAYS, which its code never reads" in problems, problems
     assert "maintenance: reads knob `tombstone_retention_days` but the module does not set ICESTREAM_TOMBSTONE_RETENTION_DAYS" in problems
 
 

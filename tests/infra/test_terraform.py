@@ -368,7 +368,7 @@ def test_functions_deploy_workspace_zips():
 
 def test_function_catalog_lists_every_function():
     # Guards the parametrized test below against an empty (silently skipped) parameter set.
-    assert set(FUNCTION_CATALOG) == {"ingest", "cdc", "maintenance", "committer"}
+    assert set(FUNCTION_CATALOG) == {"ingest", "maintenance", "committer"}
 
 
 @pytest.mark.parametrize("function", sorted(FUNCTION_CATALOG))

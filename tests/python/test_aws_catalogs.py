@@ -168,20 +168,21 @@ def test_missing_resources_are_named(moto_endpoint: str, tmp_path: Path) -> None
     assert "no-such-bucket-x" in out.stderr and "does not exist" in out.stderr, out.stderr
 
 
-def test_glue_cdc_mirror_on_s3_matches_the_oracle_and_orphans_are_listed_on_s3(
+def test_glue_upsert_accounts_on_s3_match_the_oracle_and_orphans_are_listed_on_s3(
     moto_endpoint: str, glue_warehouse, tmp_path: Path
 ) -> None:
-    from test_cdc_readers import changes_of, oracle
+    from test_cdc_readers import changes_of, csv_accounts_pipeline, oracle
 
     warehouse, ns = glue_warehouse
     knobs = ["catalog=glue", f"warehouse={warehouse}", f"namespace={ns}", "s3_path_style=true"]
     events = [gen(tmp_path, f"cdc{i}", "domain=cdc", "records=1500", "accounts=150", f"seed={i}",
                   f"first_seq={1 + i * 1500}", f"topic=accounts-{i}")[0] for i in range(2)]
+    pipelines = csv_accounts_pipeline(tmp_path / "pipelines", [f"accounts-{i}" for i in range(2)], ns)
     stale = 0
     for event in reversed(events):  # newest first: position deletes, tombstones and stale changes on S3
-        stale += summary(run(moto_endpoint, "cdc", str(event), *knobs))["mirror"]["stale"]
+        stale += summary(run(moto_endpoint, "ingest", str(event), pipelines, *knobs))["upsert_stale"]
     assert stale > 0
-    mirror = pyiceberg_glue_table(moto_endpoint, ns, "accounts_mirror").scan().to_arrow()
+    mirror = pyiceberg_glue_table(moto_endpoint, ns, "accounts").scan().to_arrow()
     ids = mirror.column("account_id").to_pylist()
     assert len(ids) == len(set(ids))
     got = dict(zip(ids, zip(mirror.column("balance").to_pylist(), mirror.column("seq").to_pylist())))

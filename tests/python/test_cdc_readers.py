@@ -1,4 +1,6 @@
-"""The CDC mirror, read by independent Iceberg readers, equals a pure Python oracle.
+"""The accounts feed through the generic upsert path (the reference file's `accounts`
+pipeline, its changes as CSV lines), read by independent Iceberg readers, equals a pure Python
+oracle.
 
 Three generated CDC events (unkeyed round-robin; each on its own topic, so its offsets are not
 replays of another's) are applied oldest, newest, middle: the newest replaces rows through position deletes, and much of
@@ -58,10 +60,35 @@ def oracle(changes: list[tuple[str, int, int | None, int]]) -> dict[int, tuple[i
     return live
 
 
+REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "pipelines" / "reference.toml"
+ACCOUNT_SCHEMA = REFERENCE.parents[1] / "json" / "account.schema.json"
+
+
+def csv_accounts_pipeline(tmp: Path, topics: list[str], namespace: str = "bigdata") -> str:
+    """The reference `accounts` pipeline on `topics` with the CSV envelope: `pipelines=FILE`."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    path = tmp / "pipelines.toml"
+    path.write_text(f"""namespace = {json.dumps(namespace)}
+[[pipeline]]
+table = "accounts"
+topics = {json.dumps(topics)}
+format = "json"
+schema = {json.dumps(str(ACCOUNT_SCHEMA))}
+partition_by = ["bucket(16, account_id)"]
+mode = "upsert"
+key = ["account_id"]
+envelope = "csv"
+order_by = "seq"
+changelog = true
+""")
+    return f"pipelines={path}"
+
+
 @pytest.fixture(scope="module")
 def mirrored(tmp_path_factory: pytest.TempPathFactory) -> dict:
     tmp = tmp_path_factory.mktemp("cdc")
     warehouse = tmp / "wh"
+    pipelines = csv_accounts_pipeline(tmp, [f"accounts-{i}" for i in range(3)])
     events = []
     for i in range(3):
         path = tmp / f"cdc{i}.json"
@@ -70,22 +97,22 @@ def mirrored(tmp_path_factory: pytest.TempPathFactory) -> dict:
         events.append(path)
     stale = 0
     for path in [events[0], events[2], events[1]]:
-        summary = json.loads(icestream("cdc", str(path), f"warehouse={warehouse}").splitlines()[-1])
-        stale += summary["mirror"]["stale"]
+        summary = json.loads(icestream("ingest", str(path), pipelines, f"warehouse={warehouse}").splitlines()[-1])
+        stale += summary["upsert_stale"]
     assert stale > 0, "the middle feed, applied last, must be partly stale"
-    report = json.loads(icestream("report", "accounts_mirror", f"warehouse={warehouse}"))
+    report = json.loads(icestream("report", "accounts", f"warehouse={warehouse}"))
     assert report["delete_files"] > 0, "the readers must have position deletes to apply"
-    return {"warehouse": warehouse, "expected": oracle([c for e in events for c in changes_of(e)])}
+    return {"warehouse": warehouse, "pipelines": pipelines, "expected": oracle([c for e in events for c in changes_of(e)])}
 
 
-def pyiceberg_rows(warehouse: Path, table: str = "accounts_mirror") -> dict[int, tuple[int, int]]:
+def pyiceberg_rows(warehouse: Path, table: str = "accounts") -> dict[int, tuple[int, int]]:
     arrow = pyiceberg_sql_table(warehouse, "bigdata", table).scan().to_arrow()
     ids = arrow.column("account_id").to_pylist()
     assert len(ids) == len(set(ids)), "one live row per account"
     return dict(zip(ids, zip(arrow.column("balance").to_pylist(), arrow.column("seq").to_pylist())))
 
 
-def duckdb_rows(warehouse: Path, table: str = "accounts_mirror") -> dict[int, tuple[int, int]]:
+def duckdb_rows(warehouse: Path, table: str = "accounts") -> dict[int, tuple[int, int]]:
     path = metadata_location_sql(warehouse, "bigdata", table).removeprefix("file://").replace("'", "''")
     con = duckdb_connect()
     try:
@@ -105,18 +132,17 @@ def test_pyiceberg_and_duckdb_read_exactly_the_oracle(mirrored: dict) -> None:
 
 def test_after_compaction_and_rebuild_the_readers_still_read_the_oracle(mirrored: dict) -> None:
     warehouse = mirrored["warehouse"]
-    report = json.loads(icestream("maintain", "action=compact", "table=accounts_mirror", f"warehouse={warehouse}"))
+    report = json.loads(icestream("maintain", "action=compact", "table=accounts", f"warehouse={warehouse}"))
     compact = report["tables"][0]["compact"]
     assert compact["files_with_deletes"] > 0 and compact["groups_committed"] > 0, compact
-    assert json.loads(icestream("report", "accounts_mirror", f"warehouse={warehouse}"))["delete_files"] == 0
+    assert json.loads(icestream("report", "accounts", f"warehouse={warehouse}"))["delete_files"] == 0
     assert pyiceberg_rows(warehouse) == mirrored["expected"]
     assert duckdb_rows(warehouse) == mirrored["expected"]
-    icestream("cdc-rebuild", f"warehouse={warehouse}")
+    icestream("cdc-rebuild", "accounts", mirrored["pipelines"], f"warehouse={warehouse}")
     assert pyiceberg_rows(warehouse) == mirrored["expected"]
     assert duckdb_rows(warehouse) == mirrored["expected"]
 
 
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "pipelines" / "reference.toml"
 
 
 def dms_changes(event: dict) -> list[tuple[str, int, int | None, int]]:
@@ -131,13 +157,12 @@ def dms_changes(event: dict) -> list[tuple[str, int, int | None, int]]:
     return out
 
 
-def test_the_reference_accounts_pipeline_takes_over_the_cdc_functions_changelog(tmp_path: Path) -> None:
+def test_the_reference_accounts_pipeline_keeps_every_change_once_and_rebuilds_from_its_changelog(tmp_path: Path) -> None:
     """The accounts mirror as the reference file's upsert pipeline (`accounts`, DMS on
-    accounts-cdc). A deployment moves the feed from the `cdc` function to it halfway: the `cdc`
-    function applied the first half of every partition, `icestream ingest` with
-    shared/pipelines/reference.toml the rest, into the changelog the two share by name. The
-    changelog then holds every change once, and the pipeline's mirror rebuilt from it equals the
-    oracle of the whole feed, read by PyIceberg and DuckDB; redelivery changes nothing."""
+    accounts-cdc), fed in two halves of every partition by `icestream ingest` with
+    shared/pipelines/reference.toml. The changelog then holds every change once, and the table
+    rebuilt from it equals the oracle of the whole feed, read by PyIceberg and DuckDB;
+    redelivery changes nothing."""
     warehouse = tmp_path / "wh"
     feed = tmp_path / "feed.json"
     icestream("gen-event", "domain=cdc", "format=dms", "records=6000", "accounts=800", "seed=5", "topic=accounts-cdc", f"out={feed}")
@@ -148,15 +173,15 @@ def test_the_reference_accounts_pipeline_takes_over_the_cdc_functions_changelog(
         path = tmp_path / f"half{i}.json"
         path.write_text(json.dumps({**event, "records": part}))
         halves.append(path)
-    icestream("cdc", str(halves[0]), "cdc_format=dms", f"warehouse={warehouse}")
     pipelines = f"pipelines={REFERENCE}"
+    icestream("ingest", str(halves[0]), pipelines, f"warehouse={warehouse}")
     first = json.loads(icestream("ingest", str(halves[1]), pipelines, f"warehouse={warehouse}").splitlines()[-1])
     assert first["dead_letter"] == 0 and first["upsert_applied"] > 0, first
 
     changes = dms_changes(event)
     logged = pyiceberg_sql_table(warehouse, "bigdata", "accounts_changelog").scan().to_arrow()
     ids = list(zip(logged.column("operation").to_pylist(), logged.column("account_id").to_pylist(), logged.column("seq").to_pylist()))
-    assert sorted(ids) == sorted({(op, a, seq) for op, a, _, seq in changes}), "every change once, from both writers"
+    assert sorted(ids) == sorted({(op, a, seq) for op, a, _, seq in changes}), "every change once, from both halves"
 
     report = json.loads(icestream("cdc-rebuild", "accounts", pipelines, f"warehouse={warehouse}"))
     expected = oracle(changes)

@@ -74,7 +74,7 @@ def unpacked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def test_every_workspace_function_has_a_zip_with_one_executable_bootstrap() -> None:
-    assert set(FUNCTIONS) == {"ingest", "cdc", "maintenance", "committer"}, FUNCTIONS
+    assert set(FUNCTIONS) == {"ingest", "maintenance", "committer"}, FUNCTIONS
     for function in FUNCTIONS:
         path = ZIPS / function / "bootstrap.zip"
         assert path.is_file(), f"{path} is missing: run `make build`"
@@ -212,7 +212,7 @@ def sorted_rows(table: Any, columns: list[str]) -> list[tuple]:
     return sorted(zip(*(table.scan(selected_fields=tuple(columns)).to_arrow().column(c).to_pylist() for c in columns)))
 
 
-def test_the_four_zips_run_as_lambda_runs_them_and_their_tables_read_back(
+def test_the_three_zips_run_as_lambda_runs_them_and_their_tables_read_back(
         unpacked: dict[str, Path], runtime_api: RuntimeApi, moto_endpoint: str, aws_client: Any, tmp_path: Path) -> None:
     bucket, namespace = f"wh-{uuid.uuid4().hex[:10]}", f"zips_{uuid.uuid4().hex[:8]}"
     aws_client("s3").create_bucket(Bucket=bucket)
@@ -247,16 +247,20 @@ def test_the_four_zips_run_as_lambda_runs_them_and_their_tables_read_back(
     dead = pyiceberg_glue_table(moto_endpoint, namespace, "vehicle_telemetry_dead_letter").scan().to_arrow()
     assert dead.num_rows == expected["corrupt"]
 
-    # cdc: the mirror equals what the CLI's CDC pipeline makes of the same event in another namespace.
+    # ingest over an upsert pipeline (the accounts feed as CSV lines): the table equals what the
+    # CLI makes of the same event in another namespace.
+    from test_cdc_readers import csv_accounts_pipeline
     cdc_path = tmp_path / "cdc.json"
     icestream(moto_endpoint, "gen-event", "domain=cdc", "records=400", "accounts=60", "seed=3", f"out={cdc_path}")
-    status, reply = runtime_api.invoke(unpacked["cdc"], env, json.loads(cdc_path.read_text()), log)
-    assert status == 200, f"cdc: {status} {reply}; log: {log.read_text()[-3000:]}"
     reference = f"{namespace}_cli"
-    icestream(moto_endpoint, "cdc", str(cdc_path), *(f"{k}={v}" for k, v in {**knobs, "namespace": reference}.items()))
+    files = {ns: csv_accounts_pipeline(tmp_path / ns, ["bank-accounts-cdc"], ns) for ns in (namespace, reference)}
+    upsert_env = {**env, "ICESTREAM_PIPELINES": files[namespace].removeprefix("pipelines=")}
+    status, reply = runtime_api.invoke(unpacked["ingest"], upsert_env, json.loads(cdc_path.read_text()), log)
+    assert status == 200 and reply["upsert_applied"] > 0, f"ingest (upsert): {status} {reply}; log: {log.read_text()[-3000:]}"
+    icestream(moto_endpoint, "ingest", str(cdc_path), files[reference], *(f"{k}={v}" for k, v in {**knobs, "namespace": reference}.items()))
     columns = ["account_id", "balance", "seq"]
-    mirror = sorted_rows(pyiceberg_glue_table(moto_endpoint, namespace, "accounts_mirror"), columns)
-    assert mirror and mirror == sorted_rows(pyiceberg_glue_table(moto_endpoint, reference, "accounts_mirror"), columns)
+    mirror = sorted_rows(pyiceberg_glue_table(moto_endpoint, namespace, "accounts"), columns)
+    assert mirror and mirror == sorted_rows(pyiceberg_glue_table(moto_endpoint, reference, "accounts"), columns)
 
     # maintenance: a second batch (the CLI, direct) gives each partition a second file; then the
     # scheduler's input for one action and table compacts them, and the rows stay as they were.

@@ -29,16 +29,14 @@ pub enum Command {
     /// Run the ingest function's code on MSK event files in order, as one warm function instance
     /// would (clients and caches built once); prints a one-line JSON summary each
     Ingest(Options<ingest::Ingest>),
-    /// Run the cdc function's code on one MSK event file (changelog + guarded mirror); prints a
-    /// JSON summary
+    /// Removed: the accounts feed is an upsert pipeline (`ingest` with pipelines=)
+    #[command(hide = true)]
     Cdc {
-        #[arg(value_name = "EVENT.json", value_parser = not_a_setting)]
-        file: String,
-        #[command(flatten)]
-        options: Options<ConfigOnly>,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        rest: Vec<String>,
     },
-    /// Recompute an upsert table (TABLE, with pipelines=) or the accounts mirror from its
-    /// changelog in one commit; prints a JSON report
+    /// Recompute an upsert pipeline's table (TABLE, with pipelines=) from its changelog in one
+    /// commit; prints a JSON report
     CdcRebuild(Options<cdc::Rebuild>),
     /// Validate a pipeline file, or list the tables it implies
     #[command(subcommand)]
@@ -142,7 +140,7 @@ impl Command {
     pub async fn run(self) -> Result<()> {
         match self {
             Command::Ingest(o) => ingest::run(o).await,
-            Command::Cdc { file, options } => cdc::run(&file, options).await,
+            Command::Cdc { .. } => anyhow::bail!(cdc::CDC_IS_GONE),
             Command::CdcRebuild(o) => cdc::rebuild(o).await,
             Command::Pipelines(Pipelines::Check { file, options }) => pipelines::check(file, options.words).await,
             Command::Pipelines(Pipelines::Tables { file }) => pipelines::tables(&file).await,

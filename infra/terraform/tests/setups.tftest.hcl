@@ -39,8 +39,8 @@ run "defaults" {
   }
 
   assert {
-    condition     = aws_lambda_function.this["maintenance"].environment[0].variables["ICESTREAM_TOMBSTONE_RETENTION_DAYS"] == "7" && !contains(keys(aws_lambda_function.this["cdc"].environment[0].variables), "ICESTREAM_TOMBSTONE_RETENTION_DAYS")
-    error_message = "tombstone_retention_days belongs to maintenance (purge-tombstones), not cdc."
+    condition     = aws_lambda_function.this["maintenance"].environment[0].variables["ICESTREAM_TOMBSTONE_RETENTION_DAYS"] == "7" && !contains(keys(aws_lambda_function.this["ingest"].environment[0].variables), "ICESTREAM_TOMBSTONE_RETENTION_DAYS")
+    error_message = "tombstone_retention_days belongs to maintenance (purge-tombstones), not ingest."
   }
 
   assert {
@@ -73,7 +73,6 @@ run "long_table_names" {
   command = plan
 
   variables {
-    enable_cdc         = false
     maintenance_tables = ["a_very_long_table_name_that_fills_the_schedule_name_limit_one", "a_very_long_table_name_that_fills_the_schedule_name_limit_two"]
   }
 
@@ -212,7 +211,6 @@ run "s3tables_existing_cluster_and_vpc_with_pipelines" {
       security_group_ids = ["sg-x"]
     }
     catalog       = "s3tables"
-    enable_cdc    = false
     pipeline_file = "tests/fixtures/pipelines/pipelines.toml"
   }
 
@@ -264,7 +262,6 @@ run "s3tables_analytics_integration_and_readers" {
 
   variables {
     catalog                        = "s3tables"
-    enable_cdc                     = false
     s3tables_analytics_integration = true
     lake_formation                 = { readers = ["arn:aws:iam::123456789012:role/analyst"] }
   }
@@ -305,8 +302,8 @@ run "provisioned_pollers" {
   }
 
   assert {
-    condition     = length(aws_lambda_event_source_mapping.kafka) == 4
-    error_message = "Three pipeline topics and the CDC topic: four mappings."
+    condition     = length(aws_lambda_event_source_mapping.kafka) == 3
+    error_message = "Three pipeline topics: three mappings."
   }
 }
 
@@ -416,8 +413,8 @@ run "bring_your_own" {
   }
 
   assert {
-    condition     = length(aws_lakeformation_permissions.reader_tables) == 1 && length(aws_lakeformation_permissions.function_tables) == 3
-    error_message = "Lake Formation grants the functions and the readers."
+    condition     = length(aws_lakeformation_permissions.reader_tables) == 1 && length(aws_lakeformation_permissions.function_tables) == 2
+    error_message = "Lake Formation grants the functions (ingest, maintenance) and the readers."
   }
 }
 
@@ -454,7 +451,6 @@ run "upsert_changelog_and_registries" {
   variables {
     pipeline_file = "tests/fixtures/upsert/pipelines.toml"
     namespace     = "ledger"
-    enable_cdc    = false
   }
 
   assert {
@@ -526,8 +522,7 @@ run "s3tables_data_and_create_table_are_scoped_by_name" {
   command = apply
 
   variables {
-    catalog    = "s3tables"
-    enable_cdc = false
+    catalog = "s3tables"
   }
 
   assert {
@@ -549,7 +544,6 @@ run "self_managed_kafka_with_scram_in_a_vpc" {
     create_msk_cluster = false
     vpc_id             = null
     subnet_ids         = []
-    enable_cdc         = false
     self_managed_kafka = {
       bootstrap_servers  = ["b1.kafka.example.com:9096", "b2.kafka.example.com:9096"]
       authentication     = "SASL_SCRAM_512_AUTH"

@@ -10,9 +10,11 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-use crate::cdc::simulate::{CdcSimulator, SimulatorOptions};
+pub mod accounts;
+
 use crate::dev::codec::{self, Reading};
-use crate::model::config::{Allowed, CdcFormat, Knob, Settings, Source};
+use crate::model::config::{Allowed, Knob, Settings, Source};
+use accounts::{CdcFormat, CdcSimulator, SimulatorOptions};
 use crate::base::error::Result;
 use crate::model::event::{KafkaRecordIn, LOCAL_CLUSTER_ARN, TopicPartition, event_json, record_json};
 
@@ -294,11 +296,7 @@ impl Iterator for RecordStream {
         Some(match &mut self.simulator {
             Some(simulator) => {
                 let change = simulator.next_change();
-                let value = match self.opts.cdc_format {
-                    CdcFormat::Csv => change.to_csv(),
-                    CdcFormat::Dms => change.to_dms_json("seq"),
-                };
-                GeneratedRecord { id: change.account_id, value: value.into_bytes(), kind: RecordKind::Change { op: change.op.code() } }
+                GeneratedRecord { id: change.account_id, value: change.value(self.opts.cdc_format).into_bytes(), kind: RecordKind::Change { op: change.op.code() } }
             }
             None => self.next_reading(i),
         })

@@ -6,6 +6,7 @@ pub mod catalog_calls;
 pub mod columns;
 pub mod commit;
 pub mod confine;
+pub mod keyed;
 mod local_files;
 pub(crate) mod partition_values;
 pub mod project;

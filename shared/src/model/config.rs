@@ -230,30 +230,6 @@ pub const KNOBS: &[Knob] = &[
         help: "With catalog `s3tables`: only `report` the maintenance AWS runs on each table, or `set` it from target_file_size_bytes, snapshot_max_age_hours and min_snapshots_to_keep",
     },
     Knob {
-        key: "cdc_format",
-        default: "csv",
-        allowed: Allowed::OneOf(&["csv", "dms"]),
-        help: "CDC record values: `csv` = `operation,account_id,balance,last_updated,seq` (I/U/D); `dms` = AWS DMS Kafka-target JSON (`data` + `metadata.operation`)",
-    },
-    Knob {
-        key: "cdc_order_column",
-        default: "seq",
-        allowed: Allowed::Text,
-        help: "With `cdc_format=dms`: the `data` field that orders changes per key (a monotonic source sequence)",
-    },
-    Knob {
-        key: "changelog_table",
-        default: "accounts_changelog",
-        allowed: Allowed::Text,
-        help: "CDC changelog table (every change once); its dead-letter table is <changelog_table>_dead_letter",
-    },
-    Knob {
-        key: "mirror_table",
-        default: "accounts_mirror",
-        allowed: Allowed::Text,
-        help: "Guarded CDC mirror table: one live row per account",
-    },
-    Knob {
         key: "tombstone_retention_days",
         default: "7",
         allowed: Allowed::Integer { min: 1, max: 36_500 },
@@ -411,13 +387,6 @@ pub enum FailPoint {
     AfterCommit,
 }
 
-/// Encoding of CDC record values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CdcFormat {
-    Csv,
-    Dms,
-}
-
 /// How appends reach the table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CommitMode {
@@ -477,7 +446,7 @@ pub struct Config {
     pub dedup: Dedup,
     pub dedup_window_minutes: i64,
     pub target_file_size_bytes: usize,
-    /// Upsert pipelines: the bound of the key index cache (`cdc::key_index`), in bytes.
+    /// Upsert pipelines: the bound of the key index cache (`keyed::key_index`), in bytes.
     pub key_index_cache_bytes: usize,
     pub compression: String,
     pub commit_timeout_ms: u64,
@@ -495,10 +464,6 @@ pub struct Config {
     pub orphan_margin_hours: i64,
     /// S3 Tables: write the managed maintenance settings from the knobs (else only report them).
     pub s3tables_maintenance_set: bool,
-    pub cdc_format: CdcFormat,
-    pub cdc_order_column: String,
-    pub changelog_table: String,
-    pub mirror_table: String,
     pub tombstone_retention_days: i64,
     pub log_format: String,
 }
@@ -579,13 +544,6 @@ impl Config {
             min_snapshots_to_keep: s.parse("min_snapshots_to_keep")?,
             orphan_margin_hours: s.parse("orphan_margin_hours")?,
             s3tables_maintenance_set: s.get("s3tables_maintenance") == "set",
-            cdc_format: match s.get("cdc_format") {
-                "dms" => CdcFormat::Dms,
-                _ => CdcFormat::Csv,
-            },
-            cdc_order_column: s.get("cdc_order_column").to_string(),
-            changelog_table: s.get("changelog_table").to_string(),
-            mirror_table: s.get("mirror_table").to_string(),
             tombstone_retention_days: s.parse("tombstone_retention_days")?,
             log_format: s.get("log_format").to_string(),
         }
@@ -632,11 +590,6 @@ impl Config {
     /// Name of the dead-letter table that goes with the telemetry table.
     pub fn dead_letter_table(&self) -> String {
         format!("{}_dead_letter", self.table)
-    }
-
-    /// Name of the dead-letter table that goes with the CDC changelog.
-    pub fn cdc_dead_letter_table(&self) -> String {
-        format!("{}_dead_letter", self.changelog_table)
     }
 }
 

@@ -166,69 +166,6 @@ pub fn dead_letter_table(name: &str, compression: &str) -> Result<TableDef> {
     })
 }
 
-/// CDC column names, shared by the changelog, the mirror, the decoders and tests.
-pub mod cdc {
-    pub const OPERATION: &str = "operation";
-    pub const ACCOUNT_ID: &str = "account_id";
-    pub const BALANCE: &str = "balance";
-    pub const LAST_UPDATED: &str = "last_updated";
-    pub const SEQ: &str = "seq";
-}
-
-/// `accounts_changelog`: every change once, in arrival order, partitioned by day of
-/// `last_updated`. `balance` is integer cents (never a float); a delete may carry none.
-pub fn accounts_changelog(name: &str, compression: &str, target_file_size: usize) -> Result<TableDef> {
-    use cdc::*;
-    use lineage::*;
-    let schema = Schema::builder()
-        .with_schema_id(0)
-        .with_fields([
-            NestedField::required(1, OPERATION, Type::Primitive(PrimitiveType::String)).into(),
-            NestedField::required(2, ACCOUNT_ID, Type::Primitive(PrimitiveType::Long)).into(),
-            NestedField::optional(3, BALANCE, Type::Primitive(PrimitiveType::Long)).into(),
-            NestedField::required(4, LAST_UPDATED, Type::Primitive(PrimitiveType::Timestamptz)).into(),
-            NestedField::required(5, SEQ, Type::Primitive(PrimitiveType::Long)).into(),
-            NestedField::required(6, TOPIC, Type::Primitive(PrimitiveType::String)).into(),
-            NestedField::required(7, PARTITION, Type::Primitive(PrimitiveType::Int)).into(),
-            NestedField::required(8, OFFSET, Type::Primitive(PrimitiveType::Long)).into(),
-        ])
-        .build()?;
-    let partition_spec = UnboundPartitionSpec::builder()
-        .with_spec_id(0)
-        .add_partition_field(4, "last_updated_day", Transform::Day)?
-        .build();
-    Ok(TableDef { name: name.to_string(), schema, partition_spec, properties: reference_properties(compression, target_file_size), sort_order: None })
-}
-
-/// `accounts_mirror`: one live row per account, the state of its newest applied change. Rows
-/// are replaced merge-on-read (position deletes + appends); the lineage columns name the
-/// Kafka record that set the row.
-pub fn accounts_mirror(name: &str, compression: &str, target_file_size: usize) -> Result<TableDef> {
-    use cdc::*;
-    use lineage::*;
-    let schema = Schema::builder()
-        .with_schema_id(0)
-        .with_identifier_field_ids([1])
-        .with_fields([
-            NestedField::required(1, ACCOUNT_ID, Type::Primitive(PrimitiveType::Long)).into(),
-            NestedField::required(2, BALANCE, Type::Primitive(PrimitiveType::Long)).into(),
-            NestedField::required(3, LAST_UPDATED, Type::Primitive(PrimitiveType::Timestamptz)).into(),
-            NestedField::required(4, SEQ, Type::Primitive(PrimitiveType::Long)).into(),
-            NestedField::required(5, TOPIC, Type::Primitive(PrimitiveType::String)).into(),
-            NestedField::required(6, PARTITION, Type::Primitive(PrimitiveType::Int)).into(),
-            NestedField::required(7, OFFSET, Type::Primitive(PrimitiveType::Long)).into(),
-        ])
-        .build()?;
-    let partition_spec = UnboundPartitionSpec::builder()
-        .with_spec_id(0)
-        .add_partition_field(1, "account_id_bucket", Transform::Bucket(16))?
-        .build();
-    let mut properties = reference_properties(compression, target_file_size);
-    add_upsert_properties(&mut properties, &[ACCOUNT_ID]);
-    let sort_order = Some(crate::model::sort_order::by_key(&schema, &[ACCOUNT_ID.to_string()])?);
-    Ok(TableDef { name: name.to_string(), schema, partition_spec, properties, sort_order })
-}
-
 /// Iceberg's table property that asks for a Parquet bloom filter on one column.
 pub const BLOOM_FILTER_PROPERTY_PREFIX: &str = "write.parquet.bloom-filter-enabled.column.";
 
@@ -283,14 +220,6 @@ mod tests {
         assert_eq!(arrow.fields().len(), 10);
         assert!(arrow.field(0).metadata().contains_key("PARQUET:field_id"));
         assert!(!arrow.field(0).is_nullable(), "required columns are non-nullable in Arrow");
-    }
-
-    #[test]
-    fn cdc_tables_bind() {
-        for def in [accounts_changelog("c", "zstd", 1 << 20).unwrap(), accounts_mirror("m", "zstd", 1 << 20).unwrap()] {
-            def.partition_spec.clone().bind(def.schema.clone()).unwrap();
-            def.arrow_schema().unwrap();
-        }
     }
 
     #[test]

@@ -5,5 +5,6 @@ pub mod dead_letter;
 pub mod dedup;
 pub mod recovery;
 pub mod sink;
+pub mod upsert;
 pub mod window;
 pub mod writer_plan;

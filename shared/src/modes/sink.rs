@@ -3,8 +3,8 @@
 //! files and a staged manifest under the table location and sends a commit request to the
 //! commit queue, succeeding once SQS acknowledges it ([`crate::services::queued`]).
 //!
-//! Anything that appends rows with Kafka lineage (telemetry, dead letters, the CDC changelog)
-//! goes through here; only appends that must read the current state first (the CDC mirror's
+//! Anything that appends rows with Kafka lineage (telemetry, dead letters) goes through here;
+//! only writes that must read the current state first (an upsert table's changelog and its
 //! guarded apply) commit directly.
 
 use std::collections::BTreeMap;

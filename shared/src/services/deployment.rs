@@ -114,7 +114,7 @@ const CATALOG_CALLS: &[Calls] = &[
 /// One function's needs.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct FunctionContract {
-    /// The function's role name (`ingest`, `cdc`, `committer`, `maintenance`).
+    /// The function's role name (`ingest`, `committer`, `maintenance`).
     pub function: &'static str,
     /// Every knob the function's code reads.
     pub knobs: &'static [&'static str],
@@ -174,28 +174,15 @@ const PIPELINE_FILE_CALLS: [Calls; 2] = [
     },
 ];
 
-pub const CDC: FunctionContract = FunctionContract {
-    function: "cdc",
-    knobs: knobs![
-        "target_file_size_bytes", "compression", "fail_point", "commit_mode", "commit_queue_url", "cdc_format", "cdc_order_column", "changelog_table", "mirror_table",
-        "key_index_cache_mb"
-    ],
-    optional_knobs: &[LOCAL_ONLY_KNOBS[0], LOCAL_ONLY_KNOBS[1], "commit_mode", "commit_queue_url"],
-    calls: &[
-        CATALOG_CALLS,
-        &[calls(FILE_DELETE_ACTIONS, Resource::TableMetadataObjects, When::Glue), calls(SEND_ACTIONS, Resource::CommitQueue, When::Queued)],
-    ],
-};
-
 pub const COMMITTER: FunctionContract = FunctionContract {
     function: "committer",
     // The writers' table knobs: the committer commits only the tables they name
-    // (`queued/validate.rs`); without the CDC function there is no changelog table.
+    // (`queued/validate.rs`).
     knobs: knobs![
         "target_file_size_bytes", "compression", "fail_point", "commit_queue_url", "commit_gap_patience", "commit_gap_retry_s", "pipelines",
-        "table", "changelog_table"
+        "table"
     ],
-    optional_knobs: &[LOCAL_ONLY_KNOBS[0], LOCAL_ONLY_KNOBS[1], "pipelines", "table", "changelog_table"],
+    optional_knobs: &[LOCAL_ONLY_KNOBS[0], LOCAL_ONLY_KNOBS[1], "pipelines", "table"],
     calls: &[
         CATALOG_CALLS,
         &[
@@ -267,7 +254,7 @@ impl FunctionContract {
 }
 
 /// Every Lambda function of a deployment.
-pub const FUNCTIONS: [FunctionContract; 4] = [INGEST, CDC, COMMITTER, MAINTENANCE];
+pub const FUNCTIONS: [FunctionContract; 3] = [INGEST, COMMITTER, MAINTENANCE];
 
 /// How writers address the commit queue: the queue must be FIFO with the table as message group.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -322,10 +309,10 @@ mod tests {
 
     #[test]
     fn unread_knobs_are_named() {
-        let env = [("ICESTREAM_TOMBSTONE_RETENTION_DAYS", "7"), ("ICESTREAM_CDC_FORMAT", "dms"), ("RUST_LOG", "info")]
+        let env = [("ICESTREAM_TOMBSTONE_RETENTION_DAYS", "7"), ("ICESTREAM_DEDUP_WINDOW_MINUTES", "5"), ("RUST_LOG", "info")]
             .map(|(k, v)| (k.to_string(), v.to_string()));
-        assert_eq!(CDC.unread_knobs(env.clone()), vec!["ICESTREAM_TOMBSTONE_RETENTION_DAYS".to_string()]);
-        assert!(MAINTENANCE.unread_knobs(env).contains(&"ICESTREAM_CDC_FORMAT".to_string()));
+        assert_eq!(INGEST.unread_knobs(env.clone()), vec!["ICESTREAM_TOMBSTONE_RETENTION_DAYS".to_string()]);
+        assert!(MAINTENANCE.unread_knobs(env).contains(&"ICESTREAM_DEDUP_WINDOW_MINUTES".to_string()));
     }
 
     #[test]

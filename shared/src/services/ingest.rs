@@ -21,8 +21,8 @@ use crate::modes::dead_letter::{DeadLetterBuilder, Reject};
 use crate::decode::RecordDecoder;
 use crate::engine::catalog_calls::CatalogCalls;
 use crate::base::error::{Error, Result};
-use crate::cdc::key_index::KeyIndexCache;
-use crate::cdc::upsert::{Lineage, UpsertTables};
+use crate::engine::keyed::key_index::KeyIndexCache;
+use crate::modes::upsert::{Lineage, UpsertTables};
 use crate::base::freshness::{Freshness, RecordTimes};
 use crate::model::event::{KafkaRecordIn, ParsedEvent, TopicPartition, parse_event};
 use crate::model::pipeline::{Pipeline, PipelineSet, format_name};
@@ -376,7 +376,7 @@ impl IngestPipeline {
         }
     }
 
-    /// An upsert pipeline's share: the guarded apply (`cdc::upsert`). Returns the oldest
+    /// An upsert pipeline's share: the guarded apply (`upsert`). Returns the oldest
     /// record's timestamp.
     async fn ingest_upserts(
         &self,
@@ -389,21 +389,21 @@ impl IngestPipeline {
     ) -> Result<Option<i64>> {
         let upsert_tables = self.upsert_tables(pipeline, upsert, tables);
         let calls_before = tables.registry.as_ref().map_or(0, Registry::calls);
-        let out = crate::cdc::upsert::ingest(&self.catalogs, &self.config, &self.sink, upsert_tables, partitions, deadline).await?;
+        let out = crate::modes::upsert::ingest(&self.catalogs, &self.config, &self.sink, upsert_tables, partitions, deadline).await?;
         summary.registry_calls += tables.registry.as_ref().map_or(0, Registry::calls) - calls_before;
-        summary.written += out.mirror.rows_added;
+        summary.written += out.apply.rows_added;
         summary.dead_letter += out.dead_letter;
-        summary.skipped_replay += out.skipped_replay + out.mirror.skipped_replay;
+        summary.skipped_replay += out.skipped_replay + out.apply.skipped_replay;
         summary.duplicates += out.duplicates;
         summary.files += out.files;
         summary.commit_attempts += out.commit_attempts;
         summary.commit_ms += out.commit_ms;
-        summary.upsert_applied += out.mirror.applied;
-        summary.upsert_stale += out.mirror.stale;
-        summary.upsert_truncated += out.mirror.rows_truncated;
-        summary.key_files_read += out.mirror.files_read;
-        summary.key_bytes_read += out.mirror.bytes_read;
-        summary.key_read_requests += out.mirror.read_requests;
+        summary.upsert_applied += out.apply.applied;
+        summary.upsert_stale += out.apply.stale;
+        summary.upsert_truncated += out.apply.rows_truncated;
+        summary.key_files_read += out.apply.files_read;
+        summary.key_bytes_read += out.apply.bytes_read;
+        summary.key_read_requests += out.apply.read_requests;
         summary.changelog_written += out.changelog_written;
         if out.snapshot_id.is_some() {
             summary.snapshot_id = out.snapshot_id;
@@ -429,7 +429,7 @@ async fn open_tables(catalogs: &Catalogs, pipeline: &Pipeline, registry: Option<
     let mut data = catalogs.ensure_table(&pipeline.def).await?;
     if pipeline.upsert.is_some() {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        data = catalogs.committer.commit_to(data, deadline, &mut crate::cdc::layout::KeyedLayout { key: &pipeline.key }).await?.table;
+        data = catalogs.committer.commit_to(data, deadline, &mut crate::modes::upsert::layout::KeyedLayout { key: &pipeline.key }).await?.table;
     }
     let ident = data.identifier().clone();
     let refuse = |what: String| Error::Config(format!("pipeline `{}` cannot write table {ident}: {what}; nothing was written", pipeline.table));

@@ -21,7 +21,7 @@ pub const TABLE_DIMENSION: &str = "Table";
 
 /// Where the dimension's value comes from under Lambda: the deployed function's name, so two
 /// deployments in one account and region keep apart. Outside Lambda (the CLI) it is the
-/// function's role name (`ingest`, `cdc`, `committer`).
+/// function's role name (`ingest`, `committer`).
 pub const FUNCTION_NAME_ENV: &str = "AWS_LAMBDA_FUNCTION_NAME";
 
 /// The `Function` dimension value for `function`: the Lambda function name when running there.
@@ -128,13 +128,12 @@ pub fn declared_metrics(line: &str) -> Vec<String> {
     declared.iter().filter_map(|m| m["Name"].as_str().map(str::to_string)).collect()
 }
 
-/// The metric names each function's EMF line declares: `{"ingest": [...], "cdc": [...], ...}`
+/// The metric names each function's EMF line declares: `{"ingest": [...], "committer": [...], ...}`
 /// (maintenance emits none), for `icestream contract`.
 pub fn emitted_metrics() -> serde_json::Value {
     json!({
         "ingest": declared_metrics(&emf_line("ingest", &Summary::default())),
         "ingest_per_table": declared_metrics(&table_emf_lines("ingest", &table_metrics_sample())[0]),
-        "cdc": declared_metrics(&emf_line_of("cdc", &crate::cdc::CdcSummary::default().metrics())),
         "committer": declared_metrics(&committer_emf_line(&BatchReport::default())),
         "maintenance": [],
     })

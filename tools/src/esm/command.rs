@@ -4,18 +4,16 @@
 use std::time::Instant;
 
 use anyhow::Result;
-use icestream::cdc::CdcPipeline;
 use icestream::{Config, IngestPipeline};
 
 use super::batch::Batch;
-use super::function::{Function, HttpFunction, InProcessCdc, InProcessIngest};
-use super::{EsmOptions, FunctionKind, Invoke, Poller};
+use super::function::{Function, HttpFunction, InProcessIngest};
+use super::{EsmOptions, Invoke, Poller};
 use crate::kafka::{stop_signal, throughput_line};
 
 /// The function a command-line poller invokes.
 pub enum AnyFunction {
     Ingest(InProcessIngest),
-    Cdc(InProcessCdc),
     Http(HttpFunction),
 }
 
@@ -23,7 +21,6 @@ impl Function for AnyFunction {
     async fn invoke(&self, event: &[u8]) -> Result<serde_json::Value> {
         match self {
             AnyFunction::Ingest(f) => f.invoke(event).await,
-            AnyFunction::Cdc(f) => f.invoke(event).await,
             AnyFunction::Http(f) => f.invoke(event).await,
         }
     }
@@ -31,7 +28,6 @@ impl Function for AnyFunction {
     async fn invoke_batch(&self, batch: &Batch) -> Result<serde_json::Value> {
         match self {
             AnyFunction::Ingest(f) => f.invoke_batch(batch).await,
-            AnyFunction::Cdc(f) => f.invoke_batch(batch).await,
             AnyFunction::Http(f) => f.invoke_batch(batch).await,
         }
     }
@@ -39,18 +35,15 @@ impl Function for AnyFunction {
 
 /// Build the function the options name; `function_args` configure an in-process one.
 pub async fn function_for(opts: &EsmOptions, function_args: &[String]) -> Result<AnyFunction> {
-    Ok(match (&opts.invoke, opts.function) {
-        (Invoke::Http(url), _) => {
+    Ok(match &opts.invoke {
+        Invoke::Http(url) => {
             icestream::base::logging::init("text");
             AnyFunction::Http(HttpFunction::new(url.clone()))
         }
-        (Invoke::InProcess, kind) => {
+        Invoke::InProcess => {
             let config = Config::from_env_and_args(function_args)?;
             icestream::base::logging::init(&config.log_format);
-            match kind {
-                FunctionKind::Ingest => AnyFunction::Ingest(InProcessIngest::new(IngestPipeline::new(config).await?)),
-                FunctionKind::Cdc => AnyFunction::Cdc(InProcessCdc::new(CdcPipeline::new(config).await?)),
-            }
+            AnyFunction::Ingest(InProcessIngest::new(IngestPipeline::new(config).await?))
         }
     })
 }
@@ -60,7 +53,7 @@ pub async fn run(args: &[String]) -> Result<()> {
     let (opts, function_args) = EsmOptions::from_args(args)?;
     let function = function_for(&opts, &function_args).await?;
     let target = match &opts.invoke {
-        Invoke::InProcess => format!("{} in-process", opts.function.name()),
+        Invoke::InProcess => "ingest in-process".to_string(),
         Invoke::Http(url) => url.clone(),
     };
     eprintln!(

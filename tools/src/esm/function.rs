@@ -9,7 +9,6 @@ use anyhow::{Context, Result, anyhow, bail};
 use futures::FutureExt;
 use futures::future::LocalBoxFuture;
 use icestream::IngestPipeline;
-use icestream::cdc::CdcPipeline;
 use icestream::model::event::ParsedEvent;
 
 use super::batch::Batch;
@@ -27,7 +26,7 @@ pub trait Function {
     }
 }
 
-/// A library pipeline the poller can call in this process: ingest or CDC.
+/// A library pipeline the poller can call in this process (ingest; tests bring their own).
 pub trait Pipeline: Send + Sync + 'static {
     type Summary: serde::Serialize + Send + 'static;
     fn handle(&self, event: ParsedEvent, deadline: Instant) -> impl Future<Output = icestream::Result<Self::Summary>>;
@@ -45,16 +44,6 @@ impl Pipeline for IngestPipeline {
     }
 }
 
-impl Pipeline for CdcPipeline {
-    type Summary = icestream::cdc::CdcSummary;
-    fn handle(&self, event: ParsedEvent, deadline: Instant) -> impl Future<Output = icestream::Result<Self::Summary>> {
-        CdcPipeline::handle(self, event, deadline)
-    }
-    fn timeout_ms(&self) -> u64 {
-        self.config().commit_timeout_ms
-    }
-}
-
 /// A pipeline called directly. Each invocation runs on a thread of its own, so concurrent ones
 /// (one per partition) use every core, as separate Lambda instances would.
 pub struct InProcess<P> {
@@ -63,8 +52,6 @@ pub struct InProcess<P> {
 
 /// The ingest pipeline in this process.
 pub type InProcessIngest = InProcess<IngestPipeline>;
-/// The CDC pipeline (changelog + guarded mirror) in this process.
-pub type InProcessCdc = InProcess<CdcPipeline>;
 
 impl<P: Pipeline> InProcess<P> {
     pub fn new(pipeline: P) -> Self {

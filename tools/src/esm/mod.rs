@@ -39,7 +39,7 @@ use batch::{Batch, EventSource, MAX_PAYLOAD_BYTES};
 use lanes::{Delivered, InFlight, Lanes, Pushed};
 use failure::{Condition, write_failed_batch};
 pub use function::Function;
-pub use options::{ESM_OPTIONS, EsmOptions, FunctionKind, Invoke};
+pub use options::{ESM_OPTIONS, EsmOptions, Invoke};
 
 /// How long one poll waits when no batch is open (also how often `stop` and drain are checked).
 const IDLE_WAIT: Duration = Duration::from_millis(200);
@@ -458,7 +458,7 @@ impl Poller {
     }
 
     fn discard(&self, batch: &Batch, condition: Condition, attempts: u32, error: &str, stats: &mut EsmStats) -> Result<()> {
-        let path = write_failed_batch(&self.opts.on_failure_dir, self.opts.function.name(), batch, condition, attempts, error)?;
+        let path = write_failed_batch(&self.opts.on_failure_dir, "ingest", batch, condition, attempts, error)?;
         tracing::error!("batch of {} records discarded ({condition:?}) to {}: {error}", batch.count, path.display());
         stats.failed_batches += 1;
         stats.failed_records += batch.count as u64;

@@ -14,9 +14,8 @@ use crate::kafka::BOOTSTRAP;
 /// Options of the local event source mapping.
 pub const ESM_OPTIONS: &[Knob] = &[
     BOOTSTRAP,
-    Knob { key: "topic", default: "auto", allowed: Allowed::Text, help: "Topic to consume, or several comma-separated (one event then carries them all) (auto = vehicle-telemetry for ingest, bank-accounts-cdc for cdc: the producers' defaults)" },
+    Knob { key: "topic", default: "vehicle-telemetry", allowed: Allowed::Text, help: "Topic to consume, or several comma-separated (one event then carries them all)" },
     Knob { key: "group", default: "icestream-esm", allowed: Allowed::Text, help: "Consumer group (the mapping's UUID plays this role on AWS)" },
-    Knob { key: "function", default: "ingest", allowed: Allowed::OneOf(&["ingest", "cdc"]), help: "Which function the mapping invokes" },
     Knob { key: "batch_size", default: "100", allowed: Allowed::Integer { min: 1, max: MAX_BATCH_SIZE as i64 }, help: "Most records per invocation (MSK default 100)" },
     Knob { key: "batching_window_ms", default: "500", allowed: Allowed::Integer { min: 0, max: 300_000 }, help: "Longest wait to fill a batch after its first record (MSK default 500 ms)" },
     Knob { key: "invoke", default: "inprocess", allowed: Allowed::Text, help: "`inprocess` (the library pipeline in this process) or the URL of a Lambda invoke API, e.g. http://127.0.0.1:9000 (cargo lambda watch)" },
@@ -34,30 +33,12 @@ pub enum Invoke {
     Http(String),
 }
 
-/// Which function the mapping invokes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FunctionKind {
-    Ingest,
-    Cdc,
-}
-
-impl FunctionKind {
-    /// The function's name (its binary under `cargo lambda watch`).
-    pub fn name(self) -> &'static str {
-        match self {
-            FunctionKind::Ingest => "ingest",
-            FunctionKind::Cdc => "cdc",
-        }
-    }
-}
-
 /// Parsed poller options.
 #[derive(Debug, Clone)]
 pub struct EsmOptions {
     pub bootstrap: String,
     pub topic: String,
     pub group: String,
-    pub function: FunctionKind,
     pub batch_size: usize,
     pub batching_window: Duration,
     pub invoke: Invoke,
@@ -85,13 +66,9 @@ impl EsmOptions {
                 bail!("unknown key `{key}` for esm: known keys are {} (the poller's and the function's)", known.join(", "));
             }
         }
-        let function = match settings.get("function") {
-            "cdc" => FunctionKind::Cdc,
-            _ => FunctionKind::Ingest,
-        };
         let invoke = match settings.get("invoke") {
             "inprocess" => Invoke::InProcess,
-            url if url.starts_with("http://") && url.len() > "http://".len() => Invoke::Http(invoke_url(url, function.name())),
+            url if url.starts_with("http://") && url.len() > "http://".len() => Invoke::Http(invoke_url(url, "ingest")),
             other => bail!(
                 "bad value {other:?} for `invoke`: allowed is inprocess or the http:// URL of a Lambda invoke API (e.g. http://127.0.0.1:9000)"
             ),
@@ -104,13 +81,8 @@ impl EsmOptions {
         }
         let opts = Self {
             bootstrap: settings.get("bootstrap").to_string(),
-            topic: match (settings.get("topic"), function) {
-                ("auto", FunctionKind::Ingest) => "vehicle-telemetry".to_string(),
-                ("auto", FunctionKind::Cdc) => "bank-accounts-cdc".to_string(),
-                (topic, _) => topic.to_string(),
-            },
+            topic: settings.get("topic").to_string(),
             group: settings.get("group").to_string(),
-            function,
             batch_size: settings.parse("batch_size")?,
             batching_window: Duration::from_millis(settings.parse("batching_window_ms")?),
             invoke,
@@ -134,13 +106,13 @@ mod tests {
     #[test]
     fn poller_and_function_words_are_split_and_typed() {
         let (o, f) = EsmOptions::from_args(&args(&[
-            "bootstrap=127.0.0.1:1", "topic=t", "group=g", "function=cdc", "batch_size=10000",
+            "bootstrap=127.0.0.1:1", "topic=t", "group=g", "batch_size=10000",
             "batching_window_ms=0", "drain=true", "retries=0", "session_timeout_ms=2000", "warehouse=/tmp/w", "source=json",
         ]))
         .unwrap();
         assert_eq!(o.session_timeout, Duration::from_secs(2));
         assert_eq!((o.bootstrap.as_str(), o.topic.as_str(), o.group.as_str()), ("127.0.0.1:1", "t", "g"));
-        assert_eq!((o.function, o.batch_size, o.batching_window, o.drain, o.retries), (FunctionKind::Cdc, 10_000, Duration::ZERO, true, 0));
+        assert_eq!((o.batch_size, o.batching_window, o.drain, o.retries), (10_000, Duration::ZERO, true, 0));
         assert_eq!(o.invoke, Invoke::InProcess);
         assert_eq!(f, ["warehouse=/tmp/w", "source=json"]);
     }
@@ -149,7 +121,6 @@ mod tests {
     fn bad_values_name_the_key_and_what_is_allowed() {
         for (word, needles) in [
             ("batch_size=10001", &["`batch_size`", "1 to 10000"][..]),
-            ("function=kinesis", &["`function`", "ingest|cdc"]),
             ("drain=yes", &["`drain`", "true|false"]),
             ("session_timeout_ms=999", &["`session_timeout_ms`", "1000 to 3600000"]),
             ("invoke=ftp://x", &["`invoke`", "inprocess", "http://"]),
@@ -164,12 +135,9 @@ mod tests {
 
     #[test]
     fn over_http_the_function_is_configured_in_its_own_environment() {
-        let (o, _) = EsmOptions::from_args(&args(&["invoke=http://127.0.0.1:9000", "function=ingest"])).unwrap();
+        let (o, _) = EsmOptions::from_args(&args(&["invoke=http://127.0.0.1:9000"])).unwrap();
         assert_eq!(o.invoke, Invoke::Http("http://127.0.0.1:9000/2015-03-31/functions/ingest/invocations".into()));
         assert_eq!(o.topic, "vehicle-telemetry");
-        let (o, _) = EsmOptions::from_args(&args(&["function=cdc", "invoke=http://127.0.0.1:9000"])).unwrap();
-        assert_eq!(o.invoke, Invoke::Http("http://127.0.0.1:9000/2015-03-31/functions/cdc/invocations".into()));
-        assert_eq!(o.topic, "bank-accounts-cdc");
         let err = EsmOptions::from_args(&args(&["invoke=http://127.0.0.1:9000", "warehouse=/w"])).unwrap_err().to_string();
         assert!(err.contains("warehouse") && err.contains("environment"), "{err}");
     }

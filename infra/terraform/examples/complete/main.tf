@@ -169,8 +169,6 @@ module "icestream" {
 
   # Tables and topics come from the pipeline file.
   pipeline_file = "${path.module}/pipelines/pipelines.toml"
-  enable_cdc    = true
-  cdc_topic     = "accounts-cdc"
 
   catalog     = "glue"
   namespace   = "bigdata"

@@ -29,7 +29,6 @@ module "icestream" {
   }
 
   ingest_topics = var.ingest_topics
-  enable_cdc    = false
 
   catalog              = "s3tables"
   namespace            = "bigdata"

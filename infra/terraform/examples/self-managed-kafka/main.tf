@@ -27,7 +27,6 @@ module "icestream" {
   }
 
   ingest_topics = var.ingest_topics
-  enable_cdc    = false
 
   catalog   = "glue"
   namespace = "bigdata"

@@ -26,6 +26,9 @@ pub enum Envelope {
     Debezium,
     /// The AWS DMS Kafka target (`data`/`metadata`).
     Dms,
+    /// A CSV line as AWS DMS writes change files: the operation (`I`, `U`, `D`), then the
+    /// table's columns in schema order.
+    Csv,
     /// The value is the row; a null value deletes the record key's row.
     Row,
 }
@@ -35,12 +38,13 @@ impl Envelope {
         match self {
             Envelope::Debezium => "debezium",
             Envelope::Dms => "dms",
+            Envelope::Csv => "csv",
             Envelope::Row => "row",
         }
     }
 
     fn parse(word: &str) -> Option<Self> {
-        [Envelope::Debezium, Envelope::Dms, Envelope::Row].into_iter().find(|e| e.name() == word)
+        [Envelope::Debezium, Envelope::Dms, Envelope::Csv, Envelope::Row].into_iter().find(|e| e.name() == word)
     }
 }
 
@@ -179,10 +183,11 @@ pub fn check(spec: &PipelineSpec, format: Format, registry: bool, columns: &Sche
     if spec.dedup.as_deref().is_some_and(|d| d != "none") {
         return Err("key `dedup`: not with mode = \"upsert\" (an upsert keeps the latest change per key itself)".into());
     }
-    let word = spec.envelope.as_deref().ok_or("key `envelope`: required with mode = \"upsert\": allowed are debezium | dms | row")?;
-    let envelope = Envelope::parse(word).ok_or_else(|| format!("key `envelope`: {word:?} is not allowed: allowed are debezium | dms | row"))?;
+    let word = spec.envelope.as_deref().ok_or("key `envelope`: required with mode = \"upsert\": allowed are debezium | dms | csv | row")?;
+    let envelope = Envelope::parse(word).ok_or_else(|| format!("key `envelope`: {word:?} is not allowed: allowed are debezium | dms | csv | row"))?;
     match (envelope, format, registry) {
-        (Envelope::Debezium, Format::Avro | Format::Protobuf, true) | (Envelope::Debezium | Envelope::Dms, Format::Json, false) | (Envelope::Row, _, _) => {}
+        (Envelope::Debezium, Format::Avro | Format::Protobuf, true) | (Envelope::Debezium | Envelope::Dms | Envelope::Csv, Format::Json, false) | (Envelope::Row, _, _) => {}
+        (Envelope::Csv, _, _) => return Err("key `envelope`: csv lines are read into the columns of a JSON Schema (format = \"json\", no registry)".into()),
         (_, _, true) => {
             return Err(format!(
                 "key `registry`: with mode = \"upsert\" a registry frames rows (envelope = \"row\") or Debezium Avro and Protobuf envelopes (envelope = \"debezium\", format = \"avro\" | \"protobuf\"), not {envelope} {} values",
@@ -198,8 +203,12 @@ pub fn check(spec: &PipelineSpec, format: Format, registry: bool, columns: &Sche
     let order = match spec.order_by.as_deref() {
         None if envelope == Envelope::Row => Order::Kafka,
         None => {
-            let allowed = if envelope == Envelope::Debezium { SourceField::DEBEZIUM } else { "metadata.timestamp" };
-            return Err(format!("key `order_by`: required with envelope = \"{envelope}\": a column, or {allowed}"));
+            let allowed = match envelope {
+                Envelope::Debezium => format!(", or {}", SourceField::DEBEZIUM),
+                Envelope::Dms => ", or metadata.timestamp".to_string(),
+                _ => String::new(),
+            };
+            return Err(format!("key `order_by`: required with envelope = \"{envelope}\": a column{allowed}"));
         }
         Some(name) => match SourceField::parse(envelope, name) {
             Some(field) => Order::Source(field),
@@ -207,6 +216,7 @@ pub fn check(spec: &PipelineSpec, format: Format, registry: bool, columns: &Sche
                 let allowed = match envelope {
                     Envelope::Debezium => SourceField::DEBEZIUM,
                     Envelope::Dms => "metadata.timestamp",
+                    Envelope::Csv => "none (a CSV line carries only the row)",
                     Envelope::Row => "none (row orders by a column or the Kafka offset)",
                 };
                 return Err(format!("key `order_by`: {name:?} is not a source-position field of {envelope}: allowed are {allowed}, or a column"));

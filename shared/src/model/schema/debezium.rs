@@ -6,7 +6,7 @@
 //!   logical types they stand for, so a table made from a Debezium topic holds dates, times,
 //!   timestamps, decimals and uuids rather than their integer or text encodings;
 //! - each row field's Connect schema (`name`, `type`, `parameters`), in the shape the JSON
-//!   converter embeds: what the value rewrites (`cdc/envelope/values.rs`) read, so Avro and JSON
+//!   converter embeds: what the value rewrites (`upsert/envelope/values.rs`) read, so Avro and JSON
 //!   events of one table land alike.
 
 use serde_json::{Map, Value, json};

@@ -9,7 +9,7 @@
 //! semantic types (`io.debezium.time.MicroTimestamp`, `Date`, `ZonedTimestamp`, `Uuid`, a
 //! decimal's `string`/`double` modes) lose their names: the scalar alone is written. So:
 //! - a column the table already holds keeps its type wherever one of the Debezium value rules
-//!   (`cdc/envelope/values.rs`) reads the writer's representation into it (an int into a
+//!   (`upsert/envelope/values.rs`) reads the writer's representation into it (an int into a
 //!   date, a string into a uuid or timestamp, a double into a decimal, …), the unit of an
 //!   integer time named by the pipeline's declared row (`declared`) or else milliseconds;
 //! - any other field takes the type the converter's representation stands for.
@@ -181,7 +181,7 @@ fn field_meta(fd: &FieldDescriptor, key: &str) -> Option<String> {
 }
 
 /// The Connect schema the value rules read for a field: what the converter's messages become
-/// (see `cdc/envelope/protobuf.rs`), else the scalar's type with the declared semantic type
+/// (see `upsert/envelope/protobuf.rs`), else the scalar's type with the declared semantic type
 /// when the declared row has the same scalar there.
 fn connect_schema(repr: Repr, declared: Option<&Value>) -> Map<String, Value> {
     let (ty, name) = match repr {

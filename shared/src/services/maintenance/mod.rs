@@ -41,7 +41,7 @@ pub enum Action {
 }
 
 impl Action {
-    /// The order `all` runs in: tombstones first (a properties-only commit, CDC mirrors only),
+    /// The order `all` runs in: tombstones first (a properties-only commit, upsert tables only),
     /// compaction (it makes the most garbage), manifests next (so expiry sees the compact
     /// manifests), expiry, then orphans (what expiry left behind).
     pub const SAFE_ORDER: [Action; 5] =

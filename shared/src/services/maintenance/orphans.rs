@@ -72,8 +72,8 @@ async fn referenced_by_table(table: &Table) -> Result<HashSet<String>> {
     let mut out: HashSet<String> = HashSet::new();
     out.extend(table.metadata_location().map(normalize));
     out.extend(metadata.metadata_log().iter().map(|l| normalize(&l.metadata_file)));
-    // The CDC mirror's tombstone file is named by a property, not by a manifest.
-    out.extend(crate::cdc::tombstones::referenced_file(metadata.properties()).map(normalize));
+    // An upsert table's tombstone file is named by a property, not by a manifest.
+    out.extend(crate::engine::keyed::tombstones::referenced_file(metadata.properties()).map(normalize));
     let r = super::referenced_by(table, metadata.snapshots()).await?;
     out.extend(r.manifest_lists.iter().chain(&r.manifests).chain(&r.any_files).map(|p| normalize(p)));
     Ok(out)

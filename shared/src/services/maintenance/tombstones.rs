@@ -1,6 +1,6 @@
-//! Purge the CDC mirror's tombstones older than `tombstone_retention_days` (counted from when
+//! Purge an upsert table's tombstones older than `tombstone_retention_days` (counted from when
 //! the delete was applied). A table without tombstones is left alone. The purge is a
-//! properties-only commit through the commit module, re-planned on every attempt, so a CDC
+//! properties-only commit through the commit module, re-planned on every attempt, so an upsert
 //! writer adding tombstones meanwhile is never undone.
 
 use std::time::Instant;
@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::MaintenanceSettings;
 use crate::engine::catalog::Catalogs;
-use crate::cdc::key_tombstones::{KeyTombstones, referenced_file};
+use crate::engine::keyed::tombstones::{KeyTombstones, referenced_file};
 use crate::engine::commit::{ChangeSet, Planner};
 use crate::base::error::Result;
 
@@ -49,7 +49,7 @@ impl Planner for Purge {
     }
 }
 
-/// Whether `table` is a CDC mirror with tombstones.
+/// Whether `table` is an upsert table with tombstones.
 pub fn has_tombstones(table: &Table) -> bool {
     referenced_file(table.metadata().properties()).is_some()
 }

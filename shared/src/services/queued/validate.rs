@@ -2,8 +2,7 @@
 //! send to the queue could name any table, manifest or offsets. The committer takes a request
 //! only when
 //! * its table is one its configuration writes ([`configured_tables`]: the pipeline file's or
-//!   the `table` knob's tables with their dead-letter tables, and the CDC changelog's
-//!   dead-letter table);
+//!   the `table` knob's tables with their dead-letter tables);
 //! * it names a manifest at exactly `<table location>/staged/<uuid>.avro` whose UUID is the
 //!   digest of the request's claims and of the files the manifest lists
 //!   ([`CommitRequest::manifest_uuid`]). Only a writer, which may write the staged directory,
@@ -178,20 +177,18 @@ async fn row_outside(table: &Table, file: &DataFile, ranges: &BTreeMap<TopicPart
 }
 
 /// Every table the configuration writes through the queue, as `namespace.table`: the pipelines'
-/// tables (or the `table` knob's) with their dead-letter tables, and the CDC changelog's
-/// dead-letter table. Read once per process and configuration (the pipeline file as ingest
+/// tables (or the `table` knob's) with their dead-letter tables. Read once per process and configuration (the pipeline file as ingest
 /// reads it, once per cold start).
 pub async fn configured_tables(config: &Config) -> Result<Arc<BTreeSet<String>>> {
     type Known = Mutex<HashMap<String, Arc<BTreeSet<String>>>>;
     static KNOWN: OnceLock<Known> = OnceLock::new();
-    let key = format!("{:?}\n{}\n{}\n{}", config.pipelines, config.namespace, config.table, config.changelog_table);
+    let key = format!("{:?}\n{}\n{}", config.pipelines, config.namespace, config.table);
     let known = KNOWN.get_or_init(Known::default);
     if let Some(tables) = known.lock().map_err(|_| Error::Invariant("configured tables lock".into()))?.get(&key) {
         return Ok(tables.clone());
     }
     let (namespace, names) = crate::model::pipeline::PipelineSet::table_names(config).await?;
-    let mut tables: BTreeSet<String> = names.into_iter().map(|t| format!("{namespace}.{t}")).collect();
-    tables.insert(format!("{}.{}", config.namespace, config.cdc_dead_letter_table()));
+    let tables: BTreeSet<String> = names.into_iter().map(|t| format!("{namespace}.{t}")).collect();
     let tables = Arc::new(tables);
     known.lock().map_err(|_| Error::Invariant("configured tables lock".into()))?.insert(key, tables.clone());
     Ok(tables)

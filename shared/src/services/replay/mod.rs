@@ -32,8 +32,8 @@ use iceberg::spec::{DataFile, Datum, SchemaRef};
 use iceberg::table::Table;
 use serde::Serialize;
 
-use crate::cdc::key_tombstones::truncate_update;
-use crate::cdc::rank::Rank;
+use crate::engine::keyed::tombstones::truncate_update;
+use crate::engine::keyed::rank::Rank;
 use crate::engine::columns::Columns;
 use crate::engine::commit::append::target_schema;
 use crate::engine::commit::gaps::TakenGaps;

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::{ReplayAppend, ReplayReport, count_still_failing};
-use crate::cdc::keyed::{KeyedApply, KeyedChanges, Truncate};
-use crate::cdc::upsert::{Loaded, UpsertTables, changelog_rows, decoder_for, load_tables};
+use crate::engine::keyed::apply::{KeyedApply, KeyedChanges, Truncate};
+use crate::modes::upsert::{Loaded, UpsertTables, changelog_rows, decoder_for, load_tables};
 use crate::modes::dead_letter::DeadLetterBuilder;
 use crate::base::error::Result;
 use crate::model::event::{KafkaRecordIn, TopicPartition};

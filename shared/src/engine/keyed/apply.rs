@@ -30,9 +30,9 @@ use iceberg::spec::{DataFile, Operation};
 use iceberg::table::Table;
 
 use super::key_index::KeyIndexCache;
-use super::key_tombstones::{KeyTombstones, TRUNCATED_AT_PROPERTY, Tombstone, truncate_update, truncated_at};
+use super::tombstones::{KeyTombstones, TRUNCATED_AT_PROPERTY, Tombstone, truncate_update, truncated_at};
 use super::keys::KeyCodec;
-use super::mirror::MirrorStats;
+use super::stats::ApplyStats;
 use super::probe::{KeyPartitions, Probe, candidate_files, live_rows_of};
 use super::rank::{Position, Rank, RankColumns};
 use crate::engine::columns::Columns;
@@ -97,7 +97,7 @@ pub struct KeyedApply {
     target_file_size: usize,
     now_us: i64,
     key_index: Arc<KeyIndexCache>,
-    pub stats: MirrorStats,
+    pub stats: ApplyStats,
 }
 
 impl KeyedApply {
@@ -125,7 +125,7 @@ impl KeyedApply {
             target_file_size,
             now_us: chrono::Utc::now().timestamp_micros(),
             key_index: KeyIndexCache::none(),
-            stats: MirrorStats::default(),
+            stats: ApplyStats::default(),
         })
     }
 
@@ -216,7 +216,7 @@ async fn rows_ranked_before(table: &Table, live: &LiveFiles, files: &[&DataFile]
 
 impl Planner for KeyedApply {
     async fn plan(&mut self, table: &Table, _attempt: u32) -> Result<Option<ChangeSet>> {
-        self.stats = MirrorStats::default();
+        self.stats = ApplyStats::default();
         let properties = table.metadata().properties();
         let (marks, replayed) = (Watermarks::from_properties(properties), ReplayedOffsets::from_properties(properties));
         let replay = self.replay;

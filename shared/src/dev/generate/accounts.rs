@@ -2,12 +2,90 @@
 //! updates and deletes of live ones, 80% of changes on 5% of the accounts (hot keys), and a
 //! strictly increasing `seq`. Deterministic for a seed. Producers and `gen-event domain=cdc`
 //! both take their changes from here; spreading them over partitions (keyed or round-robin)
-//! is the caller's choice.
+//! is the caller's choice. Each change is written as the reference `accounts` pipeline reads
+//! it: a CSV line (`envelope = "csv"`) or the DMS Kafka target's JSON (`envelope = "dms"`).
 
+use chrono::{DateTime, SecondsFormat, Utc};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use serde_json::Value;
 
-use super::change::{Change, Op};
+pub use crate::modes::upsert::envelope::Op;
+
+/// How a change's record value is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CdcFormat {
+    /// `operation,account_id,balance,last_updated,seq`.
+    Csv,
+    /// `{"data":{..},"metadata":{"operation":..}}`.
+    Dms,
+}
+
+/// One change of one account.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub op: Op,
+    pub account_id: i64,
+    /// Integer cents; absent only on deletes.
+    pub balance_cents: Option<i64>,
+    pub last_updated_us: i64,
+    /// Monotonic source sequence: orders changes of a key.
+    pub seq: i64,
+}
+
+impl Change {
+    /// The record value in `format`.
+    pub fn value(&self, format: CdcFormat) -> String {
+        match format {
+            CdcFormat::Csv => self.to_csv(),
+            CdcFormat::Dms => self.to_dms_json("seq"),
+        }
+    }
+
+    /// The CSV line (no newline).
+    pub fn to_csv(&self) -> String {
+        format!(
+            "{},{},{},{},{}",
+            self.op.code(),
+            self.account_id,
+            self.balance_cents.map(|b| b.to_string()).unwrap_or_default(),
+            format_time(self.last_updated_us),
+            self.seq
+        )
+    }
+
+    /// The DMS Kafka-target JSON, with the ordering column named `order_column`.
+    pub fn to_dms_json(&self, order_column: &str) -> String {
+        let operation = match self.op {
+            Op::Insert => "insert",
+            Op::Update => "update",
+            Op::Delete => "delete",
+        };
+        let mut data = serde_json::Map::new();
+        data.insert("account_id".into(), self.account_id.into());
+        data.insert("balance".into(), self.balance_cents.map(Value::from).unwrap_or(Value::Null));
+        data.insert("last_updated".into(), format_time(self.last_updated_us).into());
+        data.insert(order_column.into(), self.seq.into());
+        serde_json::json!({
+            "data": data,
+            "metadata": {
+                "timestamp": format_time(self.last_updated_us),
+                "record-type": "data",
+                "operation": operation,
+                "partition-key-type": "primary-key",
+                "schema-name": "bank",
+                "table-name": "accounts",
+            }
+        })
+        .to_string()
+    }
+}
+
+fn format_time(us: i64) -> String {
+    DateTime::<Utc>::from_timestamp_micros(us)
+        .map(|t| t.to_rfc3339_opts(SecondsFormat::AutoSi, true))
+        .unwrap_or_else(|| us.to_string())
+}
 
 /// How the feed looks.
 #[derive(Debug, Clone)]

@@ -10,20 +10,41 @@
 //!   ([`values`]).
 //! - DMS JSON: `data` is the row, `metadata.operation` insert/load/update/delete; control
 //!   records change nothing.
+//! - CSV: the operation (`I`, `U`, `D`), then the table's columns in schema order, as DMS
+//!   writes change files ([`csv`]).
 //! - row: the value is the row in the pipeline's format; a null value deletes the record
 //!   key's row (the key: a JSON object of the key columns, or one key column's value, or with
 //!   a registry a framed Avro or JSON key, read in `super::registry_rows`).
 
 pub(super) mod avro;
+mod csv;
 pub(super) mod protobuf;
 mod values;
 
 use arrow_schema::Schema as ArrowSchema;
 use serde_json::{Map, Value};
 
-use super::change::Op;
 use crate::model::pipeline::upsert::{DecimalHandling, Envelope, Order, SourceField};
 use values::Values;
+
+/// What a change does to its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Op {
+    Insert,
+    Update,
+    Delete,
+}
+
+impl Op {
+    /// The one-letter code of the CSV envelope and of the changelog's `operation` column.
+    pub fn code(self) -> &'static str {
+        match self {
+            Op::Insert => "I",
+            Op::Update => "U",
+            Op::Delete => "D",
+        }
+    }
+}
 
 /// One record's change.
 #[derive(Debug, PartialEq, Eq)]
@@ -48,6 +69,8 @@ pub struct Unwrapper {
     values: Values,
     single_key: Option<String>,
     allow_truncate: bool,
+    /// The CSV envelope's columns.
+    csv: csv::CsvColumns,
 }
 
 impl Unwrapper {
@@ -56,7 +79,7 @@ impl Unwrapper {
             Order::Source(f) => Some(*f),
             _ => None,
         };
-        Self { envelope, source_field, values: Values::new(table, decimals), single_key: (key.len() == 1).then(|| key[0].clone()), allow_truncate: false }
+        Self { envelope, source_field, values: Values::new(table, decimals), single_key: (key.len() == 1).then(|| key[0].clone()), allow_truncate: false, csv: csv::CsvColumns::of(table) }
     }
 
     /// Read Debezium times and timestamps finer than microseconds as the pipeline's
@@ -87,6 +110,13 @@ impl Unwrapper {
             Envelope::Dms => match value {
                 None => Err("value is absent (null): a DMS record carries `data` and `metadata`".into()),
                 Some(v) => self.dms(v),
+            },
+            Envelope::Csv => match value {
+                None => Err("value is absent (null): a CSV change is a line of its operation and row".into()),
+                Some(v) => Ok(match self.csv.read(v)? {
+                    (Op::Delete, image) => Unwrapped::Delete { image, position: None },
+                    (op, row) => Unwrapped::Upsert { row, op, position: None },
+                }),
             },
         }
     }
@@ -196,7 +226,7 @@ impl Unwrapper {
         let position = match self.source_field {
             Some(SourceField::DmsTimestamp) => {
                 let text = metadata.get("timestamp").and_then(Value::as_str).ok_or("metadata.timestamp is missing (order_by)")?;
-                Some(super::change::timestamp(text)?)
+                Some(timestamp(text)?)
             }
             _ => None,
         };
@@ -205,6 +235,20 @@ impl Unwrapper {
             op => Unwrapped::Upsert { row, op, position },
         })
     }
+}
+
+/// ISO-8601 with an offset (converted to UTC), or without one (taken as UTC, as DMS writes it).
+fn timestamp(text: &str) -> Result<i64, String> {
+    use chrono::{DateTime, NaiveDateTime, Utc};
+    if let Ok(t) = DateTime::parse_from_rfc3339(text) {
+        return Ok(t.with_timezone(&Utc).timestamp_micros());
+    }
+    for fmt in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f"] {
+        if let Ok(t) = NaiveDateTime::parse_from_str(text, fmt) {
+            return Ok(t.and_utc().timestamp_micros());
+        }
+    }
+    Err(format!("metadata.timestamp {text:?} is not an ISO-8601 timestamp"))
 }
 
 /// The fields of `side` in an embedded Debezium schema, by name.

@@ -1,8 +1,18 @@
-//! One upsert pipeline's share of an event (`mode = "upsert"`): records unwrapped by the
-//! pipeline's envelope and decoded into rows (inserts, updates) and key images (deletes);
-//! rejects into the dead-letter table, every change into `<table>_changelog` when asked, then
-//! the guarded apply to the table ([`super::keyed`]). Each table commits exactly once by
-//! offsets; a crash between two commits is repaired by the replay.
+//! The upsert mode (`mode = "upsert"`): one upsert pipeline's share of an event. Records are
+//! unwrapped by the pipeline's envelope ([`envelope`]; registry writers: [`registry_envelopes`],
+//! [`registry_rows`]) and decoded into rows (inserts, updates) and key images (deletes);
+//! rejects go into the dead-letter table, every change into `<table>_changelog` when asked
+//! ([`changelog`]), then the keyed engine's guarded apply to the table
+//! ([`crate::engine::keyed::apply`]). Each table commits exactly once by offsets; a crash between two
+//! commits is repaired by the replay. [`layout`]: the key layout an upsert table keeps;
+//! [`rebuild`]: the table recomputed from its changelog.
+
+pub mod changelog;
+pub mod envelope;
+pub mod layout;
+pub mod rebuild;
+pub mod registry_envelopes;
+pub mod registry_rows;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -17,14 +27,14 @@ use iceberg::TableIdent;
 use iceberg::table::Table;
 use serde::Serialize;
 
-use super::change::Op;
-use super::changelog::ChangelogAppend;
-use super::envelope::{Unwrapped, Unwrapper};
-use super::key_index::KeyIndexCache;
-use super::registry_envelopes::RegistryEnvelopes;
-use super::registry_rows::RegistryRows;
-use super::keyed::{KeyedApply, KeyedChanges, Truncate};
-use super::mirror::MirrorStats;
+use self::envelope::Op;
+use self::changelog::ChangelogAppend;
+use self::envelope::{Unwrapped, Unwrapper};
+use crate::engine::keyed::key_index::KeyIndexCache;
+use self::registry_envelopes::RegistryEnvelopes;
+use self::registry_rows::RegistryRows;
+use crate::engine::keyed::apply::{KeyedApply, KeyedChanges, Truncate};
+use crate::engine::keyed::stats::ApplyStats;
 use crate::engine::catalog::Catalogs;
 use crate::engine::commit::Watermarks;
 use crate::model::config::{Config, FailPoint};
@@ -304,7 +314,7 @@ pub struct UpsertOutcome {
     pub changelog_written: usize,
     /// Records the event carried twice, kept once in the changelog.
     pub duplicates: usize,
-    pub mirror: MirrorStats,
+    pub apply: ApplyStats,
     pub files: usize,
     pub bytes: u64,
     pub commit_attempts: u32,
@@ -445,10 +455,10 @@ pub async fn ingest(
     let outcome = catalogs.committer.commit_to(data_table, deadline, &mut planner).await?;
     out.commit_ms += started.elapsed().as_millis() as u64;
     out.commit_attempts += outcome.attempts;
-    out.mirror = planner.stats;
+    out.apply = planner.stats;
     out.snapshot_id = outcome.snapshot_id;
     if outcome.committed {
-        out.files += out.mirror.data_files + out.mirror.delete_files;
+        out.files += out.apply.data_files + out.apply.delete_files;
     }
     Ok(out)
 }

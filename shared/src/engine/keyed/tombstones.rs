@@ -2,26 +2,116 @@
 //! (order value and Kafka position, [`super::rank`]), so an older change arriving later cannot
 //! resurrect the row.
 //!
-//! Same file and property as the accounts mirror's ([`super::tombstones`]): one Parquet file
-//! named by [`TOMBSTONES_PROPERTY`], swapped in the same commit as the rows; its columns are
-//! the key columns, then `seq` (the order value), `deleted_at_us` and the delete's lineage. An
-//! accounts tombstone file is therefore a keyed one with the key `account_id`.
+//! They live in one small Parquet file under the table's `metadata/` directory, named by the
+//! table property [`TOMBSTONES_PROPERTY`] and swapped in the same commit as the rows, so rows
+//! and tombstones always change together and readers of the table (PyIceberg, DuckDB, Spark)
+//! never see a deleted key. Its columns are the key columns, then `seq` (the order value),
+//! `deleted_at_us` and the delete's lineage (files of the retired accounts mirror, keyed by
+//! `account_id`, read the same way). A new file is written only when a commit changes the set;
+//! the one it replaces becomes an orphan that orphan removal deletes after its margin.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, RecordBatch};
-use arrow_schema::{FieldRef, Schema as ArrowSchema};
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, FieldRef, Schema as ArrowSchema};
 use iceberg::table::Table;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::keys::KeyCodec;
 use super::rank::{Position, Rank};
-use super::tombstones::{is_value_field, read_values, value_columns, value_fields};
-pub use super::tombstones::{TOMBSTONES_PROPERTY, Tombstone, referenced_file};
+use crate::engine::columns::Columns;
 use crate::base::error::Result;
+use crate::model::tables::lineage;
 use crate::engine::writer::writer_properties;
+
+/// Table property holding the path of the current tombstone file ("" = none).
+pub const TOMBSTONES_PROPERTY: &str = "icestream.cdc.tombstones";
+
+/// One deleted key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tombstone {
+    /// Order value (`seq`) of the delete.
+    pub seq: i64,
+    /// The delete's Kafka record, which breaks ties with changes of the same order value
+    /// (`None` in files written before it was kept).
+    pub position: Option<Position>,
+    /// When icestream applied the delete (epoch µs): retention counts from here.
+    pub deleted_at_us: i64,
+}
+
+impl Tombstone {
+    /// The tombstone of the delete ranked `rank`, applied at `deleted_at_us`.
+    pub fn of(rank: &Rank, deleted_at_us: i64) -> Self {
+        Self { seq: rank.order, position: rank.position.clone(), deleted_at_us }
+    }
+
+    pub fn rank(&self) -> Rank {
+        Rank { order: self.seq, position: self.position.clone() }
+    }
+}
+
+/// The tombstone file a table's properties name, if any.
+pub fn referenced_file(properties: &std::collections::HashMap<String, String>) -> Option<&str> {
+    properties.get(TOMBSTONES_PROPERTY).map(String::as_str).filter(|p| !p.is_empty())
+}
+
+const SEQ_COLUMN: &str = "seq";
+const DELETED_AT_COLUMN: &str = "deleted_at_us";
+
+/// The columns of a tombstone file after its key columns: order value, when applied, and the
+/// delete's position (lineage names; nullable, absent from older files).
+fn value_fields() -> Vec<Field> {
+    vec![
+        Field::new(SEQ_COLUMN, DataType::Int64, false),
+        Field::new(DELETED_AT_COLUMN, DataType::Int64, false),
+        Field::new(lineage::TOPIC, DataType::Utf8, true),
+        Field::new(lineage::PARTITION, DataType::Int32, true),
+        Field::new(lineage::OFFSET, DataType::Int64, true),
+    ]
+}
+
+/// Whether `name` is one of [`value_fields`] (not a key column).
+fn is_value_field(name: &str) -> bool {
+    [SEQ_COLUMN, DELETED_AT_COLUMN, lineage::TOPIC, lineage::PARTITION, lineage::OFFSET].contains(&name)
+}
+
+/// The [`value_fields`] columns of `tombstones`.
+fn value_columns<'a>(tombstones: impl Iterator<Item = &'a Tombstone> + Clone) -> Vec<ArrayRef> {
+    let position = |t: &'a Tombstone| t.position.as_ref();
+    vec![
+        Arc::new(tombstones.clone().map(|t| t.seq).collect::<Int64Array>()),
+        Arc::new(tombstones.clone().map(|t| t.deleted_at_us).collect::<Int64Array>()),
+        Arc::new(tombstones.clone().map(|t| position(t).map(|p| p.topic.as_str())).collect::<StringArray>()),
+        Arc::new(tombstones.clone().map(|t| position(t).map(|p| p.partition)).collect::<Int32Array>()),
+        Arc::new(tombstones.map(|t| position(t).map(|p| p.offset)).collect::<Int64Array>()),
+    ]
+}
+
+/// The tombstones (without their keys) of one batch of a tombstone file, in row order.
+fn read_values(batch: &RecordBatch, source: &str) -> Result<Vec<Tombstone>> {
+    let columns = Columns::new(batch, source);
+    let (seqs, at) = (columns.i64(SEQ_COLUMN)?, columns.i64(DELETED_AT_COLUMN)?);
+    let present = [lineage::TOPIC, lineage::PARTITION, lineage::OFFSET].iter().all(|n| batch.schema().column_with_name(n).is_some());
+    let positions = match present {
+        true => Some((arrow_cast::cast(columns.array(lineage::TOPIC)?, &DataType::Utf8)?, columns.i64_nullable(lineage::PARTITION)?, columns.i64_nullable(lineage::OFFSET)?)),
+        false => None,
+    };
+    Ok((0..batch.num_rows())
+        .map(|i| {
+            let position = positions.as_ref().and_then(|(topics, partitions, offsets)| {
+                let topics = topics.as_string::<i32>();
+                let valid = topics.is_valid(i) && partitions.is_valid(i) && offsets.is_valid(i);
+                let partition = i32::try_from(partitions.value(i)).ok().filter(|_| valid)?;
+                Some(Position { offset: offsets.value(i), partition, topic: topics.value(i).to_string() })
+            });
+            Tombstone { seq: seqs.value(i), position, deleted_at_us: at.value(i) }
+        })
+        .collect())
+}
+
 
 /// Table property (upsert tables and their changelogs): the source position of the newest
 /// truncate applied (Debezium `op = "t"` with `allow_truncate`). It stands for a tombstone of
@@ -99,6 +189,11 @@ impl KeyTombstones {
             self.map.insert(keys.row(i).data().to_vec(), tombstone);
         }
         Ok(())
+    }
+
+    /// The key encoding of [`Self::map`]'s keys (`decode` gives the key columns back).
+    pub fn codec(&self) -> &KeyCodec {
+        &self.codec
     }
 
     pub fn len(&self) -> usize {

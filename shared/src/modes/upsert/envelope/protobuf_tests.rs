@@ -4,8 +4,8 @@ use serde_json::json;
 
 use super::super::{Unwrapped, Unwrapper};
 use super::*;
-use crate::cdc::change::Op;
-use crate::cdc::registry_envelopes::WriterEnvelope;
+use crate::modes::upsert::envelope::Op;
+use crate::modes::upsert::registry_envelopes::WriterEnvelope;
 use crate::model::pipeline::upsert::{DecimalHandling, Envelope, Order, SourceField};
 use crate::model::schema::debezium_proto::DebeziumProto;
 use crate::model::schema::debezium_proto::tests::envelope;

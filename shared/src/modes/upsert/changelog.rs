@@ -1,6 +1,6 @@
 //! Exactly-once append to a changelog: each change once.
 //!
-//! A change's identity is the Kafka record that carried it ([`super::rank`]): two changes of
+//! A change's identity is the Kafka record that carried it ([`crate::engine::keyed::rank`]): two changes of
 //! one key with the same order value (an update and a delete in one `source.ts_ms`) are two
 //! rows, and a rebuild ranks them by position as the guarded apply does. Offsets make
 //! redeliveries idempotent ([`OffsetAppend`]); a record a batch carries twice is kept once. A
@@ -13,8 +13,8 @@ use arrow_array::{BooleanArray, RecordBatch};
 use arrow_select::filter::filter_record_batch;
 use iceberg::table::Table;
 
-use super::key_tombstones::truncate_update;
-use super::rank::{Position, Rank};
+use crate::engine::keyed::tombstones::truncate_update;
+use crate::engine::keyed::rank::{Position, Rank};
 use crate::engine::columns::Columns;
 use crate::engine::commit::append::OffsetAppend;
 use crate::engine::commit::{ChangeSet, Planner};
@@ -29,7 +29,7 @@ pub struct ChangelogAppend {
     /// Rows dropped as a record the batch carries twice.
     pub duplicates: usize,
     /// The batch's newest truncate: not a row (it has no key), the table property a rebuild
-    /// reads ([`super::key_tombstones::TRUNCATED_AT_PROPERTY`]).
+    /// reads ([`crate::engine::keyed::tombstones::TRUNCATED_AT_PROPERTY`]).
     truncate: Option<Rank>,
 }
 

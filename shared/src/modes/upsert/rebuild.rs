@@ -1,6 +1,6 @@
 //! `icestream cdc-rebuild TABLE pipelines=…`: recompute an upsert pipeline's table from its
 //! changelog (recovery, backfill, a check), for any key. The newest change per key (order
-//! value, then Kafka position, as the guarded apply ranks them, [`super::rank`]) becomes its
+//! value, then Kafka position, as the guarded apply ranks them, [`crate::engine::keyed::rank`]) becomes its
 //! row, or its tombstone when it is a delete, unless the changelog's newest truncate ranks above
 //! it; the new state replaces every live file of the table in one commit, with the changelog's
 //! watermarks. The changelog is read again on every attempt,
@@ -16,11 +16,11 @@ use futures::TryStreamExt;
 use iceberg::TableIdent;
 use iceberg::spec::Operation;
 use iceberg::table::Table;
+use serde::Serialize;
 
-use super::key_tombstones::{KeyTombstones, Tombstone, truncate_properties, truncated_at};
-use super::keys::KeyCodec;
-use super::rank::{Rank, RankColumns};
-use super::rebuild::RebuildReport;
+use crate::engine::keyed::tombstones::{KeyTombstones, Tombstone, truncate_properties, truncated_at};
+use crate::engine::keyed::keys::KeyCodec;
+use crate::engine::keyed::rank::{Rank, RankColumns};
 use crate::engine::catalog::Catalogs;
 use crate::engine::columns::Columns;
 use crate::engine::commit::row_delta::LiveFiles;
@@ -29,6 +29,21 @@ use crate::base::error::{Error, Result};
 use crate::model::pipeline::Pipeline;
 use crate::model::pipeline::upsert::OPERATION;
 use crate::engine::writer::write_data_files;
+
+/// What a rebuild did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RebuildReport {
+    pub changelog_rows: usize,
+    /// Distinct keys in the changelog.
+    pub keys: usize,
+    pub live_rows: usize,
+    pub tombstones: usize,
+    pub files_removed: usize,
+    pub files_added: usize,
+    pub snapshot_id: Option<i64>,
+    pub commit_attempts: u32,
+    pub duration_ms: u64,
+}
 
 /// Every row of `table` as one batch of its Arrow schema (`None` before its first snapshot).
 async fn read_all(table: &Table) -> Result<Option<RecordBatch>> {

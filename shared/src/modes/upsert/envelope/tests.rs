@@ -278,3 +278,10 @@ fn debezium_and_dms_doubles_are_exact() {
         assert!(wrong.is_empty(), "{name}: {} of {} doubles read back wrong, e.g. {:?}", wrong.len(), doubles.len(), &wrong[..wrong.len().min(5)]);
     }
 }
+
+#[test]
+fn dms_timestamps_are_utc() {
+    assert_eq!(timestamp("2026-11-30T11:00:00+01:00"), timestamp("2026-11-30T10:00:00Z"));
+    assert_eq!(timestamp("2026-11-30 10:00:00"), timestamp("2026-11-30T10:00:00Z"));
+    assert!(timestamp("yesterday").unwrap_err().contains("ISO-8601"));
+}
