@@ -48,14 +48,17 @@ impl std::fmt::Display for TopicPartition {
 pub struct KafkaRecordIn {
     pub offset: i64,
     pub timestamp_ms: i64,
+    /// `timestampType`, when the event names one Kafka knows (the `kafka_timestamp_type` column).
+    pub timestamp_type: Option<TimestampType>,
     /// Keys, values and header values of a parsed event share a few large buffers (`Bytes`
     /// slices of an [`Arena`]): one allocation per 64 KiB rather than three per record.
     pub key: Option<Bytes>,
     /// The record value; `None` = absent. When `value_error` is set, the raw text as sent.
     pub value: Option<Bytes>,
     /// Why the record could not be read (key or value not base64); such a record becomes a
-    /// dead letter, and the field that was not base64 holds the raw text as sent.
-    pub value_error: Option<Box<str>>,
+    /// dead letter, and the field that was not base64 holds the raw text as sent. Boxed twice:
+    /// rare, and one pointer leaves room for `timestamp_type` in the record's size.
+    pub value_error: Option<Box<String>>,
     /// In one `Bytes` (of the arena, for a parsed event): no allocation per record.
     pub headers: Headers,
     /// `valueSchemaMetadata`: set when the event source mapping's own schema-registry support
@@ -73,6 +76,81 @@ pub struct SchemaMetadata {
     pub data_format: String,
     /// The registry's id of the writer schema: a Confluent schema id, or a Glue schema version UUID.
     pub schema_id: String,
+}
+
+/// Kafka's timestamp types, as the event source mapping spells them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimestampType {
+    CreateTime,
+    LogAppendTime,
+    /// The record carries no timestamp (its `timestamp` is -1).
+    NoTimestampType,
+}
+
+impl TimestampType {
+    /// The type the mapping names; `None` for anything else (ignored, as an unknown field is).
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "CREATE_TIME" => Some(Self::CreateTime),
+            "LOG_APPEND_TIME" => Some(Self::LogAppendTime),
+            "NO_TIMESTAMP_TYPE" => Some(Self::NoTimestampType),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::CreateTime => "CREATE_TIME",
+            Self::LogAppendTime => "LOG_APPEND_TIME",
+            Self::NoTimestampType => "NO_TIMESTAMP_TYPE",
+        }
+    }
+}
+
+/// Lenient: a `timestampType` that is not a known name reads as absent, never as an error
+/// (the field is informational; the fast scan reads it the same way).
+struct ReadTimestampType(Option<TimestampType>);
+
+impl<'de> serde::Deserialize<'de> for ReadTimestampType {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Option<TimestampType>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> std::result::Result<Self::Value, E> {
+                Ok(TimestampType::parse(s))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> std::result::Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> std::result::Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> std::result::Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> std::result::Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_unit<E: de::Error>(self) -> std::result::Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_none<E: de::Error>(self) -> std::result::Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Self::Value, A::Error> {
+                while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+                Ok(None)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Self::Value, A::Error> {
+                while map.next_entry::<de::IgnoredAny, de::IgnoredAny>()?.is_some() {}
+                Ok(None)
+            }
+        }
+        d.deserialize_any(V).map(ReadTimestampType)
+    }
 }
 
 impl KafkaRecordIn {
@@ -221,6 +299,8 @@ struct RawRecord<'a> {
     offset: i64,
     /// Epoch milliseconds.
     timestamp: i64,
+    #[serde(default)]
+    timestamp_type: Option<ReadTimestampType>,
     #[serde(borrow)]
     key: Option<Text<'a>>,
     #[serde(borrow)]
@@ -256,10 +336,11 @@ impl RawRecord<'_> {
         let key = decode(self.key, "key");
         let value = decode(self.value, "value");
         problems.extend(self.headers.problem);
-        let value_error = (!problems.is_empty()).then(|| problems.join("; ").into());
+        let value_error = (!problems.is_empty()).then(|| Box::new(problems.join("; ")));
         let record = KafkaRecordIn {
             offset: self.offset,
             timestamp_ms: self.timestamp,
+            timestamp_type: self.timestamp_type.and_then(|t| t.0),
             key: None,
             value: None,
             value_error,
@@ -564,7 +645,7 @@ pub fn record_json(tp: &TopicPartition, r: &KafkaRecordIn) -> serde_json::Value 
         "partition": tp.partition,
         "offset": r.offset,
         "timestamp": r.timestamp_ms,
-        "timestampType": "CREATE_TIME",
+        "timestampType": r.timestamp_type.map(TimestampType::name),
         "key": key,
         "value": value,
         "headers": headers,

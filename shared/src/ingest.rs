@@ -31,6 +31,8 @@ use crate::registry::Registry;
 use crate::schema::SourceSchema;
 use crate::writer_plan::{Framed, WriterPlan, evolve_table};
 use crate::sink::{Append, AppendSink};
+use crate::kafka_columns::{KafkaColumnsBuilder, without_kafka_columns};
+use crate::tables::kafka::KafkaColumns;
 use crate::tables::{is_written_by_icestream, lineage};
 
 /// What one invocation did; printed as the CLI's last line and logged as metrics.
@@ -449,7 +451,7 @@ async fn open_tables(catalogs: &Catalogs, pipeline: &Pipeline, registry: Option<
         let target = match evolved {
             // An upsert table evolves now, in a commit of its own: each batch's decoder, guarded
             // apply and changelog read the table's schema as it is when the batch starts.
-            Some(_) if pipeline.upsert.is_some() => (**evolve_now(catalogs, data.clone(), &writers).await?.metadata().current_schema()).clone(),
+            Some(_) if pipeline.upsert.is_some() => (**evolve_now(catalogs, data.clone(), &writers, KafkaColumns::default()).await?.metadata().current_schema()).clone(),
             Some(evolved) => evolved,
             None => (**current).clone(),
         };
@@ -457,13 +459,16 @@ async fn open_tables(catalogs: &Catalogs, pipeline: &Pipeline, registry: Option<
         let decoded_fields: Vec<_> = target.fields().iter().filter(|f| !is_written_by_icestream(f.name())).cloned().collect();
         RecordDecoder::new(&pipeline.source, Arc::new(ArrowSchema::new(decoded_fields))).map_err(|e| refuse(e.to_string()))?;
     }
-    let dead_letter = catalogs.ensure_table(&pipeline.dead_letter).await?;
+    let mut dead_letter = catalogs.ensure_table(&pipeline.dead_letter).await?;
+    // Its timestamp columns come at start: the rejects of every batch are built for the schema
+    // read here.
+    dead_letter = evolve_now(catalogs, dead_letter, &[], pipeline.kafka_columns.for_dead_letters()).await?;
     let dead_letter_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(dead_letter.metadata().current_schema())?);
     let changelog = match pipeline.changelog() {
         Some(def) => {
             let mut table = catalogs.ensure_table(def).await?;
             if pipeline.registry.is_none() {
-                table = evolve_now(catalogs, table, &writers).await?;
+                table = evolve_now(catalogs, table, &writers, KafkaColumns::default()).await?;
             }
             Some(table.identifier().clone())
         }
@@ -479,11 +484,11 @@ async fn open_tables(catalogs: &Catalogs, pipeline: &Pipeline, registry: Option<
     })
 }
 
-/// Commit the schema `table` needs to take `writers`' rows (nothing if it has it), and return
-/// the table as it is after.
-async fn evolve_now(catalogs: &Catalogs, table: Table, writers: &[Arc<SourceSchema>]) -> Result<Table> {
+/// Commit the schema `table` needs to take `writers`' rows and have the metadata columns `kafka`
+/// (nothing if it has it), and return the table as it is after.
+async fn evolve_now(catalogs: &Catalogs, table: Table, writers: &[Arc<SourceSchema>], kafka: KafkaColumns) -> Result<Table> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    Ok(catalogs.committer.commit_to(table, deadline, &mut crate::sink::EvolveSchema { writers }).await?.table)
+    Ok(catalogs.committer.commit_to(table, deadline, &mut crate::sink::EvolveSchema { writers, kafka }).await?.table)
 }
 
 /// What the tables already hold, as far as decoding needs to know.
@@ -523,6 +528,8 @@ impl Marks<'_> {
 pub struct DecodedPartitions {
     decoder: RecordDecoder,
     lineage: Lineage,
+    /// The Kafka metadata columns of the rows (`kafka_columns`).
+    kafka: KafkaColumnsBuilder,
     pub rejects: DeadLetterBuilder,
     pub skipped_replay: usize,
     /// Null values (Kafka tombstones): skipped, see [`Summary::tombstones`].
@@ -540,7 +547,11 @@ impl DecodedPartitions {
     /// The decoded rows with their lineage, in the table's column order.
     pub fn rows(&mut self, schema: SchemaRef) -> Result<RecordBatch> {
         let decoded = self.decoder.finish()?;
-        self.lineage.batch(schema, decoded)
+        if KafkaColumns::of(schema.fields().iter().map(|f| f.name().as_str())).is_empty() {
+            return self.lineage.batch(schema, decoded);
+        }
+        let rows = self.lineage.batch(without_kafka_columns(&schema), decoded)?;
+        self.kafka.complete(schema, &rows)
     }
 }
 
@@ -576,6 +587,7 @@ pub fn decode_partitions(
     let mut out = DecodedPartitions {
         decoder,
         lineage: Lineage::with_capacity(records),
+        kafka: KafkaColumnsBuilder::new(pipeline.kafka_columns),
         rejects: DeadLetterBuilder::new(rejected_at_us, format_name(pipeline.format)),
         skipped_replay: 0,
         tombstones: 0,
@@ -616,6 +628,7 @@ pub fn decode_partitions(
             match decoded {
                 Ok(()) => {
                     out.lineage.append(tp, record.offset);
+                    out.kafka.append(record.into());
                 }
                 Err(error) => out.rejects.append(Reject::of(tp, record, &error)),
             }

@@ -25,6 +25,7 @@ pub mod failpoint;
 pub mod freshness;
 pub mod generate;
 pub mod ingest;
+pub mod kafka_columns;
 #[cfg(feature = "aws")]
 pub mod lambda;
 mod local_files;

@@ -105,7 +105,7 @@ async fn registry_checks(set: &PipelineSet, config: &Config) -> Result<Vec<Optio
             }
             Ok(latest) => {
                 check["latest_schema"] = json!(fields_json(latest.to_iceberg()?.as_struct()));
-                match evolve_for(&current, last, &[Arc::new(latest)]) {
+                match evolve_for(&current, last, &[Arc::new(latest)], p.kafka_columns) {
                     Ok(None) => check["verdict"] = json!("fits"),
                     Ok(Some(evolved)) => {
                         check["verdict"] = json!("evolves");

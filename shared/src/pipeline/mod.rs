@@ -20,6 +20,8 @@ use crate::config::{Config, Dedup, Source};
 use crate::error::{Error, Result};
 use crate::registry::{Registry, RegistrySpec};
 use crate::schema::{Format, SourceSchema};
+use crate::schema::evolve::add_kafka_columns;
+use crate::tables::kafka::{self, KafkaColumns};
 use crate::tables::{self, TableDef, lineage};
 
 pub use file::PipelineSpec;
@@ -91,6 +93,9 @@ pub struct Pipeline {
     pub registry_subject: Option<String>,
     /// `mode = "upsert"`: envelope, order and changelog; `None` for append pipelines.
     pub upsert: Option<upsert::Upsert>,
+    /// `kafka_columns`: the metadata columns of the pipeline's table (its dead-letter table
+    /// keeps the timestamp ones).
+    pub kafka_columns: KafkaColumns,
 }
 
 /// A timestamp or time finer than the columns' microseconds (JSON text with nanoseconds, a
@@ -224,6 +229,7 @@ impl PipelineSet {
             decimal_handling: None,
             allow_truncate: None,
             timestamp_precision: None,
+            kafka_columns: vec![],
         };
         let mut pipeline = build(&spec, format, source, None, config).map_err(|e| Error::Config(format!("telemetry pipeline: {e}")))?;
         pipeline.topics = Topics::Any;
@@ -475,8 +481,12 @@ fn build(
     if !(1..=10_080).contains(&window) {
         return Err(format!("key `dedup_window_minutes`: {window} is not allowed: a whole number from 1 to 10080"));
     }
+    let kafka_columns = KafkaColumns::parse(&spec.kafka_columns).map_err(|e| format!("key `kafka_columns`: {e}"))?;
+    if !kafka_columns.is_empty() && spec.mode.as_deref() == Some("upsert") {
+        return Err("key `kafka_columns`: only with mode = \"append\" (an upsert table's row is its key's newest change)".into());
+    }
     let upsert = upsert::check(spec, format, registry.is_some(), &source_schema)?;
-    let mut schema = table_schema(&source_schema, &spec.key).map_err(|e| format!("key `schema`: {e}"))?;
+    let mut schema = table_schema(&source_schema, &spec.key, kafka_columns).map_err(|e| format!("key `schema`: {e}"))?;
     if let Some(upsert) = &upsert {
         schema = upsert::table_schema(schema, &upsert.order).map_err(|e| format!("key `schema`: {e}"))?;
     }
@@ -505,7 +515,8 @@ fn build(
         None => None,
     };
     let def = TableDef { name: spec.table.clone(), schema, partition_spec, properties, sort_order };
-    let dead_letter = tables::dead_letter_table(&tables::dead_letter_name(&spec.table), &config.compression).map_err(|e| e.to_string())?;
+    let mut dead_letter = tables::dead_letter_table(&tables::dead_letter_name(&spec.table), &config.compression).map_err(|e| e.to_string())?;
+    dead_letter.schema = with_kafka_columns(&dead_letter.schema, kafka_columns.for_dead_letters()).map_err(|e| e.to_string())?;
     Ok(Pipeline {
         table: spec.table.clone(),
         topics,
@@ -521,6 +532,7 @@ fn build(
         registry_subject: registry.as_ref().and_then(|r| registry_subject(spec, r)),
         registry,
         upsert,
+        kafka_columns,
     })
 }
 
@@ -543,8 +555,9 @@ pub fn format_name(format: Format) -> &'static str {
 }
 
 /// The table schema for a source schema: its columns (key columns required, as Iceberg
-/// identifier fields must be), then the lineage columns with the next field ids.
-fn table_schema(source: &Schema, key: &[String]) -> Result<Schema> {
+/// identifier fields must be), then the lineage columns with the next field ids, then the
+/// Kafka metadata columns asked for.
+fn table_schema(source: &Schema, key: &[String], kafka_columns: KafkaColumns) -> Result<Schema> {
     let mut fields: Vec<NestedFieldRef> = source
         .as_struct()
         .fields()
@@ -559,17 +572,24 @@ fn table_schema(source: &Schema, key: &[String]) -> Result<Schema> {
             }
         })
         .collect();
-    for name in [lineage::TOPIC, lineage::PARTITION, lineage::OFFSET] {
-        if source.as_struct().field_by_name(name).is_some() {
-            return Err(Error::Config(format!("column {name:?} is reserved for Kafka lineage; rename it in the schema")));
-        }
+    if let Some(name) = source.as_struct().fields().iter().map(|f| f.name.as_str()).find(|n| lineage::is_lineage(n) || kafka::is_kafka_column(n)) {
+        return Err(Error::Config(format!("column {name:?} is reserved for Kafka lineage and metadata columns; rename it in the schema")));
     }
     let next = source.highest_field_id() + 1;
     fields.push(NestedField::required(next, lineage::TOPIC, Type::Primitive(PrimitiveType::String)).into());
     fields.push(NestedField::required(next + 1, lineage::PARTITION, Type::Primitive(PrimitiveType::Int)).into());
     fields.push(NestedField::required(next + 2, lineage::OFFSET, Type::Primitive(PrimitiveType::Long)).into());
     let key_ids: Vec<i32> = key.iter().filter_map(|k| source.as_struct().field_by_name(k).map(|f| f.id)).collect();
-    Ok(Schema::builder().with_schema_id(0).with_identifier_field_ids(key_ids).with_fields(fields).build()?)
+    let schema = Schema::builder().with_schema_id(0).with_identifier_field_ids(key_ids).with_fields(fields).build()?;
+    with_kafka_columns(&schema, kafka_columns)
+}
+
+/// A new table's schema with the metadata columns `kafka` at its end (still its first schema).
+fn with_kafka_columns(schema: &Schema, kafka: KafkaColumns) -> Result<Schema> {
+    let mut last = schema.highest_field_id();
+    let Some(with_columns) = add_kafka_columns(schema, kafka, &mut last).map_err(Error::Config)? else { return Ok(schema.clone()) };
+    let fields = with_columns.as_struct().fields().to_vec();
+    Ok(Schema::builder().with_schema_id(schema.schema_id()).with_identifier_field_ids(schema.identifier_field_ids()).with_fields(fields).build()?)
 }
 
 #[cfg(test)]

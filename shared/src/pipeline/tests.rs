@@ -292,3 +292,33 @@ fn every_bad_upsert_key_names_the_pipeline_the_key_and_what_is_allowed() {
     let e = load_err(&[("order.json", &reserved), ("pipelines.toml", &json_orders(&format!("{up}envelope = \"row\"")))]);
     assert!(e.contains("\"source_position\" is reserved"), "{e}");
 }
+
+#[test]
+fn kafka_columns_come_after_the_lineage_and_the_dead_letter_table_keeps_the_timestamp() {
+    let set = load(&[("pipelines.toml", &orders("kafka_columns = [\"headers\", \"timestamp\", \"key\"]")), ("schemas/order.avsc", ORDER_AVSC)]).unwrap();
+    let p = &set.pipelines[0];
+    let names: Vec<String> = columns(&p.def.schema).into_iter().skip(5).map(|(id, name, ty, required)| format!("{id} {name} {ty} {required}")).collect();
+    assert_eq!(
+        names,
+        [
+            "6 kafka_topic string true",
+            "7 kafka_partition int true",
+            "8 kafka_offset long true",
+            "9 kafka_timestamp timestamptz false",
+            "10 kafka_key binary false",
+            "11 kafka_headers map false",
+        ]
+    );
+    let dead: Vec<String> = columns(&p.dead_letter.schema).into_iter().skip(9).map(|(_, name, ..)| name).collect();
+    assert_eq!(dead, ["kafka_timestamp", "kafka_timestamp_type"]);
+    let plain = load(&[("pipelines.toml", &orders("")), ("schemas/order.avsc", ORDER_AVSC)]).unwrap();
+    assert_eq!(plain.pipelines[0].def.schema.as_struct().fields().len(), 8, "none unless asked for");
+
+    let e = load_err(&[("pipelines.toml", &orders("kafka_columns = [\"partition\"]")), ("schemas/order.avsc", ORDER_AVSC)]);
+    assert!(e.contains("pipeline `orders`") && e.contains("key `kafka_columns`") && e.contains("timestamp | timestamp_type | key | headers"), "{e}");
+    let e = load_err(&[("pipelines.toml", &orders("kafka_columns = [\"key\", \"key\"]")), ("schemas/order.avsc", ORDER_AVSC)]);
+    assert!(e.contains("key `kafka_columns`") && e.contains("twice"), "{e}");
+    let reserved = ORDER_AVSC.replace("\"note\"", "\"kafka_key\"");
+    let e = load_err(&[("pipelines.toml", &orders("")), ("schemas/order.avsc", &reserved)]);
+    assert!(e.contains("\"kafka_key\" is reserved"), "{e}");
+}
