@@ -387,3 +387,33 @@ async fn kafka_columns_evolve_the_table_with_the_rows_and_replayed_dead_letters_
     assert_eq!(report.replayed, 4, "{report:?}");
     assert_eq!(metadata_rows(&wh, "orders", 5, &ALL).await, (5..10).map(full).collect::<Vec<_>>());
 }
+
+#[tokio::test]
+async fn partition_sources_inside_structs_split_the_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    let schema = json!({"type": "object", "properties": {
+        "id": {"type": "integer"},
+        "event": {"type": "object", "properties": {"ts": {"type": "string", "format": "date-time"}}},
+        "customer": {"type": "object", "properties": {"country": {"type": "string"}}}}});
+    std::fs::write(dir.path().join("e.schema.json"), schema.to_string()).unwrap();
+    let pipelines = dir.path().join("pipelines.toml");
+    let text = "[[pipeline]]\ntable = \"events\"\ntopics = [\"events\"]\nformat = \"json\"\nschema = \"e.schema.json\"\npartition_by = [\"day(event.ts)\", \"identity(customer.country)\"]\n";
+    std::fs::write(&pipelines, text).unwrap();
+    let records: Vec<Value> = (0..4)
+        .map(|i| {
+            let value = json!({"id": i, "event": {"ts": format!("2026-01-0{}T10:00:00Z", 1 + i % 2)}, "customer": {"country": if i < 2 { "de" } else { "fr" }}});
+            json!({"topic": "events", "partition": 0, "offset": i, "timestamp": 1, "timestampType": "CREATE_TIME",
+                   "value": base64::engine::general_purpose::STANDARD.encode(value.to_string()), "headers": []})
+        })
+        .collect();
+    let event = json!({"eventSource": "aws:kafka", "records": {"events-0": records}});
+    let pipeline = icestream::IngestPipeline::new(config(&wh, &[&format!("pipelines={}", pipelines.display())])).await.unwrap();
+    let s = pipeline.handle_json(event.to_string().as_bytes(), std::time::Instant::now() + std::time::Duration::from_secs(60)).await.unwrap();
+    assert_eq!((s.written, s.dead_letter, s.files), (4, 0, 4), "{s:?}");
+    let catalogs = Catalogs::connect(&config(&wh, &[])).await.unwrap();
+    let table = catalogs.catalog().load_table(&catalogs.ident("events")).await.unwrap();
+    let report = icestream::report::report(&table).await.unwrap();
+    assert_eq!(report.partition_spec, ["day(event.ts) as event_ts_day", "identity(customer.country) as customer_country"]);
+    assert_eq!(report.partitions, 4);
+}

@@ -191,7 +191,7 @@ fn pipeline_json(p: &Pipeline) -> Value {
         "schema": fields_json(schema),
         "identifier_field_ids": table_schema.identifier_field_ids().collect::<Vec<_>>(),
         "partition_spec": fields.iter().map(|(name, transform, source_id)| {
-            let source = table_schema.field_by_id(*source_id).map(|c| c.name.clone()).unwrap_or_default();
+            let source = table_schema.name_by_field_id(*source_id).unwrap_or_default().to_string();
             json!({"name": name, "transform": transform, "source": source, "source_id": source_id})
         }).collect::<Vec<_>>(),
         "key": p.key,
@@ -243,7 +243,7 @@ pub fn text(set: &PipelineSet) -> String {
             let parts: Vec<String> = spec
                 .fields()
                 .iter()
-                .map(|f| format!("{} = {}({})", f.name, f.transform, p.def.schema.field_by_id(f.source_id).map(|c| c.name.as_str()).unwrap_or("?")))
+                .map(|f| format!("{} = {}({})", f.name, f.transform, p.def.schema.name_by_field_id(f.source_id).unwrap_or("?")))
                 .collect();
             out += &format!("  partition spec: {}\n", parts.join(", "));
         }
