@@ -417,3 +417,38 @@ async fn partition_sources_inside_structs_split_the_files() {
     assert_eq!(report.partition_spec, ["day(event.ts) as event_ts_day", "identity(customer.country) as customer_country"]);
     assert_eq!(report.partitions, 4);
 }
+
+#[tokio::test]
+async fn a_pattern_with_a_table_per_topic_makes_each_topics_table_when_first_seen() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    std::fs::write(dir.path().join("order.avsc"), ORDER_V1).unwrap();
+    let pipelines = dir.path().join("pipelines.toml");
+    let text = "[[pipeline]]\ntable = \"raw_{topic}\"\ntopic_pattern = \"shop\\\\..+\"\nformat = \"avro\"\nschema = \"order.avsc\"\nkafka_columns = [\"key\"]\n";
+    std::fs::write(&pipelines, text).unwrap();
+    let records = |topic: &str, n: i64| -> Vec<Value> {
+        (0..n)
+            .map(|i| json!({"topic": topic, "partition": 0, "offset": i, "timestamp": 1, "timestampType": "CREATE_TIME", "key": "aw==",
+                            "value": base64::engine::general_purpose::STANDARD.encode(avro_order(i, "n", None)), "headers": []}))
+            .collect()
+    };
+    let event = json!({"eventSource": "aws:kafka", "records": {"shop.Orders-0": records("shop.Orders", 3), "shop.refunds-0": records("shop.refunds", 2)}});
+    let pipeline = icestream::IngestPipeline::new(config(&wh, &[&format!("pipelines={}", pipelines.display())])).await.unwrap();
+    let deadline = || std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let s = pipeline.handle_json(event.to_string().as_bytes(), deadline()).await.unwrap();
+    assert_eq!((s.written, s.tables), (5, 2), "{s:?}");
+    let tables: Vec<_> = s.table_metrics.iter().map(|m| (m.table.as_str(), m.written)).collect();
+    assert_eq!(tables, [("raw_shop_orders", 3), ("raw_shop_refunds", 2)]);
+    assert_eq!(offsets_of(&scan(&wh, "raw_shop_orders").await), [0, 1, 2]);
+    assert_eq!(watermarks(&wh, "raw_shop_refunds").await.into_iter().collect::<Vec<_>>(), [("shop.refunds-0".to_string(), 1)]);
+    // A replay adds nothing; a new process finds the tables again.
+    let again = icestream::IngestPipeline::new(config(&wh, &[&format!("pipelines={}", pipelines.display())])).await.unwrap();
+    let s = again.handle_json(event.to_string().as_bytes(), deadline()).await.unwrap();
+    assert_eq!((s.written, s.skipped_replay), (0, 5), "{s:?}");
+    // A topic first seen now whose table another topic writes fails the invocation, naming it.
+    let clash = json!({"eventSource": "aws:kafka", "records": {"shop.orders-0": records("shop.orders", 1)}});
+    let e = again.handle_json(clash.to_string().as_bytes(), deadline()).await.unwrap_err().to_string();
+    assert!(e.contains("topic \"shop.orders\" maps to table `raw_shop_orders`") && e.contains("\"shop.Orders\" already writes"), "{e}");
+    let unclaimed = json!({"eventSource": "aws:kafka", "records": {"other-0": records("other", 1)}});
+    assert!(again.handle_json(unclaimed.to_string().as_bytes(), deadline()).await.unwrap_err().to_string().contains("claimed by no pipeline"));
+}

@@ -151,8 +151,17 @@ pub struct IngestPipeline {
     sink: AppendSink,
     set: PipelineSet,
     tables: Vec<PipelineTables>,
+    /// Pipelines of topics a table-per-topic pattern claimed since start, by topic, with their
+    /// tables (created when first seen).
+    instances: tokio::sync::Mutex<BTreeMap<String, Arc<(Pipeline, PipelineTables)>>>,
     /// Upsert pipelines' data files' footers and key page indexes, kept while the process is.
     key_index: Arc<KeyIndexCache>,
+}
+
+/// Where one topic's records go: a pipeline of the file, or one a pattern made for the topic.
+enum Target {
+    Pipeline(usize),
+    Instance(Arc<(Pipeline, PipelineTables)>),
 }
 
 impl IngestPipeline {
@@ -172,7 +181,26 @@ impl IngestPipeline {
         }
         let sink = AppendSink::from_config(&config).await;
         let key_index = Arc::new(KeyIndexCache::new(config.key_index_cache_bytes));
-        Ok(Self { config, catalogs, sink, set, tables, key_index })
+        Ok(Self { config, catalogs, sink, set, tables, instances: Default::default(), key_index })
+    }
+
+    /// The pipeline and tables of a topic a table-per-topic pattern claims, made (and its
+    /// tables created) the first time the topic is seen; `None`: no pattern claims it.
+    async fn instance(&self, topic: &str) -> Result<Option<Arc<(Pipeline, PipelineTables)>>> {
+        let mut instances = self.instances.lock().await;
+        if let Some(known) = instances.get(topic) {
+            return Ok(Some(known.clone()));
+        }
+        let taken: BTreeMap<String, String> = instances.iter().map(|(topic, i)| (i.0.table.clone(), topic.clone())).collect();
+        let Some(pipeline) = self.set.instantiate(topic, &taken, &self.config).await? else { return Ok(None) };
+        let registry = match &pipeline.registry {
+            Some(spec) => Some(Registry::connect(spec, self.config.registry_auth.as_ref().map(|a| a.expose())).await?),
+            None => None,
+        };
+        let tables = open_tables(&self.catalogs, &pipeline, registry).await?;
+        let made = Arc::new((pipeline, tables));
+        instances.insert(topic.to_string(), made.clone());
+        Ok(Some(made))
     }
 
     pub fn config(&self) -> &Config {
@@ -206,16 +234,27 @@ impl IngestPipeline {
         let calls_before = self.catalogs.calls();
         let payload_bytes = event.partitions.values().flatten().map(|r| r.payload_len() as u64).sum();
         let mut summary = Summary { records: event.record_count(), payload_bytes, ..Default::default() };
-        let mut routed: BTreeMap<usize, BTreeMap<TopicPartition, Vec<KafkaRecordIn>>> = BTreeMap::new();
+        // By pipeline index, then the patterns' topics after them, in topic order.
+        let mut routed: BTreeMap<(usize, String), (Target, BTreeMap<TopicPartition, Vec<KafkaRecordIn>>)> = BTreeMap::new();
         for (tp, records) in event.partitions {
-            let index = self.set.route(&tp.topic)?;
-            routed.entry(index).or_default().insert(tp, records);
+            let (key, target) = match self.set.route(&tp.topic) {
+                Ok(index) => ((index, String::new()), Target::Pipeline(index)),
+                Err(unclaimed) => match self.instance(&tp.topic).await? {
+                    Some(instance) => ((usize::MAX, tp.topic.clone()), Target::Instance(instance)),
+                    None => return Err(unclaimed),
+                },
+            };
+            routed.entry(key).or_insert_with(|| (target, BTreeMap::new())).1.insert(tp, records);
         }
         let mut oldest: Option<i64> = None;
-        for (index, partitions) in routed {
+        for (target, partitions) in routed.into_values() {
+            let (pipeline, tables) = match &target {
+                Target::Pipeline(index) => (&self.set.pipelines[*index], &self.tables[*index]),
+                Target::Instance(instance) => (&instance.0, &instance.1),
+            };
             // Every log line about this share of the batch names the table and the offsets.
-            let span = tracing::info_span!("batch", table = %self.tables[index].data, offsets = %offset_ranges(&partitions));
-            let pipeline_oldest = self.ingest_pipeline(index, partitions, deadline, &mut summary).instrument(span).await?;
+            let span = tracing::info_span!("batch", table = %tables.data, offsets = %offset_ranges(&partitions));
+            let pipeline_oldest = self.ingest_pipeline(pipeline, tables, partitions, deadline, &mut summary).instrument(span).await?;
             oldest = match (oldest, pipeline_oldest) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
@@ -236,13 +275,12 @@ impl IngestPipeline {
     /// dead letters and rows, one commit each. Returns the oldest record's timestamp.
     async fn ingest_pipeline(
         &self,
-        index: usize,
+        pipeline: &Pipeline,
+        tables: &PipelineTables,
         partitions: BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
         deadline: Instant,
         summary: &mut Summary,
     ) -> Result<Option<i64>> {
-        let pipeline = &self.set.pipelines[index];
-        let tables = &self.tables[index];
         if let Some(upsert) = &pipeline.upsert {
             return self.ingest_upserts(pipeline, upsert, tables, &partitions, deadline, summary).await;
         }

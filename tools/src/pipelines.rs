@@ -16,14 +16,22 @@ use iceberg::TableIdent;
 use std::sync::Arc;
 use serde_json::{Value, json};
 
-const CHECK_OPTIONS: &[Knob] = &[Knob {
-    key: "output",
-    default: "text",
-    allowed: Allowed::OneOf(&["text", "json"]),
-    help: "`text` for people; `json` for scripts (the Terraform cross-check reads it)",
-}];
+const CHECK_OPTIONS: &[Knob] = &[
+    Knob {
+        key: "output",
+        default: "text",
+        allowed: Allowed::OneOf(&["text", "json"]),
+        help: "`text` for people; `json` for scripts (the Terraform cross-check reads it)",
+    },
+    Knob {
+        key: "topics",
+        default: "",
+        allowed: Allowed::OptionalText,
+        help: "comma-separated topic names: the tables a table-per-topic pipeline (`table` with {topic}) would create for them",
+    },
+];
 
-const USAGE: &str = "usage: icestream pipelines check FILE [output=text|json] [key=value ...] | pipelines tables FILE";
+const USAGE: &str = "usage: icestream pipelines check FILE [output=text|json] [topics=a,b,c] [key=value ...] | pipelines tables FILE";
 
 pub async fn run(mut args: Vec<String>) -> Result<()> {
     if args.first().map(String::as_str) == Some("tables") && args.len() == 2 {
@@ -42,8 +50,11 @@ pub async fn run(mut args: Vec<String>) -> Result<()> {
     config.pipelines = Some(file);
     let set = PipelineSet::from_config(&config).await?;
     let registries = registry_checks(&set, &config).await?;
+    let topics: Vec<String> = options.get("topics").split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::to_string).collect();
+    let per_topic = set.template_tables(&topics)?;
     if options.get("output") == "json" {
         let mut described = describe(&set);
+        described["topic_tables"] = json!(per_topic.iter().map(|(template, topic, table)| json!({"pipeline": template, "topic": topic, "table": table})).collect::<Vec<_>>());
         for (pipeline, check) in described["pipelines"].as_array_mut().into_iter().flatten().zip(&registries) {
             if let Some(check) = check {
                 pipeline["registry"] = check.clone();
@@ -55,6 +66,16 @@ pub async fn run(mut args: Vec<String>) -> Result<()> {
         for (p, check) in set.pipelines.iter().zip(&registries) {
             if let Some(check) = check {
                 print!("{}", registry_text(&p.table, check));
+            }
+        }
+        for spec in &set.templates {
+            let made: Vec<String> = per_topic.iter().filter(|(t, ..)| *t == spec.table).map(|(_, topic, table)| format!("{topic} -> {table}")).collect();
+            let claims = spec.topic_pattern.as_ref().map_or_else(|| spec.topics.join(", "), |p| format!("topics matching /{p}/"));
+            print!("\ntable per topic `{}` ({claims}): ", spec.table);
+            match (made.is_empty(), topics.is_empty()) {
+                (false, _) => println!("{}", made.join(", ")),
+                (true, true) => println!("give topics=a,b,c to see the tables it would create"),
+                (true, false) => println!("claims none of the topics given"),
             }
         }
     }

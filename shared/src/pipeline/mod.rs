@@ -8,6 +8,7 @@
 pub mod file;
 pub mod location;
 pub mod partition;
+pub mod template;
 pub mod upsert;
 
 use std::collections::BTreeMap;
@@ -135,6 +136,11 @@ pub struct PipelineSet {
     pub file: Option<String>,
     pub namespace: String,
     pub pipelines: Vec<Pipeline>,
+    /// Pipelines with a table per topic (`table` with `{topic}`), as written: those with exact
+    /// topics are also among `pipelines`, one per topic.
+    pub templates: Vec<PipelineSpec>,
+    /// The pipeline file's directory: a pattern's topics are resolved when first seen.
+    base: PathBuf,
 }
 
 impl PipelineSet {
@@ -157,23 +163,73 @@ impl PipelineSet {
         let parsed = file::parse(shown, &text).map_err(Error::Config)?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let mut pipelines = Vec::with_capacity(parsed.pipelines.len());
+        let mut templates = Vec::new();
         for (i, spec) in parsed.pipelines.iter().enumerate() {
             let label = format!("{shown}: pipeline `{}` (#{})", spec.table, i + 1);
-            let labelled = |e: String| Error::Config(format!("{label}: {e}"));
-            let registry = registry_spec(spec).map_err(labelled)?;
-            let source = match (&spec.schema, &registry) {
-                (None, Some(registry)) => Some(latest_schema(spec, registry, config).await.map_err(|e| match e {
-                    Error::Registry(m) => Error::Registry(format!("{label}: key `schema` absent, so the table's schema is the registry's latest: {m}")),
-                    other => labelled(other.to_string()),
-                })?),
-                _ => None,
-            };
-            let pipeline = resolve(spec, &base, config, registry, source).map_err(labelled)?;
-            pipelines.push(pipeline);
+            if !template::is_template(&spec.table) {
+                pipelines.push(load_one(spec, &label, &base, config).await?);
+                continue;
+            }
+            template::check(spec).map_err(|e| Error::Config(format!("{label}: {e}")))?;
+            template::tables(&spec.table, spec.topics.iter().map(String::as_str)).map_err(|e| Error::Config(format!("{label}: {e}")))?;
+            for topic in &spec.topics {
+                pipelines.push(load_one(&template::instance(spec, topic), &label, &base, config).await?);
+            }
+            if let Some(pattern) = &spec.topic_pattern {
+                // Checked now as any pipeline is, for a stand-in topic: a bad key stops start-up,
+                // not the first batch of a new topic. (Through a registry, the subject is known
+                // only with the topic.)
+                Regex::new(&format!("^(?:{pattern})$")).map_err(|e| Error::Config(format!("{label}: key `topic_pattern`: {pattern:?} is not a regular expression: {e}")))?;
+                if spec.schema.is_some() || spec.registry.is_none() {
+                    resolve(&template::instance(spec, "topic"), &base, config, registry_spec(spec).map_err(|e| Error::Config(format!("{label}: {e}")))?, None)
+                        .map_err(|e| Error::Config(format!("{label}: {e}")))?;
+                } else {
+                    registry_spec(spec).map_err(|e| Error::Config(format!("{label}: {e}")))?;
+                }
+            }
+            templates.push(spec.clone());
         }
-        let set = Self { file: Some(shown.to_string()), namespace: parsed.namespace.unwrap_or_else(|| config.namespace.clone()), pipelines };
+        let namespace = parsed.namespace.unwrap_or_else(|| config.namespace.clone());
+        let set = Self { file: Some(shown.to_string()), namespace, pipelines, templates, base };
         set.check_claims()?;
         Ok(set)
+    }
+
+    /// The pipeline of a topic first seen at run time that a table-per-topic pattern claims
+    /// (`None`: none claims it). A table name another pipeline or `taken` (the tables of topics
+    /// seen before) already has fails the invocation, naming the topic and the table.
+    pub async fn instantiate(&self, topic: &str, taken: &BTreeMap<String, String>, config: &Config) -> Result<Option<Pipeline>> {
+        let file = self.file.as_deref().unwrap_or("the knobs");
+        let mut claims = self.templates.iter().enumerate().filter(|(_, spec)| {
+            spec.topic_pattern.as_ref().is_some_and(|pattern| Regex::new(&format!("^(?:{pattern})$")).is_ok_and(|re| re.is_match(topic)))
+        });
+        let Some((i, spec)) = claims.next() else { return Ok(None) };
+        let table = template::table_for(&spec.table, topic);
+        if let Some(other) = taken.get(&table).filter(|t| *t != topic) {
+            return Err(Error::Routing(format!("{file}: topic {topic:?} maps to table `{table}` of pipeline `{}`, which topic {other:?} already writes", spec.table)));
+        }
+        if let Some(p) = self.pipelines.iter().find(|p| [Some(&p.def), Some(&p.dead_letter), p.changelog()].into_iter().flatten().any(|d| d.name == table)) {
+            return Err(Error::Routing(format!("{file}: topic {topic:?} maps to table `{table}` of pipeline `{}`, which pipeline `{}` already writes", spec.table, p.table)));
+        }
+        let label = format!("{file}: pipeline `{}` (#{}) for topic {topic:?}", spec.table, i + 1);
+        load_one(&template::instance(spec, topic), &label, &self.base, config).await.map(Some)
+    }
+
+    /// The tables the file's table-per-topic pipelines would create for `topics` (those each
+    /// claims), as `(template, topic, table)`; two topics of one template that map to one table
+    /// are refused, naming both.
+    pub fn template_tables<'a>(&self, topics: &'a [String]) -> Result<Vec<(String, &'a str, String)>> {
+        let mut out = Vec::new();
+        for spec in &self.templates {
+            let claims = |t: &&String| match &spec.topic_pattern {
+                Some(pattern) => Regex::new(&format!("^(?:{pattern})$")).is_ok_and(|re| re.is_match(t)),
+                None => spec.topics.contains(t),
+            };
+            let claimed = topics.iter().filter(claims).map(String::as_str);
+            let tables = template::tables(&spec.table, claimed).map_err(|e| Error::Config(format!("pipeline `{}`: {e}", spec.table)))?;
+            out.extend(tables.into_iter().map(|(table, topic)| (spec.table.clone(), topic, table)));
+        }
+        Ok(out)
     }
 
     /// The namespace and tables (dead-letter tables included) of the configured pipeline file,
@@ -187,6 +243,12 @@ impl PipelineSet {
         let parsed = file::parse(name, &text).map_err(Error::Config)?;
         let tables = parsed
             .pipelines
+            .iter()
+            .flat_map(|p| match template::is_template(&p.table) {
+                true => p.topics.iter().map(|topic| template::instance(p, topic)).collect(),
+                false => vec![p.clone()],
+            })
+            .collect::<Vec<_>>()
             .iter()
             .flat_map(|p| {
                 let changelog = (p.mode.as_deref() == Some("upsert") && p.changelog == Some(true)).then(|| upsert::changelog_name(&p.table));
@@ -233,7 +295,7 @@ impl PipelineSet {
         };
         let mut pipeline = build(&spec, format, source, None, config).map_err(|e| Error::Config(format!("telemetry pipeline: {e}")))?;
         pipeline.topics = Topics::Any;
-        Ok(Self { file: None, namespace: config.namespace.clone(), pipelines: vec![pipeline] })
+        Ok(Self { file: None, namespace: config.namespace.clone(), pipelines: vec![pipeline], templates: vec![], base: PathBuf::new() })
     }
 
     /// The pipeline that claims `topic`; a topic no pipeline claims (or two patterns claim) is
@@ -286,6 +348,21 @@ impl PipelineSet {
         }
         Ok(())
     }
+}
+
+/// One spec checked and resolved (`label` names it in messages): a pipeline with a registry
+/// and no `schema` takes the latest registered version of its subject.
+async fn load_one(spec: &PipelineSpec, label: &str, base: &Path, config: &Config) -> Result<Pipeline> {
+    let labelled = |e: String| Error::Config(format!("{label}: {e}"));
+    let registry = registry_spec(spec).map_err(labelled)?;
+    let source = match (&spec.schema, &registry) {
+        (None, Some(registry)) => Some(latest_schema(spec, registry, config).await.map_err(|e| match e {
+            Error::Registry(m) => Error::Registry(format!("{label}: key `schema` absent, so the table's schema is the registry's latest: {m}")),
+            other => labelled(other.to_string()),
+        })?),
+        _ => None,
+    };
+    resolve(spec, base, config, registry, source).map_err(labelled)
 }
 
 const TABLE_NAME_RULE: &str = "lowercase letters, digits and _, starting with a letter, at most 100 characters";

@@ -322,3 +322,30 @@ fn kafka_columns_come_after_the_lineage_and_the_dead_letter_table_keeps_the_time
     let e = load_err(&[("pipelines.toml", &orders("")), ("schemas/order.avsc", &reserved)]);
     assert!(e.contains("\"kafka_key\" is reserved"), "{e}");
 }
+
+#[test]
+fn a_table_per_topic_expands_exact_topics_and_refuses_two_topics_of_one_name() {
+    let schema = ("schemas/order.avsc", ORDER_AVSC);
+    let file = |table: &str, claims: &str| format!("[[pipeline]]\ntable = \"{table}\"\n{claims}\nformat = \"avro\"\nschema = \"schemas/order.avsc\"\n");
+    let set = load(&[("pipelines.toml", &file("raw_{topic}", "topics = [\"Shop.Orders\", \"shop-refunds\"]")), schema]).unwrap();
+    let names: Vec<_> = set.pipelines.iter().map(|p| (p.table.as_str(), p.topics.to_string(), p.dead_letter.name.as_str())).collect();
+    assert_eq!(names, [("raw_shop_orders", "Shop.Orders".into(), "raw_shop_orders_dead_letter"), ("raw_shop_refunds", "shop-refunds".into(), "raw_shop_refunds_dead_letter")]);
+    assert_eq!(set.route("shop-refunds").unwrap(), 1);
+    let e = load_err(&[("pipelines.toml", &file("raw_{topic}", "topics = [\"shop.orders\", \"shop-orders\"]")), schema]);
+    assert!(e.contains("pipeline `raw_{topic}`") && e.contains("\"shop.orders\" and \"shop-orders\" both map to table `raw_shop_orders`"), "{e}");
+    let e = load_err(&[("pipelines.toml", &file("raw_{topic}", "topics = [\"one\"]")), schema]);
+    assert!(e.contains("key `table`") && e.contains("only with `topic_pattern` or several `topics`"), "{e}");
+    // A pattern's tables come with its topics; its keys are checked at start all the same.
+    let set = load(&[("pipelines.toml", &file("{topic}_raw", "topic_pattern = \"shop\\\\..*\"")), schema]).unwrap();
+    assert!(set.pipelines.is_empty() && set.templates.len() == 1);
+    let topics = ["shop.a".to_string(), "other".into(), "shop.B".into()];
+    let made: Vec<_> = set.template_tables(&topics).unwrap().into_iter().map(|(_, topic, table)| (topic.to_string(), table)).collect();
+    assert_eq!(made, [("shop.a".to_string(), "shop_a_raw".to_string()), ("shop.B".into(), "shop_b_raw".into())]);
+    let clash = ["shop.a".to_string(), "shop.A".into()];
+    assert!(set.template_tables(&clash).unwrap_err().to_string().contains("both map to table `shop_a_raw`"));
+    let e = load_err(&[("pipelines.toml", &(file("{topic}_raw", "topic_pattern = \"shop\\\\..*\"") + "partition_by = [\"day(nope)\"]\n")), schema]);
+    assert!(e.contains("pipeline `{topic}_raw`") && e.contains("key `partition_by`"), "{e}");
+    let taken = BTreeMap::from([("shop_a_raw".to_string(), "shop.a".to_string())]);
+    let e = crate::testkit::block_on(set.instantiate("shop.A", &taken, &config())).unwrap_err().to_string();
+    assert!(e.contains("topic \"shop.A\" maps to table `shop_a_raw`") && e.contains("topic \"shop.a\" already writes"), "{e}");
+}
