@@ -452,3 +452,29 @@ async fn a_pattern_with_a_table_per_topic_makes_each_topics_table_when_first_see
     let unclaimed = json!({"eventSource": "aws:kafka", "records": {"other-0": records("other", 1)}});
     assert!(again.handle_json(unclaimed.to_string().as_bytes(), deadline()).await.unwrap_err().to_string().contains("claimed by no pipeline"));
 }
+
+#[tokio::test]
+async fn maintenance_status_and_the_committer_cover_the_tables_a_pattern_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    std::fs::write(dir.path().join("order.avsc"), ORDER_V1).unwrap();
+    let pipelines = dir.path().join("pipelines.toml");
+    std::fs::write(&pipelines, "[[pipeline]]\ntable = \"raw_{topic}\"\ntopic_pattern = \"shop\\\\..+\"\nformat = \"avro\"\nschema = \"order.avsc\"\n").unwrap();
+    let value = base64::engine::general_purpose::STANDARD.encode(avro_order(1, "n", None));
+    let record = |topic: &str| json!([{"topic": topic, "partition": 0, "offset": 0, "timestamp": 1, "value": value, "headers": []}]);
+    let event = json!({"eventSource": "aws:kafka", "records": {"shop.a-0": record("shop.a"), "shop.b-0": record("shop.b")}});
+    let with_file = format!("pipelines={}", pipelines.display());
+    let pipeline = icestream::IngestPipeline::new(config(&wh, &[&with_file])).await.unwrap();
+    pipeline.handle_json(event.to_string().as_bytes(), std::time::Instant::now() + std::time::Duration::from_secs(60)).await.unwrap();
+
+    let mut cfg = config(&wh, &[&with_file]);
+    let mut tables = icestream::maintenance::pipeline_tables(&mut cfg).await.unwrap().unwrap();
+    tables.sort();
+    assert_eq!(tables, ["raw_shop_a", "raw_shop_a_dead_letter", "raw_shop_b", "raw_shop_b_dead_letter"]);
+    let status = summary_of(&icestream(&["status", "output=json", &format!("warehouse={}", wh.display()), &with_file], &[]));
+    let names: Vec<_> = status.as_array().unwrap().iter().map(|s| s["table"].as_str().unwrap().to_string()).collect();
+    assert_eq!(names, ["raw_shop_a", "raw_shop_b"]);
+    let queued = config(&wh, &[&with_file]);
+    let known = icestream::queued::validate::configured_tables(&queued).await.unwrap();
+    assert!(known.contains("bigdata.raw_{topic}"), "{known:?}");
+}

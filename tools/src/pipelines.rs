@@ -89,8 +89,8 @@ pub async fn run(mut args: Vec<String>) -> Result<()> {
 async fn tables(file: &str) -> Result<()> {
     let mut config = Config::from_env_and_args(std::iter::empty::<&str>())?;
     config.pipelines = Some(file.to_string());
-    let (namespace, tables) = PipelineSet::table_names(&config).await?;
-    println!("{}", serde_json::to_string_pretty(&json!({"file": file, "namespace": namespace, "tables": tables}))?);
+    let (namespace, tables, templates) = PipelineSet::table_names(&config).await?;
+    println!("{}", serde_json::to_string_pretty(&json!({"file": file, "namespace": namespace, "tables": tables, "table_templates": templates}))?);
     Ok(())
 }
 

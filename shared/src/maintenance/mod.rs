@@ -128,8 +128,16 @@ pub async fn pipeline_tables(config: &mut Config) -> Result<Option<Vec<String>>>
         return Ok(None);
     }
     // Names only: maintenance never needs the schemas (nor a schema registry).
-    let (namespace, tables) = crate::pipeline::PipelineSet::table_names(config).await?;
+    let (namespace, mut tables, templates) = crate::pipeline::PipelineSet::table_names(config).await?;
     config.namespace = namespace;
+    if !templates.is_empty() {
+        // A pattern's tables per topic: those of the namespace its template names.
+        let catalogs = crate::catalog::Catalogs::connect(config).await?;
+        let listed = catalogs.catalog().list_tables(catalogs.ident("t").namespace()).await?;
+        let found = listed.iter().map(|t| t.name().to_string()).filter(|t| templates.iter().any(|template| crate::pipeline::template::covers(template, t)));
+        let found: Vec<String> = found.filter(|t| !tables.contains(t)).collect();
+        tables.extend(found);
+    }
     Ok(Some(tables))
 }
 

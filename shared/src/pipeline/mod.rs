@@ -233,10 +233,12 @@ impl PipelineSet {
     }
 
     /// The namespace and tables (dead-letter tables included) of the configured pipeline file,
-    /// read without loading schemas or asking a registry; `None` file: the knobs' table.
-    pub async fn table_names(config: &Config) -> Result<(String, Vec<String>)> {
+    /// read without loading schemas or asking a registry; `None` file: the knobs' table. Third:
+    /// the table templates of patterns (`raw_{topic}`), whose tables are known only by listing
+    /// the namespace for names they match ([`template::covers`]).
+    pub async fn table_names(config: &Config) -> Result<(String, Vec<String>, Vec<String>)> {
         let Some(name) = &config.pipelines else {
-            return Ok((config.namespace.clone(), vec![config.table.clone(), tables::dead_letter_name(&config.table)]));
+            return Ok((config.namespace.clone(), vec![config.table.clone(), tables::dead_letter_name(&config.table)], vec![]));
         };
         let local = location::fetch(name).await?;
         let text = std::fs::read_to_string(&local).map_err(|e| Error::Config(format!("pipeline file {name}: {e}")))?;
@@ -255,7 +257,8 @@ impl PipelineSet {
                 [Some(p.table.clone()), Some(tables::dead_letter_name(&p.table)), changelog].into_iter().flatten()
             })
             .collect();
-        Ok((parsed.namespace.unwrap_or_else(|| config.namespace.clone()), tables))
+        let templates = parsed.pipelines.iter().filter(|p| template::is_template(&p.table) && p.topic_pattern.is_some()).map(|p| p.table.clone()).collect();
+        Ok((parsed.namespace.unwrap_or_else(|| config.namespace.clone()), tables, templates))
     }
 
     /// The knob-only telemetry pipeline: the shipped schema of `source`, every topic.

@@ -32,6 +32,11 @@ pub fn names(template: &str, table: &str) -> bool {
     Regex::new(&pattern).is_ok_and(|re| re.is_match(table)) && !table.ends_with("_dead_letter") && !table.ends_with("_changelog")
 }
 
+/// Whether `table` is a table of `template` or its dead-letter table.
+pub fn covers(template: &str, table: &str) -> bool {
+    names(template, table) || table.strip_suffix("_dead_letter").is_some_and(|data| names(template, data))
+}
+
 /// The spec of one topic's table: the template's, for that topic alone.
 pub fn instance(spec: &PipelineSpec, topic: &str) -> PipelineSpec {
     PipelineSpec { table: table_for(&spec.table, topic), topics: vec![topic.to_string()], topic_pattern: None, ..spec.clone() }

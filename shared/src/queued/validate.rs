@@ -114,7 +114,10 @@ impl Admission {
     async fn configured(&self, request: &CommitRequest) -> std::result::Result<(), String> {
         let tables = configured_tables(&self.config).await.map_err(|e| format!("the committer's tables are unknown: {e}"))?;
         let name = format!("{}.{}", request.namespace, request.table);
-        if tables.contains(&name) {
+        let of_template = |t: &String| {
+            t.split_once('.').is_some_and(|(namespace, template)| namespace == request.namespace && crate::pipeline::template::is_template(template) && crate::pipeline::template::covers(template, &request.table))
+        };
+        if tables.contains(&name) || tables.iter().any(of_template) {
             return Ok(());
         }
         let known: Vec<&str> = tables.iter().map(String::as_str).collect();
@@ -189,8 +192,9 @@ pub async fn configured_tables(config: &Config) -> Result<Arc<BTreeSet<String>>>
     if let Some(tables) = known.lock().map_err(|_| Error::Invariant("configured tables lock".into()))?.get(&key) {
         return Ok(tables.clone());
     }
-    let (namespace, names) = crate::pipeline::PipelineSet::table_names(config).await?;
-    let mut tables: BTreeSet<String> = names.into_iter().map(|t| format!("{namespace}.{t}")).collect();
+    let (namespace, names, templates) = crate::pipeline::PipelineSet::table_names(config).await?;
+    // A table per topic of a pattern: its template stands for the tables it names.
+    let mut tables: BTreeSet<String> = names.into_iter().chain(templates).map(|t| format!("{namespace}.{t}")).collect();
     tables.insert(format!("{}.{}", config.namespace, config.cdc_dead_letter_table()));
     let tables = Arc::new(tables);
     known.lock().map_err(|_| Error::Invariant("configured tables lock".into()))?.insert(key, tables.clone());
