@@ -114,10 +114,7 @@ impl Admission {
     async fn configured(&self, request: &CommitRequest) -> std::result::Result<(), String> {
         let tables = configured_tables(&self.config).await.map_err(|e| format!("the committer's tables are unknown: {e}"))?;
         let name = format!("{}.{}", request.namespace, request.table);
-        let of_template = |t: &String| {
-            t.split_once('.').is_some_and(|(namespace, template)| namespace == request.namespace && crate::pipeline::template::is_template(template) && crate::pipeline::template::covers(template, &request.table))
-        };
-        if tables.contains(&name) || tables.iter().any(of_template) {
+        if is_configured(&tables, &request.namespace, &request.table) {
             return Ok(());
         }
         let known: Vec<&str> = tables.iter().map(String::as_str).collect();
@@ -199,6 +196,14 @@ pub async fn configured_tables(config: &Config) -> Result<Arc<BTreeSet<String>>>
     let tables = Arc::new(tables);
     known.lock().map_err(|_| Error::Invariant("configured tables lock".into()))?.insert(key, tables.clone());
     Ok(tables)
+}
+
+/// Whether `namespace.table` is one of `tables` ([`configured_tables`]), or a table (or its
+/// dead-letter table) a table-per-topic template among them names.
+fn is_configured(tables: &BTreeSet<String>, namespace: &str, table: &str) -> bool {
+    use crate::pipeline::template;
+    let of_template = |t: &String| t.rsplit_once('.').is_some_and(|(ns, name)| ns == namespace && template::is_template(name) && template::covers(name, table));
+    tables.contains(&format!("{namespace}.{table}")) || tables.iter().any(of_template)
 }
 
 #[cfg(test)]
