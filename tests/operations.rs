@@ -449,6 +449,9 @@ async fn a_pattern_with_a_table_per_topic_makes_each_topics_table_when_first_see
     let clash = json!({"eventSource": "aws:kafka", "records": {"shop.orders-0": records("shop.orders", 1)}});
     let e = again.handle_json(clash.to_string().as_bytes(), deadline()).await.unwrap_err().to_string();
     assert!(e.contains("topic \"shop.orders\" maps to table `raw_shop_orders`") && e.contains("\"shop.Orders\" already writes"), "{e}");
+    let fresh = icestream::IngestPipeline::new(config(&wh, &[&format!("pipelines={}", pipelines.display())])).await.unwrap();
+    let e = fresh.handle_json(clash.to_string().as_bytes(), deadline()).await.unwrap_err().to_string();
+    assert!(e.contains("topic \"shop.orders\" maps to table `raw_shop_orders`, which topic \"shop.Orders\" already writes"), "a new process: {e}");
     let unclaimed = json!({"eventSource": "aws:kafka", "records": {"other-0": records("other", 1)}});
     assert!(again.handle_json(unclaimed.to_string().as_bytes(), deadline()).await.unwrap_err().to_string().contains("claimed by no pipeline"));
 }

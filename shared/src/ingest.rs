@@ -198,6 +198,11 @@ impl IngestPipeline {
             None => None,
         };
         let tables = open_tables(&self.catalogs, &pipeline, registry).await?;
+        // Another process may have made the table for another topic of the same name.
+        let data = self.catalogs.catalog().load_table(&tables.data).await?;
+        if let Some(other) = Watermarks::from_properties(data.metadata().properties()).0.keys().map(|tp| &tp.topic).find(|t| *t != topic) {
+            return Err(Error::Routing(format!("topic {topic:?} maps to table `{}`, which topic {other:?} already writes", pipeline.table)));
+        }
         let made = Arc::new((pipeline, tables));
         instances.insert(topic.to_string(), made.clone());
         Ok(Some(made))
