@@ -295,6 +295,7 @@ impl PipelineSet {
             allow_truncate: None,
             timestamp_precision: None,
             kafka_columns: vec![],
+            unknown_fields: None,
         };
         let mut pipeline = build(&spec, format, source, None, config).map_err(|e| Error::Config(format!("telemetry pipeline: {e}")))?;
         pipeline.topics = Topics::Any;
@@ -406,6 +407,13 @@ fn resolve(
                 .into());
         }
     };
+    let mut source = source;
+    match (spec.unknown_fields.as_deref(), &mut source) {
+        (None | Some("ignore"), _) => {}
+        (Some("dead_letter"), SourceSchema::Json(json)) if spec.schema.is_some() => json.reject_unknown = true,
+        (Some("dead_letter"), _) => return Err("key `unknown_fields`: only with format = \"json\" and a `schema` file".into()),
+        (Some(other), _) => return Err(format!("key `unknown_fields`: {other:?} is not allowed: allowed are ignore | dead_letter")),
+    }
     let mut pipeline = build(spec, format, source, registry, config)?;
     if let (Some(upsert), Some(declared)) = (pipeline.upsert.as_mut(), declared_row) {
         upsert.declared_row = declared;

@@ -349,3 +349,29 @@ fn a_table_per_topic_expands_exact_topics_and_refuses_two_topics_of_one_name() {
     let e = crate::testkit::block_on(set.instantiate("shop.A", &taken, &config())).unwrap_err().to_string();
     assert!(e.contains("topic \"shop.A\" maps to table `shop_a_raw`") && e.contains("topic \"shop.a\" already writes"), "{e}");
 }
+
+#[test]
+fn unknown_fields_of_json_values_are_ignored_or_dead_letters_naming_the_field() {
+    let schema = r#"{"type":"object","properties":{"id":{"type":"integer"},"customer":{"type":"object","properties":{"name":{"type":"string"}}}}}"#;
+    let file = |extra: &str| format!("[[pipeline]]\ntable = \"t\"\ntopics = [\"t\"]\nformat = \"json\"\nschema = \"t.json\"\n{extra}\n");
+    let decode = |extra: &str, value: &str| {
+        let set = load(&[("t.json", schema), ("pipelines.toml", &file(extra))]).unwrap();
+        let p = &set.pipelines[0];
+        let arrow = p.def.arrow_schema().unwrap();
+        let decoded = arrow.fields().iter().filter(|f| !crate::tables::is_written_by_icestream(f.name())).cloned().collect::<Vec<_>>();
+        let mut decoder = crate::decode::RecordDecoder::new(&p.source, std::sync::Arc::new(arrow_schema::Schema::new(decoded))).unwrap();
+        decoder.append(value.as_bytes())
+    };
+    let extra_top = r#"{"id": 1, "added": true}"#;
+    let extra_nested = r#"{"id": 1, "customer": {"name": "a", "tier": 3}}"#;
+    assert!(decode("", extra_top).is_ok() && decode("unknown_fields = \"ignore\"", extra_nested).is_ok(), "ignored by default");
+    let e = decode("unknown_fields = \"dead_letter\"", extra_top).unwrap_err();
+    assert!(e.contains("added") && e.contains("not a field of the schema"), "{e}");
+    let e = decode("unknown_fields = \"dead_letter\"", extra_nested).unwrap_err();
+    assert!(e.contains("customer.tier"), "{e}");
+    assert!(decode("unknown_fields = \"dead_letter\"", r#"{"id": 2, "customer": {"name": "b"}}"#).is_ok());
+    let e = load_err(&[("t.json", schema), ("pipelines.toml", &file("unknown_fields = \"drop\""))]);
+    assert!(e.contains("key `unknown_fields`") && e.contains("ignore | dead_letter"), "{e}");
+    let e = load_err(&[("pipelines.toml", &orders("unknown_fields = \"dead_letter\"")), ("schemas/order.avsc", ORDER_AVSC)]);
+    assert!(e.contains("key `unknown_fields`: only with format = \"json\""), "{e}");
+}
