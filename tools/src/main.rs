@@ -101,7 +101,7 @@ async fn run() -> Result<()> {
             for file in &files {
                 let event = icestream::event::parse_event(&std::fs::read(file).with_context(|| format!("reading {file}"))?)?;
                 for tp in event.partitions.keys() {
-                    set.route(&tp.topic)?;
+                    set.check_route(&tp.topic)?;
                 }
             }
             let pipeline = IngestPipeline::new(config).await?;

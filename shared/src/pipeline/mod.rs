@@ -320,6 +320,16 @@ impl PipelineSet {
         }
     }
 
+    /// Whether a pipeline takes `topic`: [`Self::route`]'s, or a table-per-topic pattern's (its
+    /// table is made when the topic is first seen). The error is `route`'s.
+    pub fn check_route(&self, topic: &str) -> Result<()> {
+        let pattern_claims = |spec: &PipelineSpec| spec.topic_pattern.as_ref().is_some_and(|p| Regex::new(&format!("^(?:{p})$")).is_ok_and(|re| re.is_match(topic)));
+        match self.route(topic) {
+            Err(_) if self.templates.iter().any(pattern_claims) => Ok(()),
+            other => other.map(drop),
+        }
+    }
+
     /// Every table the pipelines write, dead-letter tables included.
     pub fn tables(&self) -> Vec<String> {
         self.pipelines.iter().flat_map(|p| [Some(&p.def), Some(&p.dead_letter), p.changelog()].into_iter().flatten().map(|d| d.name.clone())).collect()
