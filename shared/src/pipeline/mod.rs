@@ -170,66 +170,13 @@ impl PipelineSet {
                 pipelines.push(load_one(spec, &label, &base, config).await?);
                 continue;
             }
-            template::check(spec).map_err(|e| Error::Config(format!("{label}: {e}")))?;
-            template::tables(&spec.table, spec.topics.iter().map(String::as_str)).map_err(|e| Error::Config(format!("{label}: {e}")))?;
-            for topic in &spec.topics {
-                pipelines.push(load_one(&template::instance(spec, topic), &label, &base, config).await?);
-            }
-            if let Some(pattern) = &spec.topic_pattern {
-                // Checked now as any pipeline is, for a stand-in topic: a bad key stops start-up,
-                // not the first batch of a new topic. (Through a registry, the subject is known
-                // only with the topic.)
-                Regex::new(&format!("^(?:{pattern})$")).map_err(|e| Error::Config(format!("{label}: key `topic_pattern`: {pattern:?} is not a regular expression: {e}")))?;
-                if spec.schema.is_some() || spec.registry.is_none() {
-                    resolve(&template::instance(spec, "topic"), &base, config, registry_spec(spec).map_err(|e| Error::Config(format!("{label}: {e}")))?, None)
-                        .map_err(|e| Error::Config(format!("{label}: {e}")))?;
-                } else {
-                    registry_spec(spec).map_err(|e| Error::Config(format!("{label}: {e}")))?;
-                }
-            }
+            pipelines.extend(template::load(spec, &label, &base, config).await?);
             templates.push(spec.clone());
         }
         let namespace = parsed.namespace.unwrap_or_else(|| config.namespace.clone());
         let set = Self { file: Some(shown.to_string()), namespace, pipelines, templates, base };
         set.check_claims()?;
         Ok(set)
-    }
-
-    /// The pipeline of a topic first seen at run time that a table-per-topic pattern claims
-    /// (`None`: none claims it). A table name another pipeline or `taken` (the tables of topics
-    /// seen before) already has fails the invocation, naming the topic and the table.
-    pub async fn instantiate(&self, topic: &str, taken: &BTreeMap<String, String>, config: &Config) -> Result<Option<Pipeline>> {
-        let file = self.file.as_deref().unwrap_or("the knobs");
-        let mut claims = self.templates.iter().enumerate().filter(|(_, spec)| {
-            spec.topic_pattern.as_ref().is_some_and(|pattern| Regex::new(&format!("^(?:{pattern})$")).is_ok_and(|re| re.is_match(topic)))
-        });
-        let Some((i, spec)) = claims.next() else { return Ok(None) };
-        let table = template::table_for(&spec.table, topic);
-        if let Some(other) = taken.get(&table).filter(|t| *t != topic) {
-            return Err(Error::Routing(format!("{file}: topic {topic:?} maps to table `{table}` of pipeline `{}`, which topic {other:?} already writes", spec.table)));
-        }
-        if let Some(p) = self.pipelines.iter().find(|p| [Some(&p.def), Some(&p.dead_letter), p.changelog()].into_iter().flatten().any(|d| d.name == table)) {
-            return Err(Error::Routing(format!("{file}: topic {topic:?} maps to table `{table}` of pipeline `{}`, which pipeline `{}` already writes", spec.table, p.table)));
-        }
-        let label = format!("{file}: pipeline `{}` (#{}) for topic {topic:?}", spec.table, i + 1);
-        load_one(&template::instance(spec, topic), &label, &self.base, config).await.map(Some)
-    }
-
-    /// The tables the file's table-per-topic pipelines would create for `topics` (those each
-    /// claims), as `(template, topic, table)`; two topics of one template that map to one table
-    /// are refused, naming both.
-    pub fn template_tables<'a>(&self, topics: &'a [String]) -> Result<Vec<(String, &'a str, String)>> {
-        let mut out = Vec::new();
-        for spec in &self.templates {
-            let claims = |t: &&String| match &spec.topic_pattern {
-                Some(pattern) => Regex::new(&format!("^(?:{pattern})$")).is_ok_and(|re| re.is_match(t)),
-                None => spec.topics.contains(t),
-            };
-            let claimed = topics.iter().filter(claims).map(String::as_str);
-            let tables = template::tables(&spec.table, claimed).map_err(|e| Error::Config(format!("pipeline `{}`: {e}", spec.table)))?;
-            out.extend(tables.into_iter().map(|(table, topic)| (spec.table.clone(), topic, table)));
-        }
-        Ok(out)
     }
 
     /// The namespace and tables (dead-letter tables included) of the configured pipeline file,
@@ -317,16 +264,6 @@ impl PipelineSet {
                 "topic {topic:?} is claimed by two pipelines in {file}: `{}` ({}) and `{}` ({})",
                 a.table, a.topics, b.table, b.topics
             ))),
-        }
-    }
-
-    /// Whether a pipeline takes `topic`: [`Self::route`]'s, or a table-per-topic pattern's (its
-    /// table is made when the topic is first seen). The error is `route`'s.
-    pub fn check_route(&self, topic: &str) -> Result<()> {
-        let pattern_claims = |spec: &PipelineSpec| spec.topic_pattern.as_ref().is_some_and(|p| Regex::new(&format!("^(?:{p})$")).is_ok_and(|re| re.is_match(topic)));
-        match self.route(topic) {
-            Err(_) if self.templates.iter().any(pattern_claims) => Ok(()),
-            other => other.map(drop),
         }
     }
 

@@ -9,6 +9,9 @@ use std::collections::BTreeMap;
 use regex::Regex;
 
 use super::file::PipelineSpec;
+use super::{Pipeline, PipelineSet, load_one, registry_spec, resolve};
+use crate::config::Config;
+use crate::error::{Error, Result};
 
 /// The placeholder of a table template.
 pub const TOPIC: &str = "{topic}";
@@ -68,6 +71,81 @@ pub fn check(spec: &PipelineSpec) -> Result<(), String> {
         return Err(format!("key `registry_schema`: not with a table per topic: each topic's schema is its own subject ({TOPIC}-value) or Glue schema ({TOPIC})"));
     }
     Ok(())
+}
+
+/// A table-per-topic spec, checked as any pipeline is (`label` names it): one pipeline per
+/// listed topic; a pattern's are made when its topics are seen, its keys checked now for a
+/// stand-in topic.
+pub(super) async fn load(spec: &PipelineSpec, label: &str, base: &std::path::Path, config: &Config) -> Result<Vec<Pipeline>> {
+    let mut pipelines = Vec::with_capacity(spec.topics.len());
+    check(spec).map_err(|e| Error::Config(format!("{label}: {e}")))?;
+    tables(&spec.table, spec.topics.iter().map(String::as_str)).map_err(|e| Error::Config(format!("{label}: {e}")))?;
+    for topic in &spec.topics {
+        pipelines.push(load_one(&instance(spec, topic), label, base, config).await?);
+    }
+    if let Some(pattern) = &spec.topic_pattern {
+        // Checked now as any pipeline is, for a stand-in topic: a bad key stops start-up,
+        // not the first batch of a new topic. (Through a registry, the subject is known
+        // only with the topic.)
+        Regex::new(&format!("^(?:{pattern})$")).map_err(|e| Error::Config(format!("{label}: key `topic_pattern`: {pattern:?} is not a regular expression: {e}")))?;
+        if spec.schema.is_some() || spec.registry.is_none() {
+            resolve(&instance(spec, "topic"), base, config, registry_spec(spec).map_err(|e| Error::Config(format!("{label}: {e}")))?, None)
+                .map_err(|e| Error::Config(format!("{label}: {e}")))?;
+        } else {
+            registry_spec(spec).map_err(|e| Error::Config(format!("{label}: {e}")))?;
+        }
+    }
+    Ok(pipelines)
+}
+
+/// The set's table-per-topic pipelines.
+impl PipelineSet {
+    /// The pipeline of a topic first seen at run time that a table-per-topic pattern claims
+    /// (`None`: none claims it). A table name another pipeline or `taken` (the tables of topics
+    /// seen before) already has fails the invocation, naming the topic and the table.
+    pub async fn instantiate(&self, topic: &str, taken: &BTreeMap<String, String>, config: &Config) -> Result<Option<Pipeline>> {
+        let file = self.file.as_deref().unwrap_or("the knobs");
+        let mut claims = self.templates.iter().enumerate().filter(|(_, spec)| {
+            spec.topic_pattern.as_ref().is_some_and(|pattern| Regex::new(&format!("^(?:{pattern})$")).is_ok_and(|re| re.is_match(topic)))
+        });
+        let Some((i, spec)) = claims.next() else { return Ok(None) };
+        let table = table_for(&spec.table, topic);
+        if let Some(other) = taken.get(&table).filter(|t| *t != topic) {
+            return Err(Error::Routing(format!("{file}: topic {topic:?} maps to table `{table}` of pipeline `{}`, which topic {other:?} already writes", spec.table)));
+        }
+        if let Some(p) = self.pipelines.iter().find(|p| [Some(&p.def), Some(&p.dead_letter), p.changelog()].into_iter().flatten().any(|d| d.name == table)) {
+            return Err(Error::Routing(format!("{file}: topic {topic:?} maps to table `{table}` of pipeline `{}`, which pipeline `{}` already writes", spec.table, p.table)));
+        }
+        let label = format!("{file}: pipeline `{}` (#{}) for topic {topic:?}", spec.table, i + 1);
+        load_one(&instance(spec, topic), &label, &self.base, config).await.map(Some)
+    }
+
+    /// The tables the file's table-per-topic pipelines would create for `topics` (those each
+    /// claims), as `(template, topic, table)`; two topics of one template that map to one table
+    /// are refused, naming both.
+    pub fn template_tables<'a>(&self, topics: &'a [String]) -> Result<Vec<(String, &'a str, String)>> {
+        let mut out = Vec::new();
+        for spec in &self.templates {
+            let claims = |t: &&String| match &spec.topic_pattern {
+                Some(pattern) => Regex::new(&format!("^(?:{pattern})$")).is_ok_and(|re| re.is_match(t)),
+                None => spec.topics.contains(t),
+            };
+            let claimed = topics.iter().filter(claims).map(String::as_str);
+            let tables = self::tables(&spec.table, claimed).map_err(|e| Error::Config(format!("pipeline `{}`: {e}", spec.table)))?;
+            out.extend(tables.into_iter().map(|(table, topic)| (spec.table.clone(), topic, table)));
+        }
+        Ok(out)
+    }
+
+    /// Whether a pipeline takes `topic`: [`Self::route`]'s, or a table-per-topic pattern's (its
+    /// table is made when the topic is first seen). The error is `route`'s.
+    pub fn check_route(&self, topic: &str) -> Result<()> {
+        let pattern_claims = |spec: &PipelineSpec| spec.topic_pattern.as_ref().is_some_and(|p| Regex::new(&format!("^(?:{p})$")).is_ok_and(|re| re.is_match(topic)));
+        match self.route(topic) {
+            Err(_) if self.templates.iter().any(pattern_claims) => Ok(()),
+            other => other.map(drop),
+        }
+    }
 }
 
 #[cfg(test)]
