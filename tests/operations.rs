@@ -452,6 +452,10 @@ async fn a_pattern_with_a_table_per_topic_makes_each_topics_table_when_first_see
     let fresh = icestream::IngestPipeline::new(config(&wh, &[&format!("pipelines={}", pipelines.display())])).await.unwrap();
     let e = fresh.handle_json(clash.to_string().as_bytes(), deadline()).await.unwrap_err().to_string();
     assert!(e.contains("topic \"shop.orders\" maps to table `raw_shop_orders`, which topic \"shop.Orders\" already writes"), "a new process: {e}");
+    // A dead-letter replay in a process that has not seen the topic finds its pipeline.
+    let replayer = icestream::IngestPipeline::new(config(&wh, &[&format!("pipelines={}", pipelines.display())])).await.unwrap();
+    let report = icestream::replay::replay(&replayer, "raw_shop_refunds", &Default::default(), false, deadline()).await.unwrap();
+    assert_eq!((report.matched, report.replayed), (0, 0), "{report:?}");
     let unclaimed = json!({"eventSource": "aws:kafka", "records": {"other-0": records("other", 1)}});
     assert!(again.handle_json(unclaimed.to_string().as_bytes(), deadline()).await.unwrap_err().to_string().contains("claimed by no pipeline"));
 }

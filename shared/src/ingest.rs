@@ -227,6 +227,24 @@ impl IngestPipeline {
         Some((&self.set.pipelines[index], &self.tables[index]))
     }
 
+    /// The pipeline of a table a table-per-topic pattern made, found by the topic its
+    /// watermarks (or its dead-letter table's) name: a dead-letter replay in a process that has
+    /// not seen the topic. `None`: no pattern names the table, or it has no watermark yet.
+    pub(crate) async fn pattern_pipeline_of(&self, table: &str) -> Result<Option<Arc<(Pipeline, PipelineTables)>>> {
+        let patterns = self.set.templates.iter().filter(|t| t.topic_pattern.is_some());
+        if !patterns.clone().any(|t| crate::pipeline::template::names(&t.table, table)) {
+            return Ok(None);
+        }
+        for name in [table.to_string(), crate::tables::dead_letter_name(table)] {
+            let Ok(loaded) = self.catalogs.catalog().load_table(&self.catalogs.ident(&name)).await else { continue };
+            let marks = Watermarks::from_properties(loaded.metadata().properties());
+            if let Some(tp) = marks.0.keys().next() {
+                return self.instance(&tp.topic).await;
+            }
+        }
+        Ok(None)
+    }
+
     /// Handle a raw event (JSON bytes).
     pub async fn handle_json(&self, json: &[u8], deadline: Instant) -> Result<Summary> {
         self.handle(parse_event(json)?, deadline).await

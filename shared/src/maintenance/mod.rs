@@ -405,7 +405,10 @@ async fn run_action(
         Action::RemoveOrphans => {
             out.remove_orphans = Some(orphans::remove_orphans(catalogs, &ident, &request.settings, dry_run, deadline).await?);
         }
-        Action::ReplayDeadLetters => match ingest.filter(|i| i.pipelines().pipelines.iter().any(|p| p.table == name)) {
+        Action::ReplayDeadLetters => match ingest.filter(|i| {
+            let of_pattern = i.pipelines().templates.iter().any(|t| t.topic_pattern.is_some() && crate::pipeline::template::names(&t.table, name));
+            of_pattern || i.pipelines().pipelines.iter().any(|p| p.table == name)
+        }) {
             Some(ingest) => out.replay_dead_letters = Some(crate::replay::replay(ingest, name, &request.replay, dry_run, deadline).await?),
             None => out.skipped.push("replay-dead-letters: no pipeline writes this table".into()),
         },

@@ -113,7 +113,11 @@ pub struct ReplayReport {
 /// Replay the dead letters of `table` (a pipeline table of `pipeline`) that match `filter`.
 pub async fn replay(pipeline: &IngestPipeline, table: &str, filter: &ReplayFilter, dry_run: bool, deadline: Instant) -> Result<ReplayReport> {
     let started = Instant::now();
-    let (spec, tables) = pipeline.pipeline_of(table).ok_or_else(|| {
+    let made = match pipeline.pipeline_of(table) {
+        Some(_) => None,
+        None => pipeline.pattern_pipeline_of(table).await?,
+    };
+    let (spec, tables) = made.as_deref().map(|(p, t)| (p, t)).or_else(|| pipeline.pipeline_of(table)).ok_or_else(|| {
         let known: Vec<&str> = pipeline.pipelines().pipelines.iter().map(|p| p.table.as_str()).collect();
         Error::Config(format!("dead-letters replay: no pipeline writes table `{table}`; pipeline tables are: {}", known.join(", ")))
     })?;
