@@ -97,7 +97,7 @@ fn event(batches: &[(i32, &[(i64, Change)])]) -> ParsedEvent {
         let recs: &mut Vec<KafkaRecordIn> = partitions.entry(tp).or_default();
         recs.extend(records.iter().map(|(offset, c)| KafkaRecordIn {
             offset: *offset,
-            timestamp_ms: c.last_updated_us / 1000,
+            timestamp_ms: c.last_updated_us / 1000, timestamp_type: None,
             key: None,
             value: Some(c.to_csv().into()),
             value_error: None,
@@ -421,7 +421,7 @@ async fn bad_lines_go_to_the_dead_letter_table_and_dms_json_with_a_named_order_c
     .into_iter()
     .enumerate()
     {
-        records.push(KafkaRecordIn { offset: i as i64, timestamp_ms: 0, key: None, value: Some(value.into()), value_error: None, headers: Default::default(), value_schema: None });
+        records.push(KafkaRecordIn { offset: i as i64, timestamp_ms: 0, timestamp_type: None, key: None, value: Some(value.into()), value_error: None, headers: Default::default(), value_schema: None });
     }
     let tp = TopicPartition { topic: TOPIC.into(), partition: 0 };
     let e = ParsedEvent { event_source: None, partitions: BTreeMap::from([(tp, records)]) };
@@ -547,7 +547,7 @@ async fn one_invocation_loads_each_table_once() {
     let insert = |id: i64, seq: i64| Change { op: Op::Insert, account_id: id, balance_cents: Some(100), last_updated_us: 1_700_000_000_000_000, seq };
     let mut batch = event(&[(0, &[(0, insert(1, 1)), (1, insert(2, 2))])]);
     // One record that does not decode, so the dead-letter table is committed to as well.
-    let bad = KafkaRecordIn { offset: 2, timestamp_ms: 0, key: None, value: Some(b"nonsense".to_vec().into()), value_error: None, headers: Default::default(), value_schema: None };
+    let bad = KafkaRecordIn { offset: 2, timestamp_ms: 0, timestamp_type: None, key: None, value: Some(b"nonsense".to_vec().into()), value_error: None, headers: Default::default(), value_schema: None };
     batch.partitions.values_mut().next().unwrap().push(bad);
     let before = p.catalogs().calls();
     let s = p.handle(batch, deadline()).await.unwrap();

@@ -220,7 +220,7 @@ async fn window_dedup_drops_cross_batch_resends_and_keeps_distinct_and_late_read
         vehicle_id: vehicle, event_time_us: ms * 1000, model: "M".into(), speed_kmh: speed, soc_pct: 50, odometer_km: 1, charging: false,
     };
     let record = |offset: i64, r: &Reading| KafkaRecordIn {
-        offset, timestamp_ms: now_ms, key: None, value: Some(encode(Source::Proto, r).into()), value_error: None, headers: Default::default(), value_schema: None,
+        offset, timestamp_ms: now_ms, timestamp_type: None, key: None, value: Some(encode(Source::Proto, r).into()), value_error: None, headers: Default::default(), value_schema: None,
     };
     let first: Vec<Reading> = (0..10).map(|i| reading(i, now_ms - 60_000 + i, 10)).collect();
     let batch1 = ParsedEvent { event_source: None, partitions: [(tp.clone(), first.iter().enumerate().map(|(i, r)| record(i as i64, r)).collect())].into() };

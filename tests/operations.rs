@@ -288,3 +288,200 @@ async fn a_gap_the_broker_still_holds_is_reported_lost_and_fails_the_audit() {
     assert_eq!((code, report["verdict"].as_str()), (1, Some("fail")), "{report}");
     assert_eq!(report["gaps"], json!([{"topic": "orders", "partition": 0, "from": 10, "to": 19, "cause": "lost"}]), "{report}");
 }
+
+/// `(offset, kafka_timestamp µs, kafka_timestamp_type, kafka_key, headers)` of every row of
+/// `table`, sorted by offset; `None` where a column is null.
+type MetaRow = (i64, Option<i64>, Option<String>, Option<Vec<u8>>, Option<Vec<(String, Vec<u8>)>>);
+
+/// Rows from `first_offset` on, of the `columns` among them the table has: iceberg-rust's scan
+/// cannot give a binary column null for a file written before the column was added (PyIceberg
+/// and DuckDB read those in tests/python), so the older file is skipped by its statistics.
+async fn metadata_rows(wh: &Path, table: &str, first_offset: i64, columns: &[&str]) -> Vec<MetaRow> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::{Array, MapArray};
+    use arrow_schema::{DataType, TimeUnit};
+    use futures::TryStreamExt;
+    let catalogs = Catalogs::connect(&config(wh, &[])).await.unwrap();
+    let table = catalogs.catalog().load_table(&catalogs.ident(table)).await.unwrap();
+    let schema = table.metadata().current_schema().clone();
+    let selected = ["kafka_offset"].into_iter().chain(columns.iter().copied().filter(|c| schema.field_by_name(c).is_some()));
+    let filter = iceberg::expr::Reference::new("kafka_offset").greater_than_or_equal_to(iceberg::spec::Datum::long(first_offset));
+    let batches: Vec<arrow_array::RecordBatch> = table.scan().select(selected).with_filter(filter).build().unwrap().to_arrow().await.unwrap().try_collect().await.unwrap();
+    let mut out = Vec::new();
+    for b in batches.into_iter().filter(|b| b.num_rows() > 0) {
+        let column = |name: &str, to: &DataType| b.column_by_name(name).map(|c| arrow_cast::cast(c, to).unwrap());
+        let offsets = column("kafka_offset", &DataType::Int64).unwrap();
+        let ts = column("kafka_timestamp", &DataType::Timestamp(TimeUnit::Microsecond, None));
+        let kind = column("kafka_timestamp_type", &DataType::Utf8);
+        let key = column("kafka_key", &DataType::LargeBinary);
+        let headers = b.column_by_name("kafka_headers").map(|c| c.as_any().downcast_ref::<MapArray>().unwrap().clone());
+        for i in 0..b.num_rows() {
+            if offsets.as_primitive::<arrow_array::types::Int64Type>().value(i) < first_offset {
+                continue;
+            }
+            let valid = |a: &Option<arrow_array::ArrayRef>| a.as_ref().filter(|a| a.is_valid(i)).cloned();
+            out.push((
+                offsets.as_primitive::<arrow_array::types::Int64Type>().value(i),
+                valid(&ts).map(|a| a.as_primitive::<arrow_array::types::TimestampMicrosecondType>().value(i)),
+                valid(&kind).map(|a| a.as_string::<i32>().value(i).to_string()),
+                valid(&key).map(|a| a.as_binary::<i64>().value(i).to_vec()),
+                headers.as_ref().filter(|m| m.is_valid(i)).map(|m| {
+                    let entries = m.value(i);
+                    let names = arrow_cast::cast(entries.column(0), &DataType::Utf8).unwrap();
+                    let values = arrow_cast::cast(entries.column(1), &DataType::LargeBinary).unwrap();
+                    (0..names.len()).map(|j| (names.as_string::<i32>().value(j).to_string(), values.as_binary::<i64>().value(j).to_vec())).collect()
+                }),
+            ));
+        }
+    }
+    out.sort_by_key(|r| r.0);
+    out
+}
+
+#[tokio::test]
+async fn kafka_columns_evolve_the_table_with_the_rows_and_replayed_dead_letters_carry_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    let pipelines = pipeline_file(dir.path());
+    let deadline = || std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let record = |i: i64| {
+        let value = avro_order(i, &format!("order {i}"), (i >= 6).then_some(i * 100));
+        let kind = if i % 2 == 0 { "CREATE_TIME" } else { "LOG_APPEND_TIME" };
+        json!({"topic": "orders", "partition": 0, "offset": i, "timestamp": 1_764_000_000_000 + i, "timestampType": kind,
+               "key": base64::engine::general_purpose::STANDARD.encode(format!("k{i}")),
+               "value": base64::engine::general_purpose::STANDARD.encode(value), "headers": [{"trace": [i as i8, -1]}, {"tenant": [7]}]})
+    };
+    let event = |offsets: std::ops::Range<i64>| json!({"eventSource": "aws:kafka", "records": {"orders-0": offsets.map(record).collect::<Vec<_>>()}});
+
+    // A table written before the pipeline asked for metadata columns.
+    let pipeline = icestream::IngestPipeline::new(config(&wh, &[&format!("pipelines={pipelines}")])).await.unwrap();
+    pipeline.handle_json(event(0..5).to_string().as_bytes(), deadline()).await.unwrap();
+    drop(pipeline);
+    let text = std::fs::read_to_string(&pipelines).unwrap() + "kafka_columns = [\"timestamp\", \"timestamp_type\", \"key\", \"headers\"]\n";
+    std::fs::write(&pipelines, text).unwrap();
+
+    let pipeline = icestream::IngestPipeline::new(config(&wh, &[&format!("pipelines={pipelines}")])).await.unwrap();
+    let catalogs = Catalogs::connect(&config(&wh, &[])).await.unwrap();
+    let table = catalogs.catalog().load_table(&catalogs.ident("orders")).await.unwrap();
+    assert!(table.metadata().current_schema().field_by_name("kafka_key").is_none(), "start does not evolve the data table");
+    let s = pipeline.handle_json(event(0..10).to_string().as_bytes(), deadline()).await.unwrap();
+    assert_eq!((s.written, s.dead_letter, s.schema_changes), (1, 4, 1), "{s:?}");
+    let table = catalogs.catalog().load_table(&catalogs.ident("orders")).await.unwrap();
+    let snapshot = table.metadata().current_snapshot().unwrap();
+    assert_eq!((table.metadata().snapshots().count(), snapshot.schema_id()), (2, Some(table.metadata().current_schema_id())), "the columns came in the rows' swap");
+    let ts = |i: i64| Some((1_764_000_000_000 + i) * 1000);
+    let kind = |i: i64| Some(if i % 2 == 0 { "CREATE_TIME" } else { "LOG_APPEND_TIME" }.to_string());
+    let full = |i: i64| -> MetaRow { (i, ts(i), kind(i), Some(format!("k{i}").into_bytes()), Some(vec![("tenant".into(), vec![7]), ("trace".into(), vec![i as u8, 255])])) };
+    const ALL: [&str; 4] = ["kafka_timestamp", "kafka_timestamp_type", "kafka_key", "kafka_headers"];
+    assert_eq!(metadata_rows(&wh, "orders", 5, &ALL).await, vec![full(5)]);
+    let older = metadata_rows(&wh, "orders", 0, &ALL[..2]).await;
+    assert_eq!(older[..5], (0..5).map(|i| (i, None, None, None, None)).collect::<Vec<_>>()[..], "rows written before have nulls");
+    // The dead letters keep the timestamp (key and headers are their raw_key and headers).
+    let dead: Vec<_> = metadata_rows(&wh, "orders_dead_letter", 0, &ALL[..2]).await.into_iter().map(|r| (r.0, r.1, r.2)).collect();
+    assert_eq!(dead, (6..10).map(|i| (i, ts(i), kind(i))).collect::<Vec<_>>());
+
+    // After the fix, a replay fills the columns from the dead letters as ingest would have.
+    std::fs::write(dir.path().join("order.avsc"), ORDER_V2).unwrap();
+    let pipeline = icestream::IngestPipeline::new(config(&wh, &[&format!("pipelines={pipelines}")])).await.unwrap();
+    let report = icestream::services::replay::replay(&pipeline, "orders", &Default::default(), false, deadline()).await.unwrap();
+    assert_eq!(report.replayed, 4, "{report:?}");
+    assert_eq!(metadata_rows(&wh, "orders", 5, &ALL).await, (5..10).map(full).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn partition_sources_inside_structs_split_the_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    let schema = json!({"type": "object", "properties": {
+        "id": {"type": "integer"},
+        "event": {"type": "object", "properties": {"ts": {"type": "string", "format": "date-time"}}},
+        "customer": {"type": "object", "properties": {"country": {"type": "string"}}}}});
+    std::fs::write(dir.path().join("e.schema.json"), schema.to_string()).unwrap();
+    let pipelines = dir.path().join("pipelines.toml");
+    let text = "[[pipeline]]\ntable = \"events\"\ntopics = [\"events\"]\nformat = \"json\"\nschema = \"e.schema.json\"\npartition_by = [\"day(event.ts)\", \"identity(customer.country)\"]\n";
+    std::fs::write(&pipelines, text).unwrap();
+    let records: Vec<Value> = (0..4)
+        .map(|i| {
+            let value = json!({"id": i, "event": {"ts": format!("2026-01-0{}T10:00:00Z", 1 + i % 2)}, "customer": {"country": if i < 2 { "de" } else { "fr" }}});
+            json!({"topic": "events", "partition": 0, "offset": i, "timestamp": 1, "timestampType": "CREATE_TIME",
+                   "value": base64::engine::general_purpose::STANDARD.encode(value.to_string()), "headers": []})
+        })
+        .collect();
+    let event = json!({"eventSource": "aws:kafka", "records": {"events-0": records}});
+    let pipeline = icestream::IngestPipeline::new(config(&wh, &[&format!("pipelines={}", pipelines.display())])).await.unwrap();
+    let s = pipeline.handle_json(event.to_string().as_bytes(), std::time::Instant::now() + std::time::Duration::from_secs(60)).await.unwrap();
+    assert_eq!((s.written, s.dead_letter, s.files), (4, 0, 4), "{s:?}");
+    let catalogs = Catalogs::connect(&config(&wh, &[])).await.unwrap();
+    let table = catalogs.catalog().load_table(&catalogs.ident("events")).await.unwrap();
+    let report = icestream::services::report::report(&table).await.unwrap();
+    assert_eq!(report.partition_spec, ["day(event.ts) as event_ts_day", "identity(customer.country) as customer_country"]);
+    assert_eq!(report.partitions, 4);
+}
+
+#[tokio::test]
+async fn a_pattern_with_a_table_per_topic_makes_each_topics_table_when_first_seen() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    std::fs::write(dir.path().join("order.avsc"), ORDER_V1).unwrap();
+    let pipelines = dir.path().join("pipelines.toml");
+    let text = "[[pipeline]]\ntable = \"raw_{topic}\"\ntopic_pattern = \"shop\\\\..+\"\nformat = \"avro\"\nschema = \"order.avsc\"\nkafka_columns = [\"key\"]\n";
+    std::fs::write(&pipelines, text).unwrap();
+    let records = |topic: &str, n: i64| -> Vec<Value> {
+        (0..n)
+            .map(|i| json!({"topic": topic, "partition": 0, "offset": i, "timestamp": 1, "timestampType": "CREATE_TIME", "key": "aw==",
+                            "value": base64::engine::general_purpose::STANDARD.encode(avro_order(i, "n", None)), "headers": []}))
+            .collect()
+    };
+    let event = json!({"eventSource": "aws:kafka", "records": {"shop.Orders-0": records("shop.Orders", 3), "shop.refunds-0": records("shop.refunds", 2)}});
+    let pipeline = icestream::IngestPipeline::new(config(&wh, &[&format!("pipelines={}", pipelines.display())])).await.unwrap();
+    let deadline = || std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let s = pipeline.handle_json(event.to_string().as_bytes(), deadline()).await.unwrap();
+    assert_eq!((s.written, s.tables), (5, 2), "{s:?}");
+    let tables: Vec<_> = s.table_metrics.iter().map(|m| (m.table.as_str(), m.written)).collect();
+    assert_eq!(tables, [("raw_shop_orders", 3), ("raw_shop_refunds", 2)]);
+    assert_eq!(offsets_of(&scan(&wh, "raw_shop_orders").await), [0, 1, 2]);
+    assert_eq!(watermarks(&wh, "raw_shop_refunds").await.into_iter().collect::<Vec<_>>(), [("shop.refunds-0".to_string(), 1)]);
+    // A replay adds nothing; a new process finds the tables again.
+    let again = icestream::IngestPipeline::new(config(&wh, &[&format!("pipelines={}", pipelines.display())])).await.unwrap();
+    let s = again.handle_json(event.to_string().as_bytes(), deadline()).await.unwrap();
+    assert_eq!((s.written, s.skipped_replay), (0, 5), "{s:?}");
+    // A topic first seen now whose table another topic writes fails the invocation, naming it.
+    let clash = json!({"eventSource": "aws:kafka", "records": {"shop.orders-0": records("shop.orders", 1)}});
+    let e = again.handle_json(clash.to_string().as_bytes(), deadline()).await.unwrap_err().to_string();
+    assert!(e.contains("topic \"shop.orders\" maps to table `raw_shop_orders`") && e.contains("\"shop.Orders\" already writes"), "{e}");
+    let fresh = icestream::IngestPipeline::new(config(&wh, &[&format!("pipelines={}", pipelines.display())])).await.unwrap();
+    let e = fresh.handle_json(clash.to_string().as_bytes(), deadline()).await.unwrap_err().to_string();
+    assert!(e.contains("topic \"shop.orders\" maps to table `raw_shop_orders`, which topic \"shop.Orders\" already writes"), "a new process: {e}");
+    // A dead-letter replay in a process that has not seen the topic finds its pipeline.
+    let replayer = icestream::IngestPipeline::new(config(&wh, &[&format!("pipelines={}", pipelines.display())])).await.unwrap();
+    let report = icestream::services::replay::replay(&replayer, "raw_shop_refunds", &Default::default(), false, deadline()).await.unwrap();
+    assert_eq!((report.matched, report.replayed), (0, 0), "{report:?}");
+    let unclaimed = json!({"eventSource": "aws:kafka", "records": {"other-0": records("other", 1)}});
+    assert!(again.handle_json(unclaimed.to_string().as_bytes(), deadline()).await.unwrap_err().to_string().contains("claimed by no pipeline"));
+}
+
+#[tokio::test]
+async fn maintenance_status_and_the_committer_cover_the_tables_a_pattern_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    std::fs::write(dir.path().join("order.avsc"), ORDER_V1).unwrap();
+    let pipelines = dir.path().join("pipelines.toml");
+    std::fs::write(&pipelines, "[[pipeline]]\ntable = \"raw_{topic}\"\ntopic_pattern = \"shop\\\\..+\"\nformat = \"avro\"\nschema = \"order.avsc\"\n").unwrap();
+    let value = base64::engine::general_purpose::STANDARD.encode(avro_order(1, "n", None));
+    let record = |topic: &str| json!([{"topic": topic, "partition": 0, "offset": 0, "timestamp": 1, "value": value, "headers": []}]);
+    let event = json!({"eventSource": "aws:kafka", "records": {"shop.a-0": record("shop.a"), "shop.b-0": record("shop.b")}});
+    let with_file = format!("pipelines={}", pipelines.display());
+    let pipeline = icestream::IngestPipeline::new(config(&wh, &[&with_file])).await.unwrap();
+    pipeline.handle_json(event.to_string().as_bytes(), std::time::Instant::now() + std::time::Duration::from_secs(60)).await.unwrap();
+
+    let mut cfg = config(&wh, &[&with_file]);
+    let mut tables = icestream::services::maintenance::pipeline_tables(&mut cfg).await.unwrap().unwrap();
+    tables.sort();
+    assert_eq!(tables, ["raw_shop_a", "raw_shop_a_dead_letter", "raw_shop_b", "raw_shop_b_dead_letter"]);
+    let status = summary_of(&icestream(&["status", "output=json", &format!("warehouse={}", wh.display()), &with_file], &[]));
+    let names: Vec<_> = status.as_array().unwrap().iter().map(|s| s["table"].as_str().unwrap().to_string()).collect();
+    assert_eq!(names, ["raw_shop_a", "raw_shop_b"]);
+    let queued = config(&wh, &[&with_file]);
+    let known = icestream::services::queued::validate::configured_tables(&queued).await.unwrap();
+    assert!(known.contains("bigdata.raw_{topic}"), "{known:?}");
+}

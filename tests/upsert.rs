@@ -25,7 +25,7 @@ fn deadline() -> Instant {
 fn record(offset: i64, id: i64, value: Option<Vec<u8>>) -> KafkaRecordIn {
     KafkaRecordIn {
         offset,
-        timestamp_ms: 1_764_460_800_000,
+        timestamp_ms: 1_764_460_800_000, timestamp_type: None,
         key: Some(format!(r#"{{"id":{id}}}"#).into_bytes().into()),
         value: value.map(Into::into),
         value_error: None,

@@ -15,6 +15,9 @@
 # build), so tests/infra/test_pipelines.py holds this derivation to the
 # code's list for every pipeline file shipped or used in the tests.
 # `topic_pattern` blocks cannot be deployed (a mapping needs exact topic names).
+# A `table` with `{topic}` (a table per topic) names one table per listed topic:
+# the topic lowercased, every character outside [a-z0-9_] as `_`
+# (pipeline/template.rs); the grants below name those tables.
 # tests/infra/test_pipelines.py checks, for every shipped pipeline file, that
 # what this file derives equals what a TOML parser reads.
 #
@@ -44,19 +47,27 @@ locals {
     upsert          = try(regex("(?m)^[ \\t]*mode[ \\t]*=[ \\t]*\"([^\"]+)\"", b)[0], "append") == "upsert"
     changelog       = try(regex("(?m)^[ \\t]*changelog[ \\t]*=[ \\t]*(true|false)\\b", b)[0], "false") == "true"
   }]
+  # Each block's tables: its `table`, or one per topic for a table per topic.
+  pipeline_block_tables = [for p in local.pipelines : (
+    strcontains(coalesce(p.table, ""), "{topic}")
+    ? [for t in p.topics : replace(p.table, "{topic}", replace(lower(t), "/[^a-z0-9_]/", "_"))]
+    : [p.table]
+  )]
   pipeline_namespace = local.pipeline_file == null ? var.namespace : try(
     regex("(?m)^[ \\t]*namespace[ \\t]*=[ \\t]*\"([^\"]+)\"", local.pipeline_chunks[0])[0], "bigdata"
   )
 
   # What the rest of the module consumes.
-  ingest_table_names = local.pipeline_file == null ? [var.table] : distinct([for p in local.pipelines : p.table])
+  ingest_table_names = local.pipeline_file == null ? [var.table] : distinct(flatten(local.pipeline_block_tables))
   # Every table ingest writes: each pipeline's table, `<table>_dead_letter`, and an upsert
   # pipeline's `<table>_changelog` when it keeps one (pipeline/mod.rs, PipelineSet::tables).
   pipeline_tables = local.pipeline_file == null ? [var.table, "${var.table}_dead_letter"] : distinct(flatten([
-    for p in local.pipelines : concat([p.table, "${p.table}_dead_letter"], p.upsert && p.changelog ? ["${p.table}_changelog"] : [])
+    for i, p in local.pipelines : [
+      for t in local.pipeline_block_tables[i] : concat([t, "${t}_dead_letter"], p.upsert && p.changelog ? ["${t}_changelog"] : [])
+    ]
   ]))
   # Upsert tables keep tombstones (purge-tombstones runs on each).
-  upsert_table_names = [for p in local.pipelines : p.table if p.upsert]
+  upsert_table_names = flatten([for i, p in local.pipelines : local.pipeline_block_tables[i] if p.upsert])
   ingest_topics      = local.pipeline_file == null ? var.ingest_topics : distinct(flatten([for p in local.pipelines : p.topics]))
 
   # Schema registries ingest reads (iam.tf grants exactly these).

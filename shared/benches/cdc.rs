@@ -55,6 +55,7 @@ async fn run(changes: usize, accounts: i64) {
             partitions.entry(TopicPartition { topic: TOPIC.into(), partition: p }).or_default().push(KafkaRecordIn {
                 offset: *offset,
                 timestamp_ms: c.last_updated_us / 1000,
+                timestamp_type: None,
                 key: None,
                 value: Some(c.to_csv().into()),
                 value_error: None,

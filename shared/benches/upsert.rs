@@ -74,7 +74,7 @@ impl Feed {
             let p = (self.rng.next() % PARTITIONS as u64) as i32;
             let offset = self.offsets.entry(p).or_default();
             let value = change(op, key, self.lsn, self.rng.next() % 1_000_000);
-            let record = KafkaRecordIn { offset: *offset, timestamp_ms: 1_764_460_800_000, key: None, value: Some(value.into()), value_error: None, headers: Default::default(), value_schema: None };
+            let record = KafkaRecordIn { offset: *offset, timestamp_ms: 1_764_460_800_000, timestamp_type: None, key: None, value: Some(value.into()), value_error: None, headers: Default::default(), value_schema: None };
             partitions.entry(TopicPartition { topic: TOPIC.into(), partition: p }).or_default().push(record);
             *offset += 1;
         }

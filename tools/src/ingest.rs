@@ -32,7 +32,7 @@ pub async fn run(options: Options<Ingest>) -> Result<()> {
     for file in &files {
         let event = icestream::model::event::parse_event(&std::fs::read(file).with_context(|| format!("reading {file}"))?)?;
         for tp in event.partitions.keys() {
-            set.route(&tp.topic)?;
+            set.check_route(&tp.topic)?;
         }
     }
     let pipeline = IngestPipeline::new(config).await?;

@@ -11,17 +11,25 @@ use icestream::model::pipeline::{Pipeline, PipelineSet, Topics, format_name};
 use icestream::Config;
 use icestream::engine::catalog::Catalogs;
 use icestream::model::registry::Registry;
-use icestream::model::schema::evolve::evolve_for;
+use icestream::model::evolve::evolve_for;
 use iceberg::TableIdent;
 use std::sync::Arc;
 use serde_json::{Value, json};
 
-const CHECK_OPTIONS: &[Knob] = &[Knob {
-    key: "output",
-    default: "text",
-    allowed: Allowed::OneOf(&["text", "json"]),
-    help: "`text` for people; `json` for scripts (the Terraform cross-check reads it)",
-}];
+const CHECK_OPTIONS: &[Knob] = &[
+    Knob {
+        key: "output",
+        default: "text",
+        allowed: Allowed::OneOf(&["text", "json"]),
+        help: "`text` for people; `json` for scripts (the Terraform cross-check reads it)",
+    },
+    Knob {
+        key: "topics",
+        default: "",
+        allowed: Allowed::OptionalText,
+        help: "comma-separated topic names: the tables a table-per-topic pipeline (`table` with {topic}) would create for them",
+    },
+];
 
 /// The command's option list for the command line (`crate::cli`).
 pub struct Check;
@@ -36,8 +44,11 @@ pub async fn check(file: String, args: Vec<String>) -> Result<()> {
     config.pipelines = Some(file);
     let set = PipelineSet::from_config(&config).await?;
     let registries = registry_checks(&set, &config).await?;
+    let topics: Vec<String> = options.get("topics").split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::to_string).collect();
+    let per_topic = set.template_tables(&topics)?;
     if options.get("output") == "json" {
         let mut described = describe(&set);
+        described["topic_tables"] = json!(per_topic.iter().map(|(template, topic, table)| json!({"pipeline": template, "topic": topic, "table": table})).collect::<Vec<_>>());
         for (pipeline, check) in described["pipelines"].as_array_mut().into_iter().flatten().zip(&registries) {
             if let Some(check) = check {
                 pipeline["registry"] = check.clone();
@@ -51,6 +62,16 @@ pub async fn check(file: String, args: Vec<String>) -> Result<()> {
                 print!("{}", registry_text(&p.table, check));
             }
         }
+        for spec in &set.templates {
+            let made: Vec<String> = per_topic.iter().filter(|(t, ..)| *t == spec.table).map(|(_, topic, table)| format!("{topic} -> {table}")).collect();
+            let claims = spec.topic_pattern.as_ref().map_or_else(|| spec.topics.join(", "), |p| format!("topics matching /{p}/"));
+            print!("\ntable per topic `{}` ({claims}): ", spec.table);
+            match (made.is_empty(), topics.is_empty()) {
+                (false, _) => println!("{}", made.join(", ")),
+                (true, true) => println!("give topics=a,b,c to see the tables it would create"),
+                (true, false) => println!("claims none of the topics given"),
+            }
+        }
     }
     Ok(())
 }
@@ -62,8 +83,8 @@ pub async fn check(file: String, args: Vec<String>) -> Result<()> {
 pub async fn tables(file: &str) -> Result<()> {
     let mut config = Config::from_env_and_args(std::iter::empty::<&str>())?;
     config.pipelines = Some(file.to_string());
-    let (namespace, tables) = PipelineSet::table_names(&config).await?;
-    println!("{}", serde_json::to_string_pretty(&json!({"file": file, "namespace": namespace, "tables": tables}))?);
+    let (namespace, tables, templates) = PipelineSet::table_names(&config).await?;
+    println!("{}", serde_json::to_string_pretty(&json!({"file": file, "namespace": namespace, "tables": tables, "table_templates": templates}))?);
     Ok(())
 }
 
@@ -99,7 +120,7 @@ async fn registry_checks(set: &PipelineSet, config: &Config) -> Result<Vec<Optio
             }
             Ok(latest) => {
                 check["latest_schema"] = json!(fields_json(latest.to_iceberg()?.as_struct()));
-                match evolve_for(&current, last, &[Arc::new(latest)]) {
+                match evolve_for(&current, last, &[Arc::new(latest)], p.kafka_columns) {
                     Ok(None) => check["verdict"] = json!("fits"),
                     Ok(Some(evolved)) => {
                         check["verdict"] = json!("evolves");
@@ -185,7 +206,7 @@ fn pipeline_json(p: &Pipeline) -> Value {
         "schema": fields_json(schema),
         "identifier_field_ids": table_schema.identifier_field_ids().collect::<Vec<_>>(),
         "partition_spec": fields.iter().map(|(name, transform, source_id)| {
-            let source = table_schema.field_by_id(*source_id).map(|c| c.name.clone()).unwrap_or_default();
+            let source = table_schema.name_by_field_id(*source_id).unwrap_or_default().to_string();
             json!({"name": name, "transform": transform, "source": source, "source_id": source_id})
         }).collect::<Vec<_>>(),
         "key": p.key,
@@ -237,7 +258,7 @@ pub fn text(set: &PipelineSet) -> String {
             let parts: Vec<String> = spec
                 .fields()
                 .iter()
-                .map(|f| format!("{} = {}({})", f.name, f.transform, p.def.schema.field_by_id(f.source_id).map(|c| c.name.as_str()).unwrap_or("?")))
+                .map(|f| format!("{} = {}({})", f.name, f.transform, p.def.schema.name_by_field_id(f.source_id).unwrap_or("?")))
                 .collect();
             out += &format!("  partition spec: {}\n", parts.join(", "));
         }

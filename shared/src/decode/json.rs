@@ -23,15 +23,16 @@ enum Plan {
     Prim(Prim),
     /// A string column whose schema lists the allowed values (`enum`).
     Enum(Vec<String>),
-    /// Per target child: the property it comes from.
-    Object(Vec<Option<(String, Plan)>>),
+    /// Per target child: the property it comes from; whether a property no child takes is an
+    /// error (`unknown_fields = "dead_letter"`) rather than skipped.
+    Object(Vec<Option<(String, Plan)>>, bool),
     List(Box<Plan>),
     Map(Box<Plan>),
 }
 
 impl JsonReader {
     pub fn new(schema: &JsonSchema, target: &Fields, precision: TimestampPrecision) -> Self {
-        JsonReader { row: Plan::Object(object_plan(schema, &schema.fields, target, "")), precision }
+        JsonReader { row: Plan::Object(object_plan(schema, &schema.fields, target, ""), schema.reject_unknown), precision }
     }
 
     pub fn append(&self, value: &[u8], row: &mut Col) -> Result<(), DecodeError> {
@@ -70,7 +71,7 @@ fn object_plan(schema: &JsonSchema, fields: &[crate::model::schema::Field], targ
 /// The plan for `ty` at `path` into a column of type `target` (the pair was checked to fit).
 fn plan(schema: &JsonSchema, ty: &Ty, target: &DataType, path: &str) -> Plan {
     match (ty, target) {
-        (Ty::Struct(fields), DataType::Struct(columns)) => Plan::Object(object_plan(schema, fields, columns, path)),
+        (Ty::Struct(fields), DataType::Struct(columns)) => Plan::Object(object_plan(schema, fields, columns, path), schema.reject_unknown),
         (Ty::List(element), _) => Plan::List(Box::new(plan(schema, &element.ty, &element_type(target, 0), &join(path, "element")))),
         (Ty::Map(_, value), _) => Plan::Map(Box::new(plan(schema, &value.ty, &element_type(target, 1), &join(path, "value")))),
         (Ty::Prim(Prim::String), _) => match schema.enums.get(path) {
@@ -78,7 +79,7 @@ fn plan(schema: &JsonSchema, ty: &Ty, target: &DataType, path: &str) -> Plan {
             None => Plan::Prim(Prim::String),
         },
         (Ty::Prim(p), _) => Plan::Prim(*p),
-        (Ty::Struct(_), _) => Plan::Object(Vec::new()),
+        (Ty::Struct(_), _) => Plan::Object(Vec::new(), false),
     }
 }
 
@@ -108,7 +109,7 @@ impl<'p, 'c> Put<'p, 'c> {
 
     fn expected<E: serde::de::Error>(self, got: &str) -> Result<(), E> {
         let what = match self.plan {
-            Plan::Object(_) | Plan::Map(_) => "object",
+            Plan::Object(..) | Plan::Map(_) => "object",
             Plan::List(_) => "array",
             Plan::Prim(Prim::Boolean) => "boolean",
             Plan::Prim(Prim::Long | Prim::Int) => "integer",
@@ -245,7 +246,7 @@ impl<'de> Visitor<'de> for Put<'_, '_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         match self.plan {
-            Plan::Object(children) => {
+            Plan::Object(children, strict) => {
                 let columns = match self.col.children() {
                     Ok(columns) => columns,
                     Err(e) => return self.fail(e),
@@ -260,6 +261,10 @@ impl<'de> Visitor<'de> for Put<'_, '_> {
                 };
                 while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
                     let Some(i) = children.iter().position(|c| c.as_ref().is_some_and(|(name, _)| *name == key)) else {
+                        if *strict {
+                            *self.error = Some(DecodeError::new("not a field of the schema (unknown_fields = \"dead_letter\")").at(key.as_ref()));
+                            return Err(A::Error::custom("unknown field"));
+                        }
                         map.next_value::<IgnoredAny>()?;
                         continue;
                     };

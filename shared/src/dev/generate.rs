@@ -317,7 +317,7 @@ pub fn generate(opts: &GeneratorOptions) -> Result<Generated> {
         let offset = opts.start_offset + partitions.get(&tp).map_or(0, Vec::len) as i64;
         let record = KafkaRecordIn {
             offset,
-            timestamp_ms: record_opts.start_ms + i as i64,
+            timestamp_ms: record_opts.start_ms + i as i64, timestamp_type: None,
             key: record_opts.keyed.then(|| generated.key().into()),
             value: Some(generated.value.clone().into()),
             value_error: None,

@@ -19,9 +19,12 @@ use crate::base::error::{Error, Result};
 mod arena;
 mod headers;
 mod scan;
+mod timestamp_type;
 
 use arena::{Arena, Field};
 pub use headers::Headers;
+pub use timestamp_type::TimestampType;
+use timestamp_type::ReadTimestampType;
 
 /// The event sources the MSK and self-managed Kafka mappings put in `eventSource`.
 pub const EVENT_SOURCES: &[&str] = &["aws:kafka", "SelfManagedKafka"];
@@ -48,14 +51,17 @@ impl std::fmt::Display for TopicPartition {
 pub struct KafkaRecordIn {
     pub offset: i64,
     pub timestamp_ms: i64,
+    /// `timestampType`, when the event names one Kafka knows (the `kafka_timestamp_type` column).
+    pub timestamp_type: Option<TimestampType>,
     /// Keys, values and header values of a parsed event share a few large buffers (`Bytes`
     /// slices of an [`Arena`]): one allocation per 64 KiB rather than three per record.
     pub key: Option<Bytes>,
     /// The record value; `None` = absent. When `value_error` is set, the raw text as sent.
     pub value: Option<Bytes>,
     /// Why the record could not be read (key or value not base64); such a record becomes a
-    /// dead letter, and the field that was not base64 holds the raw text as sent.
-    pub value_error: Option<Box<str>>,
+    /// dead letter, and the field that was not base64 holds the raw text as sent. Boxed twice:
+    /// rare, and one pointer leaves room for `timestamp_type` in the record's size.
+    pub value_error: Option<Box<String>>,
     /// In one `Bytes` (of the arena, for a parsed event): no allocation per record.
     pub headers: Headers,
     /// `valueSchemaMetadata`: set when the event source mapping's own schema-registry support
@@ -221,6 +227,8 @@ struct RawRecord<'a> {
     offset: i64,
     /// Epoch milliseconds.
     timestamp: i64,
+    #[serde(default)]
+    timestamp_type: Option<ReadTimestampType>,
     #[serde(borrow)]
     key: Option<Text<'a>>,
     #[serde(borrow)]
@@ -256,10 +264,11 @@ impl RawRecord<'_> {
         let key = decode(self.key, "key");
         let value = decode(self.value, "value");
         problems.extend(self.headers.problem);
-        let value_error = (!problems.is_empty()).then(|| problems.join("; ").into());
+        let value_error = (!problems.is_empty()).then(|| Box::new(problems.join("; ")));
         let record = KafkaRecordIn {
             offset: self.offset,
             timestamp_ms: self.timestamp,
+            timestamp_type: self.timestamp_type.and_then(|t| t.0),
             key: None,
             value: None,
             value_error,
@@ -564,7 +573,7 @@ pub fn record_json(tp: &TopicPartition, r: &KafkaRecordIn) -> serde_json::Value 
         "partition": tp.partition,
         "offset": r.offset,
         "timestamp": r.timestamp_ms,
-        "timestampType": "CREATE_TIME",
+        "timestampType": r.timestamp_type.map(TimestampType::name),
         "key": key,
         "value": value,
         "headers": headers,

@@ -3,6 +3,7 @@
 
 pub mod config;
 pub mod event;
+pub mod evolve;
 pub mod pipeline;
 pub mod registry;
 pub mod schema;

@@ -44,7 +44,7 @@ pub const SOURCE_POSITION: &str = "source_position";
 /// Columns icestream fills itself: the lineage, and an upsert table's [`SOURCE_POSITION`].
 /// Never a writer schema's business.
 pub fn is_written_by_icestream(name: &str) -> bool {
-    lineage::is_lineage(name) || name == SOURCE_POSITION
+    lineage::is_lineage(name) || kafka::is_kafka_column(name) || name == SOURCE_POSITION
 }
 
 /// The dead-letter table of pipeline table `table`.
@@ -61,6 +61,94 @@ pub mod lineage {
     /// Whether `name` is one of the lineage columns.
     pub fn is_lineage(name: &str) -> bool {
         [TOPIC, PARTITION, OFFSET].contains(&name)
+    }
+}
+
+/// The Kafka metadata columns a pipeline may ask for (`kafka_columns`), beside the lineage
+/// columns: one definition of their names and types. All optional: an existing table gains them
+/// by evolution, and a record may have no key, no headers or no timestamp.
+pub mod kafka {
+    use crate::model::schema::{Field, Prim, Ty};
+
+    pub const TIMESTAMP: &str = "kafka_timestamp";
+    pub const TIMESTAMP_TYPE: &str = "kafka_timestamp_type";
+    pub const KEY: &str = "kafka_key";
+    pub const HEADERS: &str = "kafka_headers";
+
+    /// The words of `kafka_columns`, in column order, with their columns.
+    const WORDS: [(&str, &str); 4] = [("timestamp", TIMESTAMP), ("timestamp_type", TIMESTAMP_TYPE), ("key", KEY), ("headers", HEADERS)];
+
+    /// What `kafka_columns` allows, for messages and help.
+    pub const ALLOWED: &str = "timestamp | timestamp_type | key | headers";
+
+    /// Whether `name` is one of the metadata columns (reserved: a source schema cannot have it).
+    pub fn is_kafka_column(name: &str) -> bool {
+        WORDS.iter().any(|(_, column)| *column == name)
+    }
+
+    /// Which metadata columns a table has (or is to have), in [`WORDS`] order.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    pub struct KafkaColumns([bool; 4]);
+
+    impl KafkaColumns {
+        /// The columns `kafka_columns` names, or which word is not allowed.
+        pub fn parse(words: &[String]) -> Result<Self, String> {
+            let mut out = [false; 4];
+            for word in words {
+                let i = WORDS.iter().position(|(w, _)| w == word).ok_or_else(|| format!("{word:?} is not allowed: allowed are {ALLOWED}"))?;
+                if std::mem::replace(&mut out[i], true) {
+                    return Err(format!("{word:?} is named twice"));
+                }
+            }
+            Ok(Self(out))
+        }
+
+        /// The metadata columns among `names` (a table's or a batch's columns).
+        pub fn of<'a>(names: impl IntoIterator<Item = &'a str>) -> Self {
+            let mut out = [false; 4];
+            for name in names {
+                if let Some(i) = WORDS.iter().position(|(_, column)| *column == name) {
+                    out[i] = true;
+                }
+            }
+            Self(out)
+        }
+
+        pub fn is_empty(self) -> bool {
+            !self.0.contains(&true)
+        }
+
+        pub fn has(self, column: &str) -> bool {
+            WORDS.iter().zip(self.0).any(|((_, c), on)| on && *c == column)
+        }
+
+        /// The column names, in order.
+        pub fn names(self) -> impl Iterator<Item = &'static str> {
+            WORDS.into_iter().zip(self.0).filter(|(_, on)| *on).map(|((_, column), _)| column)
+        }
+
+        /// What a dead-letter table keeps of these: the timestamp and its type, both when
+        /// either is asked for (its rows already carry the raw key and headers), so a replay
+        /// fills them as ingest does.
+        pub fn for_dead_letters(self) -> Self {
+            let timestamp = self.0[0] || self.0[1];
+            Self([timestamp, timestamp, false, false])
+        }
+
+        /// The columns as source fields (the evolution and table-schema builders take these).
+        pub(crate) fn fields(self) -> Vec<Field> {
+            self.names()
+                .map(|name| {
+                    let ty = match name {
+                        TIMESTAMP => Ty::Prim(Prim::Timestamptz),
+                        TIMESTAMP_TYPE => Ty::Prim(Prim::String),
+                        KEY => Ty::Prim(Prim::Binary),
+                        _ => Field::map(Ty::Prim(Prim::String), Field::new("value", true, Ty::Prim(Prim::Binary))),
+                    };
+                    Field::new(name, true, ty)
+                })
+                .collect()
+        }
     }
 }
 

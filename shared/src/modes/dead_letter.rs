@@ -6,13 +6,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow_array::builder::{Int32Builder, Int64Builder, LargeBinaryBuilder, StringBuilder, TimestampMicrosecondBuilder};
-use arrow_array::{ArrayRef, LargeBinaryArray, MapArray, RecordBatch, StringArray, StructArray};
-use arrow_buffer::{NullBuffer, OffsetBuffer};
-use arrow_schema::{DataType, SchemaRef};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::SchemaRef;
 use bytes::Bytes;
 
 use crate::base::error::{Error, Result};
-use crate::model::event::{Headers, KafkaRecordIn, TopicPartition};
+use crate::model::event::{Headers, KafkaRecordIn, TimestampType, TopicPartition};
+use crate::modes::kafka_columns::{KafkaColumnsBuilder, RecordMeta};
+use crate::model::tables::kafka::{self, KafkaColumns};
 use crate::model::tables::{dead_letter as col, lineage};
 
 /// One rejected record.
@@ -24,6 +25,9 @@ pub struct Reject<'a> {
     pub value: Option<&'a [u8]>,
     pub headers: &'a Headers,
     pub error: &'a str,
+    /// The record's timestamp and its type (the `kafka_timestamp*` columns, when the table has them).
+    pub timestamp_ms: i64,
+    pub timestamp_type: Option<TimestampType>,
 }
 
 impl<'a> Reject<'a> {
@@ -37,6 +41,8 @@ impl<'a> Reject<'a> {
             value: record.value.as_deref(),
             headers: &record.headers,
             error,
+            timestamp_ms: record.timestamp_ms,
+            timestamp_type: record.timestamp_type,
         }
     }
 }
@@ -55,6 +61,8 @@ pub struct DeadLetterBuilder {
     headers: Vec<BTreeMap<String, Bytes>>,
     rejected_at_us: i64,
     source_name: String,
+    /// `kafka_timestamp` and `kafka_timestamp_type`, filled when the table has them.
+    kafka: KafkaColumnsBuilder,
 }
 
 impl DeadLetterBuilder {
@@ -73,6 +81,7 @@ impl DeadLetterBuilder {
             headers: Vec::new(),
             rejected_at_us,
             source_name: source.to_string(),
+            kafka: KafkaColumnsBuilder::new(KafkaColumns::of([kafka::TIMESTAMP, kafka::TIMESTAMP_TYPE])),
         }
     }
 
@@ -86,6 +95,8 @@ impl DeadLetterBuilder {
         self.source.append_value(&self.source_name);
         self.rejected_at.append_value(self.rejected_at_us);
         self.headers.push(reject.headers.iter_shared().map(|(name, value)| (name.to_string(), value)).collect());
+        let meta = RecordMeta { timestamp_ms: reject.timestamp_ms, timestamp_type: reject.timestamp_type, key: None, headers: reject.headers };
+        self.kafka.append(meta);
     }
 
     /// The rows as a batch of `schema` (the dead-letter table's Arrow schema), columns matched
@@ -102,7 +113,8 @@ impl DeadLetterBuilder {
                 col::ERROR => Arc::new(self.error.finish()),
                 col::SOURCE => Arc::new(self.source.finish()),
                 col::REJECTED_AT => Arc::new(self.rejected_at.finish()),
-                col::HEADERS => headers_array(&self.headers, field.data_type())?,
+                col::HEADERS => crate::modes::kafka_columns::headers_array(&self.headers, field.data_type())?,
+                kafka::TIMESTAMP | kafka::TIMESTAMP_TYPE => self.kafka.column(field)?,
                 _ if field.is_nullable() => arrow_array::new_null_array(field.data_type(), self.headers.len()),
                 other => return Err(Error::Config(format!("dead-letter table has a required column {other:?} icestream does not fill"))),
             };
@@ -114,26 +126,10 @@ impl DeadLetterBuilder {
     }
 }
 
-/// A map<string, binary> column of the table's exact Arrow type (field names and ids).
-fn headers_array(rows: &[BTreeMap<String, Bytes>], data_type: &DataType) -> Result<ArrayRef> {
-    let DataType::Map(entries, sorted) = data_type else {
-        return Err(Error::Config(format!("dead-letter column `headers` is {data_type}, not a map")));
-    };
-    let DataType::Struct(kv) = entries.data_type() else {
-        return Err(Error::Config(format!("dead-letter column `headers` has entries of {}, not a struct", entries.data_type())));
-    };
-    let names: Vec<&str> = rows.iter().flat_map(|h| h.keys().map(String::as_str)).collect();
-    let values: Vec<&[u8]> = rows.iter().flat_map(|h| h.values().map(|v| &v[..])).collect();
-    let keys: ArrayRef = arrow_cast::cast(&StringArray::from(names), kv[0].data_type())?;
-    let values: ArrayRef = arrow_cast::cast(&LargeBinaryArray::from(values), kv[1].data_type())?;
-    let entries_array = StructArray::try_new(kv.clone(), vec![keys, values], None)?;
-    let offsets = OffsetBuffer::from_lengths(rows.iter().map(BTreeMap::len));
-    let nulls = NullBuffer::from(vec![true; rows.len()]);
-    Ok(Arc::new(MapArray::try_new(entries.clone(), offsets, entries_array, Some(nulls), *sorted)?))
-}
-
 #[cfg(test)]
 mod tests {
+    use arrow_array::MapArray;
+
     use super::*;
 
     #[test]
@@ -142,8 +138,8 @@ mod tests {
         let schema = def.arrow_schema().unwrap();
         let mut b = DeadLetterBuilder::new(1_700_000_000_000_000, "avro");
         let headers = Headers::from_iter([("trace", &[1, 2][..]), ("trace", &[3])]);
-        b.append(Reject { topic: "t", partition: 1, offset: 7, key: Some(b"k"), value: None, headers: &headers, error: "bad", });
-        b.append(Reject { topic: "t", partition: 1, offset: 8, key: None, value: Some(b"v"), headers: &Headers::default(), error: "worse" });
+        b.append(Reject { topic: "t", partition: 1, offset: 7, key: Some(b"k"), value: None, headers: &headers, error: "bad", timestamp_ms: 5, timestamp_type: None });
+        b.append(Reject { topic: "t", partition: 1, offset: 8, key: None, value: Some(b"v"), headers: &Headers::default(), error: "worse", timestamp_ms: 5, timestamp_type: None });
         let batch = b.finish(schema).unwrap();
         assert_eq!(batch.num_rows(), 2);
         let map = batch.column_by_name(col::HEADERS).unwrap().as_any().downcast_ref::<MapArray>().unwrap();
@@ -158,7 +154,7 @@ mod tests {
         let fields: Vec<_> = full.fields().iter().filter(|f| f.name() != col::HEADERS).cloned().collect();
         let schema = Arc::new(arrow_schema::Schema::new(fields));
         let mut b = DeadLetterBuilder::new(0, "json");
-        b.append(Reject { topic: "t", partition: 0, offset: 1, key: None, value: None, headers: &Headers::default(), error: "e" });
+        b.append(Reject { topic: "t", partition: 0, offset: 1, key: None, value: None, headers: &Headers::default(), error: "e", timestamp_ms: 5, timestamp_type: None });
         assert_eq!(b.finish(schema).unwrap().num_columns(), 8);
     }
 }

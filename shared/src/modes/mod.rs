@@ -3,6 +3,7 @@
 
 pub mod dead_letter;
 pub mod dedup;
+pub mod kafka_columns;
 pub mod recovery;
 pub mod sink;
 pub mod upsert;

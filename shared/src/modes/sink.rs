@@ -30,6 +30,7 @@ use crate::engine::queue::sqs::CommitQueue;
 use crate::engine::project::project_batch;
 use crate::engine::queue::{CommitRequest, REQUEST_VERSION};
 use crate::model::schema::SourceSchema;
+use crate::model::tables::kafka::KafkaColumns;
 use crate::engine::writer::{EncodedFiles, encode_data_files};
 
 /// What one append did.
@@ -157,11 +158,13 @@ async fn send_all(queue: &CommitQueue, catalogs: &Catalogs, requests: Vec<&Commi
 /// A commit of the schema that takes `writers`' rows, and nothing else.
 pub(crate) struct EvolveSchema<'a> {
     pub writers: &'a [Arc<SourceSchema>],
+    /// The Kafka metadata columns the table is to have.
+    pub kafka: KafkaColumns,
 }
 
 impl Planner for EvolveSchema<'_> {
     async fn plan(&mut self, table: &Table, _attempt: u32) -> Result<Option<ChangeSet>> {
-        Ok(target_schema(table, self.writers)?.1.map(|schema| ChangeSet { schema: Some(schema), ..ChangeSet::new(Operation::Append) }))
+        Ok(target_schema(table, self.writers, self.kafka)?.1.map(|schema| ChangeSet { schema: Some(schema), ..ChangeSet::new(Operation::Append) }))
     }
 }
 
@@ -229,8 +232,9 @@ async fn stage(catalogs: &Catalogs, config: &Config, append: Append<'_>, deadlin
     };
     // The committer adds files, never schemas: a schema the rows need is committed first, on
     // its own (new optional columns and widenings are invisible until rows use them).
-    if rows.num_rows() > 0 && target_schema(&table, &writers)?.1.is_some() {
-        table = catalogs.committer.commit_to(table, deadline, &mut EvolveSchema { writers: &writers }).await?.table;
+    let kafka = KafkaColumns::of(rows.schema().fields().iter().map(|f| f.name().as_str()));
+    if rows.num_rows() > 0 && target_schema(&table, &writers, kafka)?.1.is_some() {
+        table = catalogs.committer.commit_to(table, deadline, &mut EvolveSchema { writers: &writers, kafka }).await?.table;
     }
     let layout = Arc::new(schema_to_arrow_schema(table.metadata().current_schema())?);
     let rows = project_batch(&rows, &layout)?;

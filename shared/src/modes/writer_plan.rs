@@ -12,13 +12,13 @@ use std::sync::Arc;
 
 use iceberg::spec::{Schema, TableMetadata};
 
-use crate::base::error::Result;
+use crate::base::error::{Error, Result};
 use crate::model::event::KafkaRecordIn;
 use crate::model::pipeline::Pipeline;
 use crate::model::registry::frame::InflateBudget;
 use crate::model::registry::{MessageIndex, Registry, WriterId};
 use crate::model::schema::{Format, SourceSchema};
-use crate::model::schema::evolve::evolve;
+use crate::model::evolve::{add_kafka_columns, evolve};
 
 /// A record's writer, as its frame or the mapping's metadata names it, and whether the value is
 /// that record as JSON.
@@ -166,6 +166,12 @@ impl WriterPlan {
                 None if plan.plain.is_ok() => plan.plain = accepted.map(|_| 0),
                 None => {}
             }
+        }
+        // The metadata columns the pipeline asks for: an existing table gains them with the rows.
+        let evolved = add_kafka_columns(&plan.target, pipeline.kafka_columns, &mut last).map_err(|e| Error::Schema(format!("table of pipeline `{}`: {e}", pipeline.table)))?;
+        if let Some(schema) = evolved {
+            plan.target = schema;
+            plan.evolves = true;
         }
         Ok(plan)
     }

@@ -31,6 +31,8 @@ use crate::model::registry::Registry;
 use crate::model::schema::SourceSchema;
 use crate::modes::writer_plan::{Framed, WriterPlan, evolve_table};
 use crate::modes::sink::{Append, AppendSink};
+use crate::modes::kafka_columns::{KafkaColumnsBuilder, without_kafka_columns};
+use crate::model::tables::kafka::KafkaColumns;
 use crate::model::tables::{is_written_by_icestream, lineage};
 
 /// What one invocation did; printed as the CLI's last line and logged as metrics.
@@ -149,8 +151,17 @@ pub struct IngestPipeline {
     sink: AppendSink,
     set: PipelineSet,
     tables: Vec<PipelineTables>,
+    /// Pipelines of topics a table-per-topic pattern claimed since start, by topic, with their
+    /// tables (created when first seen).
+    instances: tokio::sync::Mutex<BTreeMap<String, Arc<(Pipeline, PipelineTables)>>>,
     /// Upsert pipelines' data files' footers and key page indexes, kept while the process is.
     key_index: Arc<KeyIndexCache>,
+}
+
+/// Where one topic's records go: a pipeline of the file, or one a pattern made for the topic.
+enum Target {
+    Pipeline(usize),
+    Instance(Arc<(Pipeline, PipelineTables)>),
 }
 
 impl IngestPipeline {
@@ -170,7 +181,31 @@ impl IngestPipeline {
         }
         let sink = AppendSink::from_config(&config).await;
         let key_index = Arc::new(KeyIndexCache::new(config.key_index_cache_bytes));
-        Ok(Self { config, catalogs, sink, set, tables, key_index })
+        Ok(Self { config, catalogs, sink, set, tables, instances: Default::default(), key_index })
+    }
+
+    /// The pipeline and tables of a topic a table-per-topic pattern claims, made (and its
+    /// tables created) the first time the topic is seen; `None`: no pattern claims it.
+    async fn instance(&self, topic: &str) -> Result<Option<Arc<(Pipeline, PipelineTables)>>> {
+        let mut instances = self.instances.lock().await;
+        if let Some(known) = instances.get(topic) {
+            return Ok(Some(known.clone()));
+        }
+        let taken: BTreeMap<String, String> = instances.iter().map(|(topic, i)| (i.0.table.clone(), topic.clone())).collect();
+        let Some(pipeline) = self.set.instantiate(topic, &taken, &self.config).await? else { return Ok(None) };
+        let registry = match &pipeline.registry {
+            Some(spec) => Some(Registry::connect(spec, self.config.registry_auth.as_ref().map(|a| a.expose())).await?),
+            None => None,
+        };
+        let tables = open_tables(&self.catalogs, &pipeline, registry).await?;
+        // Another process may have made the table for another topic of the same name.
+        let data = self.catalogs.catalog().load_table(&tables.data).await?;
+        if let Some(other) = Watermarks::from_properties(data.metadata().properties()).0.keys().map(|tp| &tp.topic).find(|t| *t != topic) {
+            return Err(Error::Routing(format!("topic {topic:?} maps to table `{}`, which topic {other:?} already writes", pipeline.table)));
+        }
+        let made = Arc::new((pipeline, tables));
+        instances.insert(topic.to_string(), made.clone());
+        Ok(Some(made))
     }
 
     pub fn config(&self) -> &Config {
@@ -192,6 +227,24 @@ impl IngestPipeline {
         Some((&self.set.pipelines[index], &self.tables[index]))
     }
 
+    /// The pipeline of a table a table-per-topic pattern made, found by the topic its
+    /// watermarks (or its dead-letter table's) name: a dead-letter replay in a process that has
+    /// not seen the topic. `None`: no pattern names the table, or it has no watermark yet.
+    pub(crate) async fn pattern_pipeline_of(&self, table: &str) -> Result<Option<Arc<(Pipeline, PipelineTables)>>> {
+        let patterns = self.set.templates.iter().filter(|t| t.topic_pattern.is_some());
+        if !patterns.clone().any(|t| crate::model::pipeline::template::names(&t.table, table)) {
+            return Ok(None);
+        }
+        for name in [table.to_string(), crate::model::tables::dead_letter_name(table)] {
+            let Ok(loaded) = self.catalogs.catalog().load_table(&self.catalogs.ident(&name)).await else { continue };
+            let marks = Watermarks::from_properties(loaded.metadata().properties());
+            if let Some(tp) = marks.0.keys().next() {
+                return self.instance(&tp.topic).await;
+            }
+        }
+        Ok(None)
+    }
+
     /// Handle a raw event (JSON bytes).
     pub async fn handle_json(&self, json: &[u8], deadline: Instant) -> Result<Summary> {
         self.handle(parse_event(json)?, deadline).await
@@ -204,16 +257,27 @@ impl IngestPipeline {
         let calls_before = self.catalogs.calls();
         let payload_bytes = event.partitions.values().flatten().map(|r| r.payload_len() as u64).sum();
         let mut summary = Summary { records: event.record_count(), payload_bytes, ..Default::default() };
-        let mut routed: BTreeMap<usize, BTreeMap<TopicPartition, Vec<KafkaRecordIn>>> = BTreeMap::new();
+        // By pipeline index, then the patterns' topics after them, in topic order.
+        let mut routed: BTreeMap<(usize, String), (Target, BTreeMap<TopicPartition, Vec<KafkaRecordIn>>)> = BTreeMap::new();
         for (tp, records) in event.partitions {
-            let index = self.set.route(&tp.topic)?;
-            routed.entry(index).or_default().insert(tp, records);
+            let (key, target) = match self.set.route(&tp.topic) {
+                Ok(index) => ((index, String::new()), Target::Pipeline(index)),
+                Err(unclaimed) => match self.instance(&tp.topic).await? {
+                    Some(instance) => ((usize::MAX, tp.topic.clone()), Target::Instance(instance)),
+                    None => return Err(unclaimed),
+                },
+            };
+            routed.entry(key).or_insert_with(|| (target, BTreeMap::new())).1.insert(tp, records);
         }
         let mut oldest: Option<i64> = None;
-        for (index, partitions) in routed {
+        for (target, partitions) in routed.into_values() {
+            let (pipeline, tables) = match &target {
+                Target::Pipeline(index) => (&self.set.pipelines[*index], &self.tables[*index]),
+                Target::Instance(instance) => (&instance.0, &instance.1),
+            };
             // Every log line about this share of the batch names the table and the offsets.
-            let span = tracing::info_span!("batch", table = %self.tables[index].data, offsets = %offset_ranges(&partitions));
-            let pipeline_oldest = self.ingest_pipeline(index, partitions, deadline, &mut summary).instrument(span).await?;
+            let span = tracing::info_span!("batch", table = %tables.data, offsets = %offset_ranges(&partitions));
+            let pipeline_oldest = self.ingest_pipeline(pipeline, tables, partitions, deadline, &mut summary).instrument(span).await?;
             oldest = match (oldest, pipeline_oldest) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
@@ -234,13 +298,12 @@ impl IngestPipeline {
     /// dead letters and rows, one commit each. Returns the oldest record's timestamp.
     async fn ingest_pipeline(
         &self,
-        index: usize,
+        pipeline: &Pipeline,
+        tables: &PipelineTables,
         partitions: BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
         deadline: Instant,
         summary: &mut Summary,
     ) -> Result<Option<i64>> {
-        let pipeline = &self.set.pipelines[index];
-        let tables = &self.tables[index];
         if let Some(upsert) = &pipeline.upsert {
             return self.ingest_upserts(pipeline, upsert, tables, &partitions, deadline, summary).await;
         }
@@ -449,7 +512,7 @@ async fn open_tables(catalogs: &Catalogs, pipeline: &Pipeline, registry: Option<
         let target = match evolved {
             // An upsert table evolves now, in a commit of its own: each batch's decoder, guarded
             // apply and changelog read the table's schema as it is when the batch starts.
-            Some(_) if pipeline.upsert.is_some() => (**evolve_now(catalogs, data.clone(), &writers).await?.metadata().current_schema()).clone(),
+            Some(_) if pipeline.upsert.is_some() => (**evolve_now(catalogs, data.clone(), &writers, KafkaColumns::default()).await?.metadata().current_schema()).clone(),
             Some(evolved) => evolved,
             None => (**current).clone(),
         };
@@ -457,13 +520,16 @@ async fn open_tables(catalogs: &Catalogs, pipeline: &Pipeline, registry: Option<
         let decoded_fields: Vec<_> = target.fields().iter().filter(|f| !is_written_by_icestream(f.name())).cloned().collect();
         RecordDecoder::new(&pipeline.source, Arc::new(ArrowSchema::new(decoded_fields))).map_err(|e| refuse(e.to_string()))?;
     }
-    let dead_letter = catalogs.ensure_table(&pipeline.dead_letter).await?;
+    let mut dead_letter = catalogs.ensure_table(&pipeline.dead_letter).await?;
+    // Its timestamp columns come at start: the rejects of every batch are built for the schema
+    // read here.
+    dead_letter = evolve_now(catalogs, dead_letter, &[], pipeline.kafka_columns.for_dead_letters()).await?;
     let dead_letter_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(dead_letter.metadata().current_schema())?);
     let changelog = match pipeline.changelog() {
         Some(def) => {
             let mut table = catalogs.ensure_table(def).await?;
             if pipeline.registry.is_none() {
-                table = evolve_now(catalogs, table, &writers).await?;
+                table = evolve_now(catalogs, table, &writers, KafkaColumns::default()).await?;
             }
             Some(table.identifier().clone())
         }
@@ -479,11 +545,11 @@ async fn open_tables(catalogs: &Catalogs, pipeline: &Pipeline, registry: Option<
     })
 }
 
-/// Commit the schema `table` needs to take `writers`' rows (nothing if it has it), and return
-/// the table as it is after.
-async fn evolve_now(catalogs: &Catalogs, table: Table, writers: &[Arc<SourceSchema>]) -> Result<Table> {
+/// Commit the schema `table` needs to take `writers`' rows and have the metadata columns `kafka`
+/// (nothing if it has it), and return the table as it is after.
+async fn evolve_now(catalogs: &Catalogs, table: Table, writers: &[Arc<SourceSchema>], kafka: KafkaColumns) -> Result<Table> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    Ok(catalogs.committer.commit_to(table, deadline, &mut crate::modes::sink::EvolveSchema { writers }).await?.table)
+    Ok(catalogs.committer.commit_to(table, deadline, &mut crate::modes::sink::EvolveSchema { writers, kafka }).await?.table)
 }
 
 /// What the tables already hold, as far as decoding needs to know.
@@ -523,6 +589,8 @@ impl Marks<'_> {
 pub struct DecodedPartitions {
     decoder: RecordDecoder,
     lineage: Lineage,
+    /// The Kafka metadata columns of the rows (`kafka_columns`).
+    kafka: KafkaColumnsBuilder,
     pub rejects: DeadLetterBuilder,
     pub skipped_replay: usize,
     /// Null values (Kafka tombstones): skipped, see [`Summary::tombstones`].
@@ -540,7 +608,11 @@ impl DecodedPartitions {
     /// The decoded rows with their lineage, in the table's column order.
     pub fn rows(&mut self, schema: SchemaRef) -> Result<RecordBatch> {
         let decoded = self.decoder.finish()?;
-        self.lineage.batch(schema, decoded)
+        if KafkaColumns::of(schema.fields().iter().map(|f| f.name().as_str())).is_empty() {
+            return self.lineage.batch(schema, decoded);
+        }
+        let rows = self.lineage.batch(without_kafka_columns(&schema), decoded)?;
+        self.kafka.complete(schema, &rows)
     }
 }
 
@@ -576,6 +648,7 @@ pub fn decode_partitions(
     let mut out = DecodedPartitions {
         decoder,
         lineage: Lineage::with_capacity(records),
+        kafka: KafkaColumnsBuilder::new(pipeline.kafka_columns),
         rejects: DeadLetterBuilder::new(rejected_at_us, format_name(pipeline.format)),
         skipped_replay: 0,
         tombstones: 0,
@@ -616,6 +689,7 @@ pub fn decode_partitions(
             match decoded {
                 Ok(()) => {
                     out.lineage.append(tp, record.offset);
+                    out.kafka.append(record.into());
                 }
                 Err(error) => out.rejects.append(Reject::of(tp, record, &error)),
             }

@@ -38,11 +38,20 @@ pub struct TableStatus {
 
 /// The status of every pipeline table of `set`, as of `now_ms`.
 pub async fn status(set: &PipelineSet, catalogs: &Catalogs, config: &Config, now_ms: i64) -> Result<Vec<TableStatus>> {
-    let mut out = Vec::with_capacity(set.pipelines.len());
-    for pipeline in &set.pipelines {
-        let data = catalogs.load(&catalogs.ident(&pipeline.table)).await?;
-        let dead_letter = catalogs.load(&catalogs.ident(&pipeline.dead_letter.name)).await?;
-        let mut s = TableStatus { table: pipeline.table.clone(), ..Default::default() };
+    let mut names: Vec<(String, String)> = set.pipelines.iter().map(|p| (p.table.clone(), p.dead_letter.name.clone())).collect();
+    // A pattern's tables per topic: those of the namespace its template names.
+    let patterns: Vec<&str> = set.templates.iter().filter(|t| t.topic_pattern.is_some()).map(|t| t.table.as_str()).collect();
+    if !patterns.is_empty() {
+        let mut listed: Vec<String> = catalogs.catalog().list_tables(catalogs.ident("t").namespace()).await?.iter().map(|t| t.name().to_string()).collect();
+        listed.sort();
+        let found = listed.into_iter().filter(|t| patterns.iter().any(|p| crate::model::pipeline::template::names(p, t)));
+        names.extend(found.map(|t| (t.clone(), crate::model::tables::dead_letter_name(&t))));
+    }
+    let mut out = Vec::with_capacity(names.len());
+    for (table, dead_letter_table) in names {
+        let data = catalogs.load(&catalogs.ident(&table)).await?;
+        let dead_letter = catalogs.load(&catalogs.ident(&dead_letter_table)).await?;
+        let mut s = TableStatus { table, ..Default::default() };
         if let Some(current) = data.metadata().current_snapshot() {
             let at = chrono::DateTime::from_timestamp_millis(current.timestamp_ms()).unwrap_or_default();
             s.last_commit = Some(at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));

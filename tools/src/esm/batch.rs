@@ -183,7 +183,7 @@ pub(crate) mod tests {
     pub(crate) fn record(offset: i64, value_len: usize) -> KafkaRecordIn {
         KafkaRecordIn {
             offset,
-            timestamp_ms: 1_700_000_000_000 + offset,
+            timestamp_ms: 1_700_000_000_000 + offset, timestamp_type: None,
             key: Some(format!("key-{offset}").into()),
             // Bytes that base64 cannot shorten and that cover every signed-byte value.
             value: Some((0..value_len).map(|i| (i * 7 + offset as usize) as u8).collect()),

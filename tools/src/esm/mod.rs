@@ -27,7 +27,7 @@ use anyhow::{Context, Result};
 use bytes::BytesMut;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
-use icestream::model::event::{Headers, KafkaRecordIn, LOCAL_CLUSTER_ARN, TopicPartition};
+use icestream::model::event::{Headers, KafkaRecordIn, LOCAL_CLUSTER_ARN, TimestampType, TopicPartition};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, Headers as _, Message};
@@ -496,6 +496,11 @@ fn record_of(m: &BorrowedMessage<'_>) -> KafkaRecordIn {
     KafkaRecordIn {
         offset: m.offset(),
         timestamp_ms: m.timestamp().to_millis().unwrap_or(0),
+        timestamp_type: Some(match m.timestamp() {
+            rdkafka::Timestamp::CreateTime(_) => TimestampType::CreateTime,
+            rdkafka::Timestamp::LogAppendTime(_) => TimestampType::LogAppendTime,
+            rdkafka::Timestamp::NotAvailable => TimestampType::NoTimestampType,
+        }),
         key: key.map(&mut copy),
         value: value.map(&mut copy),
         value_error: None,

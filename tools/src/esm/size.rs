@@ -6,9 +6,9 @@
 
 use icestream::model::event::{KafkaRecordIn, TopicPartition, record_json};
 
-/// `{"headers":,"key":,"offset":,"partition":,"timestamp":,"timestampType":"CREATE_TIME","topic":,"value":}`
+/// `{"headers":,"key":,"offset":,"partition":,"timestamp":,"timestampType":,"topic":,"value":}`
 /// without the values: the keys, quotes, colons, commas and braces.
-const RECORD_FRAME: usize = r#"{"headers":,"key":,"offset":,"partition":,"timestamp":,"timestampType":"CREATE_TIME","topic":,"value":}"#.len();
+const RECORD_FRAME: usize = r#"{"headers":,"key":,"offset":,"partition":,"timestamp":,"timestampType":,"topic":,"value":}"#.len();
 
 /// Bytes of `record_json(tp, r).to_string()`.
 pub fn record_json_len(tp: &TopicPartition, r: &KafkaRecordIn) -> usize {
@@ -27,6 +27,7 @@ pub fn record_json_len(tp: &TopicPartition, r: &KafkaRecordIn) -> usize {
         + int_len(r.offset)
         + int_len(i64::from(tp.partition))
         + int_len(r.timestamp_ms)
+        + r.timestamp_type.map_or("null".len(), |t| t.name().len() + 2)
         + json_str_len(&tp.topic)
         + base64_field_len(r.value.as_deref())
 }
@@ -111,7 +112,7 @@ mod tests {
             let headers = (0..rng.below(4)).map(|_| (rng.text(6), rng.bytes(12))).collect();
             let record = KafkaRecordIn {
                 offset: rng.int(),
-                timestamp_ms: rng.int(),
+                timestamp_ms: rng.int(), timestamp_type: None,
                 key: (rng.below(3) > 0).then(|| rng.bytes(40).into()),
                 value: (rng.below(5) > 0).then(|| rng.bytes(300).into()),
                 value_error: None,
@@ -129,10 +130,10 @@ mod tests {
         let tp = TopicPartition { topic: "t".into(), partition: 0 };
         let mut record = KafkaRecordIn {
             offset: 1,
-            timestamp_ms: 2,
+            timestamp_ms: 2, timestamp_type: None,
             key: Some(b"not base64 \"raw\"".to_vec().into()),
             value: Some(b"x".to_vec().into()),
-            value_error: Some("key is not base64: invalid".into()),
+            value_error: Some(Box::new("key is not base64: invalid".into())),
             headers: Default::default(),
             value_schema: None,
         };

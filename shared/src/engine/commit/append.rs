@@ -25,10 +25,11 @@ use crate::model::config::FailPoint;
 use crate::base::error::{Error, Result};
 use crate::model::event::TopicPartition;
 use crate::base::freshness::{Freshness, RecordTimes};
+use crate::model::tables::kafka::KafkaColumns;
 use crate::model::tables::lineage;
 use crate::engine::project::project_batch;
 use crate::model::schema::SourceSchema;
-use crate::model::schema::evolve::evolve_for;
+use crate::model::evolve::evolve_for;
 use crate::engine::writer::write_data_files_as;
 
 /// Append rows of one batch with the offsets they cover.
@@ -101,11 +102,11 @@ impl OffsetAppend {
     }
 }
 
-/// The schema `table` must have to take rows of `writers`: its current one, or the evolved one
-/// the commit adds (`Some` in the second place).
-pub fn target_schema(table: &Table, writers: &[Arc<SourceSchema>]) -> Result<(SchemaRef, Option<Schema>)> {
+/// The schema `table` must have to take rows of `writers` with the Kafka metadata columns
+/// `kafka`: its current one, or the evolved one the commit adds (`Some` in the second place).
+pub fn target_schema(table: &Table, writers: &[Arc<SourceSchema>], kafka: KafkaColumns) -> Result<(SchemaRef, Option<Schema>)> {
     let metadata = table.metadata();
-    let evolved = evolve_for(metadata.current_schema(), metadata.last_column_id(), writers)
+    let evolved = evolve_for(metadata.current_schema(), metadata.last_column_id(), writers, kafka)
         .map_err(|e| Error::Schema(format!("table {} cannot take the batch's rows: {e}", table.identifier())))?;
     Ok(match evolved {
         Some(schema) => (Arc::new(schema.clone()), Some(schema)),
@@ -168,7 +169,9 @@ impl Planner for OffsetAppend {
             (self.rows_planned, self.files_planned, self.bytes_planned) = (0, 0, 0);
             return Ok(None);
         }
-        let (schema, evolved) = target_schema(table, &self.writers)?;
+        // The metadata columns the rows carry: an existing table gains them in this swap.
+        let kafka = KafkaColumns::of(self.rows.schema().fields().iter().map(|f| f.name().as_str()));
+        let (schema, evolved) = target_schema(table, &self.writers, kafka)?;
         let (files, kept) = match &self.cached {
             Some((cached_key, cached_schema, files, kept)) if *cached_key == key && cached_schema.as_struct() == schema.as_struct() => {
                 (files.clone(), *kept)

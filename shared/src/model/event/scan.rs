@@ -13,7 +13,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use super::{Arena, Filing, Headers, KafkaEvent, RawRecord, Records, Text};
+use super::{Arena, Filing, Headers, KafkaEvent, RawRecord, Records, Text, TimestampType};
 
 /// The event, when it is in the mapping's own form; `None` sends it to the serde path.
 pub(super) fn scan_event(text: &str) -> Option<KafkaEvent> {
@@ -57,7 +57,7 @@ fn records(c: &mut Cursor) -> Option<Records> {
 }
 
 fn record<'a>(c: &mut Cursor<'a>, arena: &mut Arena, order: &mut FieldOrder<9>, last: &mut Repeats<'a>) -> Option<RawRecord<'a>> {
-    let (mut topic, mut partition, mut offset, mut timestamp) = (None, None, None, None);
+    let (mut topic, mut partition, mut offset, mut timestamp, mut timestamp_type) = (None, None, None, None, None);
     let (mut key, mut value, mut headers) = (None, None, None);
     c.object_of(&RECORD_FIELDS, order, |c, name| match name {
         Name::Known(field::TOPIC) => once(&mut topic, c.repeated(&mut last.topic, Cursor::nullable_string)?),
@@ -68,9 +68,12 @@ fn record<'a>(c: &mut Cursor<'a>, arena: &mut Arena, order: &mut FieldOrder<9>, 
         Name::Known(field::VALUE) => once(&mut value, c.nullable_string()?),
         Name::Known(field::HEADERS) => once(&mut headers, c.repeated(&mut last.headers, |c| header_list(c, arena))?),
         Name::Known(field::VALUE_SCHEMA_METADATA) => None,
-        // `timestampType` and whatever else the mapping adds: ignored, as serde ignores them.
+        // `timestampType` as serde reads it: a known name, else absent (any other value ignored).
         // (A string only: an integer's reading looks one byte past it, so its text cannot repeat.)
-        Name::Known(field::TIMESTAMP_TYPE) if c.rest().first() == Some(&b'"') => c.repeated(&mut last.timestamp_type, Cursor::string).map(drop),
+        Name::Known(field::TIMESTAMP_TYPE) if c.rest().first() == Some(&b'"') => {
+            once(&mut timestamp_type, c.repeated(&mut last.timestamp_type, Cursor::string).map(TimestampType::parse)?)
+        }
+        // Whatever else the mapping adds: ignored, as serde ignores it.
         _ => c.scalar(),
     })?;
     let text = |s: Option<Option<&'a str>>| s.flatten().map(|s| Text(Cow::Borrowed(s)));
@@ -79,6 +82,7 @@ fn record<'a>(c: &mut Cursor<'a>, arena: &mut Arena, order: &mut FieldOrder<9>, 
         partition: partition?,
         offset: offset?,
         timestamp: timestamp?,
+        timestamp_type: timestamp_type.flatten().map(|t| super::ReadTimestampType(Some(t))),
         key: text(key),
         value: text(value),
         headers: super::ReadHeaders { headers: headers.unwrap_or_default(), problem: None },

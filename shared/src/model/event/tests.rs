@@ -170,7 +170,7 @@ fn a_header_byte_out_of_range_is_the_records_problem_not_the_events() {
         {"partition":0,"offset":2,"timestamp":0,"value":"AQ==","headers":[{"h":[-128,127]}]}]}}"#;
     let parsed = parse_event(json).unwrap();
     let records = &parsed.partitions[&TopicPartition { topic: "t".into(), partition: 0 }];
-    let reason = records[0].value_error.as_deref().unwrap_or_default();
+    let reason = records[0].value_error.as_deref().map_or("", String::as_str);
     assert!(reason.contains("header `h`: 300 is not a signed byte (-128 to 127)"), "{reason}");
     assert_eq!(records[0].headers, Headers::from_iter([("ok", [1])]), "headers out of range are left out");
     assert_eq!(records[0].value.as_deref(), Some(&[1u8][..]));

@@ -69,11 +69,16 @@ pub struct PipelineSpec {
     pub allow_truncate: Option<bool>,
     /// `reject` (default) | `truncate`: a timestamp or time finer than the column's microseconds.
     pub timestamp_precision: Option<String>,
+    /// Kafka metadata columns beside the lineage: `timestamp`, `timestamp_type`, `key`, `headers`.
+    #[serde(default)]
+    pub kafka_columns: Vec<String>,
+    /// JSON with a schema file: `ignore` (default) | `dead_letter`, a property the schema lacks.
+    pub unknown_fields: Option<String>,
 }
 
 /// The keys a `[[pipeline]]` may have, for messages.
 pub const PIPELINE_KEYS: &str = "table, topics, topic_pattern, format, schema, message, partition_by, key, dedup, event_time, \
-     dedup_window_minutes, registry, registry_name, registry_url, registry_schema, registry_secret, registry_insecure, mode, envelope, order_by, changelog, decimal_handling, allow_truncate, timestamp_precision";
+     dedup_window_minutes, registry, registry_name, registry_url, registry_schema, registry_secret, registry_insecure, mode, envelope, order_by, changelog, decimal_handling, allow_truncate, timestamp_precision, kafka_columns, unknown_fields";
 
 /// The parsed file: namespace and pipelines, in file order.
 #[derive(Debug, Clone, PartialEq, Eq)]

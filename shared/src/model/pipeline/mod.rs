@@ -8,6 +8,7 @@
 pub mod file;
 pub mod location;
 pub mod partition;
+pub mod template;
 pub mod upsert;
 
 use std::collections::BTreeMap;
@@ -20,6 +21,8 @@ use crate::model::config::{Config, Dedup, Source};
 use crate::base::error::{Error, Result};
 use crate::model::registry::{Registry, RegistrySpec};
 use crate::model::schema::{Format, SourceSchema};
+use crate::model::evolve::add_kafka_columns;
+use crate::model::tables::kafka::{self, KafkaColumns};
 use crate::model::tables::{self, TableDef, lineage};
 
 pub use file::PipelineSpec;
@@ -92,6 +95,9 @@ pub struct Pipeline {
     pub registry_subject: Option<String>,
     /// `mode = "upsert"`: envelope, order and changelog; `None` for append pipelines.
     pub upsert: Option<upsert::Upsert>,
+    /// `kafka_columns`: the metadata columns of the pipeline's table (its dead-letter table
+    /// keeps the timestamp ones).
+    pub kafka_columns: KafkaColumns,
 }
 
 /// A timestamp or time finer than the columns' microseconds (JSON text with nanoseconds, a
@@ -131,6 +137,11 @@ pub struct PipelineSet {
     pub file: Option<String>,
     pub namespace: String,
     pub pipelines: Vec<Pipeline>,
+    /// Pipelines with a table per topic (`table` with `{topic}`), as written: those with exact
+    /// topics are also among `pipelines`, one per topic.
+    pub templates: Vec<PipelineSpec>,
+    /// The pipeline file's directory: a pattern's topics are resolved when first seen.
+    base: PathBuf,
 }
 
 /// The tables one pipeline writes, by name.
@@ -174,37 +185,37 @@ impl PipelineSet {
         let parsed = file::parse(shown, &text).map_err(Error::Config)?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let mut pipelines = Vec::with_capacity(parsed.pipelines.len());
+        let mut templates = Vec::new();
         for (i, spec) in parsed.pipelines.iter().enumerate() {
             let label = format!("{shown}: pipeline `{}` (#{})", spec.table, i + 1);
-            let labelled = |e: String| Error::Config(format!("{label}: {e}"));
-            let registry = registry_spec(spec).map_err(labelled)?;
-            let source = match (&spec.schema, &registry) {
-                (None, Some(registry)) => Some(latest_schema(spec, registry, config).await.map_err(|e| match e {
-                    Error::Registry(m) => Error::Registry(format!("{label}: key `schema` absent, so the table's schema is the registry's latest: {m}")),
-                    other => labelled(other.to_string()),
-                })?),
-                _ => None,
-            };
-            let pipeline = resolve(spec, &base, config, registry, source).map_err(labelled)?;
-            pipelines.push(pipeline);
+            if !template::is_template(&spec.table) {
+                pipelines.push(load_one(spec, &label, &base, config).await?);
+                continue;
+            }
+            pipelines.extend(template::load(spec, &label, &base, config).await?);
+            templates.push(spec.clone());
         }
-        let set = Self { file: Some(shown.to_string()), namespace: parsed.namespace.unwrap_or_else(|| config.namespace.clone()), pipelines };
+        let namespace = parsed.namespace.unwrap_or_else(|| config.namespace.clone());
+        let set = Self { file: Some(shown.to_string()), namespace, pipelines, templates, base };
         set.check_claims()?;
         Ok(set)
     }
 
     /// Every table the pipeline file (or the knob-only pipeline) writes: each pipeline's table,
-    /// its dead-letter table and changelog. Names only: no schema is read.
-    pub async fn table_names(config: &Config) -> Result<(String, Vec<String>)> {
-        let (namespace, pipelines) = Self::pipeline_tables(config).await?;
-        Ok((namespace, pipelines.iter().flat_map(PipelineTables::names).collect()))
+    /// its dead-letter table and changelog; second, the table templates of patterns
+    /// (`raw_{topic}`), whose tables are known only by listing the namespace for names they
+    /// match ([`template::covers`]). Names only: no schema is read.
+    pub async fn table_names(config: &Config) -> Result<(String, Vec<String>, Vec<String>)> {
+        let (namespace, pipelines, templates) = Self::pipeline_tables(config).await?;
+        Ok((namespace, pipelines.iter().flat_map(PipelineTables::names).collect(), templates))
     }
 
-    /// The tables of each pipeline, by name, read from the pipeline file alone (maintenance
-    /// needs no schema, nor a schema registry).
-    pub async fn pipeline_tables(config: &Config) -> Result<(String, Vec<PipelineTables>)> {
+    /// The tables of each pipeline (a template's, one per exact topic), by name, read from the
+    /// pipeline file alone (maintenance needs no schema, nor a schema registry), and the
+    /// templates of patterns.
+    pub async fn pipeline_tables(config: &Config) -> Result<(String, Vec<PipelineTables>, Vec<String>)> {
         let Some(name) = &config.pipelines else {
-            return Ok((config.namespace.clone(), vec![PipelineTables { table: config.table.clone(), upsert: false, changelog: None }]));
+            return Ok((config.namespace.clone(), vec![PipelineTables { table: config.table.clone(), upsert: false, changelog: None }], vec![]));
         };
         let local = location::fetch(name).await?;
         let text = std::fs::read_to_string(&local).map_err(|e| Error::Config(format!("pipeline file {name}: {e}")))?;
@@ -212,12 +223,17 @@ impl PipelineSet {
         let pipelines = parsed
             .pipelines
             .iter()
+            .flat_map(|p| match template::is_template(&p.table) {
+                true => p.topics.iter().map(|topic| template::instance(p, topic)).collect(),
+                false => vec![p.clone()],
+            })
             .map(|p| {
                 let upsert = p.mode.as_deref() == Some("upsert");
-                PipelineTables { table: p.table.clone(), upsert, changelog: (upsert && p.changelog == Some(true)).then(|| upsert::changelog_name(&p.table)) }
+                PipelineTables { changelog: (upsert && p.changelog == Some(true)).then(|| upsert::changelog_name(&p.table)), table: p.table, upsert }
             })
             .collect();
-        Ok((parsed.namespace.unwrap_or_else(|| config.namespace.clone()), pipelines))
+        let templates = parsed.pipelines.iter().filter(|p| template::is_template(&p.table) && p.topic_pattern.is_some()).map(|p| p.table.clone()).collect();
+        Ok((parsed.namespace.unwrap_or_else(|| config.namespace.clone()), pipelines, templates))
     }
 
     /// The tables of each loaded pipeline, by name.
@@ -265,10 +281,12 @@ impl PipelineSet {
             decimal_handling: None,
             allow_truncate: None,
             timestamp_precision: None,
+            kafka_columns: vec![],
+            unknown_fields: None,
         };
         let mut pipeline = build(&spec, format, source, None, config).map_err(|e| Error::Config(format!("telemetry pipeline: {e}")))?;
         pipeline.topics = Topics::Any;
-        Ok(Self { file: None, namespace: config.namespace.clone(), pipelines: vec![pipeline] })
+        Ok(Self { file: None, namespace: config.namespace.clone(), pipelines: vec![pipeline], templates: vec![], base: PathBuf::new() })
     }
 
     /// The pipeline that claims `topic`; a topic no pipeline claims (or two patterns claim) is
@@ -323,6 +341,21 @@ impl PipelineSet {
     }
 }
 
+/// One spec checked and resolved (`label` names it in messages): a pipeline with a registry
+/// and no `schema` takes the latest registered version of its subject.
+async fn load_one(spec: &PipelineSpec, label: &str, base: &Path, config: &Config) -> Result<Pipeline> {
+    let labelled = |e: String| Error::Config(format!("{label}: {e}"));
+    let registry = registry_spec(spec).map_err(labelled)?;
+    let source = match (&spec.schema, &registry) {
+        (None, Some(registry)) => Some(latest_schema(spec, registry, config).await.map_err(|e| match e {
+            Error::Registry(m) => Error::Registry(format!("{label}: key `schema` absent, so the table's schema is the registry's latest: {m}")),
+            other => labelled(other.to_string()),
+        })?),
+        _ => None,
+    };
+    resolve(spec, base, config, registry, source).map_err(labelled)
+}
+
 const TABLE_NAME_RULE: &str = "lowercase letters, digits and _, starting with a letter, at most 100 characters";
 
 /// Check one spec and load its schema (relative to `base`), unless `fetched` (the registry's
@@ -361,6 +394,13 @@ fn resolve(
                 .into());
         }
     };
+    let mut source = source;
+    match (spec.unknown_fields.as_deref(), &mut source) {
+        (None | Some("ignore"), _) => {}
+        (Some("dead_letter"), SourceSchema::Json(json)) if spec.schema.is_some() => json.reject_unknown = true,
+        (Some("dead_letter"), _) => return Err("key `unknown_fields`: only with format = \"json\" and a `schema` file".into()),
+        (Some(other), _) => return Err(format!("key `unknown_fields`: {other:?} is not allowed: allowed are ignore | dead_letter")),
+    }
     let mut pipeline = build(spec, format, source, registry, config)?;
     if let (Some(upsert), Some(declared)) = (pipeline.upsert.as_mut(), declared_row) {
         upsert.declared_row = declared;
@@ -516,8 +556,12 @@ fn build(
     if !(1..=10_080).contains(&window) {
         return Err(format!("key `dedup_window_minutes`: {window} is not allowed: a whole number from 1 to 10080"));
     }
+    let kafka_columns = KafkaColumns::parse(&spec.kafka_columns).map_err(|e| format!("key `kafka_columns`: {e}"))?;
+    if !kafka_columns.is_empty() && spec.mode.as_deref() == Some("upsert") {
+        return Err("key `kafka_columns`: only with mode = \"append\" (an upsert table's row is its key's newest change)".into());
+    }
     let upsert = upsert::check(spec, format, registry.is_some(), &source_schema)?;
-    let mut schema = table_schema(&source_schema, &spec.key).map_err(|e| format!("key `schema`: {e}"))?;
+    let mut schema = table_schema(&source_schema, &spec.key, kafka_columns).map_err(|e| format!("key `schema`: {e}"))?;
     if let Some(upsert) = &upsert {
         schema = upsert::table_schema(schema, &upsert.order).map_err(|e| format!("key `schema`: {e}"))?;
     }
@@ -546,7 +590,8 @@ fn build(
         None => None,
     };
     let def = TableDef { name: spec.table.clone(), schema, partition_spec, properties, sort_order };
-    let dead_letter = tables::dead_letter_table(&tables::dead_letter_name(&spec.table), &config.compression).map_err(|e| e.to_string())?;
+    let mut dead_letter = tables::dead_letter_table(&tables::dead_letter_name(&spec.table), &config.compression).map_err(|e| e.to_string())?;
+    dead_letter.schema = with_kafka_columns(&dead_letter.schema, kafka_columns.for_dead_letters()).map_err(|e| e.to_string())?;
     Ok(Pipeline {
         table: spec.table.clone(),
         topics,
@@ -562,6 +607,7 @@ fn build(
         registry_subject: registry.as_ref().and_then(|r| registry_subject(spec, r)),
         registry,
         upsert,
+        kafka_columns,
     })
 }
 
@@ -576,8 +622,9 @@ pub fn parse_format(word: &str) -> Option<Format> {
 }
 
 /// The table schema for a source schema: its columns (key columns required, as Iceberg
-/// identifier fields must be), then the lineage columns with the next field ids.
-fn table_schema(source: &Schema, key: &[String]) -> Result<Schema> {
+/// identifier fields must be), then the lineage columns with the next field ids, then the
+/// Kafka metadata columns asked for.
+fn table_schema(source: &Schema, key: &[String], kafka_columns: KafkaColumns) -> Result<Schema> {
     let mut fields: Vec<NestedFieldRef> = source
         .as_struct()
         .fields()
@@ -592,17 +639,24 @@ fn table_schema(source: &Schema, key: &[String]) -> Result<Schema> {
             }
         })
         .collect();
-    for name in [lineage::TOPIC, lineage::PARTITION, lineage::OFFSET] {
-        if source.as_struct().field_by_name(name).is_some() {
-            return Err(Error::Config(format!("column {name:?} is reserved for Kafka lineage; rename it in the schema")));
-        }
+    if let Some(name) = source.as_struct().fields().iter().map(|f| f.name.as_str()).find(|n| lineage::is_lineage(n) || kafka::is_kafka_column(n)) {
+        return Err(Error::Config(format!("column {name:?} is reserved for Kafka lineage and metadata columns; rename it in the schema")));
     }
     let next = source.highest_field_id() + 1;
     fields.push(NestedField::required(next, lineage::TOPIC, Type::Primitive(PrimitiveType::String)).into());
     fields.push(NestedField::required(next + 1, lineage::PARTITION, Type::Primitive(PrimitiveType::Int)).into());
     fields.push(NestedField::required(next + 2, lineage::OFFSET, Type::Primitive(PrimitiveType::Long)).into());
     let key_ids: Vec<i32> = key.iter().filter_map(|k| source.as_struct().field_by_name(k).map(|f| f.id)).collect();
-    Ok(Schema::builder().with_schema_id(0).with_identifier_field_ids(key_ids).with_fields(fields).build()?)
+    let schema = Schema::builder().with_schema_id(0).with_identifier_field_ids(key_ids).with_fields(fields).build()?;
+    with_kafka_columns(&schema, kafka_columns)
+}
+
+/// A new table's schema with the metadata columns `kafka` at its end (still its first schema).
+fn with_kafka_columns(schema: &Schema, kafka: KafkaColumns) -> Result<Schema> {
+    let mut last = schema.highest_field_id();
+    let Some(with_columns) = add_kafka_columns(schema, kafka, &mut last).map_err(Error::Config)? else { return Ok(schema.clone()) };
+    let fields = with_columns.as_struct().fields().to_vec();
+    Ok(Schema::builder().with_schema_id(schema.schema_id()).with_identifier_field_ids(schema.identifier_field_ids()).with_fields(fields).build()?)
 }
 
 #[cfg(test)]

@@ -299,3 +299,86 @@ fn every_bad_upsert_key_names_the_pipeline_the_key_and_what_is_allowed() {
     let e = load_err(&[("order.json", &reserved), ("pipelines.toml", &json_orders(&format!("{up}envelope = \"row\"")))]);
     assert!(e.contains("\"source_position\" is reserved"), "{e}");
 }
+
+#[test]
+fn kafka_columns_come_after_the_lineage_and_the_dead_letter_table_keeps_the_timestamp() {
+    let set = load(&[("pipelines.toml", &orders("kafka_columns = [\"headers\", \"timestamp\", \"key\"]")), ("schemas/order.avsc", ORDER_AVSC)]).unwrap();
+    let p = &set.pipelines[0];
+    let names: Vec<String> = columns(&p.def.schema).into_iter().skip(5).map(|(id, name, ty, required)| format!("{id} {name} {ty} {required}")).collect();
+    assert_eq!(
+        names,
+        [
+            "6 kafka_topic string true",
+            "7 kafka_partition int true",
+            "8 kafka_offset long true",
+            "9 kafka_timestamp timestamptz false",
+            "10 kafka_key binary false",
+            "11 kafka_headers map false",
+        ]
+    );
+    let dead: Vec<String> = columns(&p.dead_letter.schema).into_iter().skip(9).map(|(_, name, ..)| name).collect();
+    assert_eq!(dead, ["kafka_timestamp", "kafka_timestamp_type"]);
+    let plain = load(&[("pipelines.toml", &orders("")), ("schemas/order.avsc", ORDER_AVSC)]).unwrap();
+    assert_eq!(plain.pipelines[0].def.schema.as_struct().fields().len(), 8, "none unless asked for");
+
+    let e = load_err(&[("pipelines.toml", &orders("kafka_columns = [\"partition\"]")), ("schemas/order.avsc", ORDER_AVSC)]);
+    assert!(e.contains("pipeline `orders`") && e.contains("key `kafka_columns`") && e.contains("timestamp | timestamp_type | key | headers"), "{e}");
+    let e = load_err(&[("pipelines.toml", &orders("kafka_columns = [\"key\", \"key\"]")), ("schemas/order.avsc", ORDER_AVSC)]);
+    assert!(e.contains("key `kafka_columns`") && e.contains("twice"), "{e}");
+    let reserved = ORDER_AVSC.replace("\"note\"", "\"kafka_key\"");
+    let e = load_err(&[("pipelines.toml", &orders("")), ("schemas/order.avsc", &reserved)]);
+    assert!(e.contains("\"kafka_key\" is reserved"), "{e}");
+}
+
+#[test]
+fn a_table_per_topic_expands_exact_topics_and_refuses_two_topics_of_one_name() {
+    let schema = ("schemas/order.avsc", ORDER_AVSC);
+    let file = |table: &str, claims: &str| format!("[[pipeline]]\ntable = \"{table}\"\n{claims}\nformat = \"avro\"\nschema = \"schemas/order.avsc\"\n");
+    let set = load(&[("pipelines.toml", &file("raw_{topic}", "topics = [\"Shop.Orders\", \"shop-refunds\"]")), schema]).unwrap();
+    let names: Vec<_> = set.pipelines.iter().map(|p| (p.table.as_str(), p.topics.to_string(), p.dead_letter.name.as_str())).collect();
+    assert_eq!(names, [("raw_shop_orders", "Shop.Orders".into(), "raw_shop_orders_dead_letter"), ("raw_shop_refunds", "shop-refunds".into(), "raw_shop_refunds_dead_letter")]);
+    assert_eq!(set.route("shop-refunds").unwrap(), 1);
+    let e = load_err(&[("pipelines.toml", &file("raw_{topic}", "topics = [\"shop.orders\", \"shop-orders\"]")), schema]);
+    assert!(e.contains("pipeline `raw_{topic}`") && e.contains("\"shop.orders\" and \"shop-orders\" both map to table `raw_shop_orders`"), "{e}");
+    let e = load_err(&[("pipelines.toml", &file("raw_{topic}", "topics = [\"one\"]")), schema]);
+    assert!(e.contains("key `table`") && e.contains("only with `topic_pattern` or several `topics`"), "{e}");
+    // A pattern's tables come with its topics; its keys are checked at start all the same.
+    let set = load(&[("pipelines.toml", &file("{topic}_raw", "topic_pattern = \"shop\\\\..*\"")), schema]).unwrap();
+    assert!(set.pipelines.is_empty() && set.templates.len() == 1);
+    let topics = ["shop.a".to_string(), "other".into(), "shop.B".into()];
+    let made: Vec<_> = set.template_tables(&topics).unwrap().into_iter().map(|(_, topic, table)| (topic.to_string(), table)).collect();
+    assert_eq!(made, [("shop.a".to_string(), "shop_a_raw".to_string()), ("shop.B".into(), "shop_b_raw".into())]);
+    let clash = ["shop.a".to_string(), "shop.A".into()];
+    assert!(set.template_tables(&clash).unwrap_err().to_string().contains("both map to table `shop_a_raw`"));
+    let e = load_err(&[("pipelines.toml", &(file("{topic}_raw", "topic_pattern = \"shop\\\\..*\"") + "partition_by = [\"day(nope)\"]\n")), schema]);
+    assert!(e.contains("pipeline `{topic}_raw`") && e.contains("key `partition_by`"), "{e}");
+    let taken = BTreeMap::from([("shop_a_raw".to_string(), "shop.a".to_string())]);
+    let e = crate::testkit::block_on(set.instantiate("shop.A", &taken, &config())).unwrap_err().to_string();
+    assert!(e.contains("topic \"shop.A\" maps to table `shop_a_raw`") && e.contains("topic \"shop.a\" already writes"), "{e}");
+}
+
+#[test]
+fn unknown_fields_of_json_values_are_ignored_or_dead_letters_naming_the_field() {
+    let schema = r#"{"type":"object","properties":{"id":{"type":"integer"},"customer":{"type":"object","properties":{"name":{"type":"string"}}}}}"#;
+    let file = |extra: &str| format!("[[pipeline]]\ntable = \"t\"\ntopics = [\"t\"]\nformat = \"json\"\nschema = \"t.json\"\n{extra}\n");
+    let decode = |extra: &str, value: &str| {
+        let set = load(&[("t.json", schema), ("pipelines.toml", &file(extra))]).unwrap();
+        let p = &set.pipelines[0];
+        let arrow = p.def.arrow_schema().unwrap();
+        let decoded = arrow.fields().iter().filter(|f| !crate::model::tables::is_written_by_icestream(f.name())).cloned().collect::<Vec<_>>();
+        let mut decoder = crate::decode::RecordDecoder::new(&p.source, std::sync::Arc::new(arrow_schema::Schema::new(decoded))).unwrap();
+        decoder.append(value.as_bytes())
+    };
+    let extra_top = r#"{"id": 1, "added": true}"#;
+    let extra_nested = r#"{"id": 1, "customer": {"name": "a", "tier": 3}}"#;
+    assert!(decode("", extra_top).is_ok() && decode("unknown_fields = \"ignore\"", extra_nested).is_ok(), "ignored by default");
+    let e = decode("unknown_fields = \"dead_letter\"", extra_top).unwrap_err();
+    assert!(e.contains("added") && e.contains("not a field of the schema"), "{e}");
+    let e = decode("unknown_fields = \"dead_letter\"", extra_nested).unwrap_err();
+    assert!(e.contains("customer.tier"), "{e}");
+    assert!(decode("unknown_fields = \"dead_letter\"", r#"{"id": 2, "customer": {"name": "b"}}"#).is_ok());
+    let e = load_err(&[("t.json", schema), ("pipelines.toml", &file("unknown_fields = \"drop\""))]);
+    assert!(e.contains("key `unknown_fields`") && e.contains("ignore | dead_letter"), "{e}");
+    let e = load_err(&[("pipelines.toml", &orders("unknown_fields = \"dead_letter\"")), ("schemas/order.avsc", ORDER_AVSC)]);
+    assert!(e.contains("key `unknown_fields`: only with format = \"json\""), "{e}");
+}

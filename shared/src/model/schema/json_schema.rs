@@ -15,19 +15,22 @@ pub struct JsonSchema {
     /// and `value` inside lists and maps, as [`join`] writes them): a value outside is a record
     /// error, as JSON Schema validation says.
     pub(crate) enums: HashMap<String, Vec<String>>,
+    /// `unknown_fields = "dead_letter"`: a property the schema does not declare, at any level,
+    /// makes the record a dead letter naming it (default: ignored).
+    pub(crate) reject_unknown: bool,
 }
 
 impl JsonSchema {
     /// Fields without value constraints (an image of another format's fields).
     pub(crate) fn of_fields(fields: Vec<Field>) -> Self {
-        JsonSchema { fields, enums: HashMap::new() }
+        JsonSchema { fields, enums: HashMap::new(), reject_unknown: false }
     }
 
     pub fn parse(text: &str) -> Result<Self> {
         let root: Value = serde_json::from_str(text).map_err(|e| Error::Schema(format!("invalid JSON Schema: {e}")))?;
         let mut parser = Parser { root: &root, expanding: Vec::new(), enums: HashMap::new() };
         match parser.node(&root, "")? {
-            (_, Ty::Struct(fields)) => Ok(JsonSchema { fields, enums: parser.enums }),
+            (_, Ty::Struct(fields)) => Ok(JsonSchema { fields, enums: parser.enums, reject_unknown: false }),
             (_, other) => Err(Error::Schema(format!("the top-level JSON Schema must be an object with properties, not {other}"))),
         }
     }

@@ -365,7 +365,7 @@ pub async fn load_tables(
             if evolve && writers.evolves() {
                 // A newer writer's columns land first, in commits of their own (as at start):
                 // the decoder, the guarded apply and the changelog then read one schema.
-                let mut evolve = EvolveSchema { writers: writers.rows() };
+                let mut evolve = EvolveSchema { writers: writers.rows(), kafka: Default::default() };
                 data_table = catalogs.committer.commit_to(data_table, deadline, &mut evolve).await?.table;
                 if let Some(table) = changelog_table.take() {
                     changelog_table = Some(catalogs.committer.commit_to(table, deadline, &mut evolve).await?.table);

@@ -129,8 +129,16 @@ pub async fn pipeline_tables(config: &mut Config) -> Result<Option<Vec<String>>>
         return Ok(None);
     }
     // Names only: maintenance never needs the schemas (nor a schema registry).
-    let (namespace, tables) = crate::model::pipeline::PipelineSet::table_names(config).await?;
+    let (namespace, mut tables, templates) = crate::model::pipeline::PipelineSet::table_names(config).await?;
     config.namespace = namespace;
+    if !templates.is_empty() {
+        // A pattern's tables per topic: those of the namespace its template names.
+        let catalogs = crate::engine::catalog::Catalogs::connect(config).await?;
+        let listed = catalogs.catalog().list_tables(catalogs.ident("t").namespace()).await?;
+        let found = listed.iter().map(|t| t.name().to_string()).filter(|t| templates.iter().any(|template| crate::model::pipeline::template::covers(template, t)));
+        let found: Vec<String> = found.filter(|t| !tables.contains(t)).collect();
+        tables.extend(found);
+    }
     Ok(Some(tables))
 }
 
@@ -398,7 +406,10 @@ async fn run_action(
         Action::RemoveOrphans => {
             out.remove_orphans = Some(orphans::remove_orphans(catalogs, &ident, &request.settings, dry_run, deadline).await?);
         }
-        Action::ReplayDeadLetters => match ingest.filter(|i| i.pipelines().pipelines.iter().any(|p| p.table == name)) {
+        Action::ReplayDeadLetters => match ingest.filter(|i| {
+            let of_pattern = i.pipelines().templates.iter().any(|t| t.topic_pattern.is_some() && crate::model::pipeline::template::names(&t.table, name));
+            of_pattern || i.pipelines().pipelines.iter().any(|p| p.table == name)
+        }) {
             Some(ingest) => out.replay_dead_letters = Some(crate::services::replay::replay(ingest, name, &request.replay, dry_run, deadline).await?),
             None => out.skipped.push("replay-dead-letters: no pipeline writes this table".into()),
         },

@@ -113,7 +113,7 @@ impl Admission {
     async fn configured(&self, request: &CommitRequest) -> std::result::Result<(), String> {
         let tables = configured_tables(&self.config).await.map_err(|e| format!("the committer's tables are unknown: {e}"))?;
         let name = format!("{}.{}", request.namespace, request.table);
-        if tables.contains(&name) {
+        if is_configured(&tables, &request.namespace, &request.table) {
             return Ok(());
         }
         let known: Vec<&str> = tables.iter().map(String::as_str).collect();
@@ -187,11 +187,20 @@ pub async fn configured_tables(config: &Config) -> Result<Arc<BTreeSet<String>>>
     if let Some(tables) = known.lock().map_err(|_| Error::Invariant("configured tables lock".into()))?.get(&key) {
         return Ok(tables.clone());
     }
-    let (namespace, names) = crate::model::pipeline::PipelineSet::table_names(config).await?;
-    let tables: BTreeSet<String> = names.into_iter().map(|t| format!("{namespace}.{t}")).collect();
+    let (namespace, names, templates) = crate::model::pipeline::PipelineSet::table_names(config).await?;
+    // A table per topic of a pattern: its template stands for the tables it names.
+    let tables: BTreeSet<String> = names.into_iter().chain(templates).map(|t| format!("{namespace}.{t}")).collect();
     let tables = Arc::new(tables);
     known.lock().map_err(|_| Error::Invariant("configured tables lock".into()))?.insert(key, tables.clone());
     Ok(tables)
+}
+
+/// Whether `namespace.table` is one of `tables` ([`configured_tables`]), or a table (or its
+/// dead-letter table) a table-per-topic template among them names.
+fn is_configured(tables: &BTreeSet<String>, namespace: &str, table: &str) -> bool {
+    use crate::model::pipeline::template;
+    let of_template = |t: &String| t.rsplit_once('.').is_some_and(|(ns, name)| ns == namespace && template::is_template(name) && template::covers(name, table));
+    tables.contains(&format!("{namespace}.{table}")) || tables.iter().any(of_template)
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! each is refused (a failure, no commit, no watermark moved, nothing it names deleted) while
 //! the real requests around them commit.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -9,6 +10,7 @@ use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
 use iceberg::spec::{DataFile, NestedField, PrimitiveType, Schema, Type, UnboundPartitionSpec};
 use iceberg::table::Table;
 
+use super::is_configured;
 use super::super::batch::{BatchReport, commit_batch};
 use crate::engine::queue::{CommitRequest, Message, OffsetRange, REQUEST_VERSION};
 use crate::engine::catalog::Catalogs;
@@ -188,4 +190,13 @@ async fn a_refusal_names_the_rule_broken() {
         let err = admission.staged_files(&table, &request).await.unwrap_err().to_string();
         assert!(err.contains(says) && err.contains("refused"), "{says}: {err}");
     }
+}
+
+#[test]
+fn a_template_covers_its_tables_and_their_dead_letters_only() {
+    let tables: BTreeSet<String> = ["bigdata.orders".to_string(), "bigdata.raw_{topic}".into()].into_iter().collect();
+    for (table, ok) in [("orders", true), ("raw_shop_a", true), ("raw_shop_a_dead_letter", true), ("raw_", false), ("other", false), ("raw_Shop", false)] {
+        assert_eq!(is_configured(&tables, "bigdata", table), ok, "{table}");
+    }
+    assert!(!is_configured(&tables, "other", "raw_shop_a"), "another namespace");
 }

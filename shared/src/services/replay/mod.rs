@@ -36,11 +36,12 @@ use crate::engine::keyed::tombstones::truncate_update;
 use crate::engine::keyed::rank::Rank;
 use crate::engine::columns::Columns;
 use crate::engine::commit::append::target_schema;
+use crate::model::tables::kafka::{self, KafkaColumns};
 use crate::engine::commit::gaps::TakenGaps;
 use crate::engine::commit::{ChangeSet, Planner, Watermarks};
 use crate::decode::RecordDecoder;
 use crate::base::error::{Error, Result};
-use crate::model::event::{KafkaRecordIn, TopicPartition};
+use crate::model::event::{Headers, KafkaRecordIn, TimestampType, TopicPartition};
 use crate::services::ingest::{IngestPipeline, Marks, decode_partitions};
 use crate::engine::project::project_batch;
 use crate::model::schema::SourceSchema;
@@ -112,7 +113,11 @@ pub struct ReplayReport {
 /// Replay the dead letters of `table` (a pipeline table of `pipeline`) that match `filter`.
 pub async fn replay(pipeline: &IngestPipeline, table: &str, filter: &ReplayFilter, dry_run: bool, deadline: Instant) -> Result<ReplayReport> {
     let started = Instant::now();
-    let (spec, tables) = pipeline.pipeline_of(table).ok_or_else(|| {
+    let made = match pipeline.pipeline_of(table) {
+        Some(_) => None,
+        None => pipeline.pattern_pipeline_of(table).await?,
+    };
+    let (spec, tables) = made.as_deref().map(|(p, t)| (p, t)).or_else(|| pipeline.pipeline_of(table)).ok_or_else(|| {
         let known: Vec<&str> = pipeline.pipelines().pipelines.iter().map(|p| p.table.as_str()).collect();
         Error::Config(format!("dead-letters replay: no pipeline writes table `{table}`; pipeline tables are: {}", known.join(", ")))
     })?;
@@ -181,7 +186,7 @@ pub(crate) async fn decode_again(
 ) -> Result<Decoded> {
     let plan = WriterPlan::new(spec, tables.registry.as_ref(), partitions.values().flatten(), data.metadata()).await?;
     let data_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(&plan.target)?);
-    let decoded_fields: Vec<_> = data_schema.fields().iter().filter(|f| !lineage::is_lineage(f.name())).cloned().collect();
+    let decoded_fields: Vec<_> = data_schema.fields().iter().filter(|f| !crate::model::tables::is_written_by_icestream(f.name())).cloned().collect();
     let writers: Vec<&SourceSchema> = plan.writers.iter().map(|w| w.as_ref()).collect();
     let decoder = RecordDecoder::with_precision(&writers, Arc::new(ArrowSchema::new(decoded_fields)), spec.timestamp_precision)?;
     let nothing_held = (Watermarks::default(), Default::default());
@@ -223,7 +228,12 @@ async fn read_dead_letters(table: &Table, filter: &ReplayFilter) -> Result<Vec<(
     if table.metadata().current_snapshot().is_none() {
         return Ok(out);
     }
-    let mut scan = table.scan().select([lineage::TOPIC, lineage::PARTITION, lineage::OFFSET, col::RAW_KEY, col::RAW_VALUE, col::ERROR, col::REJECTED_AT]);
+    // The record's headers and timestamp, where the table keeps them (the metadata columns of
+    // a replayed row are the record's, as ingest would have written them).
+    let current = table.metadata().current_schema();
+    let kept: Vec<&str> = [col::HEADERS, kafka::TIMESTAMP, kafka::TIMESTAMP_TYPE].into_iter().filter(|n| current.field_by_name(n).is_some()).collect();
+    let selected = [lineage::TOPIC, lineage::PARTITION, lineage::OFFSET, col::RAW_KEY, col::RAW_VALUE, col::ERROR, col::REJECTED_AT].into_iter().chain(kept.iter().copied());
+    let mut scan = table.scan().select(selected);
     if let Some(since) = filter.since_us {
         scan = scan.with_filter(Reference::new(col::REJECTED_AT).greater_than_or_equal_to(Datum::timestamptz_micros(since)));
     }
@@ -238,25 +248,66 @@ async fn read_dead_letters(table: &Table, filter: &ReplayFilter) -> Result<Vec<(
             Ok(array.as_binary::<i64>().clone())
         };
         let (keys, values) = (binary(col::RAW_KEY)?, binary(col::RAW_VALUE)?);
+        let meta = DeadLetterMeta::read(&columns, &kept)?;
         for i in 0..batch.num_rows() {
             // The scan filters by file statistics; check rows exactly.
             if filter.since_us.is_some_and(|s| rejected_at.value(i) < s) || filter.reason.as_deref().is_some_and(|r| !errors.value(i).contains(r)) {
                 continue;
             }
             let bytes = |a: &arrow_array::LargeBinaryArray| (!a.is_null(i)).then(|| bytes::Bytes::copy_from_slice(a.value(i)));
+            let (timestamp_ms, timestamp_type) = meta.timestamp(i);
             let record = KafkaRecordIn {
                 offset: offsets.value(i),
-                timestamp_ms: rejected_at.value(i) / 1000,
+                timestamp_ms,
+                timestamp_type,
                 key: bytes(&keys),
                 value: bytes(&values),
                 value_error: None,
-                headers: Default::default(),
+                headers: meta.headers(i)?,
                 value_schema: None,
             };
             out.push((TopicPartition { topic: topics.value(i).to_string(), partition: partitions.value(i) }, record));
         }
     }
     Ok(out)
+}
+
+/// What a dead-letter scan holds of its records' headers and timestamps.
+struct DeadLetterMeta {
+    headers: Option<arrow_array::MapArray>,
+    timestamps: Option<arrow_array::TimestampMicrosecondArray>,
+    types: Option<arrow_array::StringArray>,
+}
+
+impl DeadLetterMeta {
+    fn read(columns: &Columns<'_>, kept: &[&str]) -> Result<Self> {
+        let has = |name: &str| kept.contains(&name);
+        let cast = |name: &str, to: &arrow_schema::DataType| -> Result<arrow_array::ArrayRef> { Ok(arrow_cast::cast(columns.array(name)?, to)?) };
+        let micros = arrow_schema::DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, None);
+        Ok(Self {
+            headers: if has(col::HEADERS) { columns.array(col::HEADERS)?.as_map_opt().cloned() } else { None },
+            timestamps: if has(kafka::TIMESTAMP) { Some(cast(kafka::TIMESTAMP, &micros)?.as_primitive().clone()) } else { None },
+            types: if has(kafka::TIMESTAMP_TYPE) { Some(cast(kafka::TIMESTAMP_TYPE, &arrow_schema::DataType::Utf8)?.as_string::<i32>().clone()) } else { None },
+        })
+    }
+
+    /// Row `i`'s Kafka timestamp and type; one the dead letter does not keep (a table from
+    /// before `kafka_columns`) is "no timestamp", a null `kafka_timestamp`.
+    fn timestamp(&self, i: usize) -> (i64, Option<TimestampType>) {
+        match self.timestamps.as_ref().filter(|t| t.is_valid(i)) {
+            Some(t) => (t.value(i).div_euclid(1000), self.types.as_ref().filter(|t| t.is_valid(i)).and_then(|t| TimestampType::parse(t.value(i)))),
+            None => (-1, Some(TimestampType::NoTimestampType)),
+        }
+    }
+
+    fn headers(&self, i: usize) -> Result<Headers> {
+        let Some(map) = self.headers.as_ref().filter(|m| m.is_valid(i)) else { return Ok(Headers::default()) };
+        let entries = map.value(i);
+        let names = arrow_cast::cast(entries.column(0), &arrow_schema::DataType::Utf8)?;
+        let values = arrow_cast::cast(entries.column(1), &arrow_schema::DataType::LargeBinary)?;
+        let (names, values) = (names.as_string::<i32>(), values.as_binary::<i64>());
+        Ok((0..names.len()).map(|j| (names.value(j), if values.is_valid(j) { values.value(j) } else { &[][..] })).collect())
+    }
 }
 
 /// Appends replayed rows with their marks; every attempt drops the rows marked by then.
@@ -291,7 +342,8 @@ impl ReplayAppend {
 impl Planner for ReplayAppend {
     async fn plan(&mut self, table: &Table, _attempt: u32) -> Result<Option<ChangeSet>> {
         let current = ReplayedOffsets::from_properties(table.metadata().properties());
-        let (schema, evolved) = target_schema(table, &self.writers)?;
+        let kafka = KafkaColumns::of(self.rows.schema().fields().iter().map(|f| f.name().as_str()));
+        let (schema, evolved) = target_schema(table, &self.writers, kafka)?;
         let (files, ours) = match &self.cached {
             Some((seen, cached_schema, files, ours)) if *seen == current && cached_schema.as_struct() == schema.as_struct() => {
                 (files.clone(), ours.clone())

@@ -164,7 +164,7 @@ fn record_strategy() -> impl proptest::strategy::Strategy<Value = KafkaRecordIn>
     (any::<i64>(), any::<i64>(), proptest::option::of(bytes()), proptest::option::of(bytes()),
      proptest::collection::vec(("[a-z\"\\\\é]{0,4}", bytes()), 0..3))
         .prop_map(|(offset, timestamp_ms, key, value, headers)| KafkaRecordIn {
-            offset, timestamp_ms, key: key.map(Bytes::from), value: value.map(Bytes::from), value_error: None,
+            offset, timestamp_ms, timestamp_type: None, key: key.map(Bytes::from), value: value.map(Bytes::from), value_error: None,
             headers: Headers::from_iter(headers), value_schema: None,
         })
 }

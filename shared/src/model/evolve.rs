@@ -11,8 +11,9 @@ use std::sync::Arc;
 
 use iceberg::spec::{ListType, MapType, NestedFieldRef, PrimitiveType, Schema, StructType, Type};
 
-use super::{Field, Prim, SourceSchema, Ty, iceberg_field, iceberg_type, join};
+use crate::model::schema::{Field, Prim, SourceSchema, Ty, iceberg_field, iceberg_type, join};
 use crate::model::tables::is_written_by_icestream;
+use crate::model::tables::kafka::KafkaColumns;
 
 /// The schema `current` must become to take records of `writer`, or `None` if it already can.
 /// New field ids start after `last_column_id` (the table's, which dropped ids never reuse) and
@@ -34,8 +35,9 @@ pub(crate) fn evolve(current: &Schema, writer: &[Field], last_column_id: &mut i3
 }
 
 /// The schema `current` must become to take the records of every one of `writers` (folded in
-/// order), or `None` if it already can. Ids start after the table's `last_column_id`.
-pub fn evolve_for(current: &Schema, last_column_id: i32, writers: &[Arc<SourceSchema>]) -> Result<Option<Schema>, String> {
+/// order) and the Kafka metadata columns `kafka`, or `None` if it already can. Ids start after
+/// the table's `last_column_id`.
+pub fn evolve_for(current: &Schema, last_column_id: i32, writers: &[Arc<SourceSchema>], kafka: KafkaColumns) -> Result<Option<Schema>, String> {
     let mut last = last_column_id;
     let mut next: Option<Schema> = None;
     for writer in writers {
@@ -43,7 +45,28 @@ pub fn evolve_for(current: &Schema, last_column_id: i32, writers: &[Arc<SourceSc
             next = Some(evolved);
         }
     }
+    if let Some(evolved) = add_kafka_columns(next.as_ref().unwrap_or(current), kafka, &mut last)? {
+        next = Some(evolved);
+    }
     Ok(next)
+}
+
+/// `current` with the Kafka metadata columns of `kafka` it lacks added at the end (optional,
+/// ids after `last_column_id`, which moves past them), or `None` if it has them all.
+pub(crate) fn add_kafka_columns(current: &Schema, kafka: KafkaColumns, last_column_id: &mut i32) -> Result<Option<Schema>, String> {
+    let missing: Vec<_> = kafka.fields().into_iter().filter(|f| current.field_by_name(&f.name).is_none()).collect();
+    if missing.is_empty() {
+        return Ok(None);
+    }
+    let mut fields: Vec<NestedFieldRef> = current.as_struct().fields().to_vec();
+    fields.extend(missing.iter().map(|f| iceberg_field(f, last_column_id)));
+    let schema = Schema::builder()
+        .with_schema_id(current.schema_id() + 1)
+        .with_identifier_field_ids(current.identifier_field_ids())
+        .with_fields(fields)
+        .build()
+        .map_err(|e| format!("the schema with Kafka metadata columns is not valid: {e}"))?;
+    Ok(Some(schema))
 }
 
 struct Plan {
@@ -95,7 +118,7 @@ impl Plan {
                 ));
             }
             if path.is_empty() && is_written_by_icestream(&field.name) {
-                return Err(format!("field `{here}`: the name is reserved for Kafka lineage"));
+                return Err(format!("field `{here}`: the name is reserved for Kafka lineage and metadata columns"));
             }
             let mut added = (*iceberg_field(field, &mut self.next_id)).clone();
             added.required = false;
