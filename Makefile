@@ -17,13 +17,14 @@ WAREHOUSE ?= ./warehouse
 # zip-check (unoptimised, a third of the cold CPU time; see Cargo.toml).
 PROFILE ?= release
 
-.PHONY: sim help demo test test-rust test-python build-cli build-demo bench bench-local build infra-check venv clean local kafka-start kafka-stop system-deps fuzz
+.PHONY: sim help demo test test-rust test-python build-cli build-demo bench bench-local bench-contention build infra-check venv clean local kafka-start kafka-stop system-deps fuzz
 
 help:
 	@echo "make demo     generate telemetry, ingest it into Iceberg on the embedded catalog, read it back"
 	@echo "make test     every test: Rust units and integration, local Kafka + cargo lambda watch, the Lambda zips (make build) under qemu, independent readers (PyIceberg, DuckDB), moto (Glue, S3 Tables, SQS), Terraform checks"
 	@echo "make bench    throughput against the bare arrow-rs Parquet floor, peak RSS on a 6 MB event, CDC apply rate, upsert read cost per batch as the table grows, audit time on 10M rows, registry framing against a fixed schema"
-	@echo "make bench-local  Kafka (Tansu) -> icestream esm in process -> ingest, records/s (release CLI; RECORDS=200000)"
+	@echo "make bench-local  Kafka (Tansu) -> icestream esm in process -> ingest, records/s (release CLI; RECORDS=200000); then freshness p50/p99/max as a polling reader sees it, direct and queued"
+	@echo "make bench-contention  N writer processes on one table, SQL catalog and Glue/S3 Tables (moto), 40 ms a call: commits/s, attempts, p99 (WRITERS=4,16,64 CATALOGS=local,glue,s3tables MODES=direct,queued)"
 	@echo "make build    Lambda zips (cargo lambda build --release --arm64 --output-format zip); PROFILE=zip-check: unoptimised, for tests"
 	@echo "make sim      the seeded simulation of queued commits, the committer and maintenance under faults, SEEDS seeds (10000) from FIRST_SEED (0); then writers, committer and maintenance as processes SIGKILLed over KILL_ROUNDS rounds (100)"
 	@echo "make fuzz     cargo-fuzz (nightly) on the event parser, the CDC parsers and the three record decoders, FUZZ_SECONDS (60) per target; a crash input lands in fuzz/artifacts/"
@@ -93,6 +94,16 @@ bench: system-deps venv
 bench-local: system-deps venv
 	cargo build --release --bin icestream
 	VENV=$(VENV) scripts/bench_local.sh $(CARGO_TARGET_DIR)/release/icestream
+
+# Not part of `make test`: minutes of processes racing on one table (docs/scale.md).
+WRITERS ?= 4,16,64
+CATALOGS ?= local,glue,s3tables
+MODES ?= direct,queued
+LATENCY_MS ?= 40
+bench-contention: venv
+	cargo build --release --bin icestream
+	$(PY) scripts/bench_contention.py $(CARGO_TARGET_DIR)/release/icestream --writers $(WRITERS) --catalogs $(CATALOGS) \
+	  --modes $(MODES) --latency-ms $(LATENCY_MS) --events $${EVENTS:-4} --records $${RECORDS:-200} --committer-batch $${COMMITTER_BATCH:-10}
 
 build: venv system-deps
 	PROFILE=$(PROFILE) PATH=$(VENV)/bin:$$PATH scripts/build-lambdas.sh
