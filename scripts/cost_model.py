@@ -117,15 +117,28 @@ def curve(partition_mb_s: float, record_bytes: int, memory_mb: int) -> None:
 
 # Capacity planning (docs/scale.md): a partition carries PARTITION_MB_S; an event poller reads up
 # to POLLER_MB_S (Lambda, "Apache Kafka event poller scaling modes"); one table's commits are
-# serial, each about COMMIT_WALL_S on the swap's critical path, so a table takes at most
-# 1 / COMMIT_WALL_S commits/s however many writers race (docs/scale.md, the contention figures).
+# serial: `make bench-contention` levels off at MAX_TABLE_COMMITS_S with 40 ms a call, however
+# many writers race.
 PARTITION_MB_S = 1.0
 POLLER_MB_S = 5.0
 TOPICS_MB_S = (10, 100, 1000)
-# Bytes of metadata one commit adds: a manifest of its files, a manifest list, a metadata.json
-# (measured on the SQL catalog: `make bench-contention`, docs/scale.md).
-METADATA_BYTES_PER_COMMIT = 30_000
+MAX_TABLE_COMMITS_S = 3.0
+# What one commit writes under metadata/ (its manifest, the manifest list, the metadata file):
+# a base plus a share per snapshot the table holds, since the list names every manifest and the
+# metadata file every snapshot (SQL catalog, `make bench-contention`: 35 KB a commit at 16
+# snapshots, 93 KB at 64, 283 KB at 256). Maintenance (expire, rewrite-manifests) every
+# MAINTENANCE_INTERVAL_H hours brings the count back down.
+METADATA_BASE_BYTES = 29_000
+METADATA_BYTES_PER_SNAPSHOT = 1_000
+MAINTENANCE_INTERVAL_H = 1.0
 PARQUET_RATIO = 0.25  # Parquet zstd bytes per payload byte, the click workload (assumed for others)
+
+
+def metadata_gb_h(commits_s: float) -> float:
+    """Metadata bytes written per hour at `commits_s`, snapshots growing between maintenance runs
+    (on average half an interval's commits held)."""
+    held = commits_s * 3600 * MAINTENANCE_INTERVAL_H / 2
+    return commits_s * 3600 * (METADATA_BASE_BYTES + METADATA_BYTES_PER_SNAPSHOT * held) / 1e9
 
 
 def capacity(record_bytes: int, memory_mb: int) -> None:
@@ -134,11 +147,11 @@ def capacity(record_bytes: int, memory_mb: int) -> None:
     share = min(1.0, memory_mb / FULL_VCPU_MB)
     wall = (CPU_FIXED_S + n * CPU_PER_RECORD_S) / share + DIRECT_ROUND_TRIPS * ROUND_TRIP_S
     fill = n * record_bytes / (PARTITION_MB_S * 1e6)
-    max_commits = 1 / COMMIT_WALL_S
+    max_commits = MAX_TABLE_COMMITS_S
     print(f"records of {record_bytes} B, {PARTITION_MB_S:g} MB/s a partition, full batches of {n:,} records "
           f"(a batch fills in {fill:.1f} s, its invocation takes {wall:.2f} s at {memory_mb} MB), one table")
     print("| topic | partitions | pollers | concurrent invocations | commits/s direct | commits/s queued | "
-          "data files / h | metadata GB / h | compaction GB / h | $ / h direct | $ / h queued | $ / GB direct | $ / GB queued |")
+          "data files / h | metadata GB / h direct / queued | compaction GB / h | $ / h direct | $ / h queued | $ / GB direct | $ / GB queued |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for mb_s in TOPICS_MB_S:
         partitions = int(mb_s / PARTITION_MB_S)
@@ -149,9 +162,10 @@ def capacity(record_bytes: int, memory_mb: int) -> None:
         flag = lambda rate: f"{rate:,.1f}" + (" (over)" if rate > max_commits else "")  # noqa: E731
         print(f"| {mb_s:g} MB/s | {partitions:,} | {max(1, round(mb_s / POLLER_MB_S)):,} | {partitions * wall / fill:,.0f} | "
               f"{flag(invocations_s)} | {flag(committer)} | {invocations_s * 3600:,.0f} | "
-              f"{invocations_s * 3600 * METADATA_BYTES_PER_COMMIT / 1e9:,.1f} | {gb_h * PARQUET_RATIO * 2:,.0f} | "
+              f"{metadata_gb_h(invocations_s):,.1f} / {metadata_gb_h(committer):,.1f} | {gb_h * PARQUET_RATIO * 2:,.0f} | "
               f"{direct * gb_h:,.2f} | {queued * gb_h:,.2f} | {direct:.4f} | {queued:.4f} |")
-    print(f"(over) = more than one table takes: {max_commits:.1f} commits/s ({COMMIT_WALL_S * 1000:.0f} ms a commit)")
+    print(f"(over) = more than one table takes: {max_commits:.1f} commits/s (measured, 40 ms a call); metadata: direct / queued, "
+          f"maintenance every {MAINTENANCE_INTERVAL_H:g} h")
 
 
 def main(args: list[str]) -> None:
