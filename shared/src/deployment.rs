@@ -177,10 +177,10 @@ const PIPELINE_FILE_CALLS: [Calls; 2] = [
 pub const CDC: FunctionContract = FunctionContract {
     function: "cdc",
     knobs: knobs![
-        "target_file_size_bytes", "compression", "fail_point", "commit_mode", "commit_queue_url", "cdc_format", "cdc_order_column", "changelog_table", "mirror_table",
-        "key_index_cache_mb"
+        "target_file_size_bytes", "compression", "fail_point", "simulated_latency_ms", "commit_mode", "commit_queue_url", "cdc_format", "cdc_order_column",
+        "changelog_table", "mirror_table", "key_index_cache_mb"
     ],
-    optional_knobs: &[LOCAL_ONLY_KNOBS[0], LOCAL_ONLY_KNOBS[1], "commit_mode", "commit_queue_url"],
+    optional_knobs: &[LOCAL_ONLY_KNOBS[0], LOCAL_ONLY_KNOBS[1], LOCAL_ONLY_KNOBS[2], "commit_mode", "commit_queue_url"],
     calls: &[
         CATALOG_CALLS,
         &[calls(FILE_DELETE_ACTIONS, Resource::TableMetadataObjects, When::Glue), calls(SEND_ACTIONS, Resource::CommitQueue, When::Queued)],
@@ -212,11 +212,11 @@ pub const MAINTENANCE: FunctionContract = FunctionContract {
     function: "maintenance",
     knobs: knobs![
         "target_file_size_bytes", "compression", "hot_partition_hours", "snapshot_max_age_hours", "min_snapshots_to_keep",
-        "orphan_margin_hours", "s3tables_maintenance", "tombstone_retention_days", "pipelines", "table", "source", "dedup"
+        "orphan_margin_hours", "s3tables_maintenance", "tombstone_retention_days", "pipelines", "table", "source", "dedup", "simulated_latency_ms"
     ],
     // Without a pipeline file, maintenance looks after every table of the namespace, and
     // `replay-dead-letters` decodes with the pipeline that table/source/dedup describe.
-    optional_knobs: &[LOCAL_ONLY_KNOBS[0], "s3tables_maintenance", "pipelines", "table", "source", "dedup"],
+    optional_knobs: &[LOCAL_ONLY_KNOBS[0], LOCAL_ONLY_KNOBS[2], "s3tables_maintenance", "pipelines", "table", "source", "dedup"],
     calls: &[
         CATALOG_CALLS,
         &[
