@@ -17,7 +17,7 @@ WAREHOUSE ?= ./warehouse
 # zip-check (unoptimised, a third of the cold CPU time; see Cargo.toml).
 PROFILE ?= release
 
-.PHONY: sim help demo test test-rust test-python build-cli build-demo bench bench-local build infra-check venv clean local kafka-start kafka-stop system-deps fuzz
+.PHONY: sim help demo test test-rust test-python build-cli build-demo bench bench-local bench-contention build infra-check venv clean local kafka-start kafka-stop system-deps fuzz
 
 help:
 	@echo "make demo         generate telemetry, ingest it into Iceberg on the embedded catalog, read it back"
@@ -25,7 +25,8 @@ help:
 	@echo "make test-rust    the Rust tests only (cargo test --workspace)"
 	@echo "make test-python  the Python tests only (tests/python), after the CLI, the demo CLI and the Lambda zips they run"
 	@echo "make bench        throughput against the bare arrow-rs Parquet floor, peak RSS on a 6 MB event, CDC apply rate, upsert read cost per batch as the table grows, audit time on 10M rows, registry framing against a fixed schema"
-	@echo "make bench-local  Kafka (Tansu) -> icestream esm in process -> ingest, records/s (release CLI; RECORDS=200000)"
+	@echo "make bench-local  Kafka (Tansu) -> icestream esm in process -> ingest, records/s (release CLI; RECORDS=200000); then freshness p50/p99/max as a polling reader sees it, direct and queued"
+	@echo "make bench-contention  N writer processes on one table, SQL catalog and Glue/S3 Tables (moto), 40 ms a call: commits/s, attempts, p99 (WRITERS=4,16,64 CATALOGS=local,glue,s3tables MODES=direct,queued)"
 	@echo "make build        Lambda zips (cargo lambda build --release --arm64 --output-format zip); PROFILE=zip-check: unoptimised, for tests"
 	@echo "make build-cli    the whole CLI, every cargo feature ($(BIN))"
 	@echo "make build-demo   the demo's CLI, without the aws and kafka features ($(DEMO_BIN))"
@@ -101,6 +102,16 @@ bench: system-deps venv
 bench-local: system-deps venv
 	cargo build --release --bin icestream
 	VENV=$(VENV) scripts/bench/bench_local.sh $(CARGO_TARGET_DIR)/release/icestream
+
+# Not part of `make test`: minutes of processes racing on one table (docs/scale.md).
+WRITERS ?= 4,16,64
+CATALOGS ?= local,glue,s3tables
+MODES ?= direct,queued
+LATENCY_MS ?= 40
+bench-contention: venv
+	cargo build --release --bin icestream
+	$(PY) scripts/bench/bench_contention.py $(CARGO_TARGET_DIR)/release/icestream --writers $(WRITERS) --catalogs $(CATALOGS) \
+	  --modes $(MODES) --latency-ms $(LATENCY_MS) --events $${EVENTS:-4} --records $${RECORDS:-200} --committer-batch $${COMMITTER_BATCH:-10}
 
 build: venv system-deps
 	PROFILE=$(PROFILE) PATH=$(VENV)/bin:$$PATH scripts/build/build-lambdas.sh

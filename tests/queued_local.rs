@@ -98,4 +98,33 @@ async fn a_warm_queued_writer_makes_three_round_trips_and_lands_every_record_onc
     }
     assert_eq!(telemetry_rows(&wh).await.len(), valid);
     assert_eq!(dead_letter_offsets(&wh).await.len(), corrupt);
+
+    // Eight more writer invocations, then one committer batch folds ten of their requests (a
+    // FIFO batch: five of the rows' table, five of the dead letters'): it reads the requests'
+    // staged manifests and checks their files side by side, 22 sequential round trips; one
+    // request after another they were 35. The rest are committed after.
+    let mut more = 0;
+    for batch in 0..8 {
+        let args = ["records=200".to_string(), "format=json".into(), "partitions=1".into(), format!("seed={}", 10 + batch), "topic=more".into(), format!("start_offset={}", batch * 200)];
+        let g = generate(&GeneratorOptions::from_args(args).unwrap()).unwrap();
+        p.handle_json(g.event.to_string().as_bytes(), deadline).await.unwrap();
+        more += g.expectation.valid;
+    }
+    let messages = queue.receive(100, 30).await.unwrap();
+    assert!(messages.len() >= 8, "{} requests", messages.len());
+    let before = p.catalogs().calls();
+    let report = commit_batch(p.catalogs(), config, &messages, deadline).await;
+    let used = p.catalogs().calls() - before;
+    assert!(report.batch_item_failures.is_empty() && report.tables.iter().map(|t| t.committed).sum::<usize>() >= 8, "{report:?}");
+    assert!(used.sequential <= 25, "{used:?}");
+    queue.delete(&messages.iter().collect::<Vec<_>>()).await.unwrap();
+    for _ in 0..20 {
+        let messages = queue.receive(10, 5).await.unwrap();
+        if messages.is_empty() {
+            break;
+        }
+        commit_batch(p.catalogs(), config, &messages, deadline).await;
+        queue.delete(&messages.iter().collect::<Vec<_>>()).await.unwrap();
+    }
+    assert_eq!(telemetry_rows(&wh).await.len(), valid + more);
 }

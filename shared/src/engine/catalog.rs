@@ -138,6 +138,7 @@ impl Catalogs {
         let namespace = NamespaceIdent::new(config.namespace.clone());
         // Every catalog and storage call goes through the counters (see [`Self::calls`]).
         let calls = Arc::new(CallCounter::default());
+        calls.simulate_latency(config.simulated_latency);
         #[cfg(feature = "aws")]
         let (mut glue, mut s3tables) = (None, None);
         let committer = match config.catalog {

@@ -200,6 +200,12 @@ pub const KNOBS: &[Knob] = &[
         help: "Crash injection for tests: abort the process after the data files are written, or right after the commit (the committer: before the staged manifests are removed and the requests acknowledged)",
     },
     Knob {
+        key: "simulated_latency_ms",
+        default: "0",
+        allowed: Allowed::Integer { min: 0, max: 10_000 },
+        help: "Benchmarks only: every catalog, storage and queue call waits this long before it is sent, as a round trip to Glue, S3 or SQS takes (a local catalog answers in microseconds, moto in about one)",
+    },
+    Knob {
         key: "hot_partition_hours",
         default: "1",
         allowed: Allowed::Integer { min: 0, max: 8760 },
@@ -458,6 +464,8 @@ pub struct Config {
     /// `commit_queue_url` as given (also when `commit_mode=direct`).
     commit_queue_url_raw: Option<String>,
     pub fail_point: FailPoint,
+    /// Added to every catalog, storage and queue call (`simulated_latency_ms`, benchmarks).
+    pub simulated_latency: std::time::Duration,
     pub hot_partition_hours: i64,
     pub snapshot_max_age_hours: i64,
     pub min_snapshots_to_keep: usize,
@@ -539,6 +547,7 @@ impl Config {
                 "after-commit" => FailPoint::AfterCommit,
                 _ => FailPoint::None,
             },
+            simulated_latency: std::time::Duration::from_millis(s.parse("simulated_latency_ms")?),
             hot_partition_hours: s.parse("hot_partition_hours")?,
             snapshot_max_age_hours: s.parse("snapshot_max_age_hours")?,
             min_snapshots_to_keep: s.parse("min_snapshots_to_keep")?,

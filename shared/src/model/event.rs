@@ -25,6 +25,7 @@ use arena::{Arena, Field};
 pub use headers::Headers;
 pub use timestamp_type::TimestampType;
 use timestamp_type::ReadTimestampType;
+pub use scan::white_spaced;
 
 /// The event sources the MSK and self-managed Kafka mappings put in `eventSource`.
 pub const EVENT_SOURCES: &[&str] = &["aws:kafka", "SelfManagedKafka"];
@@ -123,7 +124,8 @@ pub struct KafkaEvent {
 pub struct Records(pub BTreeMap<TopicPartition, Vec<KafkaRecordIn>>);
 
 /// Parse the raw event JSON (one pass, borrowed: a 6 MB event must fit a 128 MB function): the
-/// event as the mapping writes it by [`scan`], anything else by serde ([`parse_event_with_serde`]).
+/// event as the mapping writes it by [`scan`] (compact or not), anything else by serde
+/// ([`parse_event_with_serde`]).
 pub fn parse_event(json: &[u8]) -> Result<ParsedEvent> {
     let text = event_text(json)?;
     let parsed = match scan::scan_event(text) {
@@ -131,6 +133,12 @@ pub fn parse_event(json: &[u8]) -> Result<ParsedEvent> {
         None => parse_text_with_serde(text),
     };
     described(text, parsed)
+}
+
+/// Whether [`parse_event`] reads `json` by its fast path (the scan) rather than serde: for the
+/// tests, fuzzing and benchmarks that hold it to that.
+pub fn takes_fast_path(json: &[u8]) -> bool {
+    event_text(json).is_ok_and(|text| scan::scan_event(text).is_some())
 }
 
 /// `parsed`, its error saying what the event looks like when it has no Kafka records.

@@ -127,7 +127,7 @@ pub struct FunctionContract {
 /// Knobs every function reads (catalog, logging, commit budget).
 const COMMON_KNOBS: [&str; 6] = ["catalog", "warehouse", "s3_path_style", "namespace", "log_format", "commit_timeout_ms"];
 /// Local servers and tests only: never set by a deployment.
-const LOCAL_ONLY_KNOBS: [&str; 2] = ["s3_path_style", "fail_point"];
+const LOCAL_ONLY_KNOBS: [&str; 3] = ["s3_path_style", "fail_point", "simulated_latency_ms"];
 
 macro_rules! knobs {
     ($($k:expr),* $(,)?) => {{
@@ -139,14 +139,14 @@ macro_rules! knobs {
 pub const INGEST: FunctionContract = FunctionContract {
     function: "ingest",
     knobs: knobs![
-        "target_file_size_bytes", "compression", "fail_point", "commit_mode", "commit_queue_url", "pipelines", "table", "source", "dedup",
-        "dedup_window_minutes", "registry_auth", "key_index_cache_mb"
+        "target_file_size_bytes", "compression", "fail_point", "simulated_latency_ms", "commit_mode", "commit_queue_url", "pipelines", "table",
+        "source", "dedup", "dedup_window_minutes", "registry_auth", "key_index_cache_mb"
     ],
     // Direct commits leave commit_mode/commit_queue_url unset; a pipeline file replaces
     // table/source/dedup; the dedup window matters only with dedup = window; registry
     // credentials come from a secret the file names, or this knob, or none.
     optional_knobs: &[
-        LOCAL_ONLY_KNOBS[0], LOCAL_ONLY_KNOBS[1], "commit_mode", "commit_queue_url", "pipelines", "table", "source", "dedup",
+        LOCAL_ONLY_KNOBS[0], LOCAL_ONLY_KNOBS[1], LOCAL_ONLY_KNOBS[2], "commit_mode", "commit_queue_url", "pipelines", "table", "source", "dedup",
         "dedup_window_minutes", "registry_auth",
     ],
     calls: &[
@@ -179,10 +179,10 @@ pub const COMMITTER: FunctionContract = FunctionContract {
     // The writers' table knobs: the committer commits only the tables they name
     // (`queued/validate.rs`).
     knobs: knobs![
-        "target_file_size_bytes", "compression", "fail_point", "commit_queue_url", "commit_gap_patience", "commit_gap_retry_s", "pipelines",
+        "target_file_size_bytes", "compression", "fail_point", "simulated_latency_ms", "commit_queue_url", "commit_gap_patience", "commit_gap_retry_s", "pipelines",
         "table"
     ],
-    optional_knobs: &[LOCAL_ONLY_KNOBS[0], LOCAL_ONLY_KNOBS[1], "pipelines", "table"],
+    optional_knobs: &[LOCAL_ONLY_KNOBS[0], LOCAL_ONLY_KNOBS[1], LOCAL_ONLY_KNOBS[2], "pipelines", "table"],
     calls: &[
         CATALOG_CALLS,
         &[
@@ -199,11 +199,11 @@ pub const MAINTENANCE: FunctionContract = FunctionContract {
     function: "maintenance",
     knobs: knobs![
         "target_file_size_bytes", "compression", "hot_partition_hours", "snapshot_max_age_hours", "min_snapshots_to_keep",
-        "orphan_margin_hours", "s3tables_maintenance", "tombstone_retention_days", "pipelines", "table", "source", "dedup"
+        "orphan_margin_hours", "s3tables_maintenance", "tombstone_retention_days", "pipelines", "table", "source", "dedup", "simulated_latency_ms"
     ],
     // Without a pipeline file, maintenance looks after every table of the namespace, and
     // `replay-dead-letters` decodes with the pipeline that table/source/dedup describe.
-    optional_knobs: &[LOCAL_ONLY_KNOBS[0], "s3tables_maintenance", "pipelines", "table", "source", "dedup"],
+    optional_knobs: &[LOCAL_ONLY_KNOBS[0], LOCAL_ONLY_KNOBS[2], "s3tables_maintenance", "pipelines", "table", "source", "dedup"],
     calls: &[
         CATALOG_CALLS,
         &[

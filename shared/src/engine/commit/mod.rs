@@ -141,6 +141,17 @@ impl std::fmt::Debug for Committer {
 const FIRST_BACKOFF: Duration = Duration::from_millis(20);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
+/// The wait after the `losses`-th lost race in a row, before reloading: a random share (`unit`
+/// in 0..1, "full jitter") of a span that starts at the lost attempt's own length and doubles
+/// with each loss, up to [`MAX_BACKOFF`]. An attempt's length is how long the table stays
+/// taken by one winner (load, stage, swap: 5 round trips); writers that lost the same race wait
+/// random parts of it and come back one after another, where a fixed 20 ms sent them all back
+/// together to collide again (`make bench-contention`, docs/scale.md).
+fn backoff(attempt: Duration, losses: u32, unit: f64) -> Duration {
+    let span = attempt.max(FIRST_BACKOFF).saturating_mul(1 << (losses.saturating_sub(1)).min(16)).min(MAX_BACKOFF);
+    span.mul_f64(unit.clamp(0.0, 1.0))
+}
+
 /// A swap that landed: the snapshot made, the table as of the swap, metadata files to delete.
 struct Landed {
     snapshot_id: Option<i64>,
@@ -190,10 +201,10 @@ impl Committer {
         let slot = self.landed_slot(&ident);
         let mut table = Some(table);
         let mut attempt = 0u32;
-        let mut backoff = FIRST_BACKOFF;
         let mut unsettled = false;
         loop {
             attempt += 1;
+            let started = Instant::now();
             let mut table = match table.take() {
                 Some(table) => table,
                 None => self.catalog.load_table(&ident).await?,
@@ -230,13 +241,12 @@ impl Committer {
                 return Err(error);
             }
             let now = Instant::now();
-            if now + backoff >= deadline {
+            let wait = backoff(now - started, attempt, rand::rng().random_range(0.0..1.0));
+            if now + wait >= deadline {
                 return Err(Error::CommitGaveUp { table: ident.to_string(), attempts: attempt, last: error.to_string() });
             }
             tracing::debug!(table = %ident, attempt, %error, "commit lost a race; reloading");
-            let jitter = rand::rng().random_range(0.5..1.5);
-            tokio::time::sleep(backoff.mul_f64(jitter)).await;
-            backoff = (backoff * 2).min(MAX_BACKOFF);
+            tokio::time::sleep(wait).await;
         }
     }
 

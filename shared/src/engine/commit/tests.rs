@@ -324,3 +324,42 @@ async fn data_and_delete_manifests_are_one_round_trip() -> Result<()> {
     assert_eq!(contents, [iceberg::spec::ManifestContentType::Data, iceberg::spec::ManifestContentType::Deletes]);
     Ok(())
 }
+
+/// After a lost race a writer waits a random share of a span that starts at the lost attempt's
+/// length and doubles with each loss, capped: writers that lost together come back spread over
+/// about one winner's attempt. (The wait was 10–30 ms after the first loss, whatever the
+/// attempt's length: with 200 ms attempts every loser came back inside the same 20 ms.)
+#[test]
+fn the_wait_after_a_lost_race_follows_the_attempts_length_with_full_jitter() {
+    let attempt = Duration::from_millis(200);
+    assert_eq!(backoff(attempt, 1, 0.0), Duration::ZERO, "full jitter reaches zero");
+    assert_eq!(backoff(attempt, 1, 0.5), Duration::from_millis(100));
+    assert_eq!(backoff(attempt, 2, 0.5), Duration::from_millis(200), "doubles with each loss");
+    assert_eq!(backoff(attempt, 3, 1.0), Duration::from_millis(800));
+    assert_eq!(backoff(attempt, 30, 1.0), MAX_BACKOFF, "capped");
+    assert_eq!(backoff(Duration::from_millis(1), 1, 1.0), FIRST_BACKOFF, "never shorter a span than the first backoff");
+    assert_eq!(backoff(attempt, 1, 7.0), attempt, "a share is at most the whole span");
+}
+
+/// Eight processes commit to one table at once, every call 20 ms: each commit lands once (its
+/// snapshot, its watermark), and together they make fewer attempts than racers coming back in
+/// lockstep (8 + 7 + ... + 1 = 36: one winner a round).
+#[tokio::test]
+async fn racing_processes_each_land_once_in_fewer_attempts_than_lockstep() {
+    let f = fixture().await;
+    f.catalogs.call_counter().simulate_latency(Duration::from_millis(20));
+    let writers: Vec<Committer> = (0..8).map(|_| other_process(&f)).collect();
+    let ident = &f.ident;
+    let outcomes = futures::future::join_all(writers.iter().enumerate().map(|(p, committer)| async move {
+        committer.commit(ident, soon(), &mut planner_on(p as i32, 10)).await
+    }))
+    .await;
+    let attempts: u32 = outcomes.iter().map(|o| o.as_ref().map_or(0, |o| o.attempts)).sum();
+    assert!(outcomes.iter().all(|o| o.as_ref().is_ok_and(|o| o.committed)), "{outcomes:?}");
+    let table = f.load().await;
+    assert_eq!(table.metadata().snapshots().count(), 8, "one snapshot per commit");
+    let marks = Watermarks::from_properties(table.metadata().properties());
+    assert!((0..8).all(|p| marks.covers(&planner_on(p, 10).tp, 10)), "{marks:?}");
+    assert!(attempts < 36, "{attempts} attempts for 8 commits");
+    assert_readable(&table).await;
+}

@@ -1,10 +1,12 @@
 //! The fast path of [`super::parse_event`]: the event as the event source mapping writes it
-//! (compact JSON, strings without escapes, plain integers), read in one forward scan straight
-//! into the records. Anything else (white space, an escape, a fraction or exponent, a field of an
-//! unexpected type, a duplicate field, `valueSchemaMetadata`, a value serde would refuse) makes
-//! it return `None`, and the whole event goes to the serde path, which reads it or names what is
-//! wrong. So an event gives the same records, or the same error, either way: unit tests,
-//! property tests and `make fuzz` check the two against each other.
+//! (strings without escapes, plain integers), read in one forward scan straight into the
+//! records; JSON white space between tokens is skipped, so a pretty-printed event or a file
+//! ending in a newline reads as fast as the compact form. Anything else (an escape, a fraction
+//! or exponent, a field of an unexpected type, a duplicate field, `valueSchemaMetadata`, a value
+//! serde would refuse) makes it return `None`, and the whole event goes to the serde path, which
+//! reads it or names what is wrong. So an event gives the same records, or the same error, either
+//! way: unit tests, property tests and `make fuzz` check the two against each other, white space
+//! inserted between every pair of tokens included ([`white_spaced`]).
 //!
 //! Why not serde alone: its generic visitors cost ~9k instructions a record of this shape, a
 //! header's 13 signed bytes (`[105,99,...]`, one JSON number each) 3.9k of them (callgrind); SIMD
@@ -17,9 +19,9 @@ use super::{Arena, Filing, Headers, KafkaEvent, RawRecord, Records, Text, Timest
 
 /// The event, when it is in the mapping's own form; `None` sends it to the serde path.
 pub(super) fn scan_event(text: &str) -> Option<KafkaEvent> {
-    // A control character is white space between tokens or serde's error to name in a string:
-    // either way not the mapping's form. The scan takes only its own tokens between strings,
-    // and a string ends at its first control character (`string_end`), so any refuses the text.
+    // A control character other than white space between tokens is serde's error to name: the
+    // scan skips only JSON's four white space bytes between its tokens, and a string ends at its
+    // first control character (`string_end`), so any other refuses the text.
     let mut c = Cursor { text, i: 0 };
     let mut event = KafkaEvent::default();
     let mut seen = [false; 4];
@@ -37,7 +39,39 @@ pub(super) fn scan_event(text: &str) -> Option<KafkaEvent> {
         }
         Some(())
     })?;
+    c.white_space();
     (c.i == text.len()).then_some(event)
+}
+
+/// `json` (valid JSON) with white space between its tokens: before and after each of `{}[],:`
+/// outside its strings and at both ends, `space(n)` giving the n-th run. For the equivalence
+/// tests and fuzzing: the scan must take the result exactly when it takes `json`.
+pub fn white_spaced<'s>(json: &str, mut space: impl FnMut(usize) -> &'s str) -> String {
+    let mut out = String::with_capacity(json.len() * 2);
+    let mut runs = 0;
+    let mut put = |out: &mut String| {
+        out.push_str(space(runs));
+        runs += 1;
+    };
+    let (mut in_string, mut escaped) = (false, false);
+    put(&mut out);
+    for ch in json.chars() {
+        let structural = !in_string && matches!(ch, '{' | '}' | '[' | ']' | ',' | ':');
+        if structural {
+            put(&mut out);
+        }
+        out.push(ch);
+        if structural {
+            put(&mut out);
+        }
+        if in_string {
+            (in_string, escaped) = (escaped || ch != '"', !escaped && ch == '\\');
+        } else {
+            in_string = ch == '"';
+        }
+    }
+    put(&mut out);
+    out
 }
 
 /// `{"topic-partition": [record, ...], ...}`, each group filed as the serde path files it.
@@ -236,8 +270,23 @@ impl<'a> Cursor<'a> {
         &self.text.as_bytes()[self.i..]
     }
 
+    /// JSON's insignificant white space (space, tab, line feed, carriage return), skipped. One
+    /// comparison where there is none, as in the mapping's compact form.
+    #[inline]
+    fn white_space(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.rest().first() {
+            self.i += 1;
+        }
+    }
+
+    /// The byte `byte` after any white space (looked for only when `byte` is not next).
+    #[inline]
     fn eat(&mut self, byte: u8) -> bool {
-        let hit = self.rest().first() == Some(&byte);
+        let mut hit = self.rest().first() == Some(&byte);
+        if !hit && self.rest().first().is_some_and(|b| *b <= b' ') {
+            self.white_space();
+            hit = self.rest().first() == Some(&byte);
+        }
         self.i += usize::from(hit);
         hit
     }
@@ -265,14 +314,26 @@ impl<'a> Cursor<'a> {
         let mut last: Option<usize> = None;
         self.object_named(
             |c| {
+                c.white_space();
                 let rest = c.rest();
                 let guess = last.map_or(order.first, |l| order.after[l]);
                 let hit = std::iter::once(guess).chain((0..N).filter(|&k| k != guess)).find(|&k| starts_with(rest, known[k]));
-                let Some(k) = hit else {
-                    c.string()?;
-                    return c.eat(b':').then_some(Name::Other);
+                let k = match hit {
+                    Some(k) => {
+                        c.i += known[k].len();
+                        k
+                    }
+                    None => {
+                        let name = c.string()?.as_bytes();
+                        if !c.eat(b':') {
+                            return None;
+                        }
+                        // A known name with white space before its colon is still that field.
+                        let named = |k: &usize| known[*k].strip_prefix(b"\"").and_then(|n| n.strip_suffix(b"\":")) == Some(name);
+                        let Some(k) = (0..N).find(named) else { return Some(Name::Other) };
+                        k
+                    }
                 };
-                c.i += known[k].len();
                 match last {
                     Some(l) => order.after[l] = k,
                     None => order.first = k,
@@ -294,6 +355,8 @@ impl<'a> Cursor<'a> {
         }
         loop {
             let name = name(self)?;
+            // A value starts at its first byte: what `repeated` compares, and the peek at it.
+            self.white_space();
             member(self, name)?;
             if !self.eat(b',') {
                 return self.eat(b'}').then_some(());
@@ -334,6 +397,7 @@ impl<'a> Cursor<'a> {
     }
 
     fn null(&mut self) -> bool {
+        self.white_space();
         let hit = self.rest().starts_with(b"null");
         self.i += if hit { 4 } else { 0 };
         hit
@@ -362,6 +426,7 @@ impl<'a> Cursor<'a> {
 
     /// A JSON integer in the i64 range: no fraction, exponent, leading zero or `-0`.
     fn integer(&mut self) -> Option<i64> {
+        self.white_space();
         let rest = self.rest();
         let sign = usize::from(rest.first() == Some(&b'-'));
         // Up to 19 digits: that many cannot overflow a u64.
@@ -390,6 +455,7 @@ impl<'a> Cursor<'a> {
     /// Headers are most of an event's integers (one per byte), and at most three digits make
     /// a shorter loop than the general one.
     fn signed_byte(&mut self) -> Option<u8> {
+        self.white_space();
         let rest = self.rest();
         let sign = usize::from(rest.first() == Some(&b'-'));
         let digit = |at: usize| rest.get(sign + at).map(|b| b.wrapping_sub(b'0')).filter(|d| *d <= 9);
@@ -415,6 +481,7 @@ impl<'a> Cursor<'a> {
 
     /// A string, integer or null, skipped.
     fn scalar(&mut self) -> Option<()> {
+        self.white_space();
         match self.rest().first()? {
             b'"' => self.string().map(drop),
             b'n' => self.null().then_some(()),

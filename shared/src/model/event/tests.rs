@@ -226,3 +226,16 @@ fn self_managed_source_and_round_trip() {
 fn a_parsed_record_stays_small() {
     assert!(std::mem::size_of::<KafkaRecordIn>() <= 136, "{}", std::mem::size_of::<KafkaRecordIn>());
 }
+
+/// The sample events are pretty-printed files ending in a newline, as a user hands one over:
+/// each takes the fast path (the scan), compact or not, to the records serde reads.
+#[test]
+fn pretty_printed_events_and_trailing_newlines_take_the_fast_path() {
+    for text in [include_str!("../../../../events/msk-proto.json"), include_str!("../../../../events/msk-json-corrupt.json"), SAMPLE] {
+        let compact = serde_json::from_str::<serde_json::Value>(text).unwrap().to_string();
+        for variant in [text.to_string(), compact.clone(), format!("{compact}\n"), format!("{}\n", text.trim_end())] {
+            assert!(takes_fast_path(variant.as_bytes()), "{variant}");
+            assert_eq!(parse_event(variant.as_bytes()).unwrap().partitions, parse_event_with_serde(text.as_bytes()).unwrap().partitions);
+        }
+    }
+}

@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arrow_array::RecordBatch;
+use futures::StreamExt;
 use iceberg::spec::DataFile;
 use iceberg::table::Table;
 use iceberg::{NamespaceIdent, TableIdent};
@@ -247,17 +248,43 @@ impl QueuedAppend {
         if let Some(files) = self.cache.get(&key) {
             return Ok(files.clone());
         }
-        let request = &self.pending[i].request;
-        let staged = self.admission.staged_files(table, request).await?;
-        let files = if trim.is_empty() {
-            staged
-        } else {
-            trim_files(table, staged, &request.ranges_by_partition(), trim, &self.compression, self.target_file_size).await?
-        };
+        let files = self.read_files(table, i, trim).await?;
         self.cache.insert(key, files.clone());
         Ok(files)
     }
+
+    async fn read_files(&self, table: &Table, i: usize, trim: &Trim) -> Result<Vec<DataFile>> {
+        let request = &self.pending[i].request;
+        let staged = self.admission.staged_files(table, request).await?;
+        if trim.is_empty() {
+            return Ok(staged);
+        }
+        trim_files(table, staged, &request.ranges_by_partition(), trim, &self.compression, self.target_file_size).await
+    }
+
+    /// The files of every request `decision` commits, read side by side into the cache (each a
+    /// staged manifest and its files' checks, a few round trips): read one request after
+    /// another, a commit took ~0.4 s longer for each request it folded in at 40 ms a call
+    /// (docs/scale.md). What cannot be read is left out of the cache: [`Self::files_of`] reads
+    /// it again in order and says why.
+    async fn prefetch(&mut self, table: &Table, decision: &Decision) {
+        let wanted: Vec<usize> = (0..self.pending.len())
+            .filter(|&i| matches!(decision.fates[i], Fate::Commit { .. }) && !self.cache.contains_key(&(i, decision.trims[i].key())))
+            .collect();
+        let this = &*self;
+        // The futures made first: a lazily mapped stream would not be `Send` for every lifetime.
+        let reads: Vec<_> = wanted.iter().map(|&i| async move { (i, this.read_files(table, i, &decision.trims[i]).await) }).collect();
+        let read: Vec<_> = futures::stream::iter(reads).buffer_unordered(PREFETCH_READS).collect().await;
+        for (i, files) in read {
+            if let Ok(files) = files {
+                self.cache.insert((i, decision.trims[i].key()), files);
+            }
+        }
+    }
 }
+
+/// Requests whose staged files the committer reads at once.
+const PREFETCH_READS: usize = 16;
 
 /// `staged` without the rows `trim` leaves out: files with no such row are kept as they are,
 /// the rows left of the others are written again.
@@ -414,6 +441,7 @@ impl Planner for QueuedAppend {
         let now_ms = chrono::Utc::now().timestamp_millis();
         'replan: loop {
             let decision = decide(&self.pending, &self.unreadable, &table_marks, &table_gaps, self.patience, now_ms);
+            self.prefetch(table, &decision).await;
             let mut files = Vec::new();
             for i in 0..self.pending.len() {
                 if !matches!(decision.fates[i], Fate::Commit { .. }) {
