@@ -111,6 +111,13 @@ impl LiveFiles {
 pub async fn deleted_positions(table: &Table, data_path: &str, deletes: &[&DataFile]) -> Result<HashSet<i64>> {
     let mut out = HashSet::new();
     for delete in deletes {
+        if delete.file_format() == DataFileFormat::Puffin {
+            // A deletion vector: one data file's positions (a DV never names another file).
+            if delete.referenced_data_file().as_deref() == Some(data_path) {
+                out.extend(super::dv::read(table, delete).await?.iter().map(|p| p as i64));
+            }
+            continue;
+        }
         let bytes = table.file_io().new_input(delete.file_path())?.read().await?;
         let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()?;
         for batch in reader {
