@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_schema::SchemaRef as ArrowSchemaRef;
-use iceberg::spec::{MapType, NestedField, PrimitiveType, Schema, SortOrder, Transform, Type, UnboundPartitionSpec};
+use iceberg::spec::{FormatVersion, MapType, NestedField, PrimitiveType, Schema, SortOrder, Transform, Type, UnboundPartitionSpec};
 
 use crate::error::Result;
 
@@ -18,6 +18,9 @@ pub struct TableDef {
     pub properties: HashMap<String, String>,
     /// The order rows are written in (upsert tables: by key); `None`: unsorted.
     pub sort_order: Option<SortOrder>,
+    /// The format version declared for the table: created so, and an existing table of another
+    /// version is refused. `None`: created as v2, an existing table taken as it is.
+    pub format_version: Option<FormatVersion>,
 }
 
 impl TableDef {
@@ -110,6 +113,7 @@ pub fn vehicle_telemetry(name: &str, compression: &str, target_file_size: usize)
         partition_spec,
         properties: reference_properties(compression, target_file_size),
         sort_order: None,
+        format_version: None,
     })
 }
 
@@ -160,6 +164,7 @@ pub fn dead_letter_table(name: &str, compression: &str) -> Result<TableDef> {
         partition_spec,
         properties: reference_properties(compression, 32 * 1024 * 1024),
         sort_order: None,
+        format_version: None,
     })
 }
 
@@ -194,7 +199,7 @@ pub fn accounts_changelog(name: &str, compression: &str, target_file_size: usize
         .with_spec_id(0)
         .add_partition_field(4, "last_updated_day", Transform::Day)?
         .build();
-    Ok(TableDef { name: name.to_string(), schema, partition_spec, properties: reference_properties(compression, target_file_size), sort_order: None })
+    Ok(TableDef { name: name.to_string(), schema, partition_spec, properties: reference_properties(compression, target_file_size), sort_order: None, format_version: None })
 }
 
 /// `accounts_mirror`: one live row per account, the state of its newest applied change. Rows
@@ -223,7 +228,7 @@ pub fn accounts_mirror(name: &str, compression: &str, target_file_size: usize) -
     let mut properties = reference_properties(compression, target_file_size);
     add_upsert_properties(&mut properties, &[ACCOUNT_ID]);
     let sort_order = Some(crate::sort_order::by_key(&schema, &[ACCOUNT_ID.to_string()])?);
-    Ok(TableDef { name: name.to_string(), schema, partition_spec, properties, sort_order })
+    Ok(TableDef { name: name.to_string(), schema, partition_spec, properties, sort_order, format_version: None })
 }
 
 /// Iceberg's table property that asks for a Parquet bloom filter on one column.

@@ -72,7 +72,7 @@ impl LocalTable {
         let config = crate::Config::from_args([format!("warehouse={}", dir.path().display())]).unwrap();
         let catalogs = Catalogs::connect(&config).await.unwrap();
         let sort_order = sorted.then(|| crate::sort_order::by_key(&schema, &["id".into()]).unwrap());
-        let def = TableDef { name: "t".into(), schema, partition_spec, properties, sort_order };
+        let def = TableDef { name: "t".into(), schema, partition_spec, properties, sort_order, format_version: None };
         catalogs.ensure_table(&def).await.unwrap();
         let ident = catalogs.ident("t");
         Self { _dir: dir, catalogs, ident }

@@ -13,7 +13,7 @@ pub mod upsert;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use iceberg::spec::{NestedField, NestedFieldRef, PrimitiveType, Schema, Type};
+use iceberg::spec::{FormatVersion, NestedField, NestedFieldRef, PrimitiveType, Schema, Type};
 use regex::Regex;
 
 use crate::config::{Config, Dedup, Source};
@@ -224,6 +224,7 @@ impl PipelineSet {
             decimal_handling: None,
             allow_truncate: None,
             timestamp_precision: None,
+            format_version: config.format_version.map(i64::from),
         };
         let mut pipeline = build(&spec, format, source, None, config).map_err(|e| Error::Config(format!("telemetry pipeline: {e}")))?;
         pipeline.topics = Topics::Any;
@@ -445,6 +446,12 @@ fn build(
         "truncate" => TimestampPrecision::Truncate,
         other => return Err(format!("key `timestamp_precision`: {other:?} is not allowed: allowed are reject | truncate")),
     };
+    let format_version = match spec.format_version {
+        None => None,
+        Some(2) => Some(FormatVersion::V2),
+        Some(3) => Some(FormatVersion::V3),
+        Some(other) => return Err(format!("key `format_version`: {other} is not allowed: allowed are 2 | 3")),
+    };
     let dedup = match spec.dedup.as_deref().unwrap_or("none") {
         "none" => Dedup::None,
         "batch" => Dedup::Batch,
@@ -495,7 +502,7 @@ fn build(
                 let changelog = upsert::changelog_schema(&schema, &spec.key, resolved.order_column()).map_err(|e| format!("key `changelog`: {e}"))?;
                 let partition_spec = partition::spec(&spec.partition_by, &changelog).map_err(|e| format!("key `partition_by`: {e}"))?;
                 let name = upsert::changelog_name(&spec.table);
-                resolved.changelog = Some(TableDef { name, schema: changelog, partition_spec, properties: changelog_properties, sort_order: None });
+                resolved.changelog = Some(TableDef { name, schema: changelog, partition_spec, properties: changelog_properties, sort_order: None, format_version: None });
             }
             Some(resolved)
         }
@@ -504,7 +511,7 @@ fn build(
         Some(_) => Some(crate::sort_order::by_key(&schema, &spec.key).map_err(|e| format!("key `key`: {e}"))?),
         None => None,
     };
-    let def = TableDef { name: spec.table.clone(), schema, partition_spec, properties, sort_order };
+    let def = TableDef { name: spec.table.clone(), schema, partition_spec, properties, sort_order, format_version };
     let dead_letter = tables::dead_letter_table(&tables::dead_letter_name(&spec.table), &config.compression).map_err(|e| e.to_string())?;
     Ok(Pipeline {
         table: spec.table.clone(),
