@@ -1,0 +1,88 @@
+"""Upsert pipelines on Iceberg v3 tables: deletes are deletion vectors (Puffin files), at most one
+per data file, read by PyIceberg and DuckDB as the oracle says, before and after compaction; a v2
+table upgraded mid-stream keeps every row.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import cdc_generator as gen
+import readers
+from test_upsert import NAMESPACE, TOPIC, check_readers, icestream, ingest_all, schema, pytestmark  # noqa: F401
+
+
+def pipeline_lines(extra: list[str]) -> list[str]:
+    return [f'namespace = "{NAMESPACE}"', "[[pipeline]]", 'table = "orders"', f'topics = ["{TOPIC}"]', 'format = "json"',
+            'schema = "orders.json"', 'partition_by = ["bucket(4, order_id)"]', 'key = ["tenant", "order_id"]',
+            'mode = "upsert"', 'envelope = "debezium"', 'order_by = "source.lsn"', *extra]
+
+
+def live_deletes(wh: Path) -> list:
+    """Every live delete file entry of `orders`, with the data file it applies to."""
+    table = readers.pyiceberg_sql_table(wh, NAMESPACE, "orders")
+    return [entry.data_file for m in table.current_snapshot().manifests(table.io)
+            for entry in m.fetch_manifest_entry(table.io, discard_deleted=True) if entry.data_file.content != 0]
+
+
+def check_dvs(wh: Path) -> int:
+    """Every live delete is a DV (its Puffin file read by PyIceberg's reader) of one live data
+    file, at most one a data file; how many."""
+    from pyiceberg.table.puffin import PuffinFile
+
+    table = readers.pyiceberg_sql_table(wh, NAMESPACE, "orders")
+    assert table.metadata.format_version == 3
+    deletes = live_deletes(wh)
+    data = {t.file.file_path for t in table.scan().plan_files()}
+    assert all(d.file_format == "PUFFIN" for d in deletes), [d.file_format for d in deletes]
+    targets = []
+    for d in deletes:
+        with table.io.new_input(d.file_path).open() as f:
+            blobs = PuffinFile(f.read()).footer.blobs
+        assert [b.type for b in blobs] == ["deletion-vector-v1"]
+        assert int(blobs[0].properties["cardinality"]) == d.record_count > 0
+        targets.append(blobs[0].properties["referenced-data-file"])
+    assert len(targets) == len(set(targets)), "two deletion vectors for one data file"
+    assert set(targets) <= data, "a deletion vector of a file no longer live"
+    return len(deletes)
+
+
+def test_debezium_composite_key_on_a_v3_table_is_the_oracle_with_one_dv_per_data_file(tmp_path: Path) -> None:
+    rng = random.Random(16)
+    source = gen.Source(rng)
+    source.run(keys=60, changes=240)
+    msgs = gen.messages(source, "debezium", rng)
+    (tmp_path / "orders.json").write_text(schema())
+    wh, summaries = ingest_all(tmp_path, pipeline_lines(["format_version = 3"]), msgs, rng)
+    assert sum(s["upsert_stale"] for s in summaries) > 0
+    check_readers(wh, source)
+    assert check_dvs(wh) > 0, "the stream deleted rows of files it kept"
+    pipelines = f"pipelines={tmp_path / 'pipelines.toml'}"
+    icestream("maintain", "action=compact", pipelines, f"warehouse={wh}")
+    check_readers(wh, source)
+    check_dvs(wh)
+    # Every event again: nothing applies, the table reads the same.
+    for event in sorted(tmp_path.glob("event-*.json")):
+        assert icestream("ingest", str(event), pipelines, f"warehouse={wh}")["upsert_applied"] == 0
+    check_readers(wh, source)
+
+
+def test_a_v2_table_refuses_a_v3_pipeline_naming_both_versions(tmp_path: Path) -> None:
+    rng = random.Random(3)
+    source = gen.Source(rng)
+    source.run(keys=10, changes=20)
+    msgs = gen.messages(source, "debezium", rng)
+    (tmp_path / "orders.json").write_text(schema())
+    wh, _ = ingest_all(tmp_path, pipeline_lines([]), msgs, rng)
+    pipelines = tmp_path / "pipelines.toml"
+    pipelines.write_text("\n".join(pipeline_lines(["format_version = 3"])) + "\n")
+    event = sorted(tmp_path.glob("event-*.json"))[0]
+    import os
+    import subprocess
+    from test_upsert import BIN
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ICESTREAM_")}
+    out = subprocess.run([BIN, "ingest", str(event), f"pipelines={pipelines}", f"warehouse={wh}"], capture_output=True, text=True, env=env)
+    assert out.returncode != 0
+    assert "format_version = 3 is declared, the table is format version 2" in out.stderr, out.stderr
