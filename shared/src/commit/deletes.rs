@@ -36,3 +36,6 @@ pub async fn delete_rows(table: &Table, live: &LiveFiles, data_file: &DataFile, 
     let replaced = live.deletes_by_data_file.get(path).into_iter().flatten().map(|d| d.file_path().to_string()).collect();
     Ok(FileDeletes { added, replaced })
 }
+
+#[cfg(test)]
+mod tests;

@@ -15,6 +15,7 @@ pub mod gaps;
 pub mod manifest;
 pub mod pointer;
 pub mod replayed;
+pub mod row_lineage;
 pub mod row_delta;
 pub mod snapshot;
 pub mod staged;
