@@ -65,6 +65,8 @@ pub struct ChangeSet {
     pub schema: Option<iceberg::spec::Schema>,
     /// A new default sort order (of the current schema's columns).
     pub sort_order: Option<iceberg::spec::SortOrder>,
+    /// The table's new format version (an upgrade: metadata only, as the spec allows).
+    pub format_version: Option<iceberg::spec::FormatVersion>,
 }
 
 impl ChangeSet {
@@ -81,6 +83,7 @@ impl ChangeSet {
             rewrite_manifests: false,
             schema: None,
             sort_order: None,
+            format_version: None,
         }
     }
 

@@ -91,6 +91,9 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
         builder = TableUpdate::RemoveSnapshots { snapshot_ids: change.removed_snapshot_ids.clone() }.apply(builder)?;
     }
 
+    if let Some(version) = change.format_version {
+        builder = builder.upgrade_format_version(version)?;
+    }
     if let Some(order) = &change.sort_order {
         builder = builder.add_sort_order(order.clone())?.set_default_sort_order(-1)?;
     }

@@ -1,0 +1,75 @@
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::{ArrayRef, Int64Array, RecordBatch};
+use iceberg::spec::{DataFile, DataFileFormat};
+
+use super::*;
+use crate::commit::deletes::delete_rows;
+use crate::commit::row_delta::read_data_file;
+use crate::testkit::{FixedChange, LocalTable, TestResult, soon};
+
+/// Delete `positions` of the table's one data file in a commit, as the keyed apply does.
+async fn delete(f: &LocalTable, positions: &[i64]) -> TestResult<DataFile> {
+    let table = f.load().await;
+    let live = LiveFiles::of(&table).await?;
+    let file = live.data.first().ok_or("a data file")?.clone();
+    let deleted = delete_rows(&table, &live, &file, &positions.iter().copied().collect::<BTreeSet<_>>(), "zstd").await?;
+    let mut change = ChangeSet::new(Operation::Delete);
+    change.added_delete_files.push(deleted.added.clone());
+    change.removed_files.extend(deleted.replaced);
+    f.catalogs.committer.commit(&f.ident, soon(), &mut FixedChange(change)).await?;
+    Ok(deleted.added)
+}
+
+/// Every id the table reads.
+async fn ids(f: &LocalTable) -> TestResult<Vec<i64>> {
+    let table = f.load().await;
+    let live = LiveFiles::of(&table).await?;
+    let schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema())?);
+    let mut out = Vec::new();
+    for file in &live.data {
+        for b in read_data_file(&table, file.file_path(), &live.deletes_for(file.file_path()), &schema).await? {
+            out.extend(b.column(0).as_primitive::<Int64Type>().values().iter().copied());
+        }
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+#[tokio::test]
+async fn a_v2_table_with_position_deletes_is_upgraded_once_compaction_folds_them() -> TestResult {
+    let f = LocalTable::keyed().await;
+    let table = f.load().await;
+    let schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema())?);
+    let batch = RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from_iter_values(0..6)) as ArrayRef])?;
+    let files = crate::writer::write_data_files(&table, &[batch], "zstd", 64 << 20).await?;
+    f.catalogs.committer.commit(&f.ident, soon(), &mut FixedChange(ChangeSet::append(files))).await?;
+    assert_eq!(delete(&f, &[1]).await?.file_format(), DataFileFormat::Parquet);
+
+    let err = upgrade(&f.catalogs, &f.ident, Some(3), false, soon()).await.unwrap_err().to_string();
+    assert!(err.contains("1 position delete file(s)") && err.contains("action=compact"), "{err}");
+    assert_eq!(f.load().await.metadata().format_version(), FormatVersion::V2);
+    let err = upgrade(&f.catalogs, &f.ident, None, false, soon()).await.unwrap_err().to_string();
+    assert!(err.contains("format_version=3"), "{err}");
+
+    let settings = crate::maintenance::MaintenanceSettings::from(&crate::Config::from_args(["hot_partition_hours=1"])?);
+    crate::maintenance::compact::compact(&f.catalogs, &f.ident, &settings, false, soon()).await?;
+    let dry = upgrade(&f.catalogs, &f.ident, Some(3), true, soon()).await?;
+    assert!(!dry.committed && f.load().await.metadata().format_version() == FormatVersion::V2);
+    let report = upgrade(&f.catalogs, &f.ident, Some(3), false, soon()).await?;
+    assert_eq!((report.from, report.to, report.committed), (2, 3, true));
+    assert_eq!(f.load().await.metadata().format_version(), FormatVersion::V3);
+    assert_eq!(ids(&f).await?, vec![0, 2, 3, 4, 5], "the upgrade keeps every row");
+
+    // Deletes after the upgrade are deletion vectors; the next commit gives out row ids.
+    assert_eq!(delete(&f, &[2]).await?.file_format(), DataFileFormat::Puffin);
+    assert_eq!(ids(&f).await?, vec![0, 2, 4, 5], "position 2 of the compacted file");
+    // Again: nothing to do; never down.
+    assert!(!upgrade(&f.catalogs, &f.ident, Some(3), false, soon()).await?.committed);
+    let err = upgrade(&f.catalogs, &f.ident, Some(2), false, soon()).await.unwrap_err().to_string();
+    assert!(err.contains("never downgraded"), "{err}");
+    Ok(())
+}
