@@ -73,3 +73,34 @@ async fn a_v2_table_with_position_deletes_is_upgraded_once_compaction_folds_them
     assert!(err.contains("never downgraded"), "{err}");
     Ok(())
 }
+
+#[tokio::test]
+async fn expiry_and_orphan_removal_delete_a_replaced_deletion_vector_and_keep_the_live_one() -> TestResult {
+    let f = LocalTable::keyed_v3().await;
+    let table = f.load().await;
+    let schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema())?);
+    let batch = RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from_iter_values(0..6)) as ArrayRef])?;
+    let files = crate::writer::write_data_files(&table, &[batch], "zstd", 64 << 20).await?;
+    f.catalogs.committer.commit(&f.ident, soon(), &mut FixedChange(ChangeSet::append(files))).await?;
+    let replaced = delete(&f, &[1]).await?;
+    let live = delete(&f, &[4]).await?;
+    let exists = |path: &str| std::path::Path::new(path.trim_start_matches("file://").trim_start_matches("file:")).exists();
+
+    // A day later: every snapshot but the current one expires, and the orphan margin is past.
+    let later = chrono::Utc::now().timestamp_millis() + 86_400_000;
+    let config = crate::Config::from_args(["snapshot_max_age_hours=1", "min_snapshots_to_keep=1", "orphan_margin_hours=1"])?;
+    let mut settings = crate::maintenance::MaintenanceSettings::from(&config);
+    settings.clock = crate::clock::Clock::at_ms(later);
+    let orphans = crate::maintenance::orphans::remove_orphans(&f.catalogs, &f.ident, &settings, false, soon()).await?;
+    assert_eq!(orphans.deleted, 0, "every file is referenced by some snapshot: {orphans:?}");
+    assert!(exists(replaced.file_path()) && exists(live.file_path()));
+    let expired = crate::maintenance::expire::expire(&f.catalogs, &f.ident, &settings, false, soon()).await?;
+    assert_eq!(expired.delete_files_deleted, 1, "{expired:?}");
+    assert!(!exists(replaced.file_path()), "the replaced DV goes with the last snapshot that held it");
+    assert!(exists(live.file_path()), "the live DV stays");
+    let orphans = crate::maintenance::orphans::remove_orphans(&f.catalogs, &f.ident, &settings, false, soon()).await?;
+    assert_eq!(orphans.deleted, 0, "{orphans:?}");
+    assert!(exists(live.file_path()));
+    assert_eq!(ids(&f).await?, vec![0, 2, 3, 5]);
+    Ok(())
+}
