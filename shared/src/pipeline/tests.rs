@@ -180,7 +180,7 @@ fn every_bad_key_names_the_pipeline_the_key_and_what_is_allowed() {
     for (extra, needle) in cases {
         // A later duplicate key would be a TOML error: replace the defaults the case sets.
         let mut text = orders(extra);
-        if extra.starts_with("format") {
+        if extra.starts_with("format =") {
             text = text.replacen("format = \"avro\"\n", "", 1);
         }
         if extra.starts_with("schema") {

@@ -5,6 +5,7 @@ use arrow_array::{ArrayRef, Int64Array, RecordBatch};
 use iceberg::spec::DataFile;
 use iceberg::table::Table;
 
+use super::{read_with_lineage, with_lineage_columns};
 use crate::commit::ChangeSet;
 use crate::testkit::{FixedChange, LocalTable, TestResult, soon};
 
@@ -81,5 +82,40 @@ async fn rows_keep_their_ids_when_their_manifest_is_rewritten_and_new_rows_take_
     rewrite.rewrite_manifests = true;
     let table = commit(&f, rewrite).await?;
     assert_eq!(row_ids(&table).await?, after);
+    Ok(())
+}
+
+#[tokio::test]
+async fn compaction_moves_rows_with_their_ids_and_sequence_numbers() -> TestResult {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int64Type;
+    let f = LocalTable::v3().await;
+    let a = files(&f.load().await, &[&[1, 2, 3]]).await?;
+    commit(&f, ChangeSet::append(a.clone())).await?;
+    let table = commit(&f, ChangeSet::append(files(&f.load().await, &[&[4, 5]]).await?)).await?;
+    // id 2 (row 1 of the first file) deleted by a deletion vector.
+    let live = crate::commit::row_delta::LiveFiles::of(&table).await?;
+    let dv = crate::commit::deletes::delete_rows(&table, &live, &a[0], &[1].into(), "zstd").await?;
+    let mut change = ChangeSet::new(iceberg::spec::Operation::Delete);
+    change.added_delete_files.push(dv.added);
+    commit(&f, change).await?;
+
+    let settings = crate::maintenance::MaintenanceSettings::from(&crate::Config::from_args(["hot_partition_hours=0"])?);
+    let report = crate::maintenance::compact::compact(&f.catalogs, &f.ident, &settings, false, soon()).await?;
+    assert_eq!(report.groups_committed, 1, "{report:?}");
+    let table = f.load().await;
+    let live = crate::commit::row_delta::LiveFiles::of(&table).await?;
+    assert_eq!((live.data.len(), live.deletes_by_data_file.len()), (1, 0), "one file, the DV folded");
+    let path = live.data[0].file_path();
+    let schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(&with_lineage_columns(table.metadata().current_schema())?)?);
+    let batches = read_with_lineage(&table, path, &[], &schema, live.lineage[path]).await?;
+    let mut got: Vec<(i64, i64, i64)> = Vec::new();
+    for b in &batches {
+        let col = |i: usize| b.column(i).as_primitive::<Int64Type>().clone();
+        let (ids, row_ids, seqs) = (col(0), col(1), col(2));
+        got.extend((0..b.num_rows()).map(|i| (ids.value(i), row_ids.value(i), seqs.value(i))));
+    }
+    got.sort_unstable();
+    assert_eq!(got, vec![(1, 0, 1), (3, 2, 1), (4, 3, 2), (5, 4, 2)], "(id, _row_id, _last_updated_sequence_number) as before the rewrite");
     Ok(())
 }
