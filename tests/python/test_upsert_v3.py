@@ -74,6 +74,14 @@ def check_dvs(wh: Path) -> int:
     return len(deletes)
 
 
+def keyed_lineage(wh: Path) -> dict[tuple, tuple]:
+    """(tenant, order_id) -> (_row_id, _last_updated_sequence_number) of `orders` as DuckDB reads them."""
+    location = readers.metadata_location_sql(wh, NAMESPACE, "orders")
+    rows = readers.duckdb_connect().sql(
+        f"SELECT tenant, order_id, _row_id, _last_updated_sequence_number FROM iceberg_scan('{location}')").fetchall()
+    return {(t, o): (r, s) for t, o, r, s in rows}
+
+
 def test_debezium_composite_key_on_a_v3_table_is_the_oracle_with_one_dv_per_data_file(tmp_path: Path) -> None:
     rng = random.Random(16)
     source = gen.Source(rng)
@@ -87,9 +95,12 @@ def test_debezium_composite_key_on_a_v3_table_is_the_oracle_with_one_dv_per_data
     assert dvs > 0, "the stream deleted rows of files it kept"
     check_reports(tmp_path, wh, len(gen.oracle(source)), dvs)
     pipelines = f"pipelines={tmp_path / 'pipelines.toml'}"
+    lineage = keyed_lineage(wh)
+    assert len({r for r, _ in lineage.values()}) == len(lineage), "each live row its own _row_id"
     compacted = icestream("maintain", "action=compact", pipelines, f"warehouse={wh}")
     assert sum(t["compact"]["files_with_deletes"] for t in compacted["tables"] if t["table"] == "orders") > 0, compacted
     check_readers(wh, source)
+    assert keyed_lineage(wh) == lineage, "compaction moves rows with their _row_id and _last_updated_sequence_number"
     check_reports(tmp_path, wh, len(gen.oracle(source)), check_dvs(wh))
     # Every event again: nothing applies, the table reads the same.
     for event in sorted(tmp_path.glob("event-*.json")):
