@@ -55,3 +55,31 @@ def test_glue_debezium_upsert_on_v3_keeps_deletion_vectors_on_s3(moto_endpoint: 
     report = json.loads(run(moto_endpoint, "report", "orders", *knobs).stdout)
     assert report["deletion_vectors"] > 0 and report["deletion_vectors"] == report["delete_files"], report
     assert report["live_rows"] == len(cdc.oracle(source)), report
+
+
+def test_queued_commits_give_a_v3_table_one_row_id_per_row(moto_endpoint: str, aws_client, tmp_path: Path) -> None:
+    """Writers stage files, the committer commits many requests per snapshot: every row gets its
+    own id, in the range of the snapshot that added it (DuckDB's `_row_id`)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import readers
+    from test_queued_commits import Setup, cut, generate, last_offsets
+
+    s = Setup(moto_endpoint, aws_client, tmp_path, "local")
+    s.queued.append("format_version=3")
+    full, exp = generate(s.tmp, "records=1200", "partitions=4", "seed=93")
+    lasts = last_offsets(full)
+    for lo_share, hi_share in [(0, 2), (2, 4)]:  # two rounds, each committed in one batch
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda p: s.ingest(cut(full, p, lasts[p] * lo_share // 4 + (lo_share > 0), lasts[p] * hi_share // 4,
+                                                 s.tmp / f"p{p}-{lo_share}.json")), lasts))
+        s.drain("max_messages=40")
+    location = readers.metadata_location_sql(s.warehouse, "bigdata", "vehicle_telemetry")
+    rows = readers.duckdb_connect().sql(f"SELECT _row_id, _last_updated_sequence_number FROM iceberg_scan('{location}')").fetchall()
+    assert len(rows) == exp["valid"]
+    assert sorted(r for r, _ in rows) == list(range(exp["valid"])), "one id per row, none skipped or given twice"
+    table = readers.pyiceberg_sql_table(s.warehouse, "bigdata", "vehicle_telemetry")
+    snapshots = sorted(table.snapshots(), key=lambda snap: snap.sequence_number)
+    assert [snap.first_row_id for snap in snapshots] == [0, snapshots[1].first_row_id] and snapshots[1].first_row_id > 0
+    for _, seq in rows:
+        assert seq in {snap.sequence_number for snap in snapshots}
