@@ -354,6 +354,7 @@ impl World {
             partition_spec: UnboundPartitionSpec::builder().build(),
             properties: reference_properties("zstd", 1 << 20),
             sort_order: None,
+            format_version: None,
         };
         catalogs.ensure_table(&def).await.unwrap();
         let crashed = Arc::new(Notify::new());

@@ -29,7 +29,7 @@ fn table_def() -> TableDef {
         ])
         .build()
         .unwrap();
-    TableDef { name: "audited".into(), schema, partition_spec: UnboundPartitionSpec::builder().build(), properties: HashMap::new(), sort_order: None }
+    TableDef { name: "audited".into(), schema, partition_spec: UnboundPartitionSpec::builder().build(), properties: HashMap::new(), sort_order: None, format_version: None }
 }
 
 #[tokio::main]

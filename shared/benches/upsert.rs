@@ -12,6 +12,12 @@
 //! probed with the keys its bucket holds: `recent` stays flat from 10M keys on (~1.1 MB, ~420
 //! requests warm at 10M and 20M); `uniform` reads the key columns nearly whole until the table
 //! has many more pages than a batch has keys (34 MB at 10M, 52 MB in 2,000 requests at 20M).
+//!
+//! Then v2 against v3 (`format_version`: position delete files against deletion vectors): per
+//! size (`ICESTREAM_BENCH_UPSERT_V3_KEYS`, default 1M and 10M), `ICESTREAM_BENCH_UPSERT_V3_BATCHES`
+//! (default 100) `uniform` batches after the load, no compaction between: per batch the files,
+//! bytes and write requests written and the bytes and read requests read (means), and after
+//! the last batch the delete files a full scan opens.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -82,17 +88,21 @@ impl Feed {
     }
 }
 
-async fn run(keys: u64, workload: Workload) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("orders.json"), SCHEMA).unwrap();
-    std::fs::write(dir.path().join("pipelines.toml"), PIPELINES).unwrap();
+fn deadline() -> Instant {
+    Instant::now() + Duration::from_secs(3600)
+}
+
+/// A table of `keys` keys, loaded and compacted, of the pipeline file `pipelines`; the pipeline,
+/// the feed and the seconds the load took.
+async fn loaded(dir: &std::path::Path, pipelines: &str, keys: u64) -> (IngestPipeline, Config, Feed, f64) {
+    std::fs::write(dir.join("orders.json"), SCHEMA).unwrap();
+    std::fs::write(dir.join("pipelines.toml"), pipelines).unwrap();
     let config = Config::from_args([
-        format!("warehouse={}", dir.path().join("wh").display()),
-        format!("pipelines={}", dir.path().join("pipelines.toml").display()),
+        format!("warehouse={}", dir.join("wh").display()),
+        format!("pipelines={}", dir.join("pipelines.toml").display()),
     ])
     .unwrap();
     let pipeline = IngestPipeline::new(config.clone()).await.unwrap();
-    let deadline = || Instant::now() + Duration::from_secs(3600);
     let mut feed = Feed { offsets: BTreeMap::new(), lsn: 0, rng: Rng(0x9E37_79B9_7F4A_7C15) };
     let load_started = Instant::now();
     for start in (0..keys).step_by(LOAD_BATCH) {
@@ -102,7 +112,12 @@ async fn run(keys: u64, workload: Workload) {
     let catalogs = pipeline.catalogs();
     let settings = icestream::services::maintenance::MaintenanceSettings::from(&config);
     icestream::services::maintenance::compact::compact(catalogs, &catalogs.ident("orders"), &settings, false, deadline()).await.unwrap();
-    let load_s = load_started.elapsed().as_secs_f64();
+    (pipeline, config, feed, load_started.elapsed().as_secs_f64())
+}
+
+async fn run(keys: u64, workload: Workload) {
+    let dir = tempfile::tempdir().unwrap();
+    let (pipeline, _, mut feed, load_s) = loaded(dir.path(), PIPELINES, keys).await;
     let mut next_key = keys;
     // Per batch: files, bytes and requests read. The first batch after the load finds the
     // compacted files unseen; the others come to a warm process, as a Lambda container's do.
@@ -167,6 +182,48 @@ impl Workload {
     }
 }
 
+/// v2 against v3: `batches` uniform batches into `keys` keys of a table of `format_version`.
+async fn formats(keys: u64, batches: usize, format_version: u8) {
+    let dir = tempfile::tempdir().unwrap();
+    let pipelines = format!("{PIPELINES}format_version = {format_version}\n");
+    let (pipeline, _, mut feed, _) = loaded(dir.path(), &pipelines, keys).await;
+    let mut next_key = keys;
+    let (mut files, mut bytes, mut writes, mut read_bytes, mut reads) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let summary_count = |table: &iceberg::table::Table, key: &str| -> u64 {
+        let snapshot = table.metadata().current_snapshot().unwrap();
+        snapshot.summary().additional_properties.get(key).and_then(|v| v.parse().ok()).unwrap_or(0)
+    };
+    let catalogs = pipeline.catalogs();
+    let ident = catalogs.ident("orders");
+    for _ in 0..batches {
+        let changes: Vec<(&str, u64)> = (0..BATCH).map(|_| Workload::Uniform.change(&mut feed.rng, keys, &mut next_key)).collect();
+        let s = pipeline.handle(feed.event(changes), deadline()).await.unwrap();
+        let table = catalogs.catalog().load_table(&ident).await.unwrap();
+        files += summary_count(&table, "added-data-files") + summary_count(&table, "added-delete-files");
+        bytes += summary_count(&table, "added-files-size");
+        writes += s.round_trips.storage_writes;
+        read_bytes += s.round_trips.storage_bytes_read;
+        reads += s.round_trips.storage_reads;
+    }
+    let table = catalogs.catalog().load_table(&ident).await.unwrap();
+    let live = icestream::engine::commit::row_delta::LiveFiles::of(&table).await.unwrap();
+    let deletes = live.deletes_by_data_file.values().map(Vec::len).sum::<usize>() + live.unscoped_deletes.len();
+    let most = live.deletes_by_data_file.values().map(Vec::len).max().unwrap_or(0);
+    let n = batches as f64;
+    println!(
+        "{keys:>10} {:>3} {:>13.1} {:>13.2} {:>14.1} {:>10.2} {:>13.1} {:>10} {:>12} {:>12}",
+        format!("v{format_version}"),
+        files as f64 / n,
+        bytes as f64 / n / 1e6,
+        writes as f64 / n,
+        read_bytes as f64 / n / 1e6,
+        reads as f64 / n,
+        live.data.len(),
+        deletes,
+        most
+    );
+}
+
 fn main() {
     let sizes: Vec<u64> = std::env::var("ICESTREAM_BENCH_UPSERT_KEYS")
         .ok()
@@ -178,6 +235,18 @@ fn main() {
     for keys in sizes {
         for workload in [Workload::Uniform, Workload::Recent] {
             runtime.block_on(run(keys, workload));
+        }
+    }
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let sizes: Vec<u64> = env("ICESTREAM_BENCH_UPSERT_V3_KEYS")
+        .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1_000_000, 10_000_000]);
+    let batches: usize = env("ICESTREAM_BENCH_UPSERT_V3_BATCHES").and_then(|v| v.trim().parse().ok()).unwrap_or(100);
+    println!("\nv2 (position delete files) against v3 (deletion vectors): {batches} uniform 10k-change batches, no compaction; per batch (mean) written and read, then what a full scan opens");
+    println!("      keys fmt files written MB (data+del) write requests    MB read read requests data files delete files most/file");
+    for keys in sizes {
+        for format_version in [2, 3] {
+            runtime.block_on(formats(keys, batches, format_version));
         }
     }
 }

@@ -31,6 +31,24 @@ impl LocalTable {
         Self::with(HashMap::new(), false, UnboundPartitionSpec::builder().build()).await
     }
 
+    /// Table `t` of format version 3.
+    pub async fn v3() -> Self {
+        let f = Self::new().await;
+        f.upgrade_to_v3().await;
+        f
+    }
+
+    /// Table `t` as an upsert table keyed by `id`, of format version 3.
+    pub async fn keyed_v3() -> Self {
+        let f = Self::keyed().await;
+        f.upgrade_to_v3().await;
+        f
+    }
+
+    async fn upgrade_to_v3(&self) {
+        self.other_engine_commit(|b| b.upgrade_format_version(iceberg::spec::FormatVersion::V3)).await.unwrap();
+    }
+
     /// Table `t` as an upsert table keyed by `id`: its properties and sort order.
     pub async fn keyed() -> Self {
         Self::keyed_in(UnboundPartitionSpec::builder().build()).await
@@ -72,7 +90,7 @@ impl LocalTable {
         let config = crate::Config::from_args([format!("warehouse={}", dir.path().display())]).unwrap();
         let catalogs = Catalogs::connect(&config).await.unwrap();
         let sort_order = sorted.then(|| crate::model::sort_order::by_key(&schema, &["id".into()]).unwrap());
-        let def = TableDef { name: "t".into(), schema, partition_spec, properties, sort_order };
+        let def = TableDef { name: "t".into(), schema, partition_spec, properties, sort_order, format_version: None };
         catalogs.ensure_table(&def).await.unwrap();
         let ident = catalogs.ident("t");
         Self { _dir: dir, catalogs, ident }

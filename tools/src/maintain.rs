@@ -13,7 +13,7 @@ pub const MAINTAIN_OPTIONS: &[Knob] = &[
         key: "action",
         default: "",
         allowed: Allowed::Text,
-        help: "purge-tombstones, compact, rewrite-manifests, expire, remove-orphans, replay-dead-letters, audit or report; comma-separated; none = all but replay-dead-letters and audit, in a safe order",
+        help: "purge-tombstones, compact, upgrade (with format_version=3), rewrite-manifests, expire, remove-orphans, replay-dead-letters, audit or report; comma-separated; none = all but upgrade, replay-dead-letters and audit, in a safe order",
     },
     Knob { key: "table", default: "", allowed: Allowed::Text, help: "Table name(s), comma-separated; none = every table of the pipeline file (or of the namespace without one)" },
     Knob { key: "dry-run", default: "false", allowed: Allowed::OneOf(&["true", "false"]), help: "Only report what each action would do" },

@@ -8,7 +8,7 @@ use iceberg::io::StorageFactory;
 #[cfg(feature = "aws")]
 use iceberg::io::{FileIO, FileIOBuilder, S3_ENDPOINT, S3_PATH_STYLE_ACCESS, S3_REGION};
 #[cfg(feature = "aws")]
-use iceberg::spec::TableMetadataBuilder;
+use iceberg::spec::{FormatVersion, TableMetadataBuilder};
 use iceberg::table::Table;
 #[cfg(feature = "aws")]
 use iceberg::MetadataLocation;
@@ -312,12 +312,13 @@ impl Catalogs {
         let catalog = self.catalog();
         let ident = self.ident(&def.name);
         match catalog.load_table(&ident).await {
-            Ok(table) => return Ok(table),
+            Ok(table) => return declared_format(def, table),
             Err(e) if table_missing(catalog.as_ref(), &ident, &e).await => {}
             // The table exists: a concurrent writer may have created it since our load (Glue
             // reports its not-found as "unexpected"), or it cannot be read. One more load tells.
             Err(e) => {
-                return catalog.load_table(&ident).await.map_err(|_| Error::Catalog { what: format!("loading table {ident}"), source: e });
+                let table = catalog.load_table(&ident).await.map_err(|_| Error::Catalog { what: format!("loading table {ident}"), source: e })?;
+                return declared_format(def, table);
             }
         }
         if !catalog.namespace_exists(&self.namespace).await? {
@@ -333,6 +334,7 @@ impl Catalogs {
             .partition_spec(def.partition_spec.clone())
             .properties(def.properties.clone())
             .sort_order_opt(def.sort_order.clone())
+            .format_version(def.format_version.unwrap_or(FormatVersion::V2))
             .build();
         #[cfg(feature = "aws")]
         let created = match &self.glue {
@@ -343,9 +345,25 @@ impl Catalogs {
         let created = catalog.create_table(&self.namespace, creation).await.map(drop).map_err(Error::from);
         match created {
             Ok(()) => Ok(catalog.load_table(&ident).await?),
-            // Lost a creation race: the winner's table is as good as ours.
-            Err(create_error) => catalog.load_table(&ident).await.map_err(|_| create_error),
+            // Lost a creation race: the winner's table is as good as ours (if of our version).
+            Err(create_error) => declared_format(def, catalog.load_table(&ident).await.map_err(|_| create_error)?),
         }
+    }
+}
+
+/// `table` if its format version is the one `def` declares (or `def` declares none): a table is
+/// never upgraded or read as another version behind the user's back.
+fn declared_format(def: &TableDef, table: Table) -> Result<Table> {
+    let found = table.metadata().format_version();
+    match def.format_version {
+        Some(declared) if declared != found => Err(Error::Config(format!(
+            "table {}: format_version = {} is declared, the table is format version {}: {}",
+            table.identifier(),
+            declared as u8,
+            found as u8,
+            if declared > found { "upgrade it (`icestream maintain action=upgrade`) or declare its version" } else { "declare its version (a table is never downgraded)" }
+        ))),
+        _ => Ok(table),
     }
 }
 
@@ -458,6 +476,25 @@ mod tests {
         assert!(matches!(err, Error::Catalog { .. }), "{err}");
         assert!(err.to_string().contains("loading table"), "{err}");
         assert!(!err.to_string().contains("already exists"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_declared_format_version_creates_the_table_so_and_refuses_an_existing_table_of_another() {
+        let dir = tempfile::tempdir().unwrap();
+        let (catalogs, mut def) = local(&dir).await;
+        def.format_version = Some(FormatVersion::V3);
+        assert_eq!(catalogs.ensure_table(&def).await.unwrap().metadata().format_version(), FormatVersion::V3);
+        def.format_version = Some(FormatVersion::V2);
+        let err = catalogs.ensure_table(&def).await.unwrap_err().to_string();
+        assert!(err.contains("format_version = 2 is declared, the table is format version 3"), "{err}");
+        // Undeclared: the table's own version wins.
+        def.format_version = None;
+        assert_eq!(catalogs.ensure_table(&def).await.unwrap().metadata().format_version(), FormatVersion::V3);
+        def.name = "other".into();
+        assert_eq!(catalogs.ensure_table(&def).await.unwrap().metadata().format_version(), FormatVersion::V2);
+        def.format_version = Some(FormatVersion::V3);
+        let err = catalogs.ensure_table(&def).await.unwrap_err().to_string();
+        assert!(err.contains("format_version = 3 is declared, the table is format version 2") && err.contains("action=upgrade"), "{err}");
     }
 
     #[tokio::test]

@@ -146,6 +146,12 @@ pub const KNOBS: &[Knob] = &[
         help: "How far back (by the pipeline's event_time) `dedup=window` looks for earlier copies (a pipeline may set its own)",
     },
     Knob {
+        key: "format_version",
+        default: "",
+        allowed: Allowed::OneOf(&["", "2", "3"]),
+        help: "Without `pipelines`: the Iceberg format version of the telemetry table (3: deletion vectors, row lineage). Empty: a new table is 2 and an existing one keeps its own; set, an existing table of another version is refused",
+    },
+    Knob {
         key: "target_file_size_bytes",
         default: MIB,
         allowed: Allowed::Integer { min: 1024, max: 4_294_967_296 },
@@ -451,6 +457,8 @@ pub struct Config {
     pub source: Source,
     pub dedup: Dedup,
     pub dedup_window_minutes: i64,
+    /// `format_version` (2 or 3) when set.
+    pub format_version: Option<u8>,
     pub target_file_size_bytes: usize,
     /// Upsert pipelines: the bound of the key index cache (`keyed::key_index`), in bytes.
     pub key_index_cache_bytes: usize,
@@ -534,6 +542,7 @@ impl Config {
                 _ => Dedup::None,
             },
             dedup_window_minutes: s.parse("dedup_window_minutes")?,
+            format_version: s.get("format_version").parse().ok(),
             target_file_size_bytes: s.parse("target_file_size_bytes")?,
             key_index_cache_bytes: s.parse::<usize>("key_index_cache_mb")? * 1024 * 1024,
             compression: s.get("compression").to_string(),

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_schema::SchemaRef as ArrowSchemaRef;
-use iceberg::spec::{MapType, NestedField, PrimitiveType, Schema, SortOrder, Transform, Type, UnboundPartitionSpec};
+use iceberg::spec::{FormatVersion, MapType, NestedField, PrimitiveType, Schema, SortOrder, Transform, Type, UnboundPartitionSpec};
 
 use crate::base::error::Result;
 
@@ -18,6 +18,9 @@ pub struct TableDef {
     pub properties: HashMap<String, String>,
     /// The order rows are written in (upsert tables: by key); `None`: unsorted.
     pub sort_order: Option<SortOrder>,
+    /// The format version declared for the table: created so, and an existing table of another
+    /// version is refused. `None`: created as v2, an existing table taken as it is.
+    pub format_version: Option<FormatVersion>,
 }
 
 impl TableDef {
@@ -201,6 +204,7 @@ pub fn vehicle_telemetry(name: &str, compression: &str, target_file_size: usize)
         partition_spec,
         properties: reference_properties(compression, target_file_size),
         sort_order: None,
+        format_version: None,
     })
 }
 
@@ -251,6 +255,7 @@ pub fn dead_letter_table(name: &str, compression: &str) -> Result<TableDef> {
         partition_spec,
         properties: reference_properties(compression, 32 * 1024 * 1024),
         sort_order: None,
+        format_version: None,
     })
 }
 

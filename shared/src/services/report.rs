@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use futures::{StreamExt, TryStreamExt};
-use iceberg::spec::{DataContentType, ManifestContentType};
+use iceberg::spec::{DataContentType, DataFileFormat, FormatVersion, ManifestContentType};
 use iceberg::table::Table;
 use serde::Serialize;
 
@@ -22,6 +22,11 @@ pub struct TableReport {
     pub current_snapshot_id: Option<i64>,
     pub data_files: usize,
     pub delete_files: usize,
+    /// Of the delete files, deletion vectors (v3: at most one a data file).
+    pub deletion_vectors: usize,
+    /// v3: the row id the next row added takes (row lineage).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_row_id: Option<u64>,
     pub data_bytes: u64,
     /// Rows in the data files, deleted ones included.
     pub records: u64,
@@ -61,6 +66,8 @@ pub async fn report(table: &Table) -> Result<TableReport> {
         current_snapshot_id: metadata.current_snapshot_id(),
         data_files: 0,
         delete_files: 0,
+        deletion_vectors: 0,
+        next_row_id: (metadata.format_version() >= FormatVersion::V3).then(|| metadata.next_row_id()),
         data_bytes: 0,
         records: 0,
         live_rows: Some(0),
@@ -101,6 +108,7 @@ pub async fn report(table: &Table) -> Result<TableReport> {
                 }
                 _ => {
                     r.delete_files += 1;
+                    r.deletion_vectors += usize::from(file.file_format() == DataFileFormat::Puffin);
                     r.position_deletes += file.record_count();
                 }
             }

@@ -31,6 +31,11 @@ pub struct TableStatus {
     pub files_last_hour: u64,
     /// Live data files below the compaction threshold (75% of `target_file_size_bytes`).
     pub small_files: usize,
+    /// The table's format version; on v3 the delete files are deletion vectors.
+    pub format_version: u8,
+    /// Live delete files (the current snapshot's `total-delete-files`): what a full scan opens
+    /// besides the data files, and what compaction folds.
+    pub delete_files: u64,
     pub dead_letters_last_hour: u64,
     /// Commit requests staged for the committer and not committed yet; `None` with direct commits.
     pub pending_commit_requests: Option<usize>,
@@ -62,6 +67,8 @@ pub async fn status(set: &PipelineSet, catalogs: &Catalogs, config: &Config, now
         (s.rows_last_hour, s.files_last_hour) = appended_since(&data, now_ms - HOUR_MS);
         s.dead_letters_last_hour = appended_since(&dead_letter, now_ms - HOUR_MS).0;
         s.small_files = crate::services::maintenance::compact::small_file_count(&data, config.target_file_size_bytes).await?;
+        s.format_version = data.metadata().format_version() as u8;
+        s.delete_files = data.metadata().current_snapshot().map_or(0, |c| summary_count(c.summary(), "total-delete-files"));
         if let CommitMode::Queued { .. } = config.commit_mode {
             let settings = crate::services::maintenance::MaintenanceSettings::from(config);
             let staged = format!("{}/{}", data.metadata().location().trim_end_matches('/'), crate::engine::commit::staged::STAGED_DIR);
@@ -79,16 +86,19 @@ fn latest_freshness(table: &Table) -> Option<Freshness> {
     snapshots.iter().find_map(|s| Freshness::from_summary(&s.summary().additional_properties))
 }
 
+/// A count of a snapshot summary (0 when absent).
+fn summary_count(summary: &iceberg::spec::Summary, key: &str) -> u64 {
+    summary.additional_properties.get(key).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
 /// Records and data files appended (not rewritten by compaction) since `since_ms`.
 fn appended_since(table: &Table, since_ms: i64) -> (u64, u64) {
-    let get = |props: &std::collections::HashMap<String, String>, key: &str| props.get(key).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
     table
         .metadata()
         .snapshots()
         .filter(|s| s.timestamp_ms() >= since_ms && s.summary().operation == Operation::Append)
         .fold((0, 0), |(rows, files), s| {
-            let props = &s.summary().additional_properties;
-            (rows + get(props, "added-records"), files + get(props, "added-data-files"))
+            (rows + summary_count(s.summary(), "added-records"), files + summary_count(s.summary(), "added-data-files"))
         })
 }
 
@@ -117,6 +127,10 @@ pub fn text(statuses: &[TableStatus]) -> String {
         }
         parts.push(format!("last hour {} rows in {} files, {} dead letters", s.rows_last_hour, s.files_last_hour, s.dead_letters_last_hour));
         parts.push(format!("{} small files", s.small_files));
+        if s.delete_files > 0 {
+            let kind = if s.format_version >= 3 { "deletion vectors" } else { "position delete files" };
+            parts.push(format!("{} {kind}", s.delete_files));
+        }
         if let Some(n) = s.pending_commit_requests {
             parts.push(format!("{n} pending commit requests"));
         }
@@ -164,5 +178,13 @@ mod tests {
         let line = text(&[s]);
         assert!(line.starts_with("orders: last commit 2026-12-04T10:00:00.000Z (610 d 18 h ago); newest record 1.5 s old; last hour"), "{line}");
         assert!(line.ends_with("; 2 pending commit requests\n") && !line.contains(" - ") && !line.contains("-;"), "{line}");
+    }
+
+    #[test]
+    fn delete_files_are_named_by_the_table_format() {
+        let of = |format_version, delete_files| text(&[TableStatus { table: "t".into(), format_version, delete_files, ..Default::default() }]);
+        assert!(of(3, 4).ends_with("; 0 small files; 4 deletion vectors\n"), "{}", of(3, 4));
+        assert!(of(2, 4).ends_with("; 0 small files; 4 position delete files\n"), "{}", of(2, 4));
+        assert!(of(2, 0).ends_with("; 0 small files\n"));
     }
 }

@@ -27,6 +27,7 @@ use crate::base::error::{Error, Result};
 
 mod spec;
 pub use spec::spec_of;
+pub(crate) use spec::with_first_row_id;
 use spec::widened;
 
 /// A manifest being written: entries are added, then [`ManifestFileWriter::write_manifest_file`]

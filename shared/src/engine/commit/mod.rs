@@ -9,11 +9,14 @@
 //! use this one loop.
 
 pub mod append;
+pub mod deletes;
+pub mod dv;
 pub mod gaps;
 pub mod manifest;
 pub mod manifest_cache;
 pub mod pointer;
 pub mod replayed;
+pub mod row_lineage;
 pub mod row_delta;
 pub mod snapshot;
 pub mod staged;
@@ -63,6 +66,8 @@ pub struct ChangeSet {
     pub schema: Option<iceberg::spec::Schema>,
     /// A new default sort order (of the current schema's columns).
     pub sort_order: Option<iceberg::spec::SortOrder>,
+    /// The table's new format version (an upgrade: metadata only, as the spec allows).
+    pub format_version: Option<iceberg::spec::FormatVersion>,
 }
 
 impl ChangeSet {
@@ -79,6 +84,7 @@ impl ChangeSet {
             rewrite_manifests: false,
             schema: None,
             sort_order: None,
+            format_version: None,
         }
     }
 

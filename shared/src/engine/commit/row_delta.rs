@@ -26,6 +26,7 @@ use crate::engine::columns::conform::conform_batch;
 use crate::base::error::{Error, Result};
 use crate::engine::writer::writer_properties;
 use super::manifest::spec_of;
+use super::row_lineage::{FileLineage, InheritedRowIds};
 
 /// Reserved field ids of the position-delete schema (Iceberg spec).
 const FILE_PATH_FIELD_ID: i32 = 2_147_483_546;
@@ -46,6 +47,8 @@ pub struct LiveFiles {
     /// The partition spec of each data file (by path), from its manifest: a file's partition
     /// tuple follows its own spec, which may not be the table's current one.
     pub spec_ids: HashMap<String, i32>,
+    /// Row lineage of each data file (by path), on tables that have it (v3).
+    pub lineage: HashMap<String, FileLineage>,
 }
 
 impl LiveFiles {
@@ -61,17 +64,22 @@ impl LiveFiles {
         let Some(current) = table.metadata().current_snapshot() else { return Ok(out) };
         let files = super::manifest_cache::manifest_list(table, current).await?;
         // Futures collected first: a closure in the stream's type trips the Send check.
-        let reads: Vec<_> = files.iter().map(|m| super::manifest_cache::manifest(table, m).map_ok(|manifest| (m.partition_spec_id, manifest))).collect();
+        let reads: Vec<_> =
+            files.iter().map(|m| crate::engine::commit::manifest_cache::manifest(table, m).map_ok(|manifest| (m.partition_spec_id, m.first_row_id, manifest))).collect();
         let manifests: Vec<_> = futures::stream::iter(reads)
         .buffer_unordered(8)
         .try_collect()
         .await?;
-        for (spec_id, manifest) in manifests {
+        for (spec_id, first_row_id, manifest) in manifests {
+            let mut row_ids = InheritedRowIds::from(first_row_id);
             for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
                 let file = entry.data_file().clone();
                 match file.content_type() {
                     DataContentType::Data => {
                         out.spec_ids.insert(file.file_path().to_string(), spec_id);
+                        if let (Some(first_row_id), Some(sequence_number)) = (row_ids.first_row_id(&file, entry.status()), entry.sequence_number()) {
+                            out.lineage.insert(file.file_path().to_string(), FileLineage { first_row_id, sequence_number });
+                        }
                         out.data.push(file);
                     }
                     DataContentType::PositionDeletes => match file.referenced_data_file() {
@@ -111,6 +119,13 @@ impl LiveFiles {
 pub async fn deleted_positions(table: &Table, data_path: &str, deletes: &[&DataFile]) -> Result<HashSet<i64>> {
     let mut out = HashSet::new();
     for delete in deletes {
+        if delete.file_format() == DataFileFormat::Puffin {
+            // A deletion vector: one data file's positions (a DV never names another file).
+            if delete.referenced_data_file().as_deref() == Some(data_path) {
+                out.extend(super::dv::read(table, delete).await?.iter().map(|p| p as i64));
+            }
+            continue;
+        }
         let bytes = table.file_io().new_input(delete.file_path())?.read().await?;
         let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()?;
         for batch in reader {

@@ -19,6 +19,7 @@ use uuid::Uuid;
 
 use super::ChangeSet;
 use super::manifest::{ManifestFileWriter, spec_of};
+use super::row_lineage::InheritedRowIds;
 use crate::base::error::{Error, Result};
 
 /// The staged result of one attempt: metadata to write and swap in.
@@ -90,6 +91,9 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
         builder = TableUpdate::RemoveSnapshots { snapshot_ids: change.removed_snapshot_ids.clone() }.apply(builder)?;
     }
 
+    if let Some(version) = change.format_version {
+        builder = builder.upgrade_format_version(version)?;
+    }
     if let Some(order) = &change.sort_order {
         builder = builder.add_sort_order(order.clone())?.set_default_sort_order(-1)?;
     }
@@ -172,10 +176,11 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
             let carried: Vec<ManifestFile> = super::manifest_cache::manifest_list(table, current).await?.as_ref().clone();
             for manifest_file in carried {
                 if change.rewrite_manifests && manifest_file.content == ManifestContentType::Data {
-                    let manifest = super::manifest_cache::manifest(table, &manifest_file).await?;
+                    let manifest = crate::engine::commit::manifest_cache::manifest(table, &manifest_file).await?;
+                    let mut row_ids = InheritedRowIds::of(&manifest_file);
                     for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
                         let seq = entry.sequence_number().unwrap_or(manifest_file.sequence_number);
-                        let data_file: DataFile = entry.data_file().clone();
+                        let data_file = row_ids.explicit(entry.data_file().clone(), entry.status(), manifest_file.partition_spec_id)?;
                         to_rewrite.entry(manifest_file.partition_spec_id).or_default().push(RewrittenEntry {
                             removed: still_to_remove.remove(entry.file_path()),
                             snapshot_id: entry.snapshot_id().unwrap_or(manifest_file.added_snapshot_id),
@@ -203,13 +208,14 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
                 written.push(path.clone());
                 let spec = spec_by_id(metadata, manifest_file.partition_spec_id)?;
                 let mut writer = ManifestFileWriter::for_spec(table, &schema, spec, path, Some(snapshot_id), manifest_file.content)?;
+                let mut row_ids = InheritedRowIds::of(&manifest_file);
                 for entry in manifest.entries() {
                     if !entry.is_alive() {
                         continue;
                     }
                     let seq = entry.sequence_number().unwrap_or(manifest_file.sequence_number);
                     let file_seq = entry.file_sequence_number.or(Some(seq));
-                    let data_file = writer.widened(entry.data_file().clone())?;
+                    let data_file = writer.widened(row_ids.explicit(entry.data_file().clone(), entry.status(), manifest_file.partition_spec_id)?)?;
                     if still_to_remove.remove(entry.file_path()) {
                         collector.remove_file(&data_file, schema.clone(), spec.clone());
                         writer.add_delete_file(data_file, seq, file_seq)?;

@@ -37,7 +37,8 @@ use super::probe::{KeyPartitions, Probe, candidate_files, live_rows_of};
 use super::rank::{Position, Rank, RankColumns};
 use crate::engine::columns::Columns;
 use crate::engine::commit::replayed::ReplayedOffsets;
-use crate::engine::commit::row_delta::{LiveFiles, deleted_positions, read_live_rows, write_position_deletes};
+use crate::engine::commit::deletes::delete_rows;
+use crate::engine::commit::row_delta::{LiveFiles, deleted_positions, read_live_rows};
 use crate::engine::commit::{ChangeSet, Planner, Watermarks};
 use crate::base::error::Result;
 use crate::model::event::TopicPartition;
@@ -307,7 +308,9 @@ impl Planner for KeyedApply {
                 change.removed_files.extend(scoped.map(|d| d.file_path().to_string()));
                 self.stats.files_dropped += 1;
             } else {
-                change.added_delete_files.push(write_position_deletes(table, data_file, positions, &self.compression).await?);
+                let deleted = delete_rows(table, &live, data_file, positions, &self.compression).await?;
+                change.added_delete_files.push(deleted.added);
+                change.removed_files.extend(deleted.replaced);
             }
         }
         self.stats.data_files = change.added_data_files.len();

@@ -117,7 +117,7 @@ mod tests {
         let catalogs = crate::engine::catalog::Catalogs::connect(&config).await.unwrap();
         let schema = Schema::builder().with_fields(vec![NestedField::optional(1, "city", Type::Primitive(PrimitiveType::String)).into()]).build().unwrap();
         let spec = UnboundPartitionSpec::builder().add_partition_field(1, "city", Transform::Identity).unwrap().build();
-        let def = crate::model::tables::TableDef { name: "t".into(), schema, partition_spec: spec, properties: Default::default(), sort_order: None };
+        let def = crate::model::tables::TableDef { name: "t".into(), schema, partition_spec: spec, properties: Default::default(), sort_order: None, format_version: None };
         let table = catalogs.ensure_table(&def).await.unwrap();
         let values = ["x".repeat(300), "../../x".into(), "a/b".into(), "line\nbreak".into(), "/".into()];
         let arrow = Arc::new(iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema()).unwrap());

@@ -74,11 +74,13 @@ pub struct PipelineSpec {
     pub kafka_columns: Vec<String>,
     /// JSON with a schema file: `ignore` (default) | `dead_letter`, a property the schema lacks.
     pub unknown_fields: Option<String>,
+    /// The table's Iceberg format version: 2 (default) | 3.
+    pub format_version: Option<i64>,
 }
 
 /// The keys a `[[pipeline]]` may have, for messages.
 pub const PIPELINE_KEYS: &str = "table, topics, topic_pattern, format, schema, message, partition_by, key, dedup, event_time, \
-     dedup_window_minutes, registry, registry_name, registry_url, registry_schema, registry_secret, registry_insecure, mode, envelope, order_by, changelog, decimal_handling, allow_truncate, timestamp_precision, kafka_columns, unknown_fields";
+     dedup_window_minutes, registry, registry_name, registry_url, registry_schema, registry_secret, registry_insecure, mode, envelope, order_by, changelog, decimal_handling, allow_truncate, timestamp_precision, kafka_columns, unknown_fields, format_version";
 
 /// The parsed file: namespace and pipelines, in file order.
 #[derive(Debug, Clone, PartialEq, Eq)]

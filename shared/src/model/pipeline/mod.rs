@@ -14,7 +14,7 @@ pub mod upsert;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use iceberg::spec::{NestedField, NestedFieldRef, PrimitiveType, Schema, Type};
+use iceberg::spec::{FormatVersion, NestedField, NestedFieldRef, PrimitiveType, Schema, Type};
 use regex::Regex;
 
 use crate::model::config::{Config, Dedup, Source};
@@ -283,6 +283,7 @@ impl PipelineSet {
             timestamp_precision: None,
             kafka_columns: vec![],
             unknown_fields: None,
+            format_version: config.format_version.map(i64::from),
         };
         let mut pipeline = build(&spec, format, source, None, config).map_err(|e| Error::Config(format!("telemetry pipeline: {e}")))?;
         pipeline.topics = Topics::Any;
@@ -526,6 +527,12 @@ fn build(
         "truncate" => TimestampPrecision::Truncate,
         other => return Err(format!("key `timestamp_precision`: {other:?} is not allowed: allowed are reject | truncate")),
     };
+    let format_version = match spec.format_version {
+        None => None,
+        Some(2) => Some(FormatVersion::V2),
+        Some(3) => Some(FormatVersion::V3),
+        Some(other) => return Err(format!("key `format_version`: {other} is not allowed: allowed are 2 | 3")),
+    };
     let dedup = match spec.dedup.as_deref().unwrap_or("none") {
         "none" => Dedup::None,
         "batch" => Dedup::Batch,
@@ -580,7 +587,7 @@ fn build(
                 let changelog = upsert::changelog_schema(&schema, &spec.key, resolved.order_column()).map_err(|e| format!("key `changelog`: {e}"))?;
                 let partition_spec = partition::spec(&spec.partition_by, &changelog).map_err(|e| format!("key `partition_by`: {e}"))?;
                 let name = upsert::changelog_name(&spec.table);
-                resolved.changelog = Some(TableDef { name, schema: changelog, partition_spec, properties: changelog_properties, sort_order: None });
+                resolved.changelog = Some(TableDef { name, schema: changelog, partition_spec, properties: changelog_properties, sort_order: None, format_version: None });
             }
             Some(resolved)
         }
@@ -589,7 +596,7 @@ fn build(
         Some(_) => Some(crate::model::sort_order::by_key(&schema, &spec.key).map_err(|e| format!("key `key`: {e}"))?),
         None => None,
     };
-    let def = TableDef { name: spec.table.clone(), schema, partition_spec, properties, sort_order };
+    let def = TableDef { name: spec.table.clone(), schema, partition_spec, properties, sort_order, format_version };
     let mut dead_letter = tables::dead_letter_table(&tables::dead_letter_name(&spec.table), &config.compression).map_err(|e| e.to_string())?;
     dead_letter.schema = with_kafka_columns(&dead_letter.schema, kafka_columns.for_dead_letters()).map_err(|e| e.to_string())?;
     Ok(Pipeline {

@@ -151,6 +151,21 @@ fn two_pipelines_claiming_one_topic_or_table_are_refused() {
 }
 
 #[test]
+fn format_version_is_declared_per_pipeline_and_by_the_knob_for_the_telemetry_table() {
+    use iceberg::spec::FormatVersion;
+    let set = load(&[("schemas/order.avsc", ORDER_AVSC), ("pipelines.toml", &orders("format_version = 3"))]).unwrap();
+    assert_eq!(set.pipelines[0].def.format_version, Some(FormatVersion::V3));
+    // Only the pipeline's table: its dead-letter table takes the default.
+    assert_eq!(set.pipelines[0].dead_letter.format_version, None);
+    let set = load(&[("schemas/order.avsc", ORDER_AVSC), ("pipelines.toml", &orders(""))]).unwrap();
+    assert_eq!(set.pipelines[0].def.format_version, None);
+    let knob = |args: &[&str]| PipelineSet::telemetry(&crate::Config::from_args(args.iter().map(|a| a.to_string())).unwrap()).unwrap().pipelines[0].def.format_version;
+    assert_eq!(knob(&["format_version=3"]), Some(FormatVersion::V3));
+    assert_eq!(knob(&[]), None);
+    assert!(crate::Config::from_args(["format_version=4".to_string()]).is_err());
+}
+
+#[test]
 fn every_bad_key_names_the_pipeline_the_key_and_what_is_allowed() {
     let cases: &[(&str, &str)] = &[
         ("format = \"xml\"", "key `format`: \"xml\" is not allowed: allowed are avro | protobuf | json"),
@@ -167,11 +182,12 @@ fn every_bad_key_names_the_pipeline_the_key_and_what_is_allowed() {
         ("topic_pattern = \"(\"", "keys `topics` and `topic_pattern`: give one of the two"),
         ("dedup_window_minutes = 0", "key `dedup_window_minutes`: 0 is not allowed"),
         ("timestamp_precision = \"round\"", "key `timestamp_precision`: \"round\" is not allowed: allowed are reject | truncate"),
+        ("format_version = 4", "key `format_version`: 4 is not allowed: allowed are 2 | 3"),
     ];
     for (extra, needle) in cases {
         // A later duplicate key would be a TOML error: replace the defaults the case sets.
         let mut text = orders(extra);
-        if extra.starts_with("format") {
+        if extra.starts_with("format =") {
             text = text.replacen("format = \"avro\"\n", "", 1);
         }
         if extra.starts_with("schema") {

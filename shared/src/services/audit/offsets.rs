@@ -7,7 +7,10 @@ use std::collections::{BTreeMap, HashMap};
 use futures::TryStreamExt;
 use iceberg::table::Table;
 
+use iceberg::spec::DataFileFormat;
+
 use crate::engine::columns::Columns;
+use crate::engine::commit::row_delta::{LiveFiles, deleted_positions, read_live_rows};
 use crate::base::error::Result;
 use crate::model::event::TopicPartition;
 use crate::model::tables::lineage;
@@ -23,6 +26,7 @@ pub struct OffsetSet {
 }
 
 const CHUNK_BITS: i64 = 1 << 16;
+const COLUMNS: [&str; 3] = [lineage::TOPIC, lineage::PARTITION, lineage::OFFSET];
 const CHUNK_WORDS: usize = (CHUNK_BITS / 64) as usize;
 
 impl OffsetSet {
@@ -78,27 +82,47 @@ impl HeldOffsets {
         if table.metadata().current_snapshot().is_none() {
             return Ok(held);
         }
-        let scan = table.scan().select([lineage::TOPIC, lineage::PARTITION, lineage::OFFSET]).build()?;
-        let mut stream = scan.to_arrow().await?;
         let source = format!("{} lineage scan", table.identifier());
-        while let Some(batch) = stream.try_next().await? {
-            let columns = Columns::new(&batch, &source).with_schema(table.metadata().current_schema());
-            let (topics, partitions, offsets) = (columns.strings(lineage::TOPIC)?, columns.i32(lineage::PARTITION)?, columns.i64(lineage::OFFSET)?);
-            // Rows of one file mostly share a partition: look the set up again only on a change.
-            let mut current: Option<(&str, i32, &mut OffsetSet)> = None;
-            for i in 0..batch.num_rows() {
-                let (topic, partition) = (topics.value(i), partitions.value(i));
-                if !current.as_ref().is_some_and(|(t, p, _)| *p == partition && *t == topic) {
-                    let tp = TopicPartition { topic: topic.to_string(), partition };
-                    let set = held.0.entry(tp).or_default();
-                    current = Some((topic, partition, set));
-                }
-                if let Some((_, _, set)) = current.as_mut() {
-                    set.insert(offsets.value(i));
+        // iceberg-rust's scan does not apply deletion vectors (v3): a table with them is read
+        // file by file, its deletes applied here.
+        let live = LiveFiles::of(table).await?;
+        if live.deletes_by_data_file.values().flatten().any(|d| d.file_format() == DataFileFormat::Puffin) {
+            for file in &live.data {
+                let path = file.file_path();
+                let deleted = deleted_positions(table, path, &live.deletes_for(path)).await?;
+                let (batches, _) = read_live_rows(table, path, &COLUMNS, &deleted).await?;
+                for batch in &batches {
+                    held.add(table, batch, &source)?;
                 }
             }
+            return Ok(held);
+        }
+        let scan = table.scan().select(COLUMNS).build()?;
+        let mut stream = scan.to_arrow().await?;
+        while let Some(batch) = stream.try_next().await? {
+            held.add(table, &batch, &source)?;
         }
         Ok(held)
+    }
+
+    /// The offsets of one batch of lineage columns.
+    fn add(&mut self, table: &Table, batch: &arrow_array::RecordBatch, source: &str) -> Result<()> {
+        let columns = Columns::new(batch, source).with_schema(table.metadata().current_schema());
+        let (topics, partitions, offsets) = (columns.strings(lineage::TOPIC)?, columns.i32(lineage::PARTITION)?, columns.i64(lineage::OFFSET)?);
+        // Rows of one file mostly share a partition: look the set up again only on a change.
+        let mut current: Option<(&str, i32, &mut OffsetSet)> = None;
+        for i in 0..batch.num_rows() {
+            let (topic, partition) = (topics.value(i), partitions.value(i));
+            if !current.as_ref().is_some_and(|(t, p, _)| *p == partition && *t == topic) {
+                let tp = TopicPartition { topic: topic.to_string(), partition };
+                let set = self.0.entry(tp).or_default();
+                current = Some((topic, partition, set));
+            }
+            if let Some((_, _, set)) = current.as_mut() {
+                set.insert(offsets.value(i));
+            }
+        }
+        Ok(())
     }
 
     /// Insert one offset (tests, and tables read another way).

@@ -17,7 +17,8 @@ use crate::engine::catalog::Catalogs;
 use crate::engine::commit::row_delta::{LiveFiles, read_data_file};
 use crate::engine::commit::{ChangeSet, Planner};
 use crate::base::error::{Error, Result};
-use crate::engine::writer::write_data_files;
+use crate::engine::commit::row_lineage::{FileLineage, read_with_lineage, with_lineage_columns};
+use crate::engine::writer::write_data_files_as;
 
 /// Groups rewritten per commit: small enough that a timeout loses little work, large enough
 /// that a big backlog does not become hundreds of snapshots.
@@ -68,6 +69,8 @@ struct Candidate {
     /// Position-delete files that reference only this file, as of planning: applied while
     /// rewriting and removed with it.
     deletes: Vec<DataFile>,
+    /// Where its rows' ids come from (v3), carried into the rewritten files.
+    lineage: Option<FileLineage>,
 }
 
 /// Files of one partition rewritten together.
@@ -164,6 +167,7 @@ async fn plan_groups(table: &Table, settings: &MaintenanceSettings, report: &mut
                 path: file.file_path().to_string(),
                 size: file.file_size_in_bytes(),
                 deletes,
+                lineage: live.lineage.get(file.file_path()).copied(),
             });
         }
     }
@@ -259,6 +263,8 @@ pub async fn compact(
         return Ok(report);
     }
     let schema: SchemaRef = std::sync::Arc::new(iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema())?);
+    let with_lineage = std::sync::Arc::new(with_lineage_columns(table.metadata().current_schema())?);
+    let lineage_schema = (with_lineage.clone(), std::sync::Arc::new(iceberg::arrow::schema_to_arrow_schema(&with_lineage)?));
     let started = Instant::now();
     let mut reserve = MIN_BATCH_RESERVE;
     let mut pending = groups.into_iter().peekable();
@@ -271,10 +277,17 @@ pub async fn compact(
         let mut rewritten = Vec::new();
         for group in pending.by_ref().take(GROUPS_PER_COMMIT) {
             let mut batches = Vec::new();
+            // Rows keep their ids (v3): the files written carry them as columns.
+            let keep_lineage = group.files.iter().all(|f| f.lineage.is_some());
             for file in &group.files {
-                batches.extend(read_data_file(&table, &file.path, &file.deletes.iter().collect::<Vec<_>>(), &schema).await?);
+                let deletes = file.deletes.iter().collect::<Vec<_>>();
+                batches.extend(match file.lineage.filter(|_| keep_lineage) {
+                    Some(lineage) => read_with_lineage(&table, &file.path, &deletes, &lineage_schema.1, lineage).await?,
+                    None => read_data_file(&table, &file.path, &deletes, &schema).await?,
+                });
             }
-            let outputs = write_data_files(&table, &batches, &settings.compression, settings.target_file_size_bytes).await?;
+            let written_schema = if keep_lineage { lineage_schema.0.clone() } else { table.metadata().current_schema().clone() };
+            let outputs = write_data_files_as(&table, written_schema, &batches, &settings.compression, settings.target_file_size_bytes).await?;
             let rows_in = batches.iter().map(|b| b.num_rows() as u64).sum::<u64>();
             let rows_out = outputs.iter().map(|f| f.record_count()).sum::<u64>();
             if rows_in != rows_out {

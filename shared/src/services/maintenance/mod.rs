@@ -9,6 +9,7 @@ pub mod managed;
 pub mod orphans;
 pub mod rewrite_manifests;
 pub mod tombstones;
+pub mod upgrade;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Instant;
@@ -30,6 +31,9 @@ use crate::services::report::TableReport;
 pub enum Action {
     PurgeTombstones,
     Compact,
+    /// Only when asked for (`format_version=3`); after compaction when both are, which folds
+    /// the position deletes an upgrade refuses.
+    Upgrade,
     RewriteManifests,
     Expire,
     RemoveOrphans,
@@ -48,12 +52,13 @@ impl Action {
         [Action::PurgeTombstones, Action::Compact, Action::RewriteManifests, Action::Expire, Action::RemoveOrphans];
 
     pub const NAMES: &'static [&'static str] =
-        &["purge-tombstones", "compact", "rewrite-manifests", "expire", "remove-orphans", "replay-dead-letters", "audit", "report"];
+        &["purge-tombstones", "compact", "upgrade", "rewrite-manifests", "expire", "remove-orphans", "replay-dead-letters", "audit", "report"];
 
     pub fn parse(name: &str) -> Result<Self> {
         Ok(match name.trim() {
             "purge-tombstones" => Action::PurgeTombstones,
             "compact" => Action::Compact,
+            "upgrade" => Action::Upgrade,
             "rewrite-manifests" => Action::RewriteManifests,
             "expire" => Action::Expire,
             "remove-orphans" => Action::RemoveOrphans,
@@ -265,6 +270,8 @@ pub struct TableMaintenance {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compact: Option<compact::CompactReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub upgrade: Option<upgrade::UpgradeReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub rewrite_manifests: Option<rewrite_manifests::RewriteManifestsReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expire: Option<expire::ExpireReport>,
@@ -397,6 +404,10 @@ async fn run_action(
         Action::Compact => {
             out.compact = Some(compact::compact(catalogs, &ident, &request.settings, dry_run, deadline).await?);
         }
+        Action::Upgrade => {
+            let to = request.settings.config.format_version;
+            out.upgrade = Some(upgrade::upgrade(catalogs, &ident, to, dry_run, deadline).await?);
+        }
         Action::RewriteManifests => {
             out.rewrite_manifests = Some(rewrite_manifests::rewrite_manifests(catalogs, &ident, dry_run, deadline).await?);
         }
@@ -451,6 +462,7 @@ fn action_name(action: Action) -> &'static str {
     match action {
         Action::PurgeTombstones => "purge-tombstones",
         Action::Compact => "compact",
+        Action::Upgrade => "upgrade",
         Action::RewriteManifests => "rewrite-manifests",
         Action::Expire => "expire",
         Action::RemoveOrphans => "remove-orphans",

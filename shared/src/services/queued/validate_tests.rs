@@ -43,7 +43,7 @@ impl Fixture {
                 ])
                 .build()
                 .unwrap();
-            let def = TableDef { name: name.into(), schema, partition_spec: UnboundPartitionSpec::builder().build(), properties: Default::default(), sort_order: None };
+            let def = TableDef { name: name.into(), schema, partition_spec: UnboundPartitionSpec::builder().build(), properties: Default::default(), sort_order: None, format_version: None };
             catalogs.ensure_table(&def).await.unwrap();
         }
         Self { _dir: dir, config, catalogs }

@@ -55,8 +55,17 @@ pub(super) fn widened(file: DataFile, spec_id: i32, partition_type: &StructType)
     rebuilt(&file, spec_id, partition)
 }
 
+/// `file` with `first_row_id` set, every other field as it is.
+pub(crate) fn with_first_row_id(file: &DataFile, spec_id: i32, first_row_id: i64) -> Result<DataFile> {
+    rebuilt_with(file, spec_id, file.partition().clone(), Some(first_row_id))
+}
+
 /// `file` with partition spec id `spec_id` and `partition`, every other field as it is.
 fn rebuilt(file: &DataFile, spec_id: i32, partition: Struct) -> Result<DataFile> {
+    rebuilt_with(file, spec_id, partition, file.first_row_id())
+}
+
+fn rebuilt_with(file: &DataFile, spec_id: i32, partition: Struct, first_row_id: Option<i64>) -> Result<DataFile> {
     let mut builder = DataFileBuilder::default();
     builder
         .content(file.content_type())
@@ -74,7 +83,7 @@ fn rebuilt(file: &DataFile, spec_id: i32, partition: Struct) -> Result<DataFile>
         .key_metadata(file.key_metadata().map(<[u8]>::to_vec))
         .split_offsets(file.split_offsets().map(<[i64]>::to_vec))
         .equality_ids(file.equality_ids())
-        .first_row_id(file.first_row_id())
+        .first_row_id(first_row_id)
         .partition_spec_id(spec_id)
         .referenced_data_file(file.referenced_data_file())
         .content_offset(file.content_offset())
