@@ -17,11 +17,12 @@ WAREHOUSE ?= ./warehouse
 # zip-check (unoptimised, a third of the cold CPU time; see Cargo.toml).
 PROFILE ?= release
 
-.PHONY: sim help demo test test-rust test-python build-cli build-demo bench bench-local bench-contention build infra-check venv clean local kafka-start kafka-stop system-deps fuzz
+.PHONY: sim help demo check test test-rust test-python build-cli build-demo bench bench-local bench-contention build infra-check venv clean local kafka-start kafka-stop system-deps fuzz
 
 help:
 	@echo "make demo         generate telemetry, ingest it into Iceberg on the embedded catalog, read it back"
 	@echo "make test         every test: Rust units and integration, local Kafka + cargo lambda watch, the Lambda zips (make build) under qemu, independent readers (PyIceberg, DuckDB), moto (Glue, S3 Tables, SQS), Terraform checks"
+	@echo "make check        the style gate, first in make test: cargo fmt --check, cargo clippy -D warnings, the layer test"
 	@echo "make test-rust    the Rust tests only (cargo test --workspace)"
 	@echo "make test-python  the Python tests only (tests/python), after the CLI, the demo CLI and the Lambda zips they run"
 	@echo "make bench        throughput against the bare arrow-rs Parquet floor, peak RSS on a 6 MB event, CDC apply rate, upsert read cost per batch as the table grows, audit time on 10M rows, registry framing against a fixed schema"
@@ -75,8 +76,16 @@ demo: build-demo
 # does, so the dependencies compile once for both. The demo's build first (its own binary, for
 # tests/python/test_demo_build.py), so the workspace build leaves the whole CLI at $(BIN); it
 # needs neither the venv nor the system packages, so it starts beside their downloads.
+# The style gate, first in `make test`: formatting (rustfmt.toml), clippy with warnings as
+# errors, and the layer test (shared/tests/layers.rs: imports run down the layers).
+check: system-deps
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets -- -D warnings
+	cargo test -p icestream --test layers
+
 test:
 	$(MAKE) -j venv system-deps build-demo
+	$(MAKE) check
 	cargo build --workspace --all-targets
 	$(TEST_TOOLS) cargo test --workspace --no-fail-fast
 	$(MAKE) build PROFILE=zip-check

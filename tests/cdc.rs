@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int64Type, TimestampMicrosecondType};
-use icestream::model::event::{KafkaRecordIn, ParsedEvent, TopicPartition};
 use icestream::dev::generate::accounts::{CdcSimulator, Change, Op, SimulatorOptions};
-use icestream::services::ingest::IngestPipeline;
 use icestream::engine::keyed::tombstones::{KeyTombstones, Tombstone};
+use icestream::model::event::{KafkaRecordIn, ParsedEvent, TopicPartition};
+use icestream::services::ingest::IngestPipeline;
 use icestream_integration::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -97,7 +97,8 @@ fn event(batches: &[(i32, &[(i64, Change)])]) -> ParsedEvent {
         let recs: &mut Vec<KafkaRecordIn> = partitions.entry(tp).or_default();
         recs.extend(records.iter().map(|(offset, c)| KafkaRecordIn {
             offset: *offset,
-            timestamp_ms: c.last_updated_us / 1000, timestamp_type: None,
+            timestamp_ms: c.last_updated_us / 1000,
+            timestamp_type: None,
             key: None,
             value: Some(c.to_csv().into()),
             value_error: None,
@@ -204,7 +205,14 @@ async fn assert_matches_oracle(wh: &Path, changes: &[Change]) {
 async fn pipeline_with(wh: &Path, schema: &str, lines: &[&str]) -> IngestPipeline {
     std::fs::write(wh.join("account.schema.json"), schema).unwrap();
     let head = ["namespace = \"bigdata\"", "[[pipeline]]", "table = \"accounts\"", &format!("topics = [\"{TOPIC}\"]")];
-    let body = ["format = \"json\"", "schema = \"account.schema.json\"", "partition_by = [\"bucket(16, account_id)\"]", "mode = \"upsert\"", "key = [\"account_id\"]", "changelog = true"];
+    let body = [
+        "format = \"json\"",
+        "schema = \"account.schema.json\"",
+        "partition_by = [\"bucket(16, account_id)\"]",
+        "mode = \"upsert\"",
+        "key = [\"account_id\"]",
+        "changelog = true",
+    ];
     std::fs::write(wh.join("pipelines.toml"), [&head[..], &body[..], lines].concat().join("\n") + "\n").unwrap();
     open(wh).await
 }
@@ -229,7 +237,15 @@ fn pipelines_arg(wh: &Path) -> String {
 
 async fn rebuild(p: &IngestPipeline) -> icestream::modes::upsert::rebuild::RebuildReport {
     let cfg = p.config();
-    icestream::modes::upsert::rebuild::rebuild(p.catalogs(), &p.pipelines().pipelines[0], &cfg.compression, cfg.target_file_size_bytes, deadline()).await.unwrap()
+    icestream::modes::upsert::rebuild::rebuild(
+        p.catalogs(),
+        &p.pipelines().pipelines[0],
+        &cfg.compression,
+        cfg.target_file_size_bytes,
+        deadline(),
+    )
+    .await
+    .unwrap()
 }
 
 #[tokio::test]
@@ -334,9 +350,19 @@ async fn changes_of_equal_seq_are_ranked_by_position_in_the_mirror_the_changelog
     // Account 1: updated and deleted at one seq in one batch. Account 2: the delete of the
     // update's seq comes in the next batch. Account 3: the update of the delete's seq comes
     // later from another partition at a lower offset: the delete ranks last.
-    p.handle(event(&[(0, &[(0, c(Op::Insert, 1, 1, Some(10))), (1, c(Op::Update, 1, 2, Some(20))), (2, c(Op::Delete, 1, 2, None))])]), deadline()).await.unwrap();
+    p.handle(
+        event(&[(0, &[(0, c(Op::Insert, 1, 1, Some(10))), (1, c(Op::Update, 1, 2, Some(20))), (2, c(Op::Delete, 1, 2, None))])]),
+        deadline(),
+    )
+    .await
+    .unwrap();
     p.handle(event(&[(0, &[(3, c(Op::Insert, 2, 1, Some(10))), (4, c(Op::Update, 2, 2, Some(20)))])]), deadline()).await.unwrap();
-    p.handle(event(&[(0, &[(5, c(Op::Delete, 2, 2, None)), (6, c(Op::Insert, 3, 1, Some(10))), (7, c(Op::Delete, 3, 2, None))])]), deadline()).await.unwrap();
+    p.handle(
+        event(&[(0, &[(5, c(Op::Delete, 2, 2, None)), (6, c(Op::Insert, 3, 1, Some(10))), (7, c(Op::Delete, 3, 2, None))])]),
+        deadline(),
+    )
+    .await
+    .unwrap();
     let late = p.handle(event(&[(1, &[(0, c(Op::Update, 3, 2, Some(99)))])]), deadline()).await.unwrap();
     assert_eq!(late.upsert_stale, 1, "{late:?}");
     assert!(mirror_state(wh).await.is_empty(), "{:?}", mirror_state(wh).await);
@@ -393,7 +419,8 @@ async fn a_crash_between_the_changelog_and_the_mirror_is_repaired_by_the_redeliv
     let wh = dir.path();
     let changes = feed(1500, 100, 4);
     let log: Log = changes.iter().cloned().enumerate().map(|(i, c)| (i as i64, c)).collect();
-    let file = write_event(wh, "event.json", &icestream::model::event::event_json("aws:kafka", "arn", "b", &event(&[(0, &log)]).partitions));
+    let file =
+        write_event(wh, "event.json", &icestream::model::event::event_json("aws:kafka", "arn", "b", &event(&[(0, &log)]).partitions));
     let wh_arg = format!("warehouse={}", wh.display());
     pipeline(wh).await;
     let pipelines = pipelines_arg(wh);
@@ -414,14 +441,24 @@ async fn bad_lines_go_to_the_dead_letter_table_and_dms_json_with_a_named_order_c
     let mut records: Vec<KafkaRecordIn> = Vec::new();
     for (i, value) in [
         good.to_dms_json("scn"),
-        r#"{"data":{"account_id":2,"balance":12.5,"last_updated":"2026-11-30 10:00:00","scn":11},"metadata":{"operation":"insert"}}"#.into(),
+        r#"{"data":{"account_id":2,"balance":12.5,"last_updated":"2026-11-30 10:00:00","scn":11},"metadata":{"operation":"insert"}}"#
+            .into(),
         r#"{"data":{},"metadata":{"record-type":"control","operation":"create-table"}}"#.into(),
         "I,3,100,2026-11-30T10:00:00Z,12".into(),
     ]
     .into_iter()
     .enumerate()
     {
-        records.push(KafkaRecordIn { offset: i as i64, timestamp_ms: 0, timestamp_type: None, key: None, value: Some(value.into()), value_error: None, headers: Default::default(), value_schema: None });
+        records.push(KafkaRecordIn {
+            offset: i as i64,
+            timestamp_ms: 0,
+            timestamp_type: None,
+            key: None,
+            value: Some(value.into()),
+            value_error: None,
+            headers: Default::default(),
+            value_schema: None,
+        });
     }
     let tp = TopicPartition { topic: TOPIC.into(), partition: 0 };
     let e = ParsedEvent { event_source: None, partitions: BTreeMap::from([(tp, records)]) };
@@ -544,10 +581,25 @@ fn chrono_now_us() -> i64 {
 async fn one_invocation_loads_each_table_once() {
     let dir = tempfile::tempdir().unwrap();
     let p = pipeline(dir.path()).await;
-    let insert = |id: i64, seq: i64| Change { op: Op::Insert, account_id: id, balance_cents: Some(100), last_updated_us: 1_700_000_000_000_000, seq };
+    let insert = |id: i64, seq: i64| Change {
+        op: Op::Insert,
+        account_id: id,
+        balance_cents: Some(100),
+        last_updated_us: 1_700_000_000_000_000,
+        seq,
+    };
     let mut batch = event(&[(0, &[(0, insert(1, 1)), (1, insert(2, 2))])]);
     // One record that does not decode, so the dead-letter table is committed to as well.
-    let bad = KafkaRecordIn { offset: 2, timestamp_ms: 0, timestamp_type: None, key: None, value: Some(b"nonsense".to_vec().into()), value_error: None, headers: Default::default(), value_schema: None };
+    let bad = KafkaRecordIn {
+        offset: 2,
+        timestamp_ms: 0,
+        timestamp_type: None,
+        key: None,
+        value: Some(b"nonsense".to_vec().into()),
+        value_error: None,
+        headers: Default::default(),
+        value_schema: None,
+    };
     batch.partitions.values_mut().next().unwrap().push(bad);
     let before = p.catalogs().calls();
     let s = p.handle(batch, deadline()).await.unwrap();

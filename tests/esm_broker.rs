@@ -6,13 +6,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
-use icestream::model::event::TopicPartition;
 use icestream::dev::generate::{RECORD_OPTIONS, RecordOptions, RecordStream};
+use icestream::model::event::TopicPartition;
 use icestream_integration::broker::Broker;
+use icestream_integration::esm::{drain, json_ingest_function, produce, words};
 use icestream_integration::*;
 use icestream_tools::esm::batch::MAX_PAYLOAD_BYTES;
 use icestream_tools::esm::function::InProcessIngest;
-use icestream_integration::esm::{drain, json_ingest_function, produce, words};
 use icestream_tools::esm::{EsmStats, Function};
 use icestream_tools::produce::{Outgoing, SendOptions, send};
 
@@ -243,7 +243,8 @@ partition_by = ["bucket(4, vehicle_id)"]
     let avro = produce(&bootstrap, &["topic=fleet.avro", "format=avro", "count=2000", "corrupt=true", "seed=6"]);
     let config = config(&wh, &[&format!("pipelines={}", file.display())]);
     let function = InProcessIngest::new(icestream::IngestPipeline::new(config).await.expect("pipeline"));
-    let stats = drain(&bootstrap, "fleet.proto,fleet.avro", &function, &words(&["group=two", "batch_size=10000", "batching_window_ms=1000"])).await;
+    let stats =
+        drain(&bootstrap, "fleet.proto,fleet.avro", &function, &words(&["group=two", "batch_size=10000", "batching_window_ms=1000"])).await;
     assert_eq!(stats.records, 5000, "{stats:?}");
     assert!(stats.batches < 5000, "batches carry many records: {stats:?}");
     for (table, sent) in [("fleet_proto", &proto), ("fleet_avro", &avro)] {

@@ -7,10 +7,10 @@ use std::sync::atomic::AtomicBool;
 
 use icestream::model::event::parse_event;
 use icestream_integration::broker::Broker;
-use icestream_integration::*;
-use icestream_tools::esm::function::InProcessIngest;
 use icestream_integration::esm::{drain, json_ingest_function, produce};
+use icestream_integration::*;
 use icestream_tools::esm::Function;
+use icestream_tools::esm::function::InProcessIngest;
 use icestream_tools::produce::{Outgoing, SendOptions, send};
 
 const TOPIC: &str = "vehicle-telemetry";
@@ -60,11 +60,17 @@ async fn a_function_that_fails_twice_then_succeeds_lands_the_batch_once() {
     let (wh, failures) = (dir.path().join("wh"), dir.path().join("failed"));
     let sent = produce(&bootstrap, &["format=json", "count=500", "seed=3"]);
     let function = Faulty::new(&wh, 2, None).await;
-    let args = ["group=flaky".to_string(), "batch_size=10000".into(), "batching_window_ms=300000".into(), "retries=2".into(), format!("on_failure_dir={}", failures.display())];
+    let args = [
+        "group=flaky".to_string(),
+        "batch_size=10000".into(),
+        "batching_window_ms=300000".into(),
+        "retries=2".into(),
+        format!("on_failure_dir={}", failures.display()),
+    ];
     let stats = drain(&bootstrap, TOPIC, &function, &args).await;
 
     assert_eq!((stats.batches, stats.records, stats.retries, stats.failed_batches), (1, 500, 2, 0), "{stats:?}");
-    let seen = function.seen.borrow();
+    let seen = function.seen.borrow().clone();
     assert_eq!(seen.len(), 3);
     assert!(seen.iter().all(|e| e == &seen[0]), "every retry sends the whole batch unchanged");
     assert_eq!(telemetry_rows(&wh).await.len(), sent.valid, "landed exactly once");
@@ -86,7 +92,13 @@ async fn a_batch_that_always_fails_goes_to_the_on_failure_directory_and_the_part
     let after = produce(&bootstrap, &["format=json", "count=250", "seed=5"]);
 
     let function = Faulty::new(&wh, 0, Some(&poison)).await;
-    let args = ["group=poisoned".to_string(), "batch_size=100".into(), "batching_window_ms=300000".into(), "retries=1".into(), format!("on_failure_dir={}", failures.display())];
+    let args = [
+        "group=poisoned".to_string(),
+        "batch_size=100".into(),
+        "batching_window_ms=300000".into(),
+        "retries=1".into(),
+        format!("on_failure_dir={}", failures.display()),
+    ];
     let stats = drain(&bootstrap, TOPIC, &function, &args).await;
     assert_eq!((stats.failed_batches, stats.retries), (1, 1), "{stats:?}");
     assert_eq!(stats.records + stats.failed_records, 501, "{stats:?}");
@@ -171,7 +183,13 @@ async fn offsets_are_committed_only_after_the_batch_succeeded() {
     let dir = tempfile::tempdir().unwrap();
     produce(&bootstrap, &["format=json", "count=900", "seed=7"]);
     let function = Watcher { client: group_client(&bootstrap, "watched"), attempts: RefCell::default() };
-    let args = ["group=watched".to_string(), "batch_size=200".into(), "batching_window_ms=300000".into(), "retries=1".into(), format!("on_failure_dir={}", dir.path().join("failed").display())];
+    let args = [
+        "group=watched".to_string(),
+        "batch_size=200".into(),
+        "batching_window_ms=300000".into(),
+        "retries=1".into(),
+        format!("on_failure_dir={}", dir.path().join("failed").display()),
+    ];
     let stats = drain(&bootstrap, TOPIC, &function, &args).await;
     assert_eq!((stats.records, stats.retries, stats.failed_batches), (900, stats.batches, 0), "{stats:?}");
     let attempts = function.attempts.borrow();
@@ -218,7 +236,13 @@ async fn partitions_delivered_concurrently_with_failures_land_every_record_once_
     let wh = dir.path().join("wh");
     let sent = produce(&bootstrap, &["format=json", "count=1200", "seed=8"]);
     let function = FailsPartitionZeroOnce { inner: json_ingest_function(&wh).await, failed: RefCell::default() };
-    let args = ["group=concurrent".to_string(), "batch_size=100".into(), "batching_window_ms=300000".into(), "retries=1".into(), format!("on_failure_dir={}", dir.path().join("failed").display())];
+    let args = [
+        "group=concurrent".to_string(),
+        "batch_size=100".into(),
+        "batching_window_ms=300000".into(),
+        "retries=1".into(),
+        format!("on_failure_dir={}", dir.path().join("failed").display()),
+    ];
     let stats = drain(&bootstrap, TOPIC, &function, &args).await;
     assert_eq!((stats.records, stats.failed_batches), (1200, 0), "{stats:?}");
     assert_eq!(stats.retries as usize, function.failed.borrow().len(), "every batch of partition 0 retried once");

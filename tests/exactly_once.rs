@@ -6,8 +6,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use icestream::IngestPipeline;
-use icestream::model::event::{KafkaRecordIn, ParsedEvent, TopicPartition, event_json, parse_event};
 use icestream::dev::generate::{GeneratorOptions, generate};
+use icestream::model::event::{KafkaRecordIn, ParsedEvent, TopicPartition, event_json, parse_event};
 use icestream_integration::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -25,8 +25,7 @@ fn generated(args: &[&str]) -> (ParsedEvent, icestream::dev::generate::Expectati
 fn cut(full: &ParsedEvent, ranges: &BTreeMap<TopicPartition, (i64, i64)>) -> ParsedEvent {
     let mut partitions = BTreeMap::new();
     for (tp, (lo, hi)) in ranges {
-        let records: Vec<KafkaRecordIn> =
-            full.partitions[tp].iter().filter(|r| r.offset >= *lo && r.offset <= *hi).cloned().collect();
+        let records: Vec<KafkaRecordIn> = full.partitions[tp].iter().filter(|r| r.offset >= *lo && r.offset <= *hi).cloned().collect();
         if !records.is_empty() {
             partitions.insert(tp.clone(), records);
         }
@@ -70,8 +69,7 @@ async fn random_recuts_of_a_committed_range_change_nothing_and_overlaps_add_only
     let (full, exp) = generated(&["records=4000", "partitions=4", "corrupt=true", "seed=12"]);
     let p = pipeline(&wh, &[]).await;
     let mut rng = SmallRng::seed_from_u64(99);
-    let last: BTreeMap<TopicPartition, i64> =
-        full.partitions.iter().map(|(tp, r)| (tp.clone(), r.last().unwrap().offset)).collect();
+    let last: BTreeMap<TopicPartition, i64> = full.partitions.iter().map(|(tp, r)| (tp.clone(), r.last().unwrap().offset)).collect();
 
     // Deliver in overlapping, re-cut batches that creep forward, as retries do.
     let mut next: BTreeMap<TopicPartition, i64> = last.keys().map(|tp| (tp.clone(), 0)).collect();
@@ -117,10 +115,7 @@ async fn random_recuts_of_a_committed_range_change_nothing_and_overlaps_add_only
 
 /// Run the CLI with a fail point and check it died without committing what it wrote.
 fn crash_at(point: &str, event: &Path, wh: &Path) {
-    let out = icestream(
-        &["ingest", event.to_str().unwrap(), &format!("warehouse={}", wh.display())],
-        &[("ICESTREAM_FAIL_POINT", point)],
-    );
+    let out = icestream(&["ingest", event.to_str().unwrap(), &format!("warehouse={}", wh.display())], &[("ICESTREAM_FAIL_POINT", point)]);
     assert!(!out.status.success(), "fail point {point} did not abort");
     assert!(String::from_utf8_lossy(&out.stderr).contains(point));
 }
@@ -217,23 +212,39 @@ async fn window_dedup_drops_cross_batch_resends_and_keeps_distinct_and_late_read
     let tp = TopicPartition { topic: "vehicle-telemetry".into(), partition: 0 };
     let now_ms = chrono_now_ms();
     let reading = |vehicle: i64, ms: i64, speed: i32| Reading {
-        vehicle_id: vehicle, event_time_us: ms * 1000, model: "M".into(), speed_kmh: speed, soc_pct: 50, odometer_km: 1, charging: false,
+        vehicle_id: vehicle,
+        event_time_us: ms * 1000,
+        model: "M".into(),
+        speed_kmh: speed,
+        soc_pct: 50,
+        odometer_km: 1,
+        charging: false,
     };
     let record = |offset: i64, r: &Reading| KafkaRecordIn {
-        offset, timestamp_ms: now_ms, timestamp_type: None, key: None, value: Some(encode(Source::Proto, r).into()), value_error: None, headers: Default::default(), value_schema: None,
+        offset,
+        timestamp_ms: now_ms,
+        timestamp_type: None,
+        key: None,
+        value: Some(encode(Source::Proto, r).into()),
+        value_error: None,
+        headers: Default::default(),
+        value_schema: None,
     };
     let first: Vec<Reading> = (0..10).map(|i| reading(i, now_ms - 60_000 + i, 10)).collect();
-    let batch1 = ParsedEvent { event_source: None, partitions: [(tp.clone(), first.iter().enumerate().map(|(i, r)| record(i as i64, r)).collect())].into() };
+    let batch1 = ParsedEvent {
+        event_source: None,
+        partitions: [(tp.clone(), first.iter().enumerate().map(|(i, r)| record(i as i64, r)).collect())].into(),
+    };
     assert_eq!(p.handle(batch1, deadline()).await.unwrap().written, 10);
 
     let mut second = vec![
-        record(10, &first[3]),                          // re-send of a reading in the table
-        record(11, &first[7]),                          // another
-        record(12, &reading(3, now_ms - 30_000, 20)),   // same vehicle, new reading
-        record(13, &reading(5, now_ms - 3_600_000, 30)),// one hour late, new
-        record(14, &reading(42, now_ms, 40)),           // new vehicle
+        record(10, &first[3]),                           // re-send of a reading in the table
+        record(11, &first[7]),                           // another
+        record(12, &reading(3, now_ms - 30_000, 20)),    // same vehicle, new reading
+        record(13, &reading(5, now_ms - 3_600_000, 30)), // one hour late, new
+        record(14, &reading(42, now_ms, 40)),            // new vehicle
     ];
-    second.push(record(15, &reading(42, now_ms, 40)));  // in-batch re-send: the first copy (lowest offset) kept
+    second.push(record(15, &reading(42, now_ms, 40))); // in-batch re-send: the first copy (lowest offset) kept
     let s = p.handle(ParsedEvent { event_source: None, partitions: [(tp, second)].into() }, deadline()).await.unwrap();
     assert_eq!((s.written, s.duplicates), (3, 3), "{s:?}");
     let rows = telemetry_rows(&wh).await;

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use icestream_integration::broker::{Broker, free_port, venv, wait_for_port};
-use icestream_integration::*;
 use icestream_integration::esm::{drain, produce, words};
+use icestream_integration::*;
 use icestream_tools::esm::function::{HttpFunction, invoke_url};
 
 const TOPIC: &str = "vehicle-telemetry";
@@ -15,7 +15,11 @@ const TOPIC: &str = "vehicle-telemetry";
 /// `CARGO_LAMBDA_BIN` (the Makefile sets it), else the venv's; missing is a failure.
 fn cargo_lambda_bin() -> PathBuf {
     let path = std::env::var_os("CARGO_LAMBDA_BIN").map(PathBuf::from).unwrap_or_else(|| venv().join("bin/cargo-lambda"));
-    assert!(path.exists(), "cargo-lambda not found at {}: set CARGO_LAMBDA_BIN or run `make venv` (pinned in scripts/setup/requirements.txt)", path.display());
+    assert!(
+        path.exists(),
+        "cargo-lambda not found at {}: set CARGO_LAMBDA_BIN or run `make venv` (pinned in scripts/setup/requirements.txt)",
+        path.display()
+    );
     path
 }
 

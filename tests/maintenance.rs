@@ -15,9 +15,9 @@ use futures::TryStreamExt;
 use iceberg::spec::{Literal, PrimitiveLiteral};
 use iceberg::table::Table;
 use icestream::IngestPipeline;
+use icestream::dev::generate::{GeneratorOptions, generate};
 use icestream::engine::catalog::Catalogs;
 use icestream::model::event::parse_event;
-use icestream::dev::generate::{GeneratorOptions, generate};
 use icestream::services::maintenance::{MaintenanceReport, MaintenanceRequest, TableMaintenance, maintain};
 use icestream_integration::*;
 
@@ -141,7 +141,11 @@ fn files_on_disk(dir: &Path) -> HashSet<String> {
     fn walk(d: &Path, out: &mut HashSet<String>) {
         for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
             let p = e.path();
-            if p.is_dir() { walk(&p, out) } else { out.insert(format!("file://{}", p.display())); }
+            if p.is_dir() {
+                walk(&p, out)
+            } else {
+                out.insert(format!("file://{}", p.display()));
+            }
         }
     }
     let mut out = HashSet::new();
@@ -543,8 +547,13 @@ async fn the_cli_runs_every_action_in_order_and_prints_the_report() {
     for (i, seed) in [31, 32, 33, 34, 35, 36].into_iter().enumerate() {
         let start_ms = (now_ms() - 4 * HOUR_MS).to_string();
         let g = generate(
-            &GeneratorOptions::from_args(["records=300".to_string(), format!("seed={seed}"), format!("start_offset={}", i * 1000), format!("start_ms={start_ms}")])
-                .unwrap(),
+            &GeneratorOptions::from_args([
+                "records=300".to_string(),
+                format!("seed={seed}"),
+                format!("start_offset={}", i * 1000),
+                format!("start_ms={start_ms}"),
+            ])
+            .unwrap(),
         )
         .unwrap();
         let event = write_event(dir.path(), &format!("e{i}.json"), &g.event);
@@ -590,7 +599,12 @@ async fn a_maintenance_run_reads_each_manifest_once() {
     let reads = report.manifest_reads;
     // Without the run's cache every action read the manifests again.
     assert!(reads.saved > 0, "{reads:?}");
-    println!("FIGURES maintenance manifest reads: {} from storage, {} saved ({} before)", reads.read, reads.saved, reads.read + reads.saved);
+    println!(
+        "FIGURES maintenance manifest reads: {} from storage, {} saved ({} before)",
+        reads.read,
+        reads.saved,
+        reads.read + reads.saved
+    );
 }
 
 #[tokio::test]

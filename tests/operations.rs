@@ -72,7 +72,9 @@ async fn the_per_table_emf_line_and_the_snapshot_carry_the_records_ages_at_commi
     // The snapshot records the same figures.
     let catalogs = Catalogs::connect(&config(&wh, &[])).await.unwrap();
     let table = catalogs.catalog().load_table(&catalogs.ident("orders")).await.unwrap();
-    let recorded = icestream::base::freshness::Freshness::from_summary(&table.metadata().current_snapshot().unwrap().summary().additional_properties).unwrap();
+    let recorded =
+        icestream::base::freshness::Freshness::from_summary(&table.metadata().current_snapshot().unwrap().summary().additional_properties)
+            .unwrap();
     assert_eq!(Some(recorded), summary.table_metrics[0].freshness);
     assert_eq!(recorded.newest_record_ms, now - 60_000);
 
@@ -89,19 +91,27 @@ async fn the_per_table_emf_line_and_the_snapshot_carry_the_records_ages_at_commi
 
     // Queued commits: a request the committer has not taken yet is a staged manifest.
     let data_file = {
-        let list = icestream::engine::commit::manifest_cache::manifest_list(&table, table.metadata().current_snapshot().unwrap()).await.unwrap();
+        let list =
+            icestream::engine::commit::manifest_cache::manifest_list(&table, table.metadata().current_snapshot().unwrap()).await.unwrap();
         icestream::engine::commit::manifest_cache::manifest(&table, &list[0]).await.unwrap().entries()[0].data_file().clone()
     };
     icestream::engine::commit::staged::write_staged_manifest(&table, &[data_file], &uuid::Uuid::new_v4()).await.unwrap();
     let queued = ["commit_mode=queued", "commit_queue_url=http://127.0.0.1:9/queue.fifo"];
-    let out = icestream(&[&["status", "output=json", &format!("warehouse={}", wh.display()), &format!("pipelines={pipelines}")], &queued[..]].concat(), &[]);
+    let out = icestream(
+        &[&["status", "output=json", &format!("warehouse={}", wh.display()), &format!("pipelines={pipelines}")], &queued[..]].concat(),
+        &[],
+    );
     assert_eq!(summary_of(&out)[0]["pending_commit_requests"], 1);
 }
 
 fn pipeline_file(dir: &Path) -> String {
     std::fs::write(dir.join("order.avsc"), ORDER_V1).unwrap();
     let file = dir.join("pipelines.toml");
-    std::fs::write(&file, "[[pipeline]]\ntable = \"orders\"\ntopics = [\"orders\"]\nformat = \"avro\"\nschema = \"order.avsc\"\nkey = [\"id\"]\n").unwrap();
+    std::fs::write(
+        &file,
+        "[[pipeline]]\ntable = \"orders\"\ntopics = [\"orders\"]\nformat = \"avro\"\nschema = \"order.avsc\"\nkey = [\"id\"]\n",
+    )
+    .unwrap();
     file.display().to_string()
 }
 
@@ -152,7 +162,8 @@ async fn audit_passes_replay_adds_once_and_a_duplicate_file_fails_the_audit() {
 
     // The fix: the pipeline reads the producer's new schema (the table keeps its columns).
     std::fs::write(dir.path().join("order.avsc"), ORDER_V2).unwrap();
-    let replay = |extra: &[&str]| summary_of(&icestream(&[&["dead-letters", "replay", "orders", &warehouse, &pipelines], extra].concat(), &[]));
+    let replay =
+        |extra: &[&str]| summary_of(&icestream(&[&["dead-letters", "replay", "orders", &warehouse, &pipelines], extra].concat(), &[]));
     let dry = replay(&["dry-run=true"]);
     assert_eq!((dry["replayed"].as_u64(), dry["snapshot_id"].as_i64()), (Some(4), None), "{dry}");
     // A filter that matches nothing replays nothing.
@@ -168,7 +179,10 @@ async fn audit_passes_replay_adds_once_and_a_duplicate_file_fails_the_audit() {
     for b in scan(&wh, "orders").await {
         use arrow_array::cast::AsArray;
         use arrow_array::types::Int64Type;
-        let (offsets, extra) = (b.column_by_name("kafka_offset").unwrap().as_primitive::<Int64Type>(), b.column_by_name("extra").unwrap().as_primitive::<Int64Type>());
+        let (offsets, extra) = (
+            b.column_by_name("kafka_offset").unwrap().as_primitive::<Int64Type>(),
+            b.column_by_name("extra").unwrap().as_primitive::<Int64Type>(),
+        );
         extras.extend((0..b.num_rows()).map(|i| (offsets.value(i), (!arrow_array::Array::is_null(extra, i)).then(|| extra.value(i)))));
     }
     extras.sort();
@@ -275,8 +289,10 @@ async fn a_gap_the_broker_still_holds_is_reported_lost_and_fails_the_audit() {
     // The same records as the broker holds, delivered without offsets 10-19.
     for (name, offsets) in [("a.json", 0..10), ("b.json", 20..30)] {
         let records: Vec<Value> = offsets
-            .map(|i| json!({"topic": "orders", "partition": 0, "offset": i, "timestamp": now_ms(), "headers": [],
-                            "value": base64::engine::general_purpose::STANDARD.encode(avro_order(i, &format!("order {i}"), None))}))
+            .map(|i| {
+                json!({"topic": "orders", "partition": 0, "offset": i, "timestamp": now_ms(), "headers": [],
+                            "value": base64::engine::general_purpose::STANDARD.encode(avro_order(i, &format!("order {i}"), None))})
+            })
             .collect();
         let event = write_event(dir.path(), name, &json!({"eventSource": "aws:kafka", "records": {"orders-0": records}}));
         summary_of(&icestream(&["ingest", event.to_str().unwrap(), &warehouse, &pipelines], &[]));
@@ -306,7 +322,8 @@ async fn metadata_rows(wh: &Path, table: &str, first_offset: i64, columns: &[&st
     let schema = table.metadata().current_schema().clone();
     let selected = ["kafka_offset"].into_iter().chain(columns.iter().copied().filter(|c| schema.field_by_name(c).is_some()));
     let filter = iceberg::expr::Reference::new("kafka_offset").greater_than_or_equal_to(iceberg::spec::Datum::long(first_offset));
-    let batches: Vec<arrow_array::RecordBatch> = table.scan().select(selected).with_filter(filter).build().unwrap().to_arrow().await.unwrap().try_collect().await.unwrap();
+    let batches: Vec<arrow_array::RecordBatch> =
+        table.scan().select(selected).with_filter(filter).build().unwrap().to_arrow().await.unwrap().try_collect().await.unwrap();
     let mut out = Vec::new();
     for b in batches.into_iter().filter(|b| b.num_rows() > 0) {
         let column = |name: &str, to: &DataType| b.column_by_name(name).map(|c| arrow_cast::cast(c, to).unwrap());
@@ -329,7 +346,9 @@ async fn metadata_rows(wh: &Path, table: &str, first_offset: i64, columns: &[&st
                     let entries = m.value(i);
                     let names = arrow_cast::cast(entries.column(0), &DataType::Utf8).unwrap();
                     let values = arrow_cast::cast(entries.column(1), &DataType::LargeBinary).unwrap();
-                    (0..names.len()).map(|j| (names.as_string::<i32>().value(j).to_string(), values.as_binary::<i64>().value(j).to_vec())).collect()
+                    (0..names.len())
+                        .map(|j| (names.as_string::<i32>().value(j).to_string(), values.as_binary::<i64>().value(j).to_vec()))
+                        .collect()
                 }),
             ));
         }
@@ -368,10 +387,22 @@ async fn kafka_columns_evolve_the_table_with_the_rows_and_replayed_dead_letters_
     assert_eq!((s.written, s.dead_letter, s.schema_changes), (1, 4, 1), "{s:?}");
     let table = catalogs.catalog().load_table(&catalogs.ident("orders")).await.unwrap();
     let snapshot = table.metadata().current_snapshot().unwrap();
-    assert_eq!((table.metadata().snapshots().count(), snapshot.schema_id()), (2, Some(table.metadata().current_schema_id())), "the columns came in the rows' swap");
+    assert_eq!(
+        (table.metadata().snapshots().count(), snapshot.schema_id()),
+        (2, Some(table.metadata().current_schema_id())),
+        "the columns came in the rows' swap"
+    );
     let ts = |i: i64| Some((1_764_000_000_000 + i) * 1000);
     let kind = |i: i64| Some(if i % 2 == 0 { "CREATE_TIME" } else { "LOG_APPEND_TIME" }.to_string());
-    let full = |i: i64| -> MetaRow { (i, ts(i), kind(i), Some(format!("k{i}").into_bytes()), Some(vec![("tenant".into(), vec![7]), ("trace".into(), vec![i as u8, 255])])) };
+    let full = |i: i64| -> MetaRow {
+        (
+            i,
+            ts(i),
+            kind(i),
+            Some(format!("k{i}").into_bytes()),
+            Some(vec![("tenant".into(), vec![7]), ("trace".into(), vec![i as u8, 255])]),
+        )
+    };
     const ALL: [&str; 4] = ["kafka_timestamp", "kafka_timestamp_type", "kafka_key", "kafka_headers"];
     assert_eq!(metadata_rows(&wh, "orders", 5, &ALL).await, vec![full(5)]);
     let older = metadata_rows(&wh, "orders", 0, &ALL[..2]).await;
@@ -409,7 +440,8 @@ async fn partition_sources_inside_structs_split_the_files() {
         .collect();
     let event = json!({"eventSource": "aws:kafka", "records": {"events-0": records}});
     let pipeline = icestream::IngestPipeline::new(config(&wh, &[&format!("pipelines={}", pipelines.display())])).await.unwrap();
-    let s = pipeline.handle_json(event.to_string().as_bytes(), std::time::Instant::now() + std::time::Duration::from_secs(60)).await.unwrap();
+    let s =
+        pipeline.handle_json(event.to_string().as_bytes(), std::time::Instant::now() + std::time::Duration::from_secs(60)).await.unwrap();
     assert_eq!((s.written, s.dead_letter, s.files), (4, 0, 4), "{s:?}");
     let catalogs = Catalogs::connect(&config(&wh, &[])).await.unwrap();
     let table = catalogs.catalog().load_table(&catalogs.ident("events")).await.unwrap();
@@ -428,8 +460,10 @@ async fn a_pattern_with_a_table_per_topic_makes_each_topics_table_when_first_see
     std::fs::write(&pipelines, text).unwrap();
     let records = |topic: &str, n: i64| -> Vec<Value> {
         (0..n)
-            .map(|i| json!({"topic": topic, "partition": 0, "offset": i, "timestamp": 1, "timestampType": "CREATE_TIME", "key": "aw==",
-                            "value": base64::engine::general_purpose::STANDARD.encode(avro_order(i, "n", None)), "headers": []}))
+            .map(|i| {
+                json!({"topic": topic, "partition": 0, "offset": i, "timestamp": 1, "timestampType": "CREATE_TIME", "key": "aw==",
+                            "value": base64::engine::general_purpose::STANDARD.encode(avro_order(i, "n", None)), "headers": []})
+            })
             .collect()
     };
     let event = json!({"eventSource": "aws:kafka", "records": {"shop.Orders-0": records("shop.Orders", 3), "shop.refunds-0": records("shop.refunds", 2)}});
@@ -451,13 +485,18 @@ async fn a_pattern_with_a_table_per_topic_makes_each_topics_table_when_first_see
     assert!(e.contains("topic \"shop.orders\" maps to table `raw_shop_orders`") && e.contains("\"shop.Orders\" already writes"), "{e}");
     let fresh = icestream::IngestPipeline::new(config(&wh, &[&format!("pipelines={}", pipelines.display())])).await.unwrap();
     let e = fresh.handle_json(clash.to_string().as_bytes(), deadline()).await.unwrap_err().to_string();
-    assert!(e.contains("topic \"shop.orders\" maps to table `raw_shop_orders`, which topic \"shop.Orders\" already writes"), "a new process: {e}");
+    assert!(
+        e.contains("topic \"shop.orders\" maps to table `raw_shop_orders`, which topic \"shop.Orders\" already writes"),
+        "a new process: {e}"
+    );
     // A dead-letter replay in a process that has not seen the topic finds its pipeline.
     let replayer = icestream::IngestPipeline::new(config(&wh, &[&format!("pipelines={}", pipelines.display())])).await.unwrap();
     let report = icestream::services::replay::replay(&replayer, "raw_shop_refunds", &Default::default(), false, deadline()).await.unwrap();
     assert_eq!((report.matched, report.replayed), (0, 0), "{report:?}");
     let unclaimed = json!({"eventSource": "aws:kafka", "records": {"other-0": records("other", 1)}});
-    assert!(again.handle_json(unclaimed.to_string().as_bytes(), deadline()).await.unwrap_err().to_string().contains("claimed by no pipeline"));
+    assert!(
+        again.handle_json(unclaimed.to_string().as_bytes(), deadline()).await.unwrap_err().to_string().contains("claimed by no pipeline")
+    );
 }
 
 #[tokio::test]
@@ -466,7 +505,11 @@ async fn maintenance_status_and_the_committer_cover_the_tables_a_pattern_made() 
     let wh = dir.path().join("wh");
     std::fs::write(dir.path().join("order.avsc"), ORDER_V1).unwrap();
     let pipelines = dir.path().join("pipelines.toml");
-    std::fs::write(&pipelines, "[[pipeline]]\ntable = \"raw_{topic}\"\ntopic_pattern = \"shop\\\\..+\"\nformat = \"avro\"\nschema = \"order.avsc\"\n").unwrap();
+    std::fs::write(
+        &pipelines,
+        "[[pipeline]]\ntable = \"raw_{topic}\"\ntopic_pattern = \"shop\\\\..+\"\nformat = \"avro\"\nschema = \"order.avsc\"\n",
+    )
+    .unwrap();
     let value = base64::engine::general_purpose::STANDARD.encode(avro_order(1, "n", None));
     let record = |topic: &str| json!([{"topic": topic, "partition": 0, "offset": 0, "timestamp": 1, "value": value, "headers": []}]);
     let event = json!({"eventSource": "aws:kafka", "records": {"shop.a-0": record("shop.a"), "shop.b-0": record("shop.b")}});

@@ -6,8 +6,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use icestream::dev::generate::{GeneratorOptions, generate};
-use icestream::services::queued::batch::commit_batch;
 use icestream::engine::queue::sqs::CommitQueue;
+use icestream::services::queued::batch::commit_batch;
 use icestream_integration::broker::{free_port, venv, wait_for_port};
 use icestream_integration::*;
 
@@ -38,7 +38,14 @@ fn moto_with_queue() -> (Moto, String) {
     let endpoint = format!("http://127.0.0.1:{port}");
     // SAFETY: the only test of this binary sets these before it starts any thread of its own.
     unsafe {
-        for (k, v) in [("AWS_ENDPOINT_URL", endpoint.as_str()), ("AWS_REGION", "us-east-1"), ("AWS_DEFAULT_REGION", "us-east-1"), ("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_EC2_METADATA_DISABLED", "true")] {
+        for (k, v) in [
+            ("AWS_ENDPOINT_URL", endpoint.as_str()),
+            ("AWS_REGION", "us-east-1"),
+            ("AWS_DEFAULT_REGION", "us-east-1"),
+            ("AWS_ACCESS_KEY_ID", "test"),
+            ("AWS_SECRET_ACCESS_KEY", "test"),
+            ("AWS_EC2_METADATA_DISABLED", "true"),
+        ] {
             std::env::set_var(k, v);
         }
     }
@@ -65,7 +72,14 @@ async fn a_warm_queued_writer_makes_three_round_trips_and_lands_every_record_onc
     let (mut valid, mut corrupt) = (0, 0);
     let mut used = vec![];
     for (seed, start) in [(1, 0), (2, 2000), (2, 2000)] {
-        let args = [format!("records=2000"), "format=json".into(), "corrupt=true".into(), "partitions=1".into(), format!("seed={seed}"), format!("start_offset={start}")];
+        let args = [
+            "records=2000".to_string(),
+            "format=json".into(),
+            "corrupt=true".into(),
+            "partitions=1".into(),
+            format!("seed={seed}"),
+            format!("start_offset={start}"),
+        ];
         let g = generate(&GeneratorOptions::from_args(args).unwrap()).unwrap();
         let before = p.catalogs().calls();
         let s = p.handle_json(g.event.to_string().as_bytes(), deadline).await.unwrap();
@@ -105,7 +119,14 @@ async fn a_warm_queued_writer_makes_three_round_trips_and_lands_every_record_onc
     // request after another they were 35. The rest are committed after.
     let mut more = 0;
     for batch in 0..8 {
-        let args = ["records=200".to_string(), "format=json".into(), "partitions=1".into(), format!("seed={}", 10 + batch), "topic=more".into(), format!("start_offset={}", batch * 200)];
+        let args = [
+            "records=200".to_string(),
+            "format=json".into(),
+            "partitions=1".into(),
+            format!("seed={}", 10 + batch),
+            "topic=more".into(),
+            format!("start_offset={}", batch * 200),
+        ];
         let g = generate(&GeneratorOptions::from_args(args).unwrap()).unwrap();
         p.handle_json(g.event.to_string().as_bytes(), deadline).await.unwrap();
         more += g.expectation.valid;

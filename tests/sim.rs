@@ -32,18 +32,18 @@ use iceberg::TableIdent;
 use iceberg::spec::{NestedField, PrimitiveType, Schema, Type, UnboundPartitionSpec};
 use iceberg::table::Table;
 use icestream::Config;
-use icestream::engine::catalog::Catalogs;
 use icestream::base::clock::Clock;
+use icestream::engine::catalog::Catalogs;
 use icestream::engine::commit::append::rows_not_held;
 use icestream::engine::commit::gaps::TakenGaps;
-use icestream::engine::commit::{Committer, PointerSwap, SwapError, Watermarks};
-use icestream::model::event::TopicPartition;
 use icestream::engine::commit::staged::write_staged_manifest;
+use icestream::engine::commit::{Committer, PointerSwap, SwapError, Watermarks};
+use icestream::engine::queue::{CommitRequest, Message, OffsetRange, REQUEST_VERSION};
+use icestream::engine::writer::write_data_files;
+use icestream::model::event::TopicPartition;
+use icestream::model::tables::{TableDef, lineage, reference_properties};
 use icestream::services::maintenance::{MaintenanceRequest, maintain};
 use icestream::services::queued::batch::commit_batch;
-use icestream::engine::queue::{CommitRequest, Message, OffsetRange, REQUEST_VERSION};
-use icestream::model::tables::{TableDef, lineage, reference_properties};
-use icestream::engine::writer::write_data_files;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::Notify;
@@ -466,7 +466,11 @@ impl World {
         }
         let ranges = BTreeMap::from([(tp, (first, last))]);
         let rows = rows_not_held(&batch, &ranges, &marks, &gaps).unwrap();
-        let files = if rows.num_rows() > 0 { write_data_files(&table, &[rows.clone()], "zstd", 1 << 20).await.unwrap() } else { vec![] };
+        let files = if rows.num_rows() > 0 {
+            write_data_files(&table, std::slice::from_ref(&rows), "zstd", 1 << 20).await.unwrap()
+        } else {
+            vec![]
+        };
         let fate = self.rng.random_range(0..20);
         if fate == 0 {
             self.note(format!("writer p{p} {first}..={last} crashed after writing files"));

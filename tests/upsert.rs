@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type};
+use icestream::engine::keyed::tombstones::KeyTombstones;
 use icestream::model::event::{KafkaRecordIn, ParsedEvent, TopicPartition};
 use icestream::services::ingest::IngestPipeline;
-use icestream::engine::keyed::tombstones::KeyTombstones;
 use icestream::services::replay::{ReplayFilter, replay};
 use icestream_integration::*;
 
@@ -25,7 +25,8 @@ fn deadline() -> Instant {
 fn record(offset: i64, id: i64, value: Option<Vec<u8>>) -> KafkaRecordIn {
     KafkaRecordIn {
         offset,
-        timestamp_ms: 1_764_460_800_000, timestamp_type: None,
+        timestamp_ms: 1_764_460_800_000,
+        timestamp_type: None,
         key: Some(format!(r#"{{"id":{id}}}"#).into_bytes().into()),
         value: value.map(Into::into),
         value_error: None,
@@ -113,7 +114,8 @@ mod equal_order_values {
 
     async fn debezium_by_ts_ms(wh: &Path) -> IngestPipeline {
         std::fs::write(wh.join("orders.schema.json"), SCHEMA).unwrap();
-        pipeline(wh, &["format = \"json\"", "schema = \"orders.schema.json\"", "envelope = \"debezium\"", "order_by = \"source.ts_ms\""]).await
+        pipeline(wh, &["format = \"json\"", "schema = \"orders.schema.json\"", "envelope = \"debezium\"", "order_by = \"source.ts_ms\""])
+            .await
     }
 
     #[tokio::test]
@@ -136,7 +138,15 @@ mod equal_order_values {
         assert!(live(wh).await.is_empty(), "every key was deleted last: {:?}", live(wh).await);
         assert_eq!(tombstones(&p).await, 3);
         let expected: BTreeSet<(String, i64, i32, i64)> = [
-            ("I", 1, 0, 0), ("U", 1, 0, 1), ("D", 1, 0, 2), ("I", 2, 0, 3), ("U", 2, 0, 4), ("D", 2, 0, 5), ("I", 3, 0, 6), ("D", 3, 0, 7), ("U", 3, 1, 0),
+            ("I", 1, 0, 0),
+            ("U", 1, 0, 1),
+            ("D", 1, 0, 2),
+            ("I", 2, 0, 3),
+            ("U", 2, 0, 4),
+            ("D", 2, 0, 5),
+            ("I", 3, 0, 6),
+            ("D", 3, 0, 7),
+            ("U", 3, 1, 0),
         ]
         .into_iter()
         .map(|(op, id, p, o)| (op.to_string(), id, p, o))
@@ -160,11 +170,19 @@ mod equal_order_values {
         let dir = tempfile::tempdir().unwrap();
         let wh = dir.path();
         std::fs::write(wh.join("orders.schema.json"), SCHEMA).unwrap();
-        let lines = ["format = \"json\"", "schema = \"orders.schema.json\"", "envelope = \"debezium\"", "order_by = \"source.ts_ms\"", "allow_truncate = true"];
+        let lines = [
+            "format = \"json\"",
+            "schema = \"orders.schema.json\"",
+            "envelope = \"debezium\"",
+            "order_by = \"source.ts_ms\"",
+            "allow_truncate = true",
+        ];
         let p = pipeline(wh, &lines).await;
         let truncate = |offset| record(offset, 0, Some(br#"{"before":null,"after":null,"source":{"ts_ms":1000},"op":"t"}"#.to_vec()));
         // In one millisecond: id 1 before the truncate, id 2 after it.
-        p.handle(event(0, vec![change(0, "c", 1, "before", 1000), truncate(1), change(2, "c", 2, "after", 1000)]), deadline()).await.unwrap();
+        p.handle(event(0, vec![change(0, "c", 1, "before", 1000), truncate(1), change(2, "c", 2, "after", 1000)]), deadline())
+            .await
+            .unwrap();
         assert_eq!(live(wh).await.keys().copied().collect::<Vec<_>>(), vec![2]);
         // Delivered late from another partition, of the same millisecond but ranked before the
         // truncate (a lower offset): stale.
@@ -216,9 +234,15 @@ mod replayed_dead_letters {
         let p = keyed_rows(wh, ORDER_V2).await;
         let first = replay(&p, "orders", &ReplayFilter::default(), false, deadline()).await.unwrap();
         assert_eq!((first.matched, first.replayed, first.stale), (4, 4, 2), "{first:?}");
-        let want: BTreeMap<i64, (Option<String>, (i32, i64))> =
-            [(1, ("newer", 2)), (3, ("new key", 5)), (4, ("after the delete", 8))].into_iter().map(|(id, (n, o))| (id, (Some(n.to_string()), (0, o)))).collect();
-        assert_eq!(live(wh).await, want, "a newer version stays, a deleted key stays deleted, a new key and a change newer than its delete apply");
+        let want: BTreeMap<i64, (Option<String>, (i32, i64))> = [(1, ("newer", 2)), (3, ("new key", 5)), (4, ("after the delete", 8))]
+            .into_iter()
+            .map(|(id, (n, o))| (id, (Some(n.to_string()), (0, o))))
+            .collect();
+        assert_eq!(
+            live(wh).await,
+            want,
+            "a newer version stays, a deleted key stays deleted, a new key and a change newer than its delete apply"
+        );
         let mut with_replays = before_replay.clone();
         with_replays.extend([1, 3, 5, 8].map(|o| ("U".to_string(), [0, 1, 1, 2, 2, 3, 4, 4, 4][o as usize], 0, o)));
         assert_eq!(changelog(wh).await, with_replays, "the changelog takes each replayed change once");

@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
 use iceberg::spec::{NestedField, PrimitiveType, Schema, Type, UnboundPartitionSpec};
+use icestream::Config;
 use icestream::engine::catalog::Catalogs;
 use icestream::engine::commit::append::OffsetAppend;
 use icestream::model::config::FailPoint;
 use icestream::model::event::TopicPartition;
 use icestream::model::tables::{TableDef, dead_letter_table, lineage};
-use icestream::Config;
 
 const PARTITIONS: i32 = 16;
 const CHUNK: i64 = 1_000_000;
@@ -29,7 +29,14 @@ fn table_def() -> TableDef {
         ])
         .build()
         .unwrap();
-    TableDef { name: "audited".into(), schema, partition_spec: UnboundPartitionSpec::builder().build(), properties: HashMap::new(), sort_order: None, format_version: None }
+    TableDef {
+        name: "audited".into(),
+        schema,
+        partition_spec: UnboundPartitionSpec::builder().build(),
+        properties: HashMap::new(),
+        sort_order: None,
+        format_version: None,
+    }
 }
 
 #[tokio::main]

@@ -2,17 +2,17 @@
 //!
 //! Changes from the simulator (80% on 5% of accounts, round-robin over 4 partitions) go through
 //! the reference `accounts` upsert pipeline (CSV lines) in 10,000-change batches (the MSK batch
-//! maximum), for 10k, 100k and 1M changes over 10k and 1M accounts: changes/s through changelog
-//! + guarded apply, files written per commit, then the time to read the whole table before and
-//! after compaction.
+//! maximum), for 10k, 100k and 1M changes over 10k and 1M accounts: changes/s through the
+//! changelog and the guarded apply, files written per commit, then the time to read the whole
+//! table before and after compaction.
 //! `ICESTREAM_BENCH_CDC_MAX` caps the number of changes (default 1,000,000).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use futures::TryStreamExt;
-use icestream::model::event::{KafkaRecordIn, ParsedEvent, TopicPartition};
 use icestream::dev::generate::accounts::{CdcSimulator, SimulatorOptions};
+use icestream::model::event::{KafkaRecordIn, ParsedEvent, TopicPartition};
 use icestream::{Config, IngestPipeline};
 
 const BATCH: usize = 10_000;
@@ -64,10 +64,7 @@ async fn run(changes: usize, accounts: i64) {
             });
             *offset += 1;
         }
-        let s = pipeline
-            .handle(ParsedEvent { event_source: None, partitions }, Instant::now() + Duration::from_secs(600))
-            .await
-            .unwrap();
+        let s = pipeline.handle(ParsedEvent { event_source: None, partitions }, Instant::now() + Duration::from_secs(600)).await.unwrap();
         files += s.files;
         commits += 1;
         sent += n;
@@ -76,9 +73,15 @@ async fn run(changes: usize, accounts: i64) {
     let (rows, before) = read_all(&pipeline).await;
     let catalogs = pipeline.catalogs();
     let settings = icestream::services::maintenance::MaintenanceSettings::from(&config);
-    icestream::services::maintenance::compact::compact(catalogs, &catalogs.ident("accounts"), &settings, false, Instant::now() + Duration::from_secs(3600))
-        .await
-        .unwrap();
+    icestream::services::maintenance::compact::compact(
+        catalogs,
+        &catalogs.ident("accounts"),
+        &settings,
+        false,
+        Instant::now() + Duration::from_secs(3600),
+    )
+    .await
+    .unwrap();
     let (rows_after, after) = read_all(&pipeline).await;
     assert_eq!(rows, rows_after);
     println!(

@@ -11,11 +11,11 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use iceberg::spec::{DataFile, ManifestContentType, ManifestWriterBuilder};
-use icestream::engine::catalog::Catalogs;
-use icestream::engine::commit::row_delta::LiveFiles;
-use icestream::engine::commit::manifest::ManifestFileWriter;
-use icestream::model::event::{ParsedEvent, event_json, parse_event};
 use icestream::dev::generate::{GeneratorOptions, generate};
+use icestream::engine::catalog::Catalogs;
+use icestream::engine::commit::manifest::ManifestFileWriter;
+use icestream::engine::commit::row_delta::LiveFiles;
+use icestream::model::event::{ParsedEvent, event_json, parse_event};
 use icestream::{Config, IngestPipeline};
 
 fn bin() -> std::path::PathBuf {
@@ -25,7 +25,8 @@ fn bin() -> std::path::PathBuf {
 fn contention(writers: usize) {
     let dir = tempfile::tempdir().unwrap();
     let wh = dir.path().join("wh");
-    let g = generate(&GeneratorOptions::from_args([format!("records={}", writers * 5000), format!("partitions={writers}")]).unwrap()).unwrap();
+    let g =
+        generate(&GeneratorOptions::from_args([format!("records={}", writers * 5000), format!("partitions={writers}")]).unwrap()).unwrap();
     let full = parse_event(g.event.to_string().as_bytes()).unwrap();
     // Tables first, so the writers race on commits only.
     let warm = dir.path().join("warm.json");
@@ -82,25 +83,35 @@ async fn window_cost() {
     let load = IngestPipeline::new(Config::from_args([format!("warehouse={}", wh.display())]).unwrap()).await.unwrap();
     // 1M rows over the last ~90 minutes, in ten commits.
     for i in 0..10 {
-        let g = generate(&GeneratorOptions::from_args([
-            "records=100000".to_string(),
-            format!("start_offset={}", i * 100_000),
-            format!("start_ms={}", now_ms - 90 * 60_000 + i * 540_000),
-            format!("seed={i}"),
-            "vehicles=10000".to_string(),
-        ]).unwrap()).unwrap();
+        let g = generate(
+            &GeneratorOptions::from_args([
+                "records=100000".to_string(),
+                format!("start_offset={}", i * 100_000),
+                format!("start_ms={}", now_ms - 90 * 60_000 + i * 540_000),
+                format!("seed={i}"),
+                "vehicles=10000".to_string(),
+            ])
+            .unwrap(),
+        )
+        .unwrap();
         let e: ParsedEvent = parse_event(g.event.to_string().as_bytes()).unwrap();
         load.handle(e, Instant::now() + Duration::from_secs(600)).await.unwrap();
     }
     println!("\ndedup cost per 10k-record batch on a table with 1M rows in its recent partitions");
     for (i, mode) in ["batch", "window", "batch", "window"].iter().enumerate() {
-        let p = IngestPipeline::new(Config::from_args([format!("warehouse={}", wh.display()), format!("dedup={mode}")]).unwrap()).await.unwrap();
-        let g = generate(&GeneratorOptions::from_args([
-            "records=10000".to_string(),
-            format!("start_offset={}", 2_000_000 + i * 10_000),
-            format!("start_ms={}", now_ms - 10 * 60_000),
-            format!("seed={}", 100 + i),
-        ]).unwrap()).unwrap();
+        let p = IngestPipeline::new(Config::from_args([format!("warehouse={}", wh.display()), format!("dedup={mode}")]).unwrap())
+            .await
+            .unwrap();
+        let g = generate(
+            &GeneratorOptions::from_args([
+                "records=10000".to_string(),
+                format!("start_offset={}", 2_000_000 + i * 10_000),
+                format!("start_ms={}", now_ms - 10 * 60_000),
+                format!("seed={}", 100 + i),
+            ])
+            .unwrap(),
+        )
+        .unwrap();
         let e = parse_event(g.event.to_string().as_bytes()).unwrap();
         let t0 = Instant::now();
         let s = p.handle(e, Instant::now() + Duration::from_secs(600)).await.unwrap();
@@ -128,7 +139,8 @@ async fn manifest_cost() -> BenchResult {
     println!("\none manifest of {MANIFEST_ENTRIES} entries ({} data files of a 10k-record ingest, repeated)", files.len());
     for round in 0..3 {
         let t0 = Instant::now();
-        let mut theirs = ManifestWriterBuilder::new(table.file_io().new_output(path("theirs"))?, Some(1), schema.clone(), spec.clone()).build_v2_data();
+        let mut theirs =
+            ManifestWriterBuilder::new(table.file_io().new_output(path("theirs"))?, Some(1), schema.clone(), spec.clone()).build_v2_data();
         for file in &entries {
             theirs.add_existing_file(file.clone(), 1, 1, Some(1))?;
         }

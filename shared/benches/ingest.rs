@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use arrow_array::RecordBatch;
 use icestream::dev::codec::{self, TelemetryBuilder};
+use icestream::dev::generate::{GeneratorOptions, generate};
 use icestream::model::config::Source;
 use icestream::model::event::parse_event;
-use icestream::dev::generate::{GeneratorOptions, generate};
 use icestream::model::tables;
 use icestream::{Config, IngestPipeline};
 use parquet::arrow::ArrowWriter;
@@ -140,7 +140,22 @@ fn main() -> BenchResult<()> {
     println!("files, loads and swaps = the last event's catalog calls");
     println!(
         "{:<6} {:>9} {:>9} {:>11} {:>11} {:>6} {:>7} {:>11} {:>6} {:>11} {:>6} {:>11} {:>6} {:>6} {:>6} {:>6}",
-        "format", "records", "event MB", "whole r/s", "cpu r/s", "sys %", "parse %", "floor r/s", "ratio", "files r/s", "ratio", "event r/s", "least", "files", "loads", "swaps"
+        "format",
+        "records",
+        "event MB",
+        "whole r/s",
+        "cpu r/s",
+        "sys %",
+        "parse %",
+        "floor r/s",
+        "ratio",
+        "files r/s",
+        "ratio",
+        "event r/s",
+        "least",
+        "files",
+        "loads",
+        "swaps"
     );
     // `BENCH_FORMATS=proto` (comma-separated) runs only those formats, e.g. under a profiler.
     let formats = std::env::var("BENCH_FORMATS").unwrap_or_else(|_| "proto,avro,json".into());

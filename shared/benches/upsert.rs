@@ -80,7 +80,16 @@ impl Feed {
             let p = (self.rng.next() % PARTITIONS as u64) as i32;
             let offset = self.offsets.entry(p).or_default();
             let value = change(op, key, self.lsn, self.rng.next() % 1_000_000);
-            let record = KafkaRecordIn { offset: *offset, timestamp_ms: 1_764_460_800_000, timestamp_type: None, key: None, value: Some(value.into()), value_error: None, headers: Default::default(), value_schema: None };
+            let record = KafkaRecordIn {
+                offset: *offset,
+                timestamp_ms: 1_764_460_800_000,
+                timestamp_type: None,
+                key: None,
+                value: Some(value.into()),
+                value_error: None,
+                headers: Default::default(),
+                value_schema: None,
+            };
             partitions.entry(TopicPartition { topic: TOPIC.into(), partition: p }).or_default().push(record);
             *offset += 1;
         }
@@ -170,10 +179,10 @@ impl Workload {
     }
 
     fn change(self, rng: &mut Rng, keys: u64, next_key: &mut u64) -> (&'static str, u64) {
-        let op = if rng.next() % 10 == 0 { "d" } else { "u" };
+        let op = if rng.next().is_multiple_of(10) { "d" } else { "u" };
         match self {
             Workload::Uniform => (op, rng.next() % keys),
-            Workload::Recent if rng.next() % 2 == 0 => {
+            Workload::Recent if rng.next().is_multiple_of(2) => {
                 *next_key += 1;
                 ("c", *next_key)
             }
@@ -230,7 +239,10 @@ fn main() {
         .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![100_000, 1_000_000]);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    println!("per 10k-change batch: files probed, MB and range requests read (first batch after the load; mean of the next {})", MEASURED_BATCHES - 1);
+    println!(
+        "per 10k-change batch: files probed, MB and range requests read (first batch after the load; mean of the next {})",
+        MEASURED_BATCHES - 1
+    );
     println!("      keys workload  changes/s  files/batch    MB first     MB warm  req. first   req. warm    load s");
     for keys in sizes {
         for workload in [Workload::Uniform, Workload::Recent] {
@@ -242,7 +254,9 @@ fn main() {
         .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![1_000_000, 10_000_000]);
     let batches: usize = env("ICESTREAM_BENCH_UPSERT_V3_BATCHES").and_then(|v| v.trim().parse().ok()).unwrap_or(100);
-    println!("\nv2 (position delete files) against v3 (deletion vectors): {batches} uniform 10k-change batches, no compaction; per batch (mean) written and read, then what a full scan opens");
+    println!(
+        "\nv2 (position delete files) against v3 (deletion vectors): {batches} uniform 10k-change batches, no compaction; per batch (mean) written and read, then what a full scan opens"
+    );
     println!("      keys fmt files written MB (data+del) write requests    MB read read requests data files delete files most/file");
     for keys in sizes {
         for format_version in [2, 3] {

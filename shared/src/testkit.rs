@@ -5,11 +5,11 @@ use std::collections::HashMap;
 use std::str::FromStr;
 
 use iceberg::spec::TableMetadataBuilder;
-use iceberg::{MetadataLocation, TableIdent};
 use iceberg::spec::{
     DataContentType, DataFile, DataFileBuilder, DataFileFormat, NestedField, PrimitiveType, Schema, Transform, Type, UnboundPartitionSpec,
 };
 use iceberg::table::Table;
+use iceberg::{MetadataLocation, TableIdent};
 
 use crate::engine::catalog::Catalogs;
 use crate::model::tables::TableDef;
@@ -120,7 +120,8 @@ impl LocalTable {
     pub async fn sibling(&self, name: &str, location: Option<String>, properties: &[(&str, &str)]) -> TableIdent {
         let schema = self.load().await.metadata().current_schema().as_ref().clone();
         let properties = properties.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<Vec<_>>();
-        let creation = iceberg::TableCreation::builder().name(name.into()).location_opt(location).schema(schema).properties(properties).build();
+        let creation =
+            iceberg::TableCreation::builder().name(name.into()).location_opt(location).schema(schema).properties(properties).build();
         self.catalogs.catalog().create_table(self.ident.namespace(), creation).await.unwrap();
         TableIdent::new(self.ident.namespace().clone(), name.into())
     }
@@ -166,7 +167,8 @@ pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
 pub fn shortest_doubles(n: usize) -> Vec<(f64, String)> {
     use rand::{Rng, SeedableRng};
     let mut rng = rand::rngs::SmallRng::seed_from_u64(46);
-    let mut values = vec![-928694.4390802345, -0.0, 0.0, f64::MIN_POSITIVE, 5e-324, -5e-324, f64::MAX, f64::MIN, 0.1, 1e23, 9007199254740993.0];
+    let mut values =
+        vec![-928694.4390802345, -0.0, 0.0, f64::MIN_POSITIVE, 5e-324, -5e-324, f64::MAX, f64::MIN, 0.1, 1e23, 9007199254740993.0];
     while values.len() < n {
         let bits: u64 = rng.random();
         let v = match values.len() % 4 {

@@ -66,7 +66,8 @@ fn violations(files: &[(String, String)]) -> Vec<String> {
     for (path, text) in files {
         let parts: Vec<&str> = path.split('/').collect();
         let name = parts.last().copied().unwrap_or("");
-        if parts.contains(&"tests") || name == "tests.rs" || name.ends_with("_tests.rs") || parts[0] == "testkit.rs" || parts[0] == "lib.rs" {
+        if parts.contains(&"tests") || name == "tests.rs" || name.ends_with("_tests.rs") || parts[0] == "testkit.rs" || parts[0] == "lib.rs"
+        {
             continue;
         }
         let dev = parts[0] == "dev";
@@ -89,7 +90,13 @@ fn violations(files: &[(String, String)]) -> Vec<String> {
             }
             let Some((to_layer, to_module)) = place(&target) else { continue };
             if to_layer > layer {
-                found.push(format!("{path}: {} imports {} (upward: {} → {})", LAYERS[layer], target.join("::"), LAYERS[layer], LAYERS[to_layer]));
+                found.push(format!(
+                    "{path}: {} imports {} (upward: {} → {})",
+                    LAYERS[layer],
+                    target.join("::"),
+                    LAYERS[layer],
+                    LAYERS[to_layer]
+                ));
             } else if to_layer == layer && to_module != module && !to_module.is_empty() {
                 edges.entry((layer, module.clone())).or_default().insert(to_module);
             }
@@ -189,7 +196,8 @@ fn the_check_sees_upward_imports_circles_and_dev() {
 fn no_function_ships_dev_tooling() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut functions: Vec<String> = std::fs::read_dir(root.join("functions")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut functions: Vec<String> =
+        std::fs::read_dir(root.join("functions")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     functions.sort();
     assert!(!functions.is_empty());
     for function in &functions {
@@ -199,7 +207,11 @@ fn no_function_ships_dev_tooling() {
             .output()
             .unwrap();
         let tree = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success() && tree.contains("icestream feature \"default\""), "cargo tree -p {function}: {}{tree}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success() && tree.contains("icestream feature \"default\""),
+            "cargo tree -p {function}: {}{tree}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert!(!tree.contains("icestream feature \"dev\""), "function {function} builds the library with dev tooling:\n{tree}");
     }
 }

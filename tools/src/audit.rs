@@ -3,15 +3,15 @@
 //! Prints the verdict, then the report as one JSON line; exits 1 when the audit fails.
 
 use anyhow::Result;
-use icestream::services::audit::{AuditTarget, Verdict, audit_of};
-#[cfg(feature = "kafka")]
-use icestream::services::audit::AuditReport;
+use icestream::Config;
 use icestream::engine::catalog::Catalogs;
 #[cfg(feature = "kafka")]
 use icestream::model::config::Dedup;
 use icestream::model::config::{Allowed, Knob, Settings};
 use icestream::model::pipeline::PipelineSet;
-use icestream::Config;
+#[cfg(feature = "kafka")]
+use icestream::services::audit::AuditReport;
+use icestream::services::audit::{AuditTarget, Verdict, audit_of};
 #[cfg(feature = "kafka")]
 use icestream_tools::broker_gaps::BrokerGaps;
 
@@ -21,7 +21,6 @@ const AUDIT_OPTIONS: &[Knob] = &[Knob {
     allowed: Allowed::Text,
     help: "Kafka bootstrap servers to ask why offsets are missing (retention, compaction, transaction markers, dedup); empty: gaps are listed unexplained",
 }];
-
 
 /// The command's option list for the command line (`crate::cli`).
 pub struct Audit;

@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use icestream::services::audit::{Gap, GapCause};
+use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
+use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
-use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
-use rdkafka::client::DefaultClientContext;
 
 /// At most this many offsets of one gap are fetched to look at; the rest keep no cause.
 pub const FETCH_MAX: i64 = 100_000;
@@ -90,7 +90,8 @@ impl BrokerGaps {
             .set("enable.partition.eof", "true")
             .set("isolation.level", "read_committed");
         let consumer: BaseConsumer = config.create().with_context(|| format!("Kafka consumer for {bootstrap}"))?;
-        let admin: AdminClient<DefaultClientContext> = crate::kafka::client_config(bootstrap).create().with_context(|| format!("Kafka admin client for {bootstrap}"))?;
+        let admin: AdminClient<DefaultClientContext> =
+            crate::kafka::client_config(bootstrap).create().with_context(|| format!("Kafka admin client for {bootstrap}"))?;
         Ok(Self { consumer, admin, dedup })
     }
 
@@ -143,7 +144,10 @@ impl BrokerGaps {
         let Ok(results) = self.admin.describe_configs(&resources, &AdminOptions::new().request_timeout(Some(TIMEOUT))).await else {
             return false;
         };
-        results.into_iter().flatten().any(|config| config.get("cleanup.policy").and_then(|e| e.value.as_deref()).is_some_and(|v| v.contains("compact")))
+        results
+            .into_iter()
+            .flatten()
+            .any(|config| config.get("cleanup.policy").and_then(|e| e.value.as_deref()).is_some_and(|v| v.contains("compact")))
     }
 }
 
@@ -159,13 +163,26 @@ mod tests {
         use GapCause::*;
         assert_eq!(
             runs(facts(false, false)),
-            [(5, 7, Some(DeletedByRetention)), (8, 9, Some(TransactionMarkers)), (10, 11, Some(Lost)), (12, 14, Some(TransactionMarkers)), (15, 16, None)]
+            [
+                (5, 7, Some(DeletedByRetention)),
+                (8, 9, Some(TransactionMarkers)),
+                (10, 11, Some(Lost)),
+                (12, 14, Some(TransactionMarkers)),
+                (15, 16, None)
+            ]
         );
         assert_eq!(runs(facts(true, true))[1..3], [(8, 9, Some(CompactedAway)), (10, 11, Some(DroppedByDedup))]);
         // A billion missing offsets: only the fetched ones are looked at one by one.
         let huge = Gap { topic: "t".into(), partition: 0, from: 0, to: 1_000_000_000, cause: None };
         let facts = BrokerFacts { log_start: 999_999_990, looked_up_to: 999_999_995, present: [].into(), compacted: false, dedup: false };
         let runs: Vec<_> = facts.split(&huge).into_iter().map(|g| (g.from, g.to, g.cause)).collect();
-        assert_eq!(runs, [(0, 999_999_989, Some(DeletedByRetention)), (999_999_990, 999_999_995, Some(TransactionMarkers)), (999_999_996, 1_000_000_000, None)]);
+        assert_eq!(
+            runs,
+            [
+                (0, 999_999_989, Some(DeletedByRetention)),
+                (999_999_990, 999_999_995, Some(TransactionMarkers)),
+                (999_999_996, 1_000_000_000, None)
+            ]
+        );
     }
 }

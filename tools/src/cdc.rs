@@ -10,8 +10,7 @@ use icestream::Config;
 use crate::cli::{OptionList, Options};
 
 /// What `icestream cdc` says: the accounts feed is an upsert pipeline now.
-pub const CDC_IS_GONE: &str =
-    "`icestream cdc` is gone: the accounts feed is an upsert pipeline (the reference file's `accounts`): `icestream ingest EVENT.json pipelines=FILE`";
+pub const CDC_IS_GONE: &str = "`icestream cdc` is gone: the accounts feed is an upsert pipeline (the reference file's `accounts`): `icestream ingest EVENT.json pipelines=FILE`";
 
 pub struct Rebuild;
 
@@ -33,7 +32,9 @@ pub async fn rebuild(options: Options<Rebuild>) -> Result<()> {
     let pipeline = set.pipelines.iter().find(|p| &p.table == table).with_context(|| format!("no pipeline writes table {table:?}"))?;
     config.namespace = set.namespace.clone();
     let catalogs = icestream::engine::catalog::Catalogs::connect(&config).await?;
-    let report = icestream::modes::upsert::rebuild::rebuild(&catalogs, pipeline, &config.compression, config.target_file_size_bytes, deadline).await?;
+    let report =
+        icestream::modes::upsert::rebuild::rebuild(&catalogs, pipeline, &config.compression, config.target_file_size_bytes, deadline)
+            .await?;
     println!("{}", serde_json::to_string(&report)?);
     Ok(())
 }

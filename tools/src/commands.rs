@@ -100,10 +100,10 @@ pub enum Command {
         command: Option<String>,
     },
     /// A shell completion script, to standard output
-    #[command(after_help = "bash: icestream completions bash > /etc/bash_completion.d/icestream\nzsh:  icestream completions zsh > \"${fpath[1]}/_icestream\"")]
-    Completions {
-        shell: clap_complete::Shell,
-    },
+    #[command(
+        after_help = "bash: icestream completions bash > /etc/bash_completion.d/icestream\nzsh:  icestream completions zsh > \"${fpath[1]}/_icestream\""
+    )]
+    Completions { shell: clap_complete::Shell },
 }
 
 #[derive(Subcommand, Debug)]

@@ -7,9 +7,9 @@
 use anyhow::{Context, Result, bail};
 use icestream::Config;
 use icestream::engine::catalog::Catalogs;
-use icestream::model::config::{Allowed, Knob, Settings};
 use icestream::engine::queue::sqs::CommitQueue;
 use icestream::engine::queue::{Message, from_sqs_event};
+use icestream::model::config::{Allowed, Knob, Settings};
 use icestream::services::queued::{batch, retry_deferred_soon};
 
 /// Command options (not configuration knobs).

@@ -8,7 +8,12 @@ use icestream::services::replay::{ReplayFilter, replay};
 use icestream::{Config, IngestPipeline};
 
 const REPLAY_OPTIONS: &[Knob] = &[
-    Knob { key: "since", default: "", allowed: Allowed::Text, help: "Only dead letters rejected since this RFC 3339 time or age (90m, 6h, 7d); empty: all" },
+    Knob {
+        key: "since",
+        default: "",
+        allowed: Allowed::Text,
+        help: "Only dead letters rejected since this RFC 3339 time or age (90m, 6h, 7d); empty: all",
+    },
     Knob { key: "reason", default: "", allowed: Allowed::Text, help: "Only dead letters whose reason contains this text; empty: all" },
     Knob { key: "dry-run", default: "false", allowed: Allowed::OneOf(&["true", "false"]), help: "Only report what would be replayed" },
 ];

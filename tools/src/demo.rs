@@ -24,17 +24,24 @@ impl crate::cli::OptionList for Demo {
 
 pub async fn run(args: Vec<String>) -> Result<()> {
     let (gen_args, config_args): (Vec<String>, Vec<String>) = args.into_iter().partition(|a| {
-        a.split_once('=')
-            .is_some_and(|(k, _)| icestream::dev::generate::GENERATOR_OPTIONS.iter().flat_map(|l| l.iter()).any(|o| o.key == k) && k != "topic")
+        a.split_once('=').is_some_and(|(k, _)| {
+            icestream::dev::generate::GENERATOR_OPTIONS.iter().flat_map(|l| l.iter()).any(|o| o.key == k) && k != "topic"
+        })
     });
     let mut all_config: Vec<String> = DEMO_DEFAULTS.iter().map(|s| s.to_string()).collect();
     all_config.extend(config_args);
     let config = Config::from_env_and_args(&all_config)?;
     icestream::base::logging::init(&config.log_format);
-    let mut opts = GeneratorOptions::from_args(["records=20000", "corrupt=true", "format=json"].iter().map(|s| s.to_string()).chain(gen_args))?;
+    let mut opts =
+        GeneratorOptions::from_args(["records=20000", "corrupt=true", "format=json"].iter().map(|s| s.to_string()).chain(gen_args))?;
     opts.record.source = config.source;
     let generated = generate(&opts)?;
-    println!("generated {} records ({} bytes): {}", generated.expectation.records, generated.expectation.bytes, serde_json::to_string(&generated.expectation)?);
+    println!(
+        "generated {} records ({} bytes): {}",
+        generated.expectation.records,
+        generated.expectation.bytes,
+        serde_json::to_string(&generated.expectation)?
+    );
 
     let started = Instant::now();
     let pipeline = IngestPipeline::new(config.clone()).await?;
@@ -63,8 +70,10 @@ pub async fn run(args: Vec<String>) -> Result<()> {
     for name in pipeline.pipelines().tables() {
         let table = catalogs.catalog().load_table(&catalogs.ident(&name)).await?;
         let report = icestream::services::report::report(&table).await?;
-        println!("\n{name}: {} rows in {} files, {} partitions, {} snapshots; watermarks {:?}",
-            report.records, report.data_files, report.partitions, report.snapshots, report.watermarks);
+        println!(
+            "\n{name}: {} rows in {} files, {} partitions, {} snapshots; watermarks {:?}",
+            report.records, report.data_files, report.partitions, report.snapshots, report.watermarks
+        );
     }
 
     // A few aggregates of the telemetry table read back through an Iceberg scan.
@@ -86,6 +95,11 @@ pub async fn run(args: Vec<String>) -> Result<()> {
         println!("{model:<12} {n:>8}  {:>14.1}", sum as f64 / n as f64);
     }
     let warehouse = config.local_warehouse_dir()?;
-    println!("\nwarehouse: {} (catalog {}/catalog.db, catalog name `icestream`, namespace `{}`)", warehouse.display(), warehouse.display(), pipeline.pipelines().namespace);
+    println!(
+        "\nwarehouse: {} (catalog {}/catalog.db, catalog name `icestream`, namespace `{}`)",
+        warehouse.display(),
+        warehouse.display(),
+        pipeline.pipelines().namespace
+    );
     Ok(())
 }

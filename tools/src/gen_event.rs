@@ -3,8 +3,8 @@
 //! standard error).
 
 use anyhow::{Context, Result};
-use icestream::model::config::Knob;
 use icestream::dev::generate::{GENERATOR_OPTIONS, GeneratorOptions, generate};
+use icestream::model::config::Knob;
 
 use crate::cli::{OptionList, Options};
 

@@ -17,7 +17,9 @@ pub fn run(command: Option<&str>) -> Result<()> {
         #[cfg(not(feature = "kafka"))]
         Some(c @ ("produce" | "simulate-cdc" | "esm")) => return Err(icestream_tools::not_built(&format!("`icestream {c}`"), "kafka")),
         #[cfg(feature = "kafka")]
-        Some("produce" | "simulate-cdc") => icestream_tools::produce::PRODUCE_OPTIONS.iter().for_each(|list| print!("{}", knobs_markdown(list))),
+        Some("produce" | "simulate-cdc") => {
+            icestream_tools::produce::PRODUCE_OPTIONS.iter().for_each(|list| print!("{}", knobs_markdown(list)))
+        }
         #[cfg(feature = "kafka")]
         Some("esm") => print!(
             "{}\nThe function's own knobs (below) pass through with invoke=inprocess.\n\n{}",

@@ -9,12 +9,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rdkafka::ClientConfig;
 
 /// Where the broker is: shared by every Kafka command.
-pub const BOOTSTRAP: Knob = Knob {
-    key: "bootstrap",
-    default: "127.0.0.1:9092",
-    allowed: Allowed::Text,
-    help: "Kafka bootstrap servers, HOST:PORT[,HOST:PORT...]",
-};
+pub const BOOTSTRAP: Knob =
+    Knob { key: "bootstrap", default: "127.0.0.1:9092", allowed: Allowed::Text, help: "Kafka bootstrap servers, HOST:PORT[,HOST:PORT...]" };
 
 /// A client configuration for `bootstrap`.
 pub fn client_config(bootstrap: &str) -> ClientConfig {
@@ -36,9 +32,8 @@ pub fn progress_bar(total: Option<u64>, what: &str) -> ProgressBar {
                 .expect("static template")
                 .progress_chars("=> "),
         ),
-        None => ProgressBar::new_spinner().with_style(
-            ProgressStyle::with_template("{spinner} {msg} {pos} records {per_sec}").expect("static template"),
-        ),
+        None => ProgressBar::new_spinner()
+            .with_style(ProgressStyle::with_template("{spinner} {msg} {pos} records {per_sec}").expect("static template")),
     };
     bar.set_message(what.to_string());
     bar.enable_steady_tick(Duration::from_millis(200));

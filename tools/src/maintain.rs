@@ -2,10 +2,10 @@
 //! function's code, in-process, with the report printed as JSON.
 
 use anyhow::Result;
+use icestream::Config;
 use icestream::engine::catalog::Catalogs;
 use icestream::model::config::{Allowed, Knob, Settings};
 use icestream::services::maintenance::{MaintenanceRequest, maintain, pipeline_tables};
-use icestream::Config;
 
 /// Command options (not configuration knobs).
 pub const MAINTAIN_OPTIONS: &[Knob] = &[
@@ -15,10 +15,25 @@ pub const MAINTAIN_OPTIONS: &[Knob] = &[
         allowed: Allowed::Text,
         help: "purge-tombstones, compact, upgrade (with format_version=3), rewrite-manifests, expire, remove-orphans, replay-dead-letters, audit or report; comma-separated; none = all but upgrade, replay-dead-letters and audit, in a safe order",
     },
-    Knob { key: "table", default: "", allowed: Allowed::Text, help: "Table name(s), comma-separated; none = every table of the pipeline file (or of the namespace without one)" },
+    Knob {
+        key: "table",
+        default: "",
+        allowed: Allowed::Text,
+        help: "Table name(s), comma-separated; none = every table of the pipeline file (or of the namespace without one)",
+    },
     Knob { key: "dry-run", default: "false", allowed: Allowed::OneOf(&["true", "false"]), help: "Only report what each action would do" },
-    Knob { key: "since", default: "", allowed: Allowed::Text, help: "replay-dead-letters: only dead letters rejected since this RFC 3339 time or age (90m, 6h, 7d)" },
-    Knob { key: "reason", default: "", allowed: Allowed::Text, help: "replay-dead-letters: only dead letters whose reason contains this text" },
+    Knob {
+        key: "since",
+        default: "",
+        allowed: Allowed::Text,
+        help: "replay-dead-letters: only dead letters rejected since this RFC 3339 time or age (90m, 6h, 7d)",
+    },
+    Knob {
+        key: "reason",
+        default: "",
+        allowed: Allowed::Text,
+        help: "replay-dead-letters: only dead letters whose reason contains this text",
+    },
 ];
 
 /// The command's option list for the command line (`crate::cli`).
@@ -37,14 +52,10 @@ pub async fn run(args: Vec<String>) -> Result<()> {
     let mut config = Config::from_env_and_args(&knobs)?;
     icestream::base::logging::init(&config.log_format);
     let tables = pipeline_tables(&mut config).await?;
-    let request = MaintenanceRequest::new(
-        &list(settings.get("action")),
-        &list(settings.get("table")),
-        settings.get("dry-run") == "true",
-        &config,
-    )?
-    .with_replay_filter(settings.get("since"), settings.get("reason"))?
-    .or_tables(tables.as_ref());
+    let request =
+        MaintenanceRequest::new(&list(settings.get("action")), &list(settings.get("table")), settings.get("dry-run") == "true", &config)?
+            .with_replay_filter(settings.get("since"), settings.get("reason"))?
+            .or_tables(tables.as_ref());
     let catalogs = Catalogs::connect(&config).await?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(config.commit_timeout_ms);
     let report = maintain(&catalogs, &request, deadline).await?;

@@ -3,18 +3,18 @@
 //! it claims. Any error names the file, the pipeline, the key and what is allowed.
 
 use anyhow::Result;
-use iceberg::spec::{NestedFieldRef, StructType, TableMetadata, TableMetadataBuilder, Type};
 use iceberg::TableCreation;
-use icestream::model::tables::TableDef;
-use icestream::model::config::{Allowed, Knob, Settings};
-use icestream::model::pipeline::{Pipeline, PipelineSet, Topics, format_name};
+use iceberg::TableIdent;
+use iceberg::spec::{NestedFieldRef, StructType, TableMetadata, TableMetadataBuilder, Type};
 use icestream::Config;
 use icestream::engine::catalog::Catalogs;
-use icestream::model::registry::Registry;
+use icestream::model::config::{Allowed, Knob, Settings};
 use icestream::model::evolve::evolve_for;
-use iceberg::TableIdent;
-use std::sync::Arc;
+use icestream::model::pipeline::{Pipeline, PipelineSet, Topics, format_name};
+use icestream::model::registry::Registry;
+use icestream::model::tables::TableDef;
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 const CHECK_OPTIONS: &[Knob] = &[
     Knob {
@@ -48,7 +48,12 @@ pub async fn check(file: String, args: Vec<String>) -> Result<()> {
     let per_topic = set.template_tables(&topics)?;
     if options.get("output") == "json" {
         let mut described = describe(&set);
-        described["topic_tables"] = json!(per_topic.iter().map(|(template, topic, table)| json!({"pipeline": template, "topic": topic, "table": table})).collect::<Vec<_>>());
+        described["topic_tables"] = json!(
+            per_topic
+                .iter()
+                .map(|(template, topic, table)| json!({"pipeline": template, "topic": topic, "table": table}))
+                .collect::<Vec<_>>()
+        );
         for (pipeline, check) in described["pipelines"].as_array_mut().into_iter().flatten().zip(&registries) {
             if let Some(check) = check {
                 pipeline["registry"] = check.clone();
@@ -63,7 +68,8 @@ pub async fn check(file: String, args: Vec<String>) -> Result<()> {
             }
         }
         for spec in &set.templates {
-            let made: Vec<String> = per_topic.iter().filter(|(t, ..)| *t == spec.table).map(|(_, topic, table)| format!("{topic} -> {table}")).collect();
+            let made: Vec<String> =
+                per_topic.iter().filter(|(t, ..)| *t == spec.table).map(|(_, topic, table)| format!("{topic} -> {table}")).collect();
             let claims = spec.topic_pattern.as_ref().map_or_else(|| spec.topics.join(", "), |p| format!("topics matching /{p}/"));
             print!("\ntable per topic `{}` ({claims}): ", spec.table);
             match (made.is_empty(), topics.is_empty()) {
@@ -84,7 +90,10 @@ pub async fn tables(file: &str) -> Result<()> {
     let mut config = Config::from_env_and_args(std::iter::empty::<&str>())?;
     config.pipelines = Some(file.to_string());
     let (namespace, tables, templates) = PipelineSet::table_names(&config).await?;
-    println!("{}", serde_json::to_string_pretty(&json!({"file": file, "namespace": namespace, "tables": tables, "table_templates": templates}))?);
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&json!({"file": file, "namespace": namespace, "tables": tables, "table_templates": templates}))?
+    );
     Ok(())
 }
 
@@ -151,7 +160,10 @@ fn registry_text(table: &str, check: &Value) -> String {
         out += &format!("  {reason}\n");
     }
     if let Some(fields) = check["evolved_schema"].as_array() {
-        let names: Vec<String> = fields.iter().map(|f| format!("{} {}", f["name"].as_str().unwrap_or_default(), f["type"].as_str().unwrap_or_default())).collect();
+        let names: Vec<String> = fields
+            .iter()
+            .map(|f| format!("{} {}", f["name"].as_str().unwrap_or_default(), f["type"].as_str().unwrap_or_default()))
+            .collect();
         out += &format!("  the table would become: {}\n", names.join(", "));
     }
     out
@@ -246,7 +258,16 @@ fn type_name(t: &Type) -> String {
 pub fn text(set: &PipelineSet) -> String {
     let mut out = format!("{}: {} pipeline(s), namespace {}\n", set.file.as_deref().unwrap_or("knobs"), set.pipelines.len(), set.namespace);
     for p in &set.pipelines {
-        out += &format!("\npipeline `{}` ({}): {} -> {}.{} (dead letters: {}.{})\n", p.table, format_name(p.format), p.topics, set.namespace, p.table, set.namespace, p.dead_letter.name);
+        out += &format!(
+            "\npipeline `{}` ({}): {} -> {}.{} (dead letters: {}.{})\n",
+            p.table,
+            format_name(p.format),
+            p.topics,
+            set.namespace,
+            p.table,
+            set.namespace,
+            p.dead_letter.name
+        );
         out += "  schema (field id, name, type):\n";
         for f in p.def.schema.as_struct().fields() {
             field_text(f, 2, &mut out);

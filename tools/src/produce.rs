@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
-use icestream::model::config::{Allowed, Knob, Settings};
 use icestream::dev::generate::{Expectation, RECORD_OPTIONS, RecordOptions, RecordStream};
+use icestream::model::config::{Allowed, Knob, Settings};
 use rdkafka::ClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
@@ -19,8 +19,18 @@ use crate::kafka::{BOOTSTRAP, client_config, progress_bar, throughput_line};
 /// How records are sent, whatever they are.
 pub const SEND_OPTIONS: &[Knob] = &[
     BOOTSTRAP,
-    Knob { key: "count", default: "100000", allowed: Allowed::Integer { min: 0, max: i64::MAX }, help: "Records to send (0 = until stopped)" },
-    Knob { key: "rate", default: "0", allowed: Allowed::Integer { min: 0, max: 100_000_000 }, help: "Records per second (0 = as fast as the broker takes them)" },
+    Knob {
+        key: "count",
+        default: "100000",
+        allowed: Allowed::Integer { min: 0, max: i64::MAX },
+        help: "Records to send (0 = until stopped)",
+    },
+    Knob {
+        key: "rate",
+        default: "0",
+        allowed: Allowed::Integer { min: 0, max: 100_000_000 },
+        help: "Records per second (0 = as fast as the broker takes them)",
+    },
 ];
 
 /// The option lists of `icestream produce` and `icestream simulate-cdc`.

@@ -3,10 +3,10 @@
 //! letters in the last hour and pending queued commit requests ([`icestream::services::status`]).
 
 use anyhow::Result;
+use icestream::Config;
 use icestream::engine::catalog::Catalogs;
 use icestream::model::config::{Allowed, Knob, Settings};
 use icestream::model::pipeline::PipelineSet;
-use icestream::Config;
 
 const STATUS_OPTIONS: &[Knob] = &[Knob {
     key: "output",

@@ -94,13 +94,26 @@ fn strings(words: &[&str]) -> Vec<String> {
 #[test]
 fn key_value_words_parse_as_before_and_flags_become_words() {
     // The spellings of scripts, the Makefile, tests and docs, unchanged.
-    assert_eq!(words(&["maintain", "action=compact", "table=t", "warehouse=./w"]), strings(&["action=compact", "table=t", "warehouse=./w"]));
+    assert_eq!(
+        words(&["maintain", "action=compact", "table=t", "warehouse=./w"]),
+        strings(&["action=compact", "table=t", "warehouse=./w"])
+    );
     assert_eq!(words(&["status", "output=json", "pipelines=p.toml"]), strings(&["output=json", "pipelines=p.toml"]));
     assert_eq!(words(&["report", "t", "warehouse=w"]), strings(&["warehouse=w"]));
     assert_eq!(words(&["gen-event", "format=json", "records=10", "out=e.json"]), strings(&["format=json", "records=10", "out=e.json"]));
     // Flags, in either spelling of a key with `_`, land as the same words after the positional ones.
     assert_eq!(
-        words(&["maintain", "--action", "compact", "--table=t", "--dry-run", "--target-file-size-bytes", "1024", "--commit_timeout_ms", "9"]),
+        words(&[
+            "maintain",
+            "--action",
+            "compact",
+            "--table=t",
+            "--dry-run",
+            "--target-file-size-bytes",
+            "1024",
+            "--commit_timeout_ms",
+            "9"
+        ]),
         strings(&["action=compact", "table=t", "dry-run=true", "target_file_size_bytes=1024", "commit_timeout_ms=9"])
     );
     assert_eq!(words(&["maintain", "--dry-run=false", "table=t"]), strings(&["table=t", "dry-run=false"]));
@@ -109,7 +122,9 @@ fn key_value_words_parse_as_before_and_flags_become_words() {
     let w = words(&["ingest", "a.json", "b.json", "warehouse=w", "--dedup", "batch"]);
     assert_eq!(crate::cli::leading(w), (strings(&["a.json", "b.json"]), strings(&["warehouse=w", "dedup=batch"])));
     // The command options shadow a configuration knob of the same key, as `Settings::split_options` does.
-    let (options, rest) = icestream::model::config::Settings::split_options(crate::maintain::MAINTAIN_OPTIONS, &words(&["maintain", "--table", "t"])).unwrap();
+    let (options, rest) =
+        icestream::model::config::Settings::split_options(crate::maintain::MAINTAIN_OPTIONS, &words(&["maintain", "--table", "t"]))
+            .unwrap();
     assert_eq!((options.get("table"), rest.len()), ("t", 0));
 }
 

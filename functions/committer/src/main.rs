@@ -11,8 +11,8 @@ use std::sync::Arc;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use icestream::Config;
 use icestream::engine::catalog::Catalogs;
-use icestream::engine::queue::sqs::CommitQueue;
 use icestream::engine::queue::from_sqs_event;
+use icestream::engine::queue::sqs::CommitQueue;
 use icestream::services::queued::{batch, batch_response, retry_deferred_soon};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 

@@ -34,7 +34,12 @@ async fn main() -> Result<(), Error> {
     .await
 }
 
-async fn handle(config: &Config, catalogs: &Catalogs, tables: Option<&Vec<String>>, event: LambdaEvent<serde_json::Value>) -> Result<serde_json::Value, Error> {
+async fn handle(
+    config: &Config,
+    catalogs: &Catalogs,
+    tables: Option<&Vec<String>>,
+    event: LambdaEvent<serde_json::Value>,
+) -> Result<serde_json::Value, Error> {
     let deadline = icestream::base::logging::deadline_from_epoch_ms(event.context.deadline, REPLY_MARGIN_MS);
     if let Some(request) = RecoverRequest::from_event(&event.payload)? {
         // Decoded with the ingest pipeline, built for this run only (recoveries are rare).

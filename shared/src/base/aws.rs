@@ -14,10 +14,7 @@ pub async fn sdk_config() -> aws_config::SdkConfig {
 /// An endpoint override for one service: `AWS_ENDPOINT_URL_<SERVICE>`, else `AWS_ENDPOINT_URL`
 /// (the SDK's own convention, applied here to the clients iceberg-rust builds itself).
 pub fn service_endpoint(sdk: &aws_config::SdkConfig, service: &str) -> Option<String> {
-    std::env::var(format!("AWS_ENDPOINT_URL_{service}"))
-        .ok()
-        .filter(|v| !v.is_empty())
-        .or_else(|| sdk.endpoint_url().map(str::to_string))
+    std::env::var(format!("AWS_ENDPOINT_URL_{service}")).ok().filter(|v| !v.is_empty()).or_else(|| sdk.endpoint_url().map(str::to_string))
 }
 
 /// S3 addressing: the `s3_path_style` knob if set, else path style when the endpoint is an IP

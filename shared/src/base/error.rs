@@ -23,7 +23,9 @@ pub enum Error {
     #[error("invariant violated: {0}")]
     Invariant(String),
     /// A command named a table the catalog does not have.
-    #[error("table `{table}` not found: the catalog has no table `{table}` in namespace `{namespace}` of warehouse {warehouse} (check the table name, `namespace=` or a `namespace.table` name, and `warehouse=`)")]
+    #[error(
+        "table `{table}` not found: the catalog has no table `{table}` in namespace `{namespace}` of warehouse {warehouse} (check the table name, `namespace=` or a `namespace.table` name, and `warehouse=`)"
+    )]
     TableNotFound { namespace: String, table: String, warehouse: String },
     /// A catalog call failed (not a commit conflict); says what was being done.
     #[error("catalog: {what}: {source}")]

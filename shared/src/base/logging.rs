@@ -15,7 +15,12 @@ pub fn init(format: &str) {
     let _ = if format == "json" {
         tracing::subscriber::set_global_default(json_subscriber(std::io::stderr)).map_err(|e| e.to_string())
     } else {
-        tracing_subscriber::fmt().with_env_filter(filter()).with_writer(std::io::stderr).with_target(false).try_init().map_err(|e| e.to_string())
+        tracing_subscriber::fmt()
+            .with_env_filter(filter())
+            .with_writer(std::io::stderr)
+            .with_target(false)
+            .try_init()
+            .map_err(|e| e.to_string())
     };
 }
 

@@ -5,8 +5,8 @@
 use arrow_schema::{DataType, Fields};
 
 use super::column::Col;
-use crate::base::varint::{self, VarintError};
 use super::{DecodeError, check_utf8, element_type, millis_to_micros, utf8, uuid_bytes};
+use crate::base::varint::{self, VarintError};
 use crate::model::schema::avro::{AvroSchema, AvroType};
 
 pub(crate) struct AvroReader {
@@ -20,10 +20,16 @@ enum Plan {
     Leaf(AvroType),
     /// Source fields in writer order, each with its target child; then the target children the
     /// source lacks (nullable, checked at construction).
-    Record { fields: Vec<(String, Option<usize>, Plan)>, absent: Vec<usize> },
+    Record {
+        fields: Vec<(String, Option<usize>, Plan)>,
+        absent: Vec<usize>,
+    },
     Array(Box<Plan>),
     Map(Box<Plan>),
-    Nullable { null_index: u8, inner: Box<Plan> },
+    Nullable {
+        null_index: u8,
+        inner: Box<Plan>,
+    },
 }
 
 impl AvroReader {
@@ -82,7 +88,10 @@ impl<'a> Input<'a> {
 
     /// The next `N` bytes as an array (fixed-width float and double).
     fn take_array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
-        let (head, rest) = self.0.split_first_chunk::<N>().ok_or_else(|| DecodeError::new(format!("truncated: {N} bytes declared, {} left", self.0.len())))?;
+        let (head, rest) = self
+            .0
+            .split_first_chunk::<N>()
+            .ok_or_else(|| DecodeError::new(format!("truncated: {N} bytes declared, {} left", self.0.len())))?;
         self.0 = rest;
         Ok(*head)
     }

@@ -32,11 +32,24 @@ enum Data {
     F64(Vec<f64>),
     Decimal(Vec<i128>),
     /// string, binary: each row's end offset into `bytes`.
-    Bytes { ends: Vec<usize>, bytes: Vec<u8> },
-    Fixed { width: usize, bytes: Vec<u8> },
+    Bytes {
+        ends: Vec<usize>,
+        bytes: Vec<u8>,
+    },
+    Fixed {
+        width: usize,
+        bytes: Vec<u8>,
+    },
     Struct(Vec<Col>),
-    List { ends: Vec<usize>, child: Box<Col> },
-    Map { ends: Vec<usize>, keys: Box<Col>, values: Box<Col> },
+    List {
+        ends: Vec<usize>,
+        child: Box<Col>,
+    },
+    Map {
+        ends: Vec<usize>,
+        keys: Box<Col>,
+        values: Box<Col>,
+    },
 }
 
 impl Col {
@@ -330,9 +343,7 @@ impl Col {
                     _ => Arc::new(LargeBinaryArray::try_new(offsets(&ends)?, bytes, nulls)?),
                 }
             }
-            Data::Fixed { width, bytes } => {
-                Arc::new(FixedSizeBinaryArray::try_new(*width as i32, Buffer::from_vec(take(bytes)), nulls)?)
-            }
+            Data::Fixed { width, bytes } => Arc::new(FixedSizeBinaryArray::try_new(*width as i32, Buffer::from_vec(take(bytes)), nulls)?),
             Data::Struct(children) => {
                 let DataType::Struct(fields) = dt else { unreachable!("Data::Struct is made for Struct") };
                 let arrays = children.iter_mut().map(Col::finish).collect::<Result<_, _>>()?;
@@ -376,7 +387,8 @@ mod tests {
     /// validity is a count until the first null).
     fn addresses(row: &Col) -> Option<[*const u8; 3]> {
         let Data::Struct(columns) = &row.data else { return None };
-        let (Data::I64(n), Data::Bytes { ends, .. }, Data::List { ends: list_ends, .. }) = (&columns[0].data, &columns[1].data, &columns[2].data)
+        let (Data::I64(n), Data::Bytes { ends, .. }, Data::List { ends: list_ends, .. }) =
+            (&columns[0].data, &columns[1].data, &columns[2].data)
         else {
             return None;
         };

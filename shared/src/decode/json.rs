@@ -41,7 +41,9 @@ impl JsonReader {
         loop {
             let mut error = None;
             let mut json = serde_json::Deserializer::from_slice(&value);
-            let parsed = Put { plan: &self.row, col: &mut *row, error: &mut error, precision: self.precision }.deserialize(&mut json).and_then(|()| json.end());
+            let parsed = Put { plan: &self.row, col: &mut *row, error: &mut error, precision: self.precision }
+                .deserialize(&mut json)
+                .and_then(|()| json.end());
             return match (parsed, error) {
                 // An integer column met a number with a fraction or exponent: its text decides.
                 (Err(at), Some(e)) if e.message == number::REREAD => match number::as_integer(&value, &at) {
@@ -82,7 +84,6 @@ fn plan(schema: &JsonSchema, ty: &Ty, target: &DataType, path: &str) -> Plan {
         (Ty::Struct(_), _) => Plan::Object(Vec::new(), false),
     }
 }
-
 
 /// One value into one column, streamed: serde_json hands each token to the plan's visitor, so
 /// no `serde_json::Value` tree is built per record. The first [`DecodeError`] is parked in
@@ -262,7 +263,8 @@ impl<'de> Visitor<'de> for Put<'_, '_> {
                 while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
                     let Some(i) = children.iter().position(|c| c.as_ref().is_some_and(|(name, _)| *name == key)) else {
                         if *strict {
-                            *self.error = Some(DecodeError::new("not a field of the schema (unknown_fields = \"dead_letter\")").at(key.as_ref()));
+                            *self.error =
+                                Some(DecodeError::new("not a field of the schema (unknown_fields = \"dead_letter\")").at(key.as_ref()));
                             return Err(A::Error::custom("unknown field"));
                         }
                         map.next_value::<IgnoredAny>()?;
@@ -273,17 +275,19 @@ impl<'de> Visitor<'de> for Put<'_, '_> {
                         return Err(A::Error::custom("duplicate key"));
                     }
                     let plan = &children[i].as_ref().expect("position found a planned child").1;
-                    if let Err(e) = map.next_value_seed(Put { plan, col: &mut columns[i], error: &mut *self.error, precision: self.precision }) {
+                    if let Err(e) =
+                        map.next_value_seed(Put { plan, col: &mut columns[i], error: &mut *self.error, precision: self.precision })
+                    {
                         under(self.error, key.as_ref());
                         return Err(e);
                     }
                 }
                 for (i, column) in columns.iter_mut().enumerate() {
-                    if !seen[i] {
-                        if let Err(e) = column.push_missing() {
-                            *self.error = Some(e.at(column.name()));
-                            return Err(A::Error::custom("missing"));
-                        }
+                    if !seen[i]
+                        && let Err(e) = column.push_missing()
+                    {
+                        *self.error = Some(e.at(column.name()));
+                        return Err(A::Error::custom("missing"));
                     }
                 }
             }
@@ -297,7 +301,9 @@ impl<'de> Visitor<'de> for Put<'_, '_> {
                         *self.error = Some(e);
                         return Err(A::Error::custom("key"));
                     }
-                    if let Err(e) = map.next_value_seed(Put { plan: value_plan, col: &mut *values, error: &mut *self.error, precision: self.precision }) {
+                    if let Err(e) =
+                        map.next_value_seed(Put { plan: value_plan, col: &mut *values, error: &mut *self.error, precision: self.precision })
+                    {
                         under(self.error, key.as_ref());
                         return Err(e);
                     }
@@ -311,7 +317,8 @@ impl<'de> Visitor<'de> for Put<'_, '_> {
 }
 
 fn parse_date(s: &str) -> Result<i32, DecodeError> {
-    let date = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").map_err(|e| DecodeError::new(format!("expected a date (YYYY-MM-DD), got `{s}`: {e}")))?;
+    let date = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
+        .map_err(|e| DecodeError::new(format!("expected a date (YYYY-MM-DD), got `{s}`: {e}")))?;
     let epoch = chrono::NaiveDate::from_ymd_opt(1970, 1, 1).expect("1970-01-01 is a date");
     i32::try_from((date - epoch).num_days()).map_err(|_| DecodeError::new(format!("date `{s}` out of range")))
 }
@@ -324,7 +331,8 @@ fn micros(seconds: i64, nanos: u32, s: &str, precision: TimestampPrecision) -> R
 
 /// An Iceberg `time`: `HH:MM:SS[.ffffff]`, microseconds since midnight.
 fn parse_time(s: &str, precision: TimestampPrecision) -> Result<i64, DecodeError> {
-    let t = chrono::NaiveTime::parse_from_str(s, "%H:%M:%S%.f").map_err(|e| DecodeError::new(format!("expected a time (HH:MM:SS[.ffffff]), got `{s}`: {e}")))?;
+    let t = chrono::NaiveTime::parse_from_str(s, "%H:%M:%S%.f")
+        .map_err(|e| DecodeError::new(format!("expected a time (HH:MM:SS[.ffffff]), got `{s}`: {e}")))?;
     use chrono::Timelike;
     micros(i64::from(t.num_seconds_from_midnight()), t.nanosecond(), s, precision)
 }
@@ -332,7 +340,12 @@ fn parse_time(s: &str, precision: TimestampPrecision) -> Result<i64, DecodeError
 /// An Iceberg `timestamp` (no zone): `YYYY-MM-DDTHH:MM:SS[.ffffff]`.
 fn parse_local_timestamp(s: &str, precision: TimestampPrecision) -> Result<i64, DecodeError> {
     let t = chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f")
-        .map_err(|e| DecodeError::new(format!("expected a timestamp without zone (YYYY-MM-DDTHH:MM:SS[.ffffff]), got `{}`: {e}", s.chars().take(40).collect::<String>())))?
+        .map_err(|e| {
+            DecodeError::new(format!(
+                "expected a timestamp without zone (YYYY-MM-DDTHH:MM:SS[.ffffff]), got `{}`: {e}",
+                s.chars().take(40).collect::<String>()
+            ))
+        })?
         .and_utc();
     micros(t.timestamp(), t.timestamp_subsec_nanos(), s, precision)
 }
@@ -344,7 +357,10 @@ fn decimal(s: &str, precision: u32, scale: u32) -> Result<i128, DecodeError> {
     let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
     let plain = |part: &str| part.bytes().all(|b| b.is_ascii_digit());
     if whole.is_empty() || !plain(whole) || !plain(fraction) || (digits.contains('.') && fraction.is_empty()) {
-        return Err(DecodeError::new(format!("expected a decimal (digits, an optional point and digits), got `{}`", s.chars().take(40).collect::<String>())));
+        return Err(DecodeError::new(format!(
+            "expected a decimal (digits, an optional point and digits), got `{}`",
+            s.chars().take(40).collect::<String>()
+        )));
     }
     let column = format!("decimal({precision},{scale})");
     if fraction.len() != scale as usize {

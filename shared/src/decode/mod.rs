@@ -246,9 +246,7 @@ fn prim_fits(p: Prim, t: &DataType) -> bool {
         | (Prim::Timestamp, D::Timestamp(TimeUnit::Microsecond, None))
         | (Prim::Timestamptz, D::Timestamp(TimeUnit::Microsecond, Some(_))) => true,
         (Prim::Fixed(n), D::FixedSizeBinary(w)) => usize::try_from(*w) == Ok(n),
-        (Prim::Decimal { precision, scale }, D::Decimal128(p2, s2)) => {
-            i64::from(scale) == i64::from(*s2) && precision <= u32::from(*p2)
-        }
+        (Prim::Decimal { precision, scale }, D::Decimal128(p2, s2)) => i64::from(scale) == i64::from(*s2) && precision <= u32::from(*p2),
         _ => false,
     }
 }

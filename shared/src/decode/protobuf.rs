@@ -8,8 +8,8 @@ use arrow_schema::{DataType, Fields};
 use prost_reflect::{EnumDescriptor, FieldDescriptor, Kind, MessageDescriptor};
 
 use super::column::Col;
-use crate::base::varint::{self, VarintError};
 use super::{DecodeError, check_utf8, element_type};
+use crate::base::varint::{self, VarintError};
 use crate::model::pipeline::TimestampPrecision;
 use crate::model::schema::protobuf::{ProtoSchema, WellKnown, well_known};
 
@@ -65,9 +65,15 @@ struct FieldPlan {
 
 enum Shape {
     /// Absent: null with `presence`, else the type's zero value (proto3 default).
-    Single { value: ValuePlan, presence: bool },
+    Single {
+        value: ValuePlan,
+        presence: bool,
+    },
     List(ValuePlan),
-    Map { key: ValuePlan, value: ValuePlan },
+    Map {
+        key: ValuePlan,
+        value: ValuePlan,
+    },
 }
 
 enum ValuePlan {
@@ -108,11 +114,8 @@ impl MessagePlan {
                 Some(FieldPlan { name: fd.name().to_string(), shape: shape(&fd, column.data_type(), precision) })
             })
             .collect();
-        let mut by_number: Vec<(u32, usize)> = target
-            .iter()
-            .enumerate()
-            .filter_map(|(i, column)| Some((m.get_field_by_name(column.name())?.number(), i)))
-            .collect();
+        let mut by_number: Vec<(u32, usize)> =
+            target.iter().enumerate().filter_map(|(i, column)| Some((m.get_field_by_name(column.name())?.number(), i))).collect();
         by_number.sort_unstable();
         Self::indexed(columns, by_number)
     }
@@ -222,7 +225,8 @@ fn varint(input: &mut &[u8]) -> Result<u64, DecodeError> {
 
 /// The next `N` bytes as an array (fixed32/fixed64 values).
 fn take_array<const N: usize>(input: &mut &[u8]) -> Result<[u8; N], DecodeError> {
-    let (head, rest) = input.split_first_chunk::<N>().ok_or_else(|| DecodeError::new(format!("truncated: {N} bytes declared, {} left", input.len())))?;
+    let (head, rest) =
+        input.split_first_chunk::<N>().ok_or_else(|| DecodeError::new(format!("truncated: {N} bytes declared, {} left", input.len())))?;
     *input = rest;
     Ok(*head)
 }
@@ -245,7 +249,8 @@ fn next_field<'a>(input: &mut &'a [u8]) -> Result<Option<(u32, Raw<'a>)>, Decode
             return Ok(None);
         }
         let tag = varint(input)?;
-        let number = u32::try_from(tag >> 3).ok().filter(|n| *n != 0).ok_or_else(|| DecodeError::new(format!("invalid field tag {tag}")))?;
+        let number =
+            u32::try_from(tag >> 3).ok().filter(|n| *n != 0).ok_or_else(|| DecodeError::new(format!("invalid field tag {tag}")))?;
         let raw = match tag & 7 {
             0 => Raw::Varint(varint(input)?),
             1 => Raw::Fixed64(u64::from_le_bytes(take_array(input)?)),
@@ -468,9 +473,9 @@ fn push_map<'a>(entries: &[(Raw<'a>, Raw<'a>)], key_plan: &ValuePlan, value_plan
     }
     fn key_of<'a>(raw: &Raw<'a>) -> Key<'a> {
         match *raw {
-        Raw::Varint(v) | Raw::Fixed64(v) => Key::Number(v),
-        Raw::Fixed32(v) => Key::Number(u64::from(v)),
-        Raw::Len(b) => Key::Bytes(b),
+            Raw::Varint(v) | Raw::Fixed64(v) => Key::Number(v),
+            Raw::Fixed32(v) => Key::Number(u64::from(v)),
+            Raw::Len(b) => Key::Bytes(b),
         }
     }
     let mut first: std::collections::HashMap<Key, usize> = std::collections::HashMap::with_capacity(entries.len());

@@ -12,32 +12,92 @@ use serde::Serialize;
 
 pub mod accounts;
 
+use crate::base::error::Result;
 use crate::dev::codec::{self, Reading};
 use crate::model::config::{Allowed, Knob, Settings, Source};
-use accounts::{CdcFormat, CdcSimulator, SimulatorOptions};
-use crate::base::error::Result;
 use crate::model::event::{KafkaRecordIn, LOCAL_CLUSTER_ARN, TopicPartition, event_json, record_json};
+use accounts::{CdcFormat, CdcSimulator, SimulatorOptions};
 
 /// Options of every record stream (`gen-event`, `produce`, `simulate-cdc`).
 pub const RECORD_OPTIONS: &[Knob] = &[
-    Knob { key: "domain", default: "telemetry", allowed: Allowed::OneOf(&["telemetry", "cdc"]), help: "What to generate: vehicle telemetry, or bank-account changes (CDC)" },
-    Knob { key: "format", default: "auto", allowed: Allowed::OneOf(&["auto", "proto", "avro", "json", "csv", "dms"]), help: "Value encoding: proto|avro|json for telemetry (auto = proto), csv|dms for cdc (auto = csv)" },
+    Knob {
+        key: "domain",
+        default: "telemetry",
+        allowed: Allowed::OneOf(&["telemetry", "cdc"]),
+        help: "What to generate: vehicle telemetry, or bank-account changes (CDC)",
+    },
+    Knob {
+        key: "format",
+        default: "auto",
+        allowed: Allowed::OneOf(&["auto", "proto", "avro", "json", "csv", "dms"]),
+        help: "Value encoding: proto|avro|json for telemetry (auto = proto), csv|dms for cdc (auto = csv)",
+    },
     Knob { key: "vehicles", default: "1000", allowed: Allowed::Integer { min: 1, max: 10_000_000 }, help: "Distinct vehicle ids" },
-    Knob { key: "accounts", default: "10000", allowed: Allowed::Integer { min: 1, max: 100_000_000 }, help: "cdc: distinct account ids (80% of changes go to 5% of them)" },
-    Knob { key: "first_seq", default: "1", allowed: Allowed::Integer { min: 0, max: i64::MAX / 2 }, help: "cdc: `seq` of the first change" },
-    Knob { key: "keyed", default: "auto", allowed: Allowed::OneOf(&["auto", "true", "false"]), help: "Key records by vehicle or account (one partition per key) or send them unkeyed, round-robin; auto = keyed telemetry, round-robin cdc (order across partitions is lost, as with unkeyed producers)" },
+    Knob {
+        key: "accounts",
+        default: "10000",
+        allowed: Allowed::Integer { min: 1, max: 100_000_000 },
+        help: "cdc: distinct account ids (80% of changes go to 5% of them)",
+    },
+    Knob {
+        key: "first_seq",
+        default: "1",
+        allowed: Allowed::Integer { min: 0, max: i64::MAX / 2 },
+        help: "cdc: `seq` of the first change",
+    },
+    Knob {
+        key: "keyed",
+        default: "auto",
+        allowed: Allowed::OneOf(&["auto", "true", "false"]),
+        help: "Key records by vehicle or account (one partition per key) or send them unkeyed, round-robin; auto = keyed telemetry, round-robin cdc (order across partitions is lost, as with unkeyed producers)",
+    },
     Knob { key: "seed", default: "42", allowed: Allowed::Integer { min: 0, max: i64::MAX }, help: "Random seed" },
-    Knob { key: "start_ms", default: "0", allowed: Allowed::Integer { min: 0, max: 4_102_444_800_000 }, help: "Event time of the first reading, epoch ms (0 = two hours ago)" },
-    Knob { key: "corrupt", default: "false", allowed: Allowed::OneOf(&["true", "false"]), help: "telemetry: make ~0.1% of values undecodable" },
-    Knob { key: "topic", default: "auto", allowed: Allowed::Text, help: "Topic name (auto = vehicle-telemetry, or bank-accounts-cdc for cdc)" },
+    Knob {
+        key: "start_ms",
+        default: "0",
+        allowed: Allowed::Integer { min: 0, max: 4_102_444_800_000 },
+        help: "Event time of the first reading, epoch ms (0 = two hours ago)",
+    },
+    Knob {
+        key: "corrupt",
+        default: "false",
+        allowed: Allowed::OneOf(&["true", "false"]),
+        help: "telemetry: make ~0.1% of values undecodable",
+    },
+    Knob {
+        key: "topic",
+        default: "auto",
+        allowed: Allowed::Text,
+        help: "Topic name (auto = vehicle-telemetry, or bank-accounts-cdc for cdc)",
+    },
 ];
 
 /// Options only `gen-event` has: the shape of the one event it writes.
 pub const EVENT_OPTIONS: &[Knob] = &[
-    Knob { key: "records", default: "1000", allowed: Allowed::Integer { min: 0, max: 10_000_000 }, help: "Records in the event (ignored when max_bytes is set)" },
-    Knob { key: "max_bytes", default: "0", allowed: Allowed::Integer { min: 0, max: 64_000_000 }, help: "If set, generate records until the event JSON reaches this size (6000000 = the MSK payload cap)" },
-    Knob { key: "partitions", default: "4", allowed: Allowed::Integer { min: 1, max: 1024 }, help: "Kafka partitions the records spread over (by key, or round-robin)" },
-    Knob { key: "start_offset", default: "0", allowed: Allowed::Integer { min: 0, max: i64::MAX / 2 }, help: "First offset in every partition" },
+    Knob {
+        key: "records",
+        default: "1000",
+        allowed: Allowed::Integer { min: 0, max: 10_000_000 },
+        help: "Records in the event (ignored when max_bytes is set)",
+    },
+    Knob {
+        key: "max_bytes",
+        default: "0",
+        allowed: Allowed::Integer { min: 0, max: 64_000_000 },
+        help: "If set, generate records until the event JSON reaches this size (6000000 = the MSK payload cap)",
+    },
+    Knob {
+        key: "partitions",
+        default: "4",
+        allowed: Allowed::Integer { min: 1, max: 1024 },
+        help: "Kafka partitions the records spread over (by key, or round-robin)",
+    },
+    Knob {
+        key: "start_offset",
+        default: "0",
+        allowed: Allowed::Integer { min: 0, max: i64::MAX / 2 },
+        help: "First offset in every partition",
+    },
     Knob { key: "out", default: "-", allowed: Allowed::Text, help: "Output file (- = standard output)" },
 ];
 
@@ -207,12 +267,19 @@ fn corrupt_value(source: Source, rng: &mut SmallRng) -> Vec<u8> {
 /// What a generated record is, for the expectation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecordKind {
-    Reading { late: bool, speed_kmh: i32 },
+    Reading {
+        late: bool,
+        speed_kmh: i32,
+    },
     /// A verbatim re-send of an earlier reading.
-    Resend { speed_kmh: i32 },
+    Resend {
+        speed_kmh: i32,
+    },
     Corrupt,
     /// A CDC change, by operation code.
-    Change { op: &'static str },
+    Change {
+        op: &'static str,
+    },
 }
 
 /// One generated record: its key's id (vehicle or account) and its value.
@@ -296,7 +363,11 @@ impl Iterator for RecordStream {
         Some(match &mut self.simulator {
             Some(simulator) => {
                 let change = simulator.next_change();
-                GeneratedRecord { id: change.account_id, value: change.value(self.opts.cdc_format).into_bytes(), kind: RecordKind::Change { op: change.op.code() } }
+                GeneratedRecord {
+                    id: change.account_id,
+                    value: change.value(self.opts.cdc_format).into_bytes(),
+                    kind: RecordKind::Change { op: change.op.code() },
+                }
             }
             None => self.next_reading(i),
         })
@@ -317,7 +388,8 @@ pub fn generate(opts: &GeneratorOptions) -> Result<Generated> {
         let offset = opts.start_offset + partitions.get(&tp).map_or(0, Vec::len) as i64;
         let record = KafkaRecordIn {
             offset,
-            timestamp_ms: record_opts.start_ms + i as i64, timestamp_type: None,
+            timestamp_ms: record_opts.start_ms + i as i64,
+            timestamp_type: None,
             key: record_opts.keyed.then(|| generated.key().into()),
             value: Some(generated.value.clone().into()),
             value_error: None,

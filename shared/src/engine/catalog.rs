@@ -4,32 +4,30 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+#[cfg(feature = "aws")]
+use iceberg::MetadataLocation;
 use iceberg::io::StorageFactory;
 #[cfg(feature = "aws")]
 use iceberg::io::{FileIO, FileIOBuilder, S3_ENDPOINT, S3_PATH_STYLE_ACCESS, S3_REGION};
 #[cfg(feature = "aws")]
 use iceberg::spec::{FormatVersion, TableMetadataBuilder};
 use iceberg::table::Table;
-#[cfg(feature = "aws")]
-use iceberg::MetadataLocation;
 use iceberg::{Catalog, CatalogBuilder, NamespaceIdent, TableCreation, TableIdent};
 #[cfg(feature = "aws")]
 use iceberg_catalog_glue::{GLUE_CATALOG_PROP_URI, GLUE_CATALOG_PROP_WAREHOUSE, GlueCatalogBuilder};
 #[cfg(feature = "aws")]
-use iceberg_catalog_s3tables::{
-    S3TABLES_CATALOG_PROP_ENDPOINT_URL, S3TABLES_CATALOG_PROP_TABLE_BUCKET_ARN, S3TablesCatalogBuilder,
-};
+use iceberg_catalog_s3tables::{S3TABLES_CATALOG_PROP_ENDPOINT_URL, S3TABLES_CATALOG_PROP_TABLE_BUCKET_ARN, S3TablesCatalogBuilder};
 use iceberg_catalog_sql::{SqlBindStyle, SqlCatalogBuilder};
 
 #[cfg(feature = "aws")]
 use crate::base::aws::service_endpoint;
+use crate::base::error::{Error, Result};
 use crate::engine::catalog_calls::{CallCounter, CatalogCalls, CountingCatalog, CountingPointer};
 use crate::engine::commit::{Committer, SqlPointer};
 #[cfg(feature = "aws")]
 use crate::engine::commit::{GluePointer, S3TablesPointer};
 use crate::engine::storage_calls::CountingStorageFactory;
 use crate::model::config::{CatalogKind, Config};
-use crate::base::error::{Error, Result};
 use crate::model::tables::TableDef;
 
 /// Name of the embedded SQL catalog, as PyIceberg's SqlCatalog must be told.
@@ -50,7 +48,8 @@ pub const S3TABLES_BUCKET_ACTIONS: &[&str] =
 /// ... and on its tables (load, and the metadata pointer swap in commit/pointer.rs).
 pub const S3TABLES_ACTIONS: &[&str] = &["s3tables:GetTable", "s3tables:GetTableMetadataLocation", "s3tables:UpdateTableMetadataLocation"];
 /// The AWS-managed table maintenance, reported here and set by maintenance/managed.rs.
-pub const S3TABLES_MAINTENANCE_ACTIONS: &[&str] = &["s3tables:GetTableMaintenanceConfiguration", "s3tables:PutTableMaintenanceConfiguration"];
+pub const S3TABLES_MAINTENANCE_ACTIONS: &[&str] =
+    &["s3tables:GetTableMaintenanceConfiguration", "s3tables:PutTableMaintenanceConfiguration"];
 
 /// File IO by URI scheme: `file://` locally, `s3://` for Glue and S3 Tables warehouses; every
 /// call counted in `calls`.
@@ -87,12 +86,7 @@ async fn preflight_warehouse_bucket(sdk: &aws_config::SdkConfig, config: &Config
     let warehouse = &config.warehouse;
     let bucket = warehouse.trim_start_matches("s3://").split('/').next().unwrap_or_default();
     let client = aws_sdk_s3::Client::from_conf(crate::base::aws::s3_config(sdk, config.s3_path_style));
-    client
-        .head_bucket()
-        .bucket(bucket)
-        .send()
-        .await
-        .map_err(|e| crate::base::aws::error("s3:ListBucket", &format!("s3://{bucket}"), e))?;
+    client.head_bucket().bucket(bucket).send().await.map_err(|e| crate::base::aws::error("s3:ListBucket", &format!("s3://{bucket}"), e))?;
     Ok(())
 }
 
@@ -169,10 +163,7 @@ impl Catalogs {
                 if let Some(endpoint) = service_endpoint(&sdk, "GLUE") {
                     props.insert(GLUE_CATALOG_PROP_URI.to_string(), endpoint);
                 }
-                let catalog = GlueCatalogBuilder::default()
-                    .with_storage_factory(storage_factory(&calls))
-                    .load("glue", props)
-                    .await?;
+                let catalog = GlueCatalogBuilder::default().with_storage_factory(storage_factory(&calls)).load("glue", props).await?;
                 let client = aws_sdk_glue::Client::new(&sdk);
                 preflight_warehouse_bucket(&sdk, config).await?;
                 let file_io = s3_file_io(&calls, &sdk, config);
@@ -191,10 +182,8 @@ impl Catalogs {
                 if let Some(endpoint) = service_endpoint(&sdk, "S3TABLES") {
                     props.insert(S3TABLES_CATALOG_PROP_ENDPOINT_URL.to_string(), endpoint);
                 }
-                let catalog = S3TablesCatalogBuilder::default()
-                    .with_storage_factory(storage_factory(&calls))
-                    .load("s3tables", props)
-                    .await?;
+                let catalog =
+                    S3TablesCatalogBuilder::default().with_storage_factory(storage_factory(&calls)).load("s3tables", props).await?;
                 let client = aws_sdk_s3tables::Client::new(&sdk);
                 // Fail at start with the resource and action named, not deep in a commit.
                 client
@@ -204,7 +193,10 @@ impl Catalogs {
                     .await
                     .map_err(|e| crate::base::aws::error("s3tables:GetTableBucket", &config.warehouse, e))?;
                 s3tables = Some((client.clone(), config.warehouse.clone()));
-                Committer::new(Arc::new(catalog), Arc::new(S3TablesPointer::new(client, config.warehouse.clone(), s3_file_io(&calls, &sdk, config))))
+                Committer::new(
+                    Arc::new(catalog),
+                    Arc::new(S3TablesPointer::new(client, config.warehouse.clone(), s3_file_io(&calls, &sdk, config))),
+                )
             }
         };
         let committer = Committer::new(
@@ -251,9 +243,7 @@ impl Catalogs {
             .send()
             .await
             .map_err(|e| crate::base::aws::error("s3tables:GetTableBucketMaintenanceConfiguration", bucket, e))?;
-        let describe = |status: Option<String>, settings: Option<String>| {
-            serde_json::json!({ "status": status, "settings": settings })
-        };
+        let describe = |status: Option<String>, settings: Option<String>| serde_json::json!({ "status": status, "settings": settings });
         let mut out = serde_json::Map::new();
         for (kind, value) in table_config.configuration() {
             out.insert(
@@ -317,16 +307,16 @@ impl Catalogs {
             // The table exists: a concurrent writer may have created it since our load (Glue
             // reports its not-found as "unexpected"), or it cannot be read. One more load tells.
             Err(e) => {
-                let table = catalog.load_table(&ident).await.map_err(|_| Error::Catalog { what: format!("loading table {ident}"), source: e })?;
+                let table =
+                    catalog.load_table(&ident).await.map_err(|_| Error::Catalog { what: format!("loading table {ident}"), source: e })?;
                 return declared_format(def, table);
             }
         }
-        if !catalog.namespace_exists(&self.namespace).await? {
-            if let Err(e) = catalog.create_namespace(&self.namespace, HashMap::new()).await
-                && !catalog.namespace_exists(&self.namespace).await?
-            {
-                return Err(e.into());
-            }
+        if !catalog.namespace_exists(&self.namespace).await?
+            && let Err(e) = catalog.create_namespace(&self.namespace, HashMap::new()).await
+            && !catalog.namespace_exists(&self.namespace).await?
+        {
+            return Err(e.into());
         }
         let creation = TableCreation::builder()
             .name(def.name.clone())
@@ -361,7 +351,11 @@ fn declared_format(def: &TableDef, table: Table) -> Result<Table> {
             table.identifier(),
             declared as u8,
             found as u8,
-            if declared > found { "upgrade it (`icestream maintain action=upgrade`) or declare its version" } else { "declare its version (a table is never downgraded)" }
+            if declared > found {
+                "upgrade it (`icestream maintain action=upgrade`) or declare its version"
+            } else {
+                "declare its version (a table is never downgraded)"
+            }
         ))),
         _ => Ok(table),
     }

@@ -52,9 +52,8 @@ impl<'a> Columns<'a> {
             let id = id.to_string();
             schema.fields().iter().position(|f| f.metadata().get(PARQUET_FIELD_ID_META_KEY) == Some(&id))
         });
-        let index = by_id
-            .or_else(|| schema.index_of(name).ok())
-            .ok_or_else(|| Error::Data(format!("{} has no column {name}", self.source)))?;
+        let index =
+            by_id.or_else(|| schema.index_of(name).ok()).ok_or_else(|| Error::Data(format!("{} has no column {name}", self.source)))?;
         Ok(self.batch.column(index))
     }
 
@@ -133,7 +132,11 @@ impl<'a> Columns<'a> {
 
     fn required(&self, name: &str, array: ArrayRef) -> Result<ArrayRef> {
         if array.null_count() > 0 {
-            return Err(Error::Data(format!("{}: column {name} has {} null value(s) where a value is required", self.source, array.null_count())));
+            return Err(Error::Data(format!(
+                "{}: column {name} has {} null value(s) where a value is required",
+                self.source,
+                array.null_count()
+            )));
         }
         Ok(array)
     }

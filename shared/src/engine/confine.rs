@@ -113,10 +113,7 @@ pub fn deletable(metadata: &TableMetadata, path: &str) -> Result<(), String> {
     if dirs.iter().flatten().any(|dir| within(dir, path)) {
         return Ok(());
     }
-    Err(format!(
-        "{path} is not under the table's own data, metadata or staged directory (location {}); not deleted",
-        metadata.location()
-    ))
+    Err(format!("{path} is not under the table's own data, metadata or staged directory (location {}); not deleted", metadata.location()))
 }
 
 /// Whether the table allows deleting files its metadata no longer references (`gc.enabled`,
@@ -180,7 +177,8 @@ mod tests {
 
     /// Settings whose clock is two days ahead: every file just written is past the margin.
     fn later() -> crate::services::maintenance::MaintenanceSettings {
-        let mut settings = crate::services::maintenance::MaintenanceSettings::from(&crate::Config::from_args(["orphan_margin_hours=1"]).unwrap());
+        let mut settings =
+            crate::services::maintenance::MaintenanceSettings::from(&crate::Config::from_args(["orphan_margin_hours=1"]).unwrap());
         settings.clock = crate::base::clock::Clock::Fixed(std::time::SystemTime::now() + std::time::Duration::from_secs(48 * 3600));
         settings
     }
@@ -197,7 +195,8 @@ mod tests {
         sibling.file_io().new_output(&sibling_data).unwrap().write(bytes::Bytes::from_static(b"x")).await.unwrap();
         let wide = fixture.sibling("wide", Some(namespace_dir), &[]).await;
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        let report = crate::services::maintenance::orphans::remove_orphans(&fixture.catalogs, &wide, &later(), true, deadline).await.unwrap();
+        let report =
+            crate::services::maintenance::orphans::remove_orphans(&fixture.catalogs, &wide, &later(), true, deadline).await.unwrap();
         assert!(report.not_the_tables >= 2, "{report:?}");
         assert_eq!(report.deleted, 0, "{report:?}");
         assert!(report.sample.iter().all(|p| !p.contains(&sibling_location)), "{report:?}");
@@ -213,7 +212,8 @@ mod tests {
         let fixture = crate::testkit::LocalTable::new().await;
         let nogc = fixture.sibling("nogc", None, &[(GC_ENABLED, "false")]).await;
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        let err = crate::services::maintenance::orphans::remove_orphans(&fixture.catalogs, &nogc, &later(), true, deadline).await.unwrap_err();
+        let err =
+            crate::services::maintenance::orphans::remove_orphans(&fixture.catalogs, &nogc, &later(), true, deadline).await.unwrap_err();
         assert!(err.to_string().contains("gc.enabled = false"), "{err}");
     }
 

@@ -14,9 +14,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{
-    ArrowPrimitiveType, Date32Type, Int32Type, Int64Type, Time64MicrosecondType, TimestampMicrosecondType,
-};
+use arrow_array::types::{ArrowPrimitiveType, Date32Type, Int32Type, Int64Type, Time64MicrosecondType, TimestampMicrosecondType};
 use arrow_array::{ArrayRef, RecordBatch, StructArray};
 use arrow_row::Rows;
 use arrow_schema::{DataType, Fields};

@@ -45,12 +45,7 @@ const UPLOAD_BATCH_BYTES: u64 = 16 << 20;
 
 /// Write `batches` (rows of `table`'s current schema) as data files, split by the table's
 /// default partition spec and rolled at `target_file_size` bytes. Nothing is committed.
-pub async fn write_data_files(
-    table: &Table,
-    batches: &[RecordBatch],
-    compression: &str,
-    target_file_size: usize,
-) -> Result<Vec<DataFile>> {
+pub async fn write_data_files(table: &Table, batches: &[RecordBatch], compression: &str, target_file_size: usize) -> Result<Vec<DataFile>> {
     write_data_files_as(table, table.metadata().current_schema().clone(), batches, compression, target_file_size).await
 }
 
@@ -85,9 +80,11 @@ impl EncodedFiles {
 
 async fn upload_all(table: &Table, pending: Vec<(String, Bytes)>) -> Result<()> {
     let io = table.file_io();
-    futures::future::try_join_all(pending.into_iter().map(|(path, bytes)| async move {
-        io.new_output(&path)?.write(bytes).await.map_err(|e| Error::Storage { path, source: e })
-    }))
+    futures::future::try_join_all(
+        pending
+            .into_iter()
+            .map(|(path, bytes)| async move { io.new_output(&path)?.write(bytes).await.map_err(|e| Error::Storage { path, source: e }) }),
+    )
     .await?;
     Ok(())
 }
@@ -166,7 +163,11 @@ type Rows<'a> = Vec<(&'a RecordBatch, Option<UInt32Array>)>;
 /// Rows grouped by partition, in order of first appearance: partition values computed per
 /// column with the spec's transforms (arrow kernels), rows grouped by their row-format key
 /// (bytes, no per-row value objects), one partition key built per group.
-fn split_by_partition<'a>(schema: &SchemaRef, spec: &PartitionSpecRef, batches: &[&'a RecordBatch]) -> Result<Vec<(Option<PartitionKey>, Rows<'a>)>> {
+fn split_by_partition<'a>(
+    schema: &SchemaRef,
+    spec: &PartitionSpecRef,
+    batches: &[&'a RecordBatch],
+) -> Result<Vec<(Option<PartitionKey>, Rows<'a>)>> {
     let calculator = PartitionValues::try_new(spec, schema)?;
     let mut groups: Vec<(Option<PartitionKey>, Rows<'a>)> = Vec::new();
     // Each batch's groups by their key's bytes, across batches (rows are grouped per batch by
@@ -316,7 +317,12 @@ mod tests {
             let bytes = table.file_io().new_input(file.file_path()).unwrap().read().await.unwrap();
             let reader = SerializedFileReader::new(bytes).unwrap();
             let column = reader.metadata().row_group(0).column(0);
-            assert_eq!((column.dictionary_page_offset().is_some(), column.compression()), (true, Compression::UNCOMPRESSED), "{}", file.file_path());
+            assert_eq!(
+                (column.dictionary_page_offset().is_some(), column.compression()),
+                (true, Compression::UNCOMPRESSED),
+                "{}",
+                file.file_path()
+            );
         }
     }
 }

@@ -61,9 +61,7 @@ impl Knob {
     fn check(&self, value: &str) -> Result<()> {
         let ok = match self.allowed {
             Allowed::OneOf(words) => words.contains(&value),
-            Allowed::Integer { min, max } => {
-                value.parse::<i64>().is_ok_and(|n| (min..=max).contains(&n))
-            }
+            Allowed::Integer { min, max } => value.parse::<i64>().is_ok_and(|n| (min..=max).contains(&n)),
             Allowed::Text => !value.trim().is_empty(),
             Allowed::Url => value.is_empty() || value.starts_with("https://") || value.starts_with("http://"),
             Allowed::OptionalText => true,
@@ -71,12 +69,7 @@ impl Knob {
         if ok {
             Ok(())
         } else {
-            Err(Error::Config(format!(
-                "bad value {value:?} for `{}` ({}): allowed is {}",
-                self.key,
-                self.env_name(),
-                self.allowed
-            )))
+            Err(Error::Config(format!("bad value {value:?} for `{}` ({}): allowed is {}", self.key, self.env_name(), self.allowed)))
         }
     }
 }
@@ -247,14 +240,8 @@ pub const KNOBS: &[Knob] = &[
         allowed: Allowed::Integer { min: 1, max: 36_500 },
         help: "Maintenance purges a deleted key's tombstone (its delete seq) after this many days; a change older than the delete arriving later than that could resurrect the row",
     },
-    Knob {
-        key: "log_format",
-        default: "text",
-        allowed: Allowed::OneOf(&["text", "json"]),
-        help: "Log line format on standard error",
-    },
+    Knob { key: "log_format", default: "text", allowed: Allowed::OneOf(&["text", "json"]), help: "Log line format on standard error" },
 ];
-
 
 /// Raw, validated values by key over one knob list; typed accessors live on [`Config`] (and
 /// on the tools' own option structs, which reuse this with their own lists).
@@ -308,9 +295,7 @@ impl Settings {
     {
         for arg in args {
             let arg = arg.as_ref();
-            let (key, value) = arg.split_once('=').ok_or_else(|| {
-                Error::Config(format!("expected key=value, got {arg:?}"))
-            })?;
+            let (key, value) = arg.split_once('=').ok_or_else(|| Error::Config(format!("expected key=value, got {arg:?}")))?;
             self.set(key.trim(), value.trim())?;
         }
         Ok(())
@@ -327,10 +312,7 @@ impl Settings {
             let key = rest.to_ascii_lowercase();
             if self.knob(&key).is_none() {
                 let names: Vec<_> = self.knobs().map(Knob::env_name).collect();
-                return Err(Error::Config(format!(
-                    "unknown environment variable {name}: known are {}",
-                    names.join(", ")
-                )));
+                return Err(Error::Config(format!("unknown environment variable {name}: known are {}", names.join(", "))));
             }
             self.set(&key, &value)?;
         }
@@ -340,10 +322,8 @@ impl Settings {
     /// Split command arguments into these options (validated) and the rest (`key=value`
     /// configuration words, left for [`Config`]).
     pub fn split_options<S: AsRef<str>>(knobs: &'static [Knob], args: &[S]) -> Result<(Self, Vec<String>)> {
-        let (options, rest): (Vec<&str>, Vec<&str>) = args
-            .iter()
-            .map(AsRef::as_ref)
-            .partition(|a| knobs.iter().any(|o| a.split_once('=').is_some_and(|(k, _)| k.trim() == o.key)));
+        let (options, rest): (Vec<&str>, Vec<&str>) =
+            args.iter().map(AsRef::as_ref).partition(|a| knobs.iter().any(|o| a.split_once('=').is_some_and(|(k, _)| k.trim() == o.key)));
         let mut settings = Self::over(knobs);
         settings.apply_args(options)?;
         Ok((settings, rest.into_iter().map(str::to_string).collect()))
@@ -360,8 +340,7 @@ impl Settings {
     /// The value of `key` parsed (already validated against its knob).
     pub fn parse<T: FromStr>(&self, key: &'static str) -> Result<T> {
         let raw = self.get(key);
-        raw.parse::<T>()
-            .map_err(|_| Error::Config(format!("bad value {raw:?} for `{key}`")))
+        raw.parse::<T>().map_err(|_| Error::Config(format!("bad value {raw:?} for `{key}`")))
     }
 }
 
@@ -590,11 +569,8 @@ impl Config {
     /// The warehouse as an absolute local directory (catalog `local`).
     pub fn local_warehouse_dir(&self) -> Result<PathBuf> {
         let path = PathBuf::from(&self.warehouse);
-        std::fs::create_dir_all(&path).map_err(|e| {
-            Error::Config(format!("warehouse directory {}: {e}", path.display()))
-        })?;
-        path.canonicalize()
-            .map_err(|e| Error::Config(format!("warehouse directory {}: {e}", path.display())))
+        std::fs::create_dir_all(&path).map_err(|e| Error::Config(format!("warehouse directory {}: {e}", path.display())))?;
+        path.canonicalize().map_err(|e| Error::Config(format!("warehouse directory {}: {e}", path.display())))
     }
 
     /// The commit queue's URL, if set (the committer's `poll` reads it in either mode).
@@ -682,10 +658,7 @@ mod tests {
         let err = Config::from_args(["sauce=proto"]).unwrap_err().to_string();
         assert!(err.contains("unknown key `sauce`") && err.contains("source"), "{err}");
         let mut s = Settings::default();
-        let err = s
-            .apply_env([("ICESTREAM_SAUCE".to_string(), "x".to_string())])
-            .unwrap_err()
-            .to_string();
+        let err = s.apply_env([("ICESTREAM_SAUCE".to_string(), "x".to_string())]).unwrap_err().to_string();
         assert!(err.contains("ICESTREAM_SAUCE") && err.contains("ICESTREAM_SOURCE"), "{err}");
     }
 
@@ -700,7 +673,8 @@ mod tests {
         // Every partition the Terraform module deploys to.
         Config::from_args(["catalog=s3tables", "warehouse=arn:aws-cn:s3tables:cn-north-1:123456789012:bucket/t"]).unwrap();
         Config::from_args(["catalog=s3tables", "warehouse=arn:aws-us-gov:s3tables:us-gov-west-1:123456789012:bucket/t"]).unwrap();
-        for bad in ["arn:azure:s3tables:r:1:bucket/t", "arn:aws:s3:::t", "arn:aws:s3tables:r:1:bucket/", "arn:aws:s3tables:r:1:bucket/t/x"] {
+        for bad in ["arn:azure:s3tables:r:1:bucket/t", "arn:aws:s3:::t", "arn:aws:s3tables:r:1:bucket/", "arn:aws:s3tables:r:1:bucket/t/x"]
+        {
             assert!(Config::from_args(["catalog=s3tables", &format!("warehouse={bad}")]).is_err(), "{bad}");
         }
     }
@@ -734,11 +708,7 @@ mod tests {
     #[test]
     fn env_spelling_maps_to_key_and_args_override() {
         let mut s = Settings::default();
-        s.apply_env([
-            ("ICESTREAM_SOURCE".to_string(), "avro".to_string()),
-            ("PATH".to_string(), "/bin".to_string()),
-        ])
-        .unwrap();
+        s.apply_env([("ICESTREAM_SOURCE".to_string(), "avro".to_string()), ("PATH".to_string(), "/bin".to_string())]).unwrap();
         assert_eq!(Config::from_settings(&s).unwrap().source, Source::Avro);
         s.apply_args(["source=json"]).unwrap();
         assert_eq!(Config::from_settings(&s).unwrap().source, Source::Json);

@@ -23,16 +23,15 @@ mod timestamp_type;
 
 use arena::{Arena, Field};
 pub use headers::Headers;
-pub use timestamp_type::TimestampType;
-use timestamp_type::ReadTimestampType;
 pub use scan::white_spaced;
+use timestamp_type::ReadTimestampType;
+pub use timestamp_type::TimestampType;
 
 /// The event sources the MSK and self-managed Kafka mappings put in `eventSource`.
 pub const EVENT_SOURCES: &[&str] = &["aws:kafka", "SelfManagedKafka"];
 
 /// The `eventSourceArn` of events built locally (generator, poller): a made-up MSK cluster.
-pub const LOCAL_CLUSTER_ARN: &str =
-    "arn:aws:kafka:us-east-1:123456789012:cluster/icestream-local/00000000-0000-0000-0000-000000000000-1";
+pub const LOCAL_CLUSTER_ARN: &str = "arn:aws:kafka:us-east-1:123456789012:cluster/icestream-local/00000000-0000-0000-0000-000000000000-1";
 
 /// Topic and partition: the unit of ordering and of offset watermarks.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -168,7 +167,9 @@ fn what_event(text: &str) -> String {
         let keys: Vec<&str> = top.keys().map(String::as_str).take(8).collect();
         format!("an object with keys {}", if keys.is_empty() { "none".to_string() } else { keys.join(", ") })
     };
-    format!("it looks like {looks_like}, not an MSK or self-managed Kafka event (`eventSource` aws:kafka or SelfManagedKafka, with `records` by topic-partition)")
+    format!(
+        "it looks like {looks_like}, not an MSK or self-managed Kafka event (`eventSource` aws:kafka or SelfManagedKafka, with `records` by topic-partition)"
+    )
 }
 
 /// The general path of [`parse_event`]: any JSON, each problem named. Public as the reference the
@@ -182,9 +183,7 @@ pub fn parse_event_with_serde(json: &[u8]) -> Result<ParsedEvent> {
 /// checks each of the ~15 strings of every record on its own (a twentieth of its parse). SIMD
 /// first; text it refuses is checked again by std, whose error says where.
 fn event_text(json: &[u8]) -> Result<&str> {
-    simdutf8::basic::from_utf8(json)
-        .or_else(|_| std::str::from_utf8(json))
-        .map_err(|e| Error::Event(format!("event is not JSON: {e}")))
+    simdutf8::basic::from_utf8(json).or_else(|_| std::str::from_utf8(json)).map_err(|e| Error::Event(format!("event is not JSON: {e}")))
 }
 
 fn parse_text_with_serde(text: &str) -> Result<ParsedEvent> {
@@ -204,10 +203,7 @@ pub fn from_kafka_event(event: KafkaEvent) -> Result<ParsedEvent> {
     if let Some(source) = &event.event_source
         && !EVENT_SOURCES.contains(&source.as_str())
     {
-        return Err(Error::Event(format!(
-            "eventSource {source:?} is not a Kafka source (expected one of {})",
-            EVENT_SOURCES.join(", ")
-        )));
+        return Err(Error::Event(format!("eventSource {source:?} is not a Kafka source (expected one of {})", EVENT_SOURCES.join(", "))));
     }
     for records in partitions.values_mut() {
         // The usual list is already in strictly ascending order: one pass says so (a sort's
@@ -539,8 +535,7 @@ impl<'g> Filing<'g> {
 /// Topic from the record's own field; else from the group key `topic-partition`, split at the
 /// last `-` because topic names may contain dashes.
 fn topic_partition<'r>(group_key: &'r str, record: &'r RawRecord) -> std::result::Result<(&'r str, i32), String> {
-    let partition =
-        i32::try_from(record.partition).map_err(|_| format!("partition {} out of range", record.partition))?;
+    let partition = i32::try_from(record.partition).map_err(|_| format!("partition {} out of range", record.partition))?;
     let topic = match record.topic.as_ref().map(|t| t.0.as_ref()) {
         Some(t) if !t.is_empty() => t,
         _ => match group_key.rsplit_once('-') {

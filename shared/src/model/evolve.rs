@@ -37,7 +37,12 @@ pub(crate) fn evolve(current: &Schema, writer: &[Field], last_column_id: &mut i3
 /// The schema `current` must become to take the records of every one of `writers` (folded in
 /// order) and the Kafka metadata columns `kafka`, or `None` if it already can. Ids start after
 /// the table's `last_column_id`.
-pub fn evolve_for(current: &Schema, last_column_id: i32, writers: &[Arc<SourceSchema>], kafka: KafkaColumns) -> Result<Option<Schema>, String> {
+pub fn evolve_for(
+    current: &Schema,
+    last_column_id: i32,
+    writers: &[Arc<SourceSchema>],
+    kafka: KafkaColumns,
+) -> Result<Option<Schema>, String> {
     let mut last = last_column_id;
     let mut next: Option<Schema> = None;
     for writer in writers {

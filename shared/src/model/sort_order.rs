@@ -17,7 +17,14 @@ pub fn by_key(schema: &Schema, key: &[String]) -> Result<SortOrder> {
     builder.with_order_id(1);
     for name in key {
         let field = schema.field_by_name(name).ok_or_else(|| Error::Config(format!("the table has no key column {name:?}")))?;
-        builder.with_sort_field(SortField::builder().source_id(field.id).transform(Transform::Identity).direction(SortDirection::Ascending).null_order(NullOrder::First).build());
+        builder.with_sort_field(
+            SortField::builder()
+                .source_id(field.id)
+                .transform(Transform::Identity)
+                .direction(SortDirection::Ascending)
+                .null_order(NullOrder::First)
+                .build(),
+        );
     }
     Ok(builder.build(schema)?)
 }
@@ -33,14 +40,16 @@ pub fn sorted(schema: &Schema, order: &SortOrder, batches: &[RecordBatch]) -> Re
         }
         let Some(name) = schema.field_by_id(field.source_id).map(|f| f.name.clone()) else { return Ok(None) };
         let Ok(index) = first.schema().index_of(&name) else { return Ok(None) };
-        let options = SortOptions { descending: field.direction == SortDirection::Descending, nulls_first: field.null_order == NullOrder::First };
+        let options =
+            SortOptions { descending: field.direction == SortDirection::Descending, nulls_first: field.null_order == NullOrder::First };
         fields.push((index, options));
     }
     if fields.is_empty() {
         return Ok(None);
     }
     let all = concat_batches(&first.schema(), batches)?;
-    let columns: Vec<SortColumn> = fields.iter().map(|(i, options)| SortColumn { values: all.column(*i).clone(), options: Some(*options) }).collect();
+    let columns: Vec<SortColumn> =
+        fields.iter().map(|(i, options)| SortColumn { values: all.column(*i).clone(), options: Some(*options) }).collect();
     let indices = lexsort_to_indices(&columns, None)?;
     Ok(Some(take_record_batch(&all, &indices)?))
 }
@@ -89,16 +98,32 @@ mod tests {
 
         let fixture = crate::testkit::LocalTable::keyed().await;
         let table = fixture.load().await;
-        let batch = |ids: Vec<i64>| RecordBatch::try_new(Arc::new(iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema()).unwrap()), vec![Arc::new(Int64Array::from(ids)) as ArrayRef]).unwrap();
+        let batch = |ids: Vec<i64>| {
+            RecordBatch::try_new(
+                Arc::new(iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema()).unwrap()),
+                vec![Arc::new(Int64Array::from(ids)) as ArrayRef],
+            )
+            .unwrap()
+        };
         let rows = 3000i64;
         let scrambled = |offset: i64| (0..rows).map(|i| (i * 7919 + offset) % (2 * rows)).collect::<Vec<_>>();
-        let files = crate::engine::writer::write_data_files(&table, &[batch(scrambled(0)), batch(scrambled(1))], "zstd", 1 << 30).await.unwrap();
+        let files =
+            crate::engine::writer::write_data_files(&table, &[batch(scrambled(0)), batch(scrambled(1))], "zstd", 1 << 30).await.unwrap();
         assert_eq!(files.len(), 1);
         let bytes = table.file_io().new_input(files[0].file_path()).unwrap().read().await.unwrap();
-        let reader = ParquetRecordBatchReaderBuilder::try_new_with_options(bytes, ArrowReaderOptions::new().with_page_index_policy(parquet::file::metadata::PageIndexPolicy::Required)).unwrap();
+        let reader = ParquetRecordBatchReaderBuilder::try_new_with_options(
+            bytes,
+            ArrowReaderOptions::new().with_page_index_policy(parquet::file::metadata::PageIndexPolicy::Required),
+        )
+        .unwrap();
         let pages = reader.metadata().offset_index().unwrap()[0][0].page_locations().len();
-        assert!(pages >= (2 * rows as usize) / crate::model::tables::UPSERT_PAGE_ROWS, "{pages} pages: at most {} rows each", crate::model::tables::UPSERT_PAGE_ROWS);
-        let ids: Vec<i64> = reader.build().unwrap().flat_map(|b| b.unwrap().column(0).as_primitive::<Int64Type>().values().to_vec()).collect();
+        assert!(
+            pages >= (2 * rows as usize) / crate::model::tables::UPSERT_PAGE_ROWS,
+            "{pages} pages: at most {} rows each",
+            crate::model::tables::UPSERT_PAGE_ROWS
+        );
+        let ids: Vec<i64> =
+            reader.build().unwrap().flat_map(|b| b.unwrap().column(0).as_primitive::<Int64Type>().values().to_vec()).collect();
         assert_eq!(ids.len(), 2 * rows as usize);
         assert!(ids.windows(2).all(|w| w[0] <= w[1]), "rows of both batches are in key order");
     }

@@ -98,7 +98,8 @@ pub mod kafka {
         pub fn parse(words: &[String]) -> Result<Self, String> {
             let mut out = [false; 4];
             for word in words {
-                let i = WORDS.iter().position(|(w, _)| w == word).ok_or_else(|| format!("{word:?} is not allowed: allowed are {ALLOWED}"))?;
+                let i =
+                    WORDS.iter().position(|(w, _)| w == word).ok_or_else(|| format!("{word:?} is not allowed: allowed are {ALLOWED}"))?;
                 if std::mem::replace(&mut out[i], true) {
                     return Err(format!("{word:?} is named twice"));
                 }
@@ -245,10 +246,7 @@ pub fn dead_letter_table(name: &str, compression: &str) -> Result<TableDef> {
             .into(),
         ])
         .build()?;
-    let partition_spec = UnboundPartitionSpec::builder()
-        .with_spec_id(0)
-        .add_partition_field(8, "rejected_at_day", Transform::Day)?
-        .build();
+    let partition_spec = UnboundPartitionSpec::builder().with_spec_id(0).add_partition_field(8, "rejected_at_day", Transform::Day)?.build();
     Ok(TableDef {
         name: name.to_string(),
         schema,

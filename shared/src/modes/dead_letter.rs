@@ -12,9 +12,9 @@ use bytes::Bytes;
 
 use crate::base::error::{Error, Result};
 use crate::model::event::{Headers, KafkaRecordIn, TimestampType, TopicPartition};
-use crate::modes::kafka_columns::{KafkaColumnsBuilder, RecordMeta};
 use crate::model::tables::kafka::{self, KafkaColumns};
 use crate::model::tables::{dead_letter as col, lineage};
+use crate::modes::kafka_columns::{KafkaColumnsBuilder, RecordMeta};
 
 /// One rejected record.
 pub struct Reject<'a> {
@@ -95,7 +95,8 @@ impl DeadLetterBuilder {
         self.source.append_value(&self.source_name);
         self.rejected_at.append_value(self.rejected_at_us);
         self.headers.push(reject.headers.iter_shared().map(|(name, value)| (name.to_string(), value)).collect());
-        let meta = RecordMeta { timestamp_ms: reject.timestamp_ms, timestamp_type: reject.timestamp_type, key: None, headers: reject.headers };
+        let meta =
+            RecordMeta { timestamp_ms: reject.timestamp_ms, timestamp_type: reject.timestamp_type, key: None, headers: reject.headers };
         self.kafka.append(meta);
     }
 
@@ -138,8 +139,28 @@ mod tests {
         let schema = def.arrow_schema().unwrap();
         let mut b = DeadLetterBuilder::new(1_700_000_000_000_000, "avro");
         let headers = Headers::from_iter([("trace", &[1, 2][..]), ("trace", &[3])]);
-        b.append(Reject { topic: "t", partition: 1, offset: 7, key: Some(b"k"), value: None, headers: &headers, error: "bad", timestamp_ms: 5, timestamp_type: None });
-        b.append(Reject { topic: "t", partition: 1, offset: 8, key: None, value: Some(b"v"), headers: &Headers::default(), error: "worse", timestamp_ms: 5, timestamp_type: None });
+        b.append(Reject {
+            topic: "t",
+            partition: 1,
+            offset: 7,
+            key: Some(b"k"),
+            value: None,
+            headers: &headers,
+            error: "bad",
+            timestamp_ms: 5,
+            timestamp_type: None,
+        });
+        b.append(Reject {
+            topic: "t",
+            partition: 1,
+            offset: 8,
+            key: None,
+            value: Some(b"v"),
+            headers: &Headers::default(),
+            error: "worse",
+            timestamp_ms: 5,
+            timestamp_type: None,
+        });
         let batch = b.finish(schema).unwrap();
         assert_eq!(batch.num_rows(), 2);
         let map = batch.column_by_name(col::HEADERS).unwrap().as_any().downcast_ref::<MapArray>().unwrap();
@@ -154,7 +175,17 @@ mod tests {
         let fields: Vec<_> = full.fields().iter().filter(|f| f.name() != col::HEADERS).cloned().collect();
         let schema = Arc::new(arrow_schema::Schema::new(fields));
         let mut b = DeadLetterBuilder::new(0, "json");
-        b.append(Reject { topic: "t", partition: 0, offset: 1, key: None, value: None, headers: &Headers::default(), error: "e", timestamp_ms: 5, timestamp_type: None });
+        b.append(Reject {
+            topic: "t",
+            partition: 0,
+            offset: 1,
+            key: None,
+            value: None,
+            headers: &Headers::default(),
+            error: "e",
+            timestamp_ms: 5,
+            timestamp_type: None,
+        });
         assert_eq!(b.finish(schema).unwrap().num_columns(), 8);
     }
 }

@@ -47,7 +47,9 @@ impl KeyRows {
 /// The `key` columns of `batch`, in key order.
 pub fn key_columns(batch: &RecordBatch, key: &[String]) -> Result<Vec<ArrayRef>> {
     key.iter()
-        .map(|name| batch.column_by_name(name).cloned().ok_or_else(|| Error::Config(format!("dedup: the batch has no key column {name:?}"))))
+        .map(|name| {
+            batch.column_by_name(name).cloned().ok_or_else(|| Error::Config(format!("dedup: the batch has no key column {name:?}")))
+        })
         .collect()
 }
 

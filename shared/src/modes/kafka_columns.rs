@@ -25,7 +25,12 @@ pub struct RecordMeta<'a> {
 
 impl<'a> From<&'a KafkaRecordIn> for RecordMeta<'a> {
     fn from(record: &'a KafkaRecordIn) -> Self {
-        Self { timestamp_ms: record.timestamp_ms, timestamp_type: record.timestamp_type, key: record.key.as_deref(), headers: &record.headers }
+        Self {
+            timestamp_ms: record.timestamp_ms,
+            timestamp_type: record.timestamp_type,
+            key: record.key.as_deref(),
+            headers: &record.headers,
+        }
     }
 }
 
@@ -146,10 +151,26 @@ mod tests {
         let schema = def(&["timestamp", "timestamp_type", "key", "headers"]);
         let mut b = KafkaColumnsBuilder::new(KafkaColumns::of(schema.fields().iter().map(|f| f.name().as_str())));
         let headers = Headers::from_iter([("trace", &b"a"[..]), ("trace", b"b"), ("tenant", b"x")]);
-        b.append(RecordMeta { timestamp_ms: 1_700_000_000_123, timestamp_type: Some(TimestampType::LogAppendTime), key: Some(b"k1"), headers: &headers });
-        b.append(RecordMeta { timestamp_ms: -1, timestamp_type: Some(TimestampType::NoTimestampType), key: None, headers: &Headers::default() });
+        b.append(RecordMeta {
+            timestamp_ms: 1_700_000_000_123,
+            timestamp_type: Some(TimestampType::LogAppendTime),
+            key: Some(b"k1"),
+            headers: &headers,
+        });
+        b.append(RecordMeta {
+            timestamp_ms: -1,
+            timestamp_type: Some(TimestampType::NoTimestampType),
+            key: None,
+            headers: &Headers::default(),
+        });
         let empty = RecordBatch::new_empty(Arc::new(ArrowSchema::empty()));
-        let rows = b.complete(schema.clone(), &RecordBatch::try_new_with_options(empty.schema(), vec![], &arrow_array::RecordBatchOptions::new().with_row_count(Some(2))).unwrap()).unwrap();
+        let rows = b
+            .complete(
+                schema.clone(),
+                &RecordBatch::try_new_with_options(empty.schema(), vec![], &arrow_array::RecordBatchOptions::new().with_row_count(Some(2)))
+                    .unwrap(),
+            )
+            .unwrap();
         let ts = rows.column(0).as_primitive::<arrow_array::types::TimestampMicrosecondType>();
         assert_eq!((ts.value(0), ts.is_null(1)), (1_700_000_000_123_000, true), "no timestamp is a null");
         let kinds = rows.column(1).as_string::<i32>();

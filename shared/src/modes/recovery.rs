@@ -11,9 +11,9 @@ use iceberg::expr::{Predicate, Reference};
 use iceberg::spec::Datum;
 use iceberg::table::Table;
 
+use crate::base::error::Result;
 use crate::engine::columns::Columns;
 use crate::engine::commit::Watermarks;
-use crate::base::error::Result;
 use crate::model::event::{KafkaRecordIn, TopicPartition};
 use crate::model::tables::lineage;
 
@@ -30,7 +30,9 @@ pub async fn dead_lettered_offsets(
         let Some(dead_letter_mark) = dead_letter_marks.get(tp) else { continue };
         let above = data_marks.get(tp).unwrap_or(i64::MIN);
         let in_gap = |r: &&KafkaRecordIn| r.offset > above && r.offset <= dead_letter_mark;
-        let (Some(low), Some(high)) = (records.iter().filter(in_gap).map(|r| r.offset).min(), records.iter().filter(in_gap).map(|r| r.offset).max()) else {
+        let (Some(low), Some(high)) =
+            (records.iter().filter(in_gap).map(|r| r.offset).min(), records.iter().filter(in_gap).map(|r| r.offset).max())
+        else {
             continue;
         };
         let predicate: Predicate = Reference::new(lineage::TOPIC)
@@ -41,8 +43,10 @@ pub async fn dead_lettered_offsets(
         let scan = dead_letter.scan().select([lineage::TOPIC, lineage::PARTITION, lineage::OFFSET]).with_filter(predicate).build()?;
         let mut stream = scan.to_arrow().await?;
         while let Some(batch) = stream.try_next().await? {
-            let columns = Columns::new(&batch, format!("{} scan", dead_letter.identifier())).with_schema(dead_letter.metadata().current_schema());
-            let (topics, partitions, offsets) = (columns.strings(lineage::TOPIC)?, columns.i32(lineage::PARTITION)?, columns.i64(lineage::OFFSET)?);
+            let columns =
+                Columns::new(&batch, format!("{} scan", dead_letter.identifier())).with_schema(dead_letter.metadata().current_schema());
+            let (topics, partitions, offsets) =
+                (columns.strings(lineage::TOPIC)?, columns.i32(lineage::PARTITION)?, columns.i64(lineage::OFFSET)?);
             for i in 0..batch.num_rows() {
                 let (topic, partition, offset) = (topics.value(i), partitions.value(i), offsets.value(i));
                 // The scan filters by file statistics; check rows exactly.

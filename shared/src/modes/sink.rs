@@ -17,21 +17,21 @@ use iceberg::arrow::schema_to_arrow_schema;
 use iceberg::spec::Operation;
 use iceberg::table::Table;
 
+use crate::base::error::Result;
+use crate::base::freshness::{Freshness, RecordTimes};
 use crate::engine::catalog::Catalogs;
 use crate::engine::commit::append::{OffsetAppend, rows_not_held, target_schema};
 use crate::engine::commit::gaps::TakenGaps;
 use crate::engine::commit::staged::write_staged_manifest;
 use crate::engine::commit::{ChangeSet, Planner, Watermarks};
-use crate::model::config::{CommitMode, Config, FailPoint};
-use crate::base::error::Result;
-use crate::model::event::TopicPartition;
-use crate::base::freshness::{Freshness, RecordTimes};
-use crate::engine::queue::sqs::CommitQueue;
 use crate::engine::project::project_batch;
+use crate::engine::queue::sqs::CommitQueue;
 use crate::engine::queue::{CommitRequest, REQUEST_VERSION};
+use crate::engine::writer::{EncodedFiles, encode_data_files};
+use crate::model::config::{CommitMode, Config, FailPoint};
+use crate::model::event::TopicPartition;
 use crate::model::schema::SourceSchema;
 use crate::model::tables::kafka::KafkaColumns;
-use crate::engine::writer::{EncodedFiles, encode_data_files};
 
 /// What one append did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -164,7 +164,9 @@ pub(crate) struct EvolveSchema<'a> {
 
 impl Planner for EvolveSchema<'_> {
     async fn plan(&mut self, table: &Table, _attempt: u32) -> Result<Option<ChangeSet>> {
-        Ok(target_schema(table, self.writers, self.kafka)?.1.map(|schema| ChangeSet { schema: Some(schema), ..ChangeSet::new(Operation::Append) }))
+        Ok(target_schema(table, self.writers, self.kafka)?
+            .1
+            .map(|schema| ChangeSet { schema: Some(schema), ..ChangeSet::new(Operation::Append) }))
     }
 }
 
@@ -173,8 +175,8 @@ async fn direct(catalogs: &Catalogs, config: &Config, append: Append<'_>, deadli
     if rows.num_rows() == 0 {
         return Ok(Appended::default());
     }
-    let mut planner =
-        OffsetAppend::new(rows, ranges.clone(), &config.compression, config.target_file_size_bytes, config.fail_point).with_writers(writers);
+    let mut planner = OffsetAppend::new(rows, ranges.clone(), &config.compression, config.target_file_size_bytes, config.fail_point)
+        .with_writers(writers);
     planner.record_times = record_times.cloned();
     let outcome = match table {
         Some(table) => catalogs.committer.commit_to(table, deadline, &mut planner).await?,

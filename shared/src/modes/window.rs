@@ -20,18 +20,23 @@ use iceberg::expr::Reference;
 use iceberg::spec::{Datum, PrimitiveType, Type};
 use iceberg::table::Table;
 
-use crate::modes::dedup::{KeyRows, key_columns};
 use crate::base::error::{Error, Result};
+use crate::modes::dedup::{KeyRows, key_columns};
 
 /// Drop rows of `batch` whose `key` is already in `table` within the window of `event_time`.
 /// Returns the kept rows and how many were dropped.
-pub async fn drop_seen(table: &Table, batch: &RecordBatch, key: &[String], event_time: &str, window_minutes: i64) -> Result<(RecordBatch, usize)> {
+pub async fn drop_seen(
+    table: &Table,
+    batch: &RecordBatch,
+    key: &[String],
+    event_time: &str,
+    window_minutes: i64,
+) -> Result<(RecordBatch, usize)> {
     if batch.num_rows() == 0 || table.metadata().current_snapshot().is_none() {
         return Ok((batch.clone(), 0));
     }
-    let times = batch
-        .column_by_name(event_time)
-        .ok_or_else(|| Error::Config(format!("dedup window: the batch has no column {event_time:?}")))?;
+    let times =
+        batch.column_by_name(event_time).ok_or_else(|| Error::Config(format!("dedup window: the batch has no column {event_time:?}")))?;
     let times = arrow_cast::cast(times, &DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, None))?;
     let times = times.as_primitive::<TimestampMicrosecondType>();
     let (Some(newest), Some(oldest)) = (times.iter().flatten().max(), times.iter().flatten().min()) else {

@@ -14,11 +14,11 @@ use iceberg::spec::{Schema, TableMetadata};
 
 use crate::base::error::{Error, Result};
 use crate::model::event::KafkaRecordIn;
+use crate::model::evolve::{add_kafka_columns, evolve};
 use crate::model::pipeline::Pipeline;
 use crate::model::registry::frame::InflateBudget;
 use crate::model::registry::{MessageIndex, Registry, WriterId};
 use crate::model::schema::{Format, SourceSchema};
-use crate::model::evolve::{add_kafka_columns, evolve};
 
 /// A record's writer, as its frame or the mapping's metadata names it, and whether the value is
 /// that record as JSON.
@@ -82,7 +82,12 @@ pub struct WriterPlan {
 
 /// [`evolve`] for a table: also refuses a new column named like one of its partition fields
 /// (Iceberg would refuse the schema at commit, again on every retry).
-pub fn evolve_table(table: &TableMetadata, base: &Schema, writer: &SourceSchema, last_column_id: &mut i32) -> std::result::Result<Option<Schema>, String> {
+pub fn evolve_table(
+    table: &TableMetadata,
+    base: &Schema,
+    writer: &SourceSchema,
+    last_column_id: &mut i32,
+) -> std::result::Result<Option<Schema>, String> {
     let evolved = evolve(base, writer.fields(), last_column_id)?;
     let partition_names: Vec<&str> = table.partition_specs_iter().flat_map(|s| s.fields().iter().map(|f| f.name.as_str())).collect();
     let added = evolved.iter().flat_map(|s| s.as_struct().fields()).filter(|f| base.field_by_name(&f.name).is_none());
@@ -168,7 +173,8 @@ impl WriterPlan {
             }
         }
         // The metadata columns the pipeline asks for: an existing table gains them with the rows.
-        let evolved = add_kafka_columns(&plan.target, pipeline.kafka_columns, &mut last).map_err(|e| Error::Schema(format!("table of pipeline `{}`: {e}", pipeline.table)))?;
+        let evolved = add_kafka_columns(&plan.target, pipeline.kafka_columns, &mut last)
+            .map_err(|e| Error::Schema(format!("table of pipeline `{}`: {e}", pipeline.table)))?;
         if let Some(schema) = evolved {
             plan.target = schema;
             plan.evolves = true;

@@ -8,11 +8,13 @@
 
 use serde::Serialize;
 
-use crate::engine::catalog::{GLUE_ACTIONS, S3TABLES_ACTIONS, S3TABLES_BUCKET_ACTIONS, S3TABLES_MAINTENANCE_ACTIONS, WAREHOUSE_PREFLIGHT_ACTIONS};
-use crate::model::pipeline::location::{PIPELINE_FETCH_ACTIONS, PIPELINE_LIST_ACTIONS};
-use crate::services::recover::{SOURCE_LIST_ACTIONS, SOURCE_READ_ACTIONS};
+use crate::engine::catalog::{
+    GLUE_ACTIONS, S3TABLES_ACTIONS, S3TABLES_BUCKET_ACTIONS, S3TABLES_MAINTENANCE_ACTIONS, WAREHOUSE_PREFLIGHT_ACTIONS,
+};
 use crate::engine::queue::sqs::{DEFER_ACTIONS, SEND_ACTIONS};
+use crate::model::pipeline::location::{PIPELINE_FETCH_ACTIONS, PIPELINE_LIST_ACTIONS};
 use crate::model::registry::{GLUE_REGISTRY_ACTIONS, REGISTRY_SECRET_ACTIONS};
+use crate::services::recover::{SOURCE_LIST_ACTIONS, SOURCE_READ_ACTIONS};
 
 /// What an action is called on. The test maps each kind to the deployment's ARNs.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -139,15 +141,35 @@ macro_rules! knobs {
 pub const INGEST: FunctionContract = FunctionContract {
     function: "ingest",
     knobs: knobs![
-        "target_file_size_bytes", "compression", "fail_point", "simulated_latency_ms", "commit_mode", "commit_queue_url", "pipelines", "table",
-        "source", "dedup", "dedup_window_minutes", "registry_auth", "key_index_cache_mb"
+        "target_file_size_bytes",
+        "compression",
+        "fail_point",
+        "simulated_latency_ms",
+        "commit_mode",
+        "commit_queue_url",
+        "pipelines",
+        "table",
+        "source",
+        "dedup",
+        "dedup_window_minutes",
+        "registry_auth",
+        "key_index_cache_mb"
     ],
     // Direct commits leave commit_mode/commit_queue_url unset; a pipeline file replaces
     // table/source/dedup; the dedup window matters only with dedup = window; registry
     // credentials come from a secret the file names, or this knob, or none.
     optional_knobs: &[
-        LOCAL_ONLY_KNOBS[0], LOCAL_ONLY_KNOBS[1], LOCAL_ONLY_KNOBS[2], "commit_mode", "commit_queue_url", "pipelines", "table", "source", "dedup",
-        "dedup_window_minutes", "registry_auth",
+        LOCAL_ONLY_KNOBS[0],
+        LOCAL_ONLY_KNOBS[1],
+        LOCAL_ONLY_KNOBS[2],
+        "commit_mode",
+        "commit_queue_url",
+        "pipelines",
+        "table",
+        "source",
+        "dedup",
+        "dedup_window_minutes",
+        "registry_auth",
     ],
     calls: &[
         CATALOG_CALLS,
@@ -179,7 +201,14 @@ pub const COMMITTER: FunctionContract = FunctionContract {
     // The writers' table knobs: the committer commits only the tables they name
     // (`queued/validate.rs`).
     knobs: knobs![
-        "target_file_size_bytes", "compression", "fail_point", "simulated_latency_ms", "commit_queue_url", "commit_gap_patience", "commit_gap_retry_s", "pipelines",
+        "target_file_size_bytes",
+        "compression",
+        "fail_point",
+        "simulated_latency_ms",
+        "commit_queue_url",
+        "commit_gap_patience",
+        "commit_gap_retry_s",
+        "pipelines",
         "table"
     ],
     optional_knobs: &[LOCAL_ONLY_KNOBS[0], LOCAL_ONLY_KNOBS[1], LOCAL_ONLY_KNOBS[2], "pipelines", "table"],
@@ -198,8 +227,19 @@ pub const COMMITTER: FunctionContract = FunctionContract {
 pub const MAINTENANCE: FunctionContract = FunctionContract {
     function: "maintenance",
     knobs: knobs![
-        "target_file_size_bytes", "compression", "hot_partition_hours", "snapshot_max_age_hours", "min_snapshots_to_keep",
-        "orphan_margin_hours", "s3tables_maintenance", "tombstone_retention_days", "pipelines", "table", "source", "dedup", "simulated_latency_ms"
+        "target_file_size_bytes",
+        "compression",
+        "hot_partition_hours",
+        "snapshot_max_age_hours",
+        "min_snapshots_to_keep",
+        "orphan_margin_hours",
+        "s3tables_maintenance",
+        "tombstone_retention_days",
+        "pipelines",
+        "table",
+        "source",
+        "dedup",
+        "simulated_latency_ms"
     ],
     // Without a pipeline file, maintenance looks after every table of the namespace, and
     // `replay-dead-letters` decodes with the pipeline that table/source/dedup describe.

@@ -13,27 +13,27 @@ use iceberg::table::Table;
 use serde::Serialize;
 use tracing::Instrument;
 
+use crate::base::error::{Error, Result};
+use crate::base::freshness::{Freshness, RecordTimes};
+use crate::decode::RecordDecoder;
 use crate::engine::catalog::Catalogs;
+use crate::engine::catalog_calls::CatalogCalls;
 use crate::engine::commit::Watermarks;
 use crate::engine::commit::gaps::{self, TakenGaps};
-use crate::model::config::{CommitMode, Config, Dedup, FailPoint};
-use crate::modes::dead_letter::{DeadLetterBuilder, Reject};
-use crate::decode::RecordDecoder;
-use crate::engine::catalog_calls::CatalogCalls;
-use crate::base::error::{Error, Result};
 use crate::engine::keyed::key_index::KeyIndexCache;
-use crate::modes::upsert::{Lineage, UpsertTables};
-use crate::base::freshness::{Freshness, RecordTimes};
+use crate::model::config::{CommitMode, Config, Dedup, FailPoint};
 use crate::model::event::{KafkaRecordIn, ParsedEvent, TopicPartition, parse_event};
 use crate::model::pipeline::{Pipeline, PipelineSet, format_name};
-use crate::modes::recovery::dead_lettered_offsets;
 use crate::model::registry::Registry;
 use crate::model::schema::SourceSchema;
-use crate::modes::writer_plan::{Framed, WriterPlan, evolve_table};
-use crate::modes::sink::{Append, AppendSink};
-use crate::modes::kafka_columns::{KafkaColumnsBuilder, without_kafka_columns};
 use crate::model::tables::kafka::KafkaColumns;
 use crate::model::tables::{is_written_by_icestream, lineage};
+use crate::modes::dead_letter::{DeadLetterBuilder, Reject};
+use crate::modes::kafka_columns::{KafkaColumnsBuilder, without_kafka_columns};
+use crate::modes::recovery::dead_lettered_offsets;
+use crate::modes::sink::{Append, AppendSink};
+use crate::modes::upsert::{Lineage, UpsertTables};
+use crate::modes::writer_plan::{Framed, WriterPlan, evolve_table};
 
 /// What one invocation did; printed as the CLI's last line and logged as metrics.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
@@ -201,7 +201,10 @@ impl IngestPipeline {
         // Another process may have made the table for another topic of the same name.
         let data = self.catalogs.catalog().load_table(&tables.data).await?;
         if let Some(other) = Watermarks::from_properties(data.metadata().properties()).0.keys().map(|tp| &tp.topic).find(|t| *t != topic) {
-            return Err(Error::Routing(format!("topic {topic:?} maps to table `{}`, which topic {other:?} already writes", pipeline.table)));
+            return Err(Error::Routing(format!(
+                "topic {topic:?} maps to table `{}`, which topic {other:?} already writes",
+                pipeline.table
+            )));
         }
         let made = Arc::new((pipeline, tables));
         instances.insert(topic.to_string(), made.clone());
@@ -349,7 +352,8 @@ impl IngestPipeline {
             summary.duplicates += dropped;
         }
         if let (Dedup::Window, Some(event_time)) = (pipeline.dedup, &pipeline.event_time) {
-            let (kept, dropped) = crate::modes::window::drop_seen(&data_table, &rows, &pipeline.key, event_time, pipeline.dedup_window_minutes).await?;
+            let (kept, dropped) =
+                crate::modes::window::drop_seen(&data_table, &rows, &pipeline.key, event_time, pipeline.dedup_window_minutes).await?;
             rows = kept;
             summary.duplicates += dropped;
         }
@@ -359,10 +363,7 @@ impl IngestPipeline {
         // Queued mode sends a request even with no row left, so the watermarks stay contiguous.
         // Each table was loaded once above: that load starts its commit.
         let schema_before = data_table.metadata().current_schema_id();
-        let appends = [
-            (&tables.dead_letter, dead_letter_table, rejects, vec![]),
-            (&tables.data, data_table, rows, plan.writers.clone()),
-        ];
+        let appends = [(&tables.dead_letter, dead_letter_table, rejects, vec![]), (&tables.data, data_table, rows, plan.writers.clone())];
         let mut metrics = TableMetrics { table: tables.data.name().to_string(), ..Default::default() };
         let appends = appends
             .into_iter()
@@ -426,7 +427,12 @@ impl IngestPipeline {
     }
 
     /// An upsert pipeline's tables, for its guarded apply (ingest, a dead-letter replay).
-    pub(crate) fn upsert_tables<'a>(&'a self, pipeline: &'a Pipeline, upsert: &'a crate::model::pipeline::upsert::Upsert, tables: &'a PipelineTables) -> UpsertTables<'a> {
+    pub(crate) fn upsert_tables<'a>(
+        &'a self,
+        pipeline: &'a Pipeline,
+        upsert: &'a crate::model::pipeline::upsert::Upsert,
+        tables: &'a PipelineTables,
+    ) -> UpsertTables<'a> {
         UpsertTables {
             pipeline,
             upsert,
@@ -492,10 +498,15 @@ async fn open_tables(catalogs: &Catalogs, pipeline: &Pipeline, registry: Option<
     let mut data = catalogs.ensure_table(&pipeline.def).await?;
     if pipeline.upsert.is_some() {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        data = catalogs.committer.commit_to(data, deadline, &mut crate::modes::upsert::layout::KeyedLayout { key: &pipeline.key }).await?.table;
+        data = catalogs
+            .committer
+            .commit_to(data, deadline, &mut crate::modes::upsert::layout::KeyedLayout { key: &pipeline.key })
+            .await?
+            .table;
     }
     let ident = data.identifier().clone();
-    let refuse = |what: String| Error::Config(format!("pipeline `{}` cannot write table {ident}: {what}; nothing was written", pipeline.table));
+    let refuse =
+        |what: String| Error::Config(format!("pipeline `{}` cannot write table {ident}: {what}; nothing was written", pipeline.table));
     let metadata = data.metadata();
     let current = metadata.current_schema();
     for name in [lineage::TOPIC, lineage::PARTITION, lineage::OFFSET] {
@@ -512,7 +523,9 @@ async fn open_tables(catalogs: &Catalogs, pipeline: &Pipeline, registry: Option<
         let target = match evolved {
             // An upsert table evolves now, in a commit of its own: each batch's decoder, guarded
             // apply and changelog read the table's schema as it is when the batch starts.
-            Some(_) if pipeline.upsert.is_some() => (**evolve_now(catalogs, data.clone(), &writers, KafkaColumns::default()).await?.metadata().current_schema()).clone(),
+            Some(_) if pipeline.upsert.is_some() => {
+                (**evolve_now(catalogs, data.clone(), &writers, KafkaColumns::default()).await?.metadata().current_schema()).clone()
+            }
             Some(evolved) => evolved,
             None => (**current).clone(),
         };

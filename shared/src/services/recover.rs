@@ -32,11 +32,11 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::engine::commit::Watermarks;
 use crate::base::error::{Error, Result};
+use crate::engine::commit::Watermarks;
 use crate::model::event::{KafkaRecordIn, TopicPartition, parse_event};
-use crate::services::ingest::IngestPipeline;
 use crate::modes::recovery::dead_lettered_offsets;
+use crate::services::ingest::IngestPipeline;
 use crate::services::replay::marks::ReplayedOffsets;
 use crate::services::replay::{append_marked, decode_again};
 
@@ -106,8 +106,9 @@ impl RecoverRequest {
         if payload.get("action").and_then(|a| a.as_str()) != Some("recover") {
             return Ok(None);
         }
-        let request: Self = serde_json::from_value(payload.clone())
-            .map_err(|e| Error::Event(format!("recover input {{\"action\": \"recover\", \"source\": \"s3://bucket/prefix\", \"dry_run\"}}: {e}")))?;
+        let request: Self = serde_json::from_value(payload.clone()).map_err(|e| {
+            Error::Event(format!("recover input {{\"action\": \"recover\", \"source\": \"s3://bucket/prefix\", \"dry_run\"}}: {e}"))
+        })?;
         debug_assert_eq!(request.action, "recover");
         Ok(Some(request))
     }
@@ -197,7 +198,9 @@ async fn recover_table(
     let (spec, tables) = pipeline.pipeline_of(table).ok_or_else(|| Error::Invariant(format!("recover: no pipeline writes {table}")))?;
     let mut out = TableRecovery { table: tables.data.to_string(), matched: partitions.values().map(Vec::len).sum(), ..Default::default() };
     if spec.upsert.is_some() {
-        out.skipped = Some("upsert table: a discarded change needs the keyed apply, which recover does not run; replay the topic's offsets instead".into());
+        out.skipped = Some(
+            "upsert table: a discarded change needs the keyed apply, which recover does not run; replay the topic's offsets instead".into(),
+        );
         return Ok(out);
     }
     let catalog = pipeline.catalogs().catalog();
@@ -223,7 +226,9 @@ async fn recover_table(
     for (tp, list) in partitions.iter_mut() {
         let before = list.len();
         let held = |o: i64| {
-            replayed.contains(tp, o) || in_data.get(tp).is_some_and(|s| s.contains(&o)) || in_dead_letters.get(tp).is_some_and(|s| s.contains(&o))
+            replayed.contains(tp, o)
+                || in_data.get(tp).is_some_and(|s| s.contains(&o))
+                || in_dead_letters.get(tp).is_some_and(|s| s.contains(&o))
         };
         list.retain(|r| !held(r.offset));
         out.already_held += before - list.len();

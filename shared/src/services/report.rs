@@ -7,8 +7,8 @@ use iceberg::spec::{DataContentType, DataFileFormat, FormatVersion, ManifestCont
 use iceberg::table::Table;
 use serde::Serialize;
 
-use crate::engine::commit::Watermarks;
 use crate::base::error::Result;
+use crate::engine::commit::Watermarks;
 
 /// A table's state, as `icestream report` prints it.
 #[derive(Debug, Clone, Serialize)]
@@ -75,23 +75,18 @@ pub async fn report(table: &Table) -> Result<TableReport> {
         equality_deletes: 0,
         manifests: 0,
         partitions: 0,
-        watermarks: Watermarks::from_properties(metadata.properties())
-            .0
-            .into_iter()
-            .map(|(tp, o)| (tp.to_string(), o))
-            .collect(),
+        watermarks: Watermarks::from_properties(metadata.properties()).0.into_iter().map(|(tp, o)| (tp.to_string(), o)).collect(),
         managed_maintenance: None,
     };
     let Some(snapshot) = metadata.current_snapshot() else { return Ok(r) };
     let mut partitions = std::collections::HashSet::new();
     let manifests = crate::engine::commit::manifest_cache::manifest_list(table, snapshot).await?;
     r.manifests = manifests.len();
-    let reads: Vec<_> =
-        manifests.iter().map(|m| async move { crate::engine::commit::manifest_cache::manifest(table, m).await.map(|loaded| (m.content, loaded)) }).collect();
-    let loaded: Vec<_> = futures::stream::iter(reads)
-    .buffer_unordered(8)
-    .try_collect()
-    .await?;
+    let reads: Vec<_> = manifests
+        .iter()
+        .map(|m| async move { crate::engine::commit::manifest_cache::manifest(table, m).await.map(|loaded| (m.content, loaded)) })
+        .collect();
+    let loaded: Vec<_> = futures::stream::iter(reads).buffer_unordered(8).try_collect().await?;
     for (content, manifest) in loaded {
         for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
             let file = entry.data_file();

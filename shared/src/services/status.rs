@@ -8,10 +8,10 @@ use iceberg::spec::Operation;
 use iceberg::table::Table;
 use serde::Serialize;
 
-use crate::engine::catalog::Catalogs;
-use crate::model::config::{CommitMode, Config};
 use crate::base::error::Result;
 use crate::base::freshness::Freshness;
+use crate::engine::catalog::Catalogs;
+use crate::model::config::{CommitMode, Config};
 use crate::model::pipeline::PipelineSet;
 
 const HOUR_MS: i64 = 3_600_000;
@@ -47,7 +47,8 @@ pub async fn status(set: &PipelineSet, catalogs: &Catalogs, config: &Config, now
     // A pattern's tables per topic: those of the namespace its template names.
     let patterns: Vec<&str> = set.templates.iter().filter(|t| t.topic_pattern.is_some()).map(|t| t.table.as_str()).collect();
     if !patterns.is_empty() {
-        let mut listed: Vec<String> = catalogs.catalog().list_tables(catalogs.ident("t").namespace()).await?.iter().map(|t| t.name().to_string()).collect();
+        let mut listed: Vec<String> =
+            catalogs.catalog().list_tables(catalogs.ident("t").namespace()).await?.iter().map(|t| t.name().to_string()).collect();
         listed.sort();
         let found = listed.into_iter().filter(|t| patterns.iter().any(|p| crate::model::pipeline::template::names(p, t)));
         names.extend(found.map(|t| (t.clone(), crate::model::tables::dead_letter_name(&t))));
@@ -72,7 +73,8 @@ pub async fn status(set: &PipelineSet, catalogs: &Catalogs, config: &Config, now
         if let CommitMode::Queued { .. } = config.commit_mode {
             let settings = crate::services::maintenance::MaintenanceSettings::from(config);
             let staged = format!("{}/{}", data.metadata().location().trim_end_matches('/'), crate::engine::commit::staged::STAGED_DIR);
-            s.pending_commit_requests = Some(crate::services::maintenance::orphans::list_files(&staged, &settings).await.map(|f| f.len()).unwrap_or(0));
+            s.pending_commit_requests =
+                Some(crate::services::maintenance::orphans::list_files(&staged, &settings).await.map(|f| f.len()).unwrap_or(0));
         }
         out.push(s);
     }
@@ -125,7 +127,8 @@ pub fn text(statuses: &[TableStatus]) -> String {
                 duration(f.commit_latency_ms)
             ));
         }
-        parts.push(format!("last hour {} rows in {} files, {} dead letters", s.rows_last_hour, s.files_last_hour, s.dead_letters_last_hour));
+        parts
+            .push(format!("last hour {} rows in {} files, {} dead letters", s.rows_last_hour, s.files_last_hour, s.dead_letters_last_hour));
         parts.push(format!("{} small files", s.small_files));
         if s.delete_files > 0 {
             let kind = if s.format_version >= 3 { "deletion vectors" } else { "position delete files" };
@@ -164,7 +167,10 @@ mod tests {
     /// Issue 46: `52769666.7s` and `-` placeholders were what a user read.
     #[test]
     fn durations_read_as_people_say_them_and_missing_figures_are_left_out() {
-        assert_eq!([850, 12_340, 125_000, 11_100_000, 52_769_666_700].map(duration), ["850 ms", "12.3 s", "2 min 5 s", "3 h 5 min", "610 d 18 h"]);
+        assert_eq!(
+            [850, 12_340, 125_000, 11_100_000, 52_769_666_700].map(duration),
+            ["850 ms", "12.3 s", "2 min 5 s", "3 h 5 min", "610 d 18 h"]
+        );
         let never = TableStatus { table: "orders".into(), ..Default::default() };
         assert_eq!(text(&[never]), "orders: no commit yet; last hour 0 rows in 0 files, 0 dead letters; 0 small files\n");
         let s = TableStatus {
@@ -176,13 +182,17 @@ mod tests {
             ..Default::default()
         };
         let line = text(&[s]);
-        assert!(line.starts_with("orders: last commit 2026-12-04T10:00:00.000Z (610 d 18 h ago); newest record 1.5 s old; last hour"), "{line}");
+        assert!(
+            line.starts_with("orders: last commit 2026-12-04T10:00:00.000Z (610 d 18 h ago); newest record 1.5 s old; last hour"),
+            "{line}"
+        );
         assert!(line.ends_with("; 2 pending commit requests\n") && !line.contains(" - ") && !line.contains("-;"), "{line}");
     }
 
     #[test]
     fn delete_files_are_named_by_the_table_format() {
-        let of = |format_version, delete_files| text(&[TableStatus { table: "t".into(), format_version, delete_files, ..Default::default() }]);
+        let of =
+            |format_version, delete_files| text(&[TableStatus { table: "t".into(), format_version, delete_files, ..Default::default() }]);
         assert!(of(3, 4).ends_with("; 0 small files; 4 deletion vectors\n"), "{}", of(3, 4));
         assert!(of(2, 4).ends_with("; 0 small files; 4 position delete files\n"), "{}", of(2, 4));
         assert!(of(2, 0).ends_with("; 0 small files\n"));

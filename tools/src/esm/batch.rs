@@ -49,9 +49,8 @@ pub enum Rejected {
 
 impl BatchBuilder {
     pub fn new(source: EventSource, batch_size: usize, max_bytes: usize) -> Self {
-        let empty_bytes = event_json(&source.event_source, &source.event_source_arn, &source.bootstrap_servers, &BTreeMap::new())
-            .to_string()
-            .len();
+        let empty_bytes =
+            event_json(&source.event_source, &source.event_source_arn, &source.bootstrap_servers, &BTreeMap::new()).to_string().len();
         Self { source, batch_size, max_bytes, records: BTreeMap::new(), count: 0, bytes: empty_bytes, empty_bytes }
     }
 
@@ -183,7 +182,8 @@ pub(crate) mod tests {
     pub(crate) fn record(offset: i64, value_len: usize) -> KafkaRecordIn {
         KafkaRecordIn {
             offset,
-            timestamp_ms: 1_700_000_000_000 + offset, timestamp_type: None,
+            timestamp_ms: 1_700_000_000_000 + offset,
+            timestamp_type: None,
             key: Some(format!("key-{offset}").into()),
             // Bytes that base64 cannot shorten and that cover every signed-byte value.
             value: Some((0..value_len).map(|i| (i * 7 + offset as usize) as u8).collect()),

@@ -32,12 +32,15 @@ pub fn write_failed_batch(
         .iter()
         .filter_map(|(tp, list)| Some((tp, list.first()?, list.last()?)))
         .map(|(tp, first, last)| {
-            (tp.to_string(), serde_json::json!({
-                "firstRecordOffset": first.offset.to_string(),
-                "firstRecordTimestamp": timestamp(first.timestamp_ms),
-                "lastRecordOffset": last.offset.to_string(),
-                "lastRecordTimestamp": timestamp(last.timestamp_ms),
-            }))
+            (
+                tp.to_string(),
+                serde_json::json!({
+                    "firstRecordOffset": first.offset.to_string(),
+                    "firstRecordTimestamp": timestamp(first.timestamp_ms),
+                    "lastRecordOffset": last.offset.to_string(),
+                    "lastRecordTimestamp": timestamp(last.timestamp_ms),
+                }),
+            )
         })
         .collect();
     let payload: serde_json::Value = serde_json::from_str(batch.event()).context("the batch's own event JSON")?;

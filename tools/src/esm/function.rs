@@ -125,7 +125,8 @@ impl Function for HttpFunction {
         if !status.is_success() {
             bail!("{} answered {status}: {text}", self.url);
         }
-        let value: serde_json::Value = serde_json::from_slice(&body).map_err(|e| anyhow!("{} answered non-JSON ({e}): {text}", self.url))?;
+        let value: serde_json::Value =
+            serde_json::from_slice(&body).map_err(|e| anyhow!("{} answered non-JSON ({e}): {text}", self.url))?;
         let error_shaped = value.get("errorType").is_some() && value.get("errorMessage").is_some();
         if function_error.is_some() || error_shaped {
             bail!("function error ({}): {text}", function_error.unwrap_or_else(|| "Unhandled".into()));

@@ -10,10 +10,10 @@
 //! the last batch + 1, which would stop a drain early (see shared/LOCAL-STACK.md).
 
 pub mod batch;
+pub mod command;
 pub mod failure;
 pub mod function;
 pub mod lanes;
-pub mod command;
 pub mod options;
 pub mod size;
 
@@ -36,9 +36,9 @@ use serde::Serialize;
 
 use crate::kafka::client_config;
 use batch::{Batch, EventSource, MAX_PAYLOAD_BYTES};
-use lanes::{Delivered, InFlight, Lanes, Pushed};
 use failure::{Condition, write_failed_batch};
 pub use function::Function;
+use lanes::{Delivered, InFlight, Lanes, Pushed};
 pub use options::{ESM_OPTIONS, EsmOptions, Invoke};
 
 /// How long one poll waits when no batch is open (also how often `stop` and drain are checked).
@@ -226,7 +226,8 @@ impl Poller {
         let mut last_tp: Option<TopicPartition> = None;
         tokio::pin!(stop);
         loop {
-            let window = lanes.next_window_end(self.opts.batching_window).map_or(IDLE_WAIT, |end| end.saturating_duration_since(Instant::now()));
+            let window =
+                lanes.next_window_end(self.opts.batching_window).map_or(IDLE_WAIT, |end| end.saturating_duration_since(Instant::now()));
             // Draining with a partition at its end: a quiet poll is what confirms caught up, so it
             // must not wait out an open window (the ends can arrive in the same wake-up as the
             // last records, and nothing more comes: the drain sat out a 300 s window).
@@ -423,15 +424,16 @@ impl Poller {
             attempts += 1;
             let started = Instant::now();
             let result = function.invoke_batch(&batch).await;
-            let mut phases = self.phases.lock().expect("not poisoned");
-            phases.invoke += started.elapsed();
-            // What the function says of its own time (the ingest summary's fields).
-            if let Ok(reply) = &result {
-                let ms = |key: &str| Duration::from_millis(reply.get(key).and_then(serde_json::Value::as_u64).unwrap_or(0));
-                phases.function += ms("duration_ms");
-                phases.function_commit += ms("commit_ms");
+            {
+                let mut phases = self.phases.lock().expect("not poisoned");
+                phases.invoke += started.elapsed();
+                // What the function says of its own time (the ingest summary's fields).
+                if let Ok(reply) = &result {
+                    let ms = |key: &str| Duration::from_millis(reply.get(key).and_then(serde_json::Value::as_u64).unwrap_or(0));
+                    phases.function += ms("duration_ms");
+                    phases.function_commit += ms("commit_ms");
+                }
             }
-            drop(phases);
             match result {
                 Ok(reply) => {
                     tracing::debug!(records = batch.count, bytes = batch.bytes, %reply, "batch done");
@@ -485,8 +487,7 @@ impl Poller {
 /// in-process invocation takes of its batch counts references instead of allocating.
 fn record_of(m: &BorrowedMessage<'_>) -> KafkaRecordIn {
     let (key, value, headers) = (m.key(), m.payload(), m.headers());
-    let header_bytes: usize =
-        headers.map_or(0, |hs| hs.iter().map(|h| Headers::encoded_len(h.key, h.value.unwrap_or_default())).sum());
+    let header_bytes: usize = headers.map_or(0, |hs| hs.iter().map(|h| Headers::encoded_len(h.key, h.value.unwrap_or_default())).sum());
     let mut buffer = BytesMut::with_capacity(key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len) + header_bytes);
     let headers = headers.map(|hs| Headers::from_buffer(&mut buffer, hs.iter().map(|h| (h.key, h.value.unwrap_or_default()))));
     let mut copy = |bytes: &[u8]| {

@@ -14,15 +14,60 @@ use crate::kafka::BOOTSTRAP;
 /// Options of the local event source mapping.
 pub const ESM_OPTIONS: &[Knob] = &[
     BOOTSTRAP,
-    Knob { key: "topic", default: "vehicle-telemetry", allowed: Allowed::Text, help: "Topic to consume, or several comma-separated (one event then carries them all)" },
-    Knob { key: "group", default: "icestream-esm", allowed: Allowed::Text, help: "Consumer group (the mapping's UUID plays this role on AWS)" },
-    Knob { key: "batch_size", default: "100", allowed: Allowed::Integer { min: 1, max: MAX_BATCH_SIZE as i64 }, help: "Most records per invocation (MSK default 100)" },
-    Knob { key: "batching_window_ms", default: "500", allowed: Allowed::Integer { min: 0, max: 300_000 }, help: "Longest wait to fill a batch after its first record (MSK default 500 ms)" },
-    Knob { key: "invoke", default: "inprocess", allowed: Allowed::Text, help: "`inprocess` (the library pipeline in this process) or the URL of a Lambda invoke API, e.g. http://127.0.0.1:9000 (cargo lambda watch)" },
-    Knob { key: "drain", default: "false", allowed: Allowed::OneOf(&["true", "false"]), help: "Consume what the topic holds, then exit 0 once every partition is caught up; false = run until stopped" },
-    Knob { key: "retries", default: "2", allowed: Allowed::Integer { min: 0, max: 10_000 }, help: "Retries of a failed batch (whole batch) before it goes to the on-failure directory" },
-    Knob { key: "on_failure_dir", default: "./esm-failures", allowed: Allowed::Text, help: "On-failure destination: one JSON file per discarded batch, as the mapping writes to S3" },
-    Knob { key: "session_timeout_ms", default: "6000", allowed: Allowed::Integer { min: 1_000, max: 3_600_000 }, help: "How long the broker keeps the poller in its group without a heartbeat (sent every 200 ms). Apache Kafka and Redpanda refuse less than their group.min.session.timeout.ms, 6000 by default; Tansu answers a new group's join after half of it in whole seconds, so the local scripts use 2000 there (a 1 s join)" },
+    Knob {
+        key: "topic",
+        default: "vehicle-telemetry",
+        allowed: Allowed::Text,
+        help: "Topic to consume, or several comma-separated (one event then carries them all)",
+    },
+    Knob {
+        key: "group",
+        default: "icestream-esm",
+        allowed: Allowed::Text,
+        help: "Consumer group (the mapping's UUID plays this role on AWS)",
+    },
+    Knob {
+        key: "batch_size",
+        default: "100",
+        allowed: Allowed::Integer { min: 1, max: MAX_BATCH_SIZE as i64 },
+        help: "Most records per invocation (MSK default 100)",
+    },
+    Knob {
+        key: "batching_window_ms",
+        default: "500",
+        allowed: Allowed::Integer { min: 0, max: 300_000 },
+        help: "Longest wait to fill a batch after its first record (MSK default 500 ms)",
+    },
+    Knob {
+        key: "invoke",
+        default: "inprocess",
+        allowed: Allowed::Text,
+        help: "`inprocess` (the library pipeline in this process) or the URL of a Lambda invoke API, e.g. http://127.0.0.1:9000 (cargo lambda watch)",
+    },
+    Knob {
+        key: "drain",
+        default: "false",
+        allowed: Allowed::OneOf(&["true", "false"]),
+        help: "Consume what the topic holds, then exit 0 once every partition is caught up; false = run until stopped",
+    },
+    Knob {
+        key: "retries",
+        default: "2",
+        allowed: Allowed::Integer { min: 0, max: 10_000 },
+        help: "Retries of a failed batch (whole batch) before it goes to the on-failure directory",
+    },
+    Knob {
+        key: "on_failure_dir",
+        default: "./esm-failures",
+        allowed: Allowed::Text,
+        help: "On-failure destination: one JSON file per discarded batch, as the mapping writes to S3",
+    },
+    Knob {
+        key: "session_timeout_ms",
+        default: "6000",
+        allowed: Allowed::Integer { min: 1_000, max: 3_600_000 },
+        help: "How long the broker keeps the poller in its group without a heartbeat (sent every 200 ms). Apache Kafka and Redpanda refuse less than their group.min.session.timeout.ms, 6000 by default; Tansu answers a new group's join after half of it in whole seconds, so the local scripts use 2000 there (a 1 s join)",
+    },
 ];
 
 /// Where batches go.
@@ -106,8 +151,16 @@ mod tests {
     #[test]
     fn poller_and_function_words_are_split_and_typed() {
         let (o, f) = EsmOptions::from_args(&args(&[
-            "bootstrap=127.0.0.1:1", "topic=t", "group=g", "batch_size=10000",
-            "batching_window_ms=0", "drain=true", "retries=0", "session_timeout_ms=2000", "warehouse=/tmp/w", "source=json",
+            "bootstrap=127.0.0.1:1",
+            "topic=t",
+            "group=g",
+            "batch_size=10000",
+            "batching_window_ms=0",
+            "drain=true",
+            "retries=0",
+            "session_timeout_ms=2000",
+            "warehouse=/tmp/w",
+            "source=json",
         ]))
         .unwrap();
         assert_eq!(o.session_timeout, Duration::from_secs(2));

@@ -112,7 +112,8 @@ mod tests {
             let headers = (0..rng.below(4)).map(|_| (rng.text(6), rng.bytes(12))).collect();
             let record = KafkaRecordIn {
                 offset: rng.int(),
-                timestamp_ms: rng.int(), timestamp_type: None,
+                timestamp_ms: rng.int(),
+                timestamp_type: None,
                 key: (rng.below(3) > 0).then(|| rng.bytes(40).into()),
                 value: (rng.below(5) > 0).then(|| rng.bytes(300).into()),
                 value_error: None,
@@ -130,7 +131,8 @@ mod tests {
         let tp = TopicPartition { topic: "t".into(), partition: 0 };
         let mut record = KafkaRecordIn {
             offset: 1,
-            timestamp_ms: 2, timestamp_type: None,
+            timestamp_ms: 2,
+            timestamp_type: None,
             key: Some(b"not base64 \"raw\"".to_vec().into()),
             value: Some(b"x".to_vec().into()),
             value_error: Some(Box::new("key is not base64: invalid".into())),

@@ -162,7 +162,11 @@ fn repeats_and_corruptions_read_as_the_general_way() -> TestResult {
 
 #[test]
 fn messages_with_lists_or_maps_keep_the_general_way() -> TestResult {
-    let schema = SourceSchema::from_text(Format::Protobuf, r#"syntax = "proto3"; package t; message L { int32 a = 1; repeated int32 xs = 2; }"#, Some("t.L"))?;
+    let schema = SourceSchema::from_text(
+        Format::Protobuf,
+        r#"syntax = "proto3"; package t; message L { int32 a = 1; repeated int32 xs = 2; }"#,
+        Some("t.L"),
+    )?;
     let SourceSchema::Protobuf(p) = &schema else { return Err("not protobuf".into()) };
     assert!(!ProtoReader::new(p, own_target(&schema).fields(), Default::default()).row.one_pass);
     Ok(())
@@ -207,11 +211,9 @@ proptest::proptest! {
 #[test]
 fn timestamps_in_another_order_or_with_more_fields_read_the_general_way() {
     // nanos before seconds, seconds twice (the last wins), an unknown field.
-    for (bytes, expected) in [
-        (vec![0x10, 0x05, 0x08, 0x02], (2, 5)),
-        (vec![0x08, 0x01, 0x08, 0x03], (3, 0)),
-        (vec![0x08, 0x01, 0x18, 0x07, 0x10, 0x02], (1, 2)),
-    ] {
+    for (bytes, expected) in
+        [(vec![0x10, 0x05, 0x08, 0x02], (2, 5)), (vec![0x08, 0x01, 0x08, 0x03], (3, 0)), (vec![0x08, 0x01, 0x18, 0x07, 0x10, 0x02], (1, 2))]
+    {
         assert_eq!(timestamp_as_written(&bytes), None, "{bytes:?}");
         assert_eq!(timestamp_fields(&bytes).ok(), Some(expected), "{bytes:?}");
     }

@@ -38,9 +38,7 @@ pub(super) fn rows(schema: &ArrowSchema, columns: &[ArrayRef]) -> Vec<Vec<String
     let options = FormatOptions::default().with_null("null");
     let formatters: Vec<_> = columns.iter().map(|c| ArrayFormatter::try_new(c.as_ref(), &options).unwrap()).collect();
     (0..columns.first().map_or(0, |c| c.len()))
-        .map(|row| {
-            schema.fields().iter().zip(&formatters).map(|(f, fmt)| format!("{}={}", f.name(), fmt.value(row))).collect()
-        })
+        .map(|row| schema.fields().iter().zip(&formatters).map(|(f, fmt)| format!("{}={}", f.name(), fmt.value(row))).collect())
         .collect()
 }
 
@@ -187,10 +185,23 @@ fn json_schema_enums_whole_numbers_and_big_integers_follow_the_spec() -> crate::
     // The text's value, not the double's: 2^53 + 1 has no double.
     decoder.append(br#"{"n": 9007199254740993.0}"#)?;
     let refused = |value: &str| decoder_error(&schema, &target, value);
-    assert_eq!(refused(r#"{"status": "CHARGEBACK"}"#), r#"json: field `status`: "CHARGEBACK" is not one of the enum's values ("PAID", "REFUNDED")"#);
-    assert!(refused(r#"{"tags": ["a", "c"]}"#).contains("field `tags[1]`: \"c\" is not one of the enum's values"), "{}", refused(r#"{"tags": ["a", "c"]}"#));
-    assert_eq!(refused(r#"{"n": 18446744073709551616}"#), "json: field `n`: expected an integer, got 18446744073709551616 (beyond the long range)");
-    assert_eq!(refused("{\n  \"n\":\n 1.8446744073709551617e19\n}"), "json: field `n`: expected an integer, got 1.8446744073709551617e19 (beyond the long range)");
+    assert_eq!(
+        refused(r#"{"status": "CHARGEBACK"}"#),
+        r#"json: field `status`: "CHARGEBACK" is not one of the enum's values ("PAID", "REFUNDED")"#
+    );
+    assert!(
+        refused(r#"{"tags": ["a", "c"]}"#).contains("field `tags[1]`: \"c\" is not one of the enum's values"),
+        "{}",
+        refused(r#"{"tags": ["a", "c"]}"#)
+    );
+    assert_eq!(
+        refused(r#"{"n": 18446744073709551616}"#),
+        "json: field `n`: expected an integer, got 18446744073709551616 (beyond the long range)"
+    );
+    assert_eq!(
+        refused("{\n  \"n\":\n 1.8446744073709551617e19\n}"),
+        "json: field `n`: expected an integer, got 1.8446744073709551617e19 (beyond the long range)"
+    );
     assert_eq!(refused(r#"{"n": 42.5}"#), "json: field `n`: expected an integer, got 42.5");
     assert_eq!(refused(r#"{"n": 1.0000000000000000001}"#), "json: field `n`: expected an integer, got 1.0000000000000000001");
     assert!(refused(r#"{"small": 3e9}"#).contains("in the int range, got 3000000000"));
@@ -215,9 +226,13 @@ fn timestamps_finer_than_microseconds_are_refused_or_truncated_as_the_pipeline_s
     use arrow_array::cast::AsArray;
     use arrow_array::types::{Time64MicrosecondType, TimestampMicrosecondType};
     use prost::Message;
-    let json = SourceSchema::from_text(Format::Json, r#"{"type": "object", "properties": {
+    let json = SourceSchema::from_text(
+        Format::Json,
+        r#"{"type": "object", "properties": {
         "at": {"type": "string", "format": "date-time"}, "local": {"type": "string", "format": "local-date-time"},
-        "t": {"type": "string", "format": "time"}}}"#, None)?;
+        "t": {"type": "string", "format": "time"}}}"#,
+        None,
+    )?;
     let proto = SourceSchema::from_text(
         Format::Protobuf,
         r#"syntax = "proto3"; import "google/protobuf/timestamp.proto"; message M { google.protobuf.Timestamp at = 1; }"#,
@@ -229,7 +244,10 @@ fn timestamps_finer_than_microseconds_are_refused_or_truncated_as_the_pipeline_s
         [vec![0x0a, inner.len() as u8], inner].concat()
     };
     let decoders = |precision: TimestampPrecision| -> crate::testkit::TestResult<(RecordDecoder, RecordDecoder)> {
-        Ok((RecordDecoder::with_precision(&[&json], own_target(&json), precision)?, RecordDecoder::with_precision(&[&proto], own_target(&proto), precision)?))
+        Ok((
+            RecordDecoder::with_precision(&[&json], own_target(&json), precision)?,
+            RecordDecoder::with_precision(&[&proto], own_target(&proto), precision)?,
+        ))
     };
     let (mut json_rejects, mut proto_rejects) = decoders(Reject)?;
     let e = json_rejects.append(fine).expect_err("refused");
@@ -279,7 +297,11 @@ fn incompatible_targets_are_refused_naming_the_column_and_both_types() {
     let e = RecordDecoder::new(&rich, target_of(vec![ArrowField::new("customer", customer, false)])).err().unwrap();
     assert!(e.to_string().contains("column `customer.address.zip`: the source's string does not fit the table's int"), "{e}");
     let narrow = DataType::Decimal128(9, 2);
-    let items = DataType::List(Arc::new(ArrowField::new("element", DataType::Struct(vec![ArrowField::new("unit_price", narrow, false)].into()), false)));
+    let items = DataType::List(Arc::new(ArrowField::new(
+        "element",
+        DataType::Struct(vec![ArrowField::new("unit_price", narrow, false)].into()),
+        false,
+    )));
     let e = RecordDecoder::new(&rich, target_of(vec![ArrowField::new("items", items, false)])).err().unwrap();
     assert!(e.to_string().contains("column `items.element.unit_price`: the source's decimal(10,2)"), "{e}");
 }

@@ -139,7 +139,10 @@ pub(crate) fn proto_order(complete: bool) -> Vec<u8> {
             ("order_id", Proto::I64(9_000_000_001)),
             ("status", Proto::EnumNumber(if complete { 2 } else { 7 })),
             ("items", Proto::List(items.to_vec())),
-            ("attributes", Proto::Map(HashMap::from([(MapKey::String("b".into()), Proto::I64(2)), (MapKey::String("a".into()), Proto::I64(-1))]))),
+            (
+                "attributes",
+                Proto::Map(HashMap::from([(MapKey::String("b".into()), Proto::I64(2)), (MapKey::String("a".into()), Proto::I64(-1))])),
+            ),
             ("loyalty_points", Proto::U64(u64::from(u32::MAX) + 1)),
             ("visits", Proto::U32(u32::MAX)),
             ("priority", Proto::I32(-3)),
@@ -253,7 +256,11 @@ fn rich_json_round_trips_every_value() {
             "placed_at=2023-11-14T22:13:20.123Z".into(),
             format!("delivery_date={}", or_null("2023-12-09")),
             "status=SHIPPED".into(),
-            format!("customer={{name: Ada, email: {}, address: {}}}", or_null("ada@example.com"), or_null("{street: 1 Main St, zip: 02134}")),
+            format!(
+                "customer={{name: Ada, email: {}, address: {}}}",
+                or_null("ada@example.com"),
+                or_null("{street: 1 Main St, zip: 02134}")
+            ),
             "items=[{sku: A-1, quantity: 2, unit_price: 12.34}, {sku: B-2, quantity: 1, unit_price: -0.05}]".into(),
             "attributes={points: -3}".into(),
             format!("note={}", or_null("leave at door")),
@@ -271,7 +278,10 @@ fn bad_rich_records_name_the_nested_field() {
     let mut decoder = RecordDecoder::new(&json, own_target(&json)).unwrap();
     let mut order: serde_json::Value = serde_json::from_slice(&json_order(true)).unwrap();
     order["customer"]["address"]["zip"] = 2134.into();
-    assert_eq!(decoder.append(order.to_string().as_bytes()).unwrap_err(), "json: field `customer.address.zip`: expected string, got number");
+    assert_eq!(
+        decoder.append(order.to_string().as_bytes()).unwrap_err(),
+        "json: field `customer.address.zip`: expected string, got number"
+    );
     order["customer"]["address"]["zip"] = "02134".into();
     order["items"][1]["quantity"] = serde_json::Value::Null;
     assert_eq!(decoder.append(order.to_string().as_bytes()).unwrap_err(), "json: field `items[1].quantity`: required but missing");

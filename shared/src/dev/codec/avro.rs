@@ -26,8 +26,7 @@ pub fn decode_into(value: &[u8], out: &mut TelemetryBuilder) -> Result<(), Strin
         return Err("avro: datum is not a record".into());
     };
     let mut f = fields.into_iter().map(|(_, v)| v);
-    let (vehicle_id, event_time, model, speed, soc, odo, charging) =
-        (f.next(), f.next(), f.next(), f.next(), f.next(), f.next(), f.next());
+    let (vehicle_id, event_time, model, speed, soc, odo, charging) = (f.next(), f.next(), f.next(), f.next(), f.next(), f.next(), f.next());
     match (vehicle_id, event_time, model, speed, soc, odo, charging) {
         (
             Some(Value::Long(vehicle_id)),

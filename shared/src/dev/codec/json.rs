@@ -18,10 +18,7 @@ struct JsonReading<'a> {
 
 pub fn decode_into(value: &[u8], out: &mut TelemetryBuilder) -> Result<(), String> {
     let r: JsonReading = serde_json::from_slice(value).map_err(|e| format!("json: {e}"))?;
-    let event_time_us = r
-        .event_time
-        .checked_mul(1000)
-        .ok_or_else(|| format!("json: event_time {} out of range", r.event_time))?;
+    let event_time_us = r.event_time.checked_mul(1000).ok_or_else(|| format!("json: event_time {} out of range", r.event_time))?;
     out.append_values(r.vehicle_id, event_time_us, &r.model, r.speed_kmh, r.soc_pct, r.odometer_km, r.charging);
     Ok(())
 }
@@ -46,7 +43,8 @@ mod tests {
     #[test]
     fn missing_field_and_malformed_json_name_the_problem() {
         let mut b = TelemetryBuilder::with_capacity(1);
-        let e = decode_into(br#"{"vehicle_id":1,"event_time":5,"model":"m","speed_kmh":1,"soc_pct":2,"charging":true}"#, &mut b).unwrap_err();
+        let e =
+            decode_into(br#"{"vehicle_id":1,"event_time":5,"model":"m","speed_kmh":1,"soc_pct":2,"charging":true}"#, &mut b).unwrap_err();
         assert!(e.contains("missing field `odometer_km`"), "{e}");
         let e = decode_into(br#"{"vehicle_id":1,"event_time":"#, &mut b).unwrap_err();
         assert!(e.starts_with("json:"), "{e}");

@@ -12,8 +12,8 @@ use arrow_array::builder::{BooleanBuilder, Int32Builder, Int64Builder, StringBui
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::SchemaRef;
 
-use crate::model::config::Source;
 use crate::base::error::Result;
+use crate::model::config::Source;
 
 /// One telemetry reading, format-independent. `event_time_us` is UTC microseconds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,14 +50,11 @@ pub fn encode(source: Source, reading: &Reading) -> Vec<u8> {
 
 /// Read the readings back out of a telemetry batch (tests, demo, generators).
 pub fn readings(batch: &RecordBatch) -> Result<Vec<Reading>> {
+    use crate::model::tables::telemetry::*;
     use arrow_array::cast::AsArray;
     use arrow_array::types::{Int32Type, Int64Type, TimestampMicrosecondType};
-    use crate::model::tables::telemetry::*;
     let col = |name: &str| {
-        batch
-            .column_by_name(name)
-            .cloned()
-            .ok_or_else(|| crate::base::error::Error::Invariant(format!("batch has no column {name}")))
+        batch.column_by_name(name).cloned().ok_or_else(|| crate::base::error::Error::Invariant(format!("batch has no column {name}")))
     };
     let (vid, time, model, speed, soc, odo, charging) =
         (col(VEHICLE_ID)?, col(EVENT_TIME)?, col(MODEL)?, col(SPEED_KMH)?, col(SOC_PCT)?, col(ODOMETER_KM)?, col(CHARGING)?);

@@ -82,9 +82,7 @@ impl Change {
 }
 
 fn format_time(us: i64) -> String {
-    DateTime::<Utc>::from_timestamp_micros(us)
-        .map(|t| t.to_rfc3339_opts(SecondsFormat::AutoSi, true))
-        .unwrap_or_else(|| us.to_string())
+    DateTime::<Utc>::from_timestamp_micros(us).map(|t| t.to_rfc3339_opts(SecondsFormat::AutoSi, true)).unwrap_or_else(|| us.to_string())
 }
 
 /// How the feed looks.

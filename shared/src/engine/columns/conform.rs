@@ -30,7 +30,10 @@ pub fn conform_batch(batch: &RecordBatch, source: &str, target: &SchemaRef) -> R
 /// `array` (column `path` of `source`) as `target`'s type, nested fields matched by id.
 pub fn conform(array: &ArrayRef, target: &Field, source: &str, path: &str) -> Result<ArrayRef> {
     let unreadable = |from: &DataType| {
-        Error::Data(format!("{source}: column {path} is {from}, which does not read as {} (not a promotion Iceberg allows)", target.data_type()))
+        Error::Data(format!(
+            "{source}: column {path} is {from}, which does not read as {} (not a promotion Iceberg allows)",
+            target.data_type()
+        ))
     };
     // A dictionary's values are what is read (another engine's writer may encode any column).
     let array = match array.data_type() {
@@ -50,9 +53,15 @@ pub fn conform(array: &ArrayRef, target: &Field, source: &str, path: &str) -> Re
         (DataType::List(_), DataType::List(element)) => {
             let list = array.as_list::<i32>();
             let values = conform(list.values(), element, source, &format!("{path}.element"))?;
-            Arc::new(ListArray::try_new(element.clone(), list.offsets().clone(), values, list.nulls().cloned()).map_err(|e| data(source, path, e))?)
+            Arc::new(
+                ListArray::try_new(element.clone(), list.offsets().clone(), values, list.nulls().cloned())
+                    .map_err(|e| data(source, path, e))?,
+            )
         }
-        (DataType::LargeList(from) | DataType::FixedSizeList(from, _) | DataType::ListView(from) | DataType::LargeListView(from), DataType::List(_)) => {
+        (
+            DataType::LargeList(from) | DataType::FixedSizeList(from, _) | DataType::ListView(from) | DataType::LargeListView(from),
+            DataType::List(_),
+        ) => {
             let as_list = cast(&array, &DataType::List(from.clone()), source, path)?;
             conform(&as_list, target, source, path)?
         }
@@ -61,7 +70,10 @@ pub fn conform(array: &ArrayRef, target: &Field, source: &str, path: &str) -> Re
             let found: ArrayRef = Arc::new(map.entries().clone());
             let conformed = conform(&found, entries, source, &format!("{path}.key_value"))?;
             let entries_array = conformed.as_struct().clone();
-            Arc::new(MapArray::try_new(entries.clone(), map.offsets().clone(), entries_array, map.nulls().cloned(), *sorted).map_err(|e| data(source, path, e))?)
+            Arc::new(
+                MapArray::try_new(entries.clone(), map.offsets().clone(), entries_array, map.nulls().cloned(), *sorted)
+                    .map_err(|e| data(source, path, e))?,
+            )
         }
         (from, to) if promotes(from, to) => cast(&array, to, source, path)?,
         (from, _) => return Err(unreadable(from)),
@@ -85,9 +97,10 @@ pub fn promotes(from: &DataType, to: &DataType) -> bool {
         (Timestamp(..), Timestamp(..)) => true,
         (Date32 | Date64, Date32) => true,
         // Decimal(P, S) to Decimal(P', S) with P' >= P; the scale never changes.
-        (Decimal32(p, s) | Decimal64(p, s) | Decimal128(p, s) | Decimal256(p, s), Decimal32(q, t) | Decimal64(q, t) | Decimal128(q, t) | Decimal256(q, t)) => {
-            s == t && p <= q
-        }
+        (
+            Decimal32(p, s) | Decimal64(p, s) | Decimal128(p, s) | Decimal256(p, s),
+            Decimal32(q, t) | Decimal64(q, t) | Decimal128(q, t) | Decimal256(q, t),
+        ) => s == t && p <= q,
         _ => false,
     }
 }

@@ -21,16 +21,16 @@ use iceberg::table::Table;
 
 use super::gaps::TakenGaps;
 use super::{ChangeSet, Planner, Watermarks};
-use crate::model::config::FailPoint;
 use crate::base::error::{Error, Result};
-use crate::model::event::TopicPartition;
 use crate::base::freshness::{Freshness, RecordTimes};
+use crate::engine::project::project_batch;
+use crate::engine::writer::write_data_files_as;
+use crate::model::config::FailPoint;
+use crate::model::event::TopicPartition;
+use crate::model::evolve::evolve_for;
+use crate::model::schema::SourceSchema;
 use crate::model::tables::kafka::KafkaColumns;
 use crate::model::tables::lineage;
-use crate::engine::project::project_batch;
-use crate::model::schema::SourceSchema;
-use crate::model::evolve::evolve_for;
-use crate::engine::writer::write_data_files_as;
 
 /// Append rows of one batch with the offsets they cover.
 pub struct OffsetAppend {
@@ -117,11 +117,7 @@ pub fn target_schema(table: &Table, writers: &[Arc<SourceSchema>], kafka: KafkaC
 /// The rows of `rows` whose offset is above `marks` for their topic-partition. `ranges` (first
 /// and last offset per topic-partition of the rows) lets partitions whose watermark does not
 /// reach into the range skip the per-row look.
-pub fn unseen_rows(
-    rows: &RecordBatch,
-    ranges: &BTreeMap<TopicPartition, (i64, i64)>,
-    marks: &Watermarks,
-) -> Result<RecordBatch> {
+pub fn unseen_rows(rows: &RecordBatch, ranges: &BTreeMap<TopicPartition, (i64, i64)>, marks: &Watermarks) -> Result<RecordBatch> {
     rows_not_held(rows, ranges, marks, &TakenGaps::default())
 }
 
@@ -133,10 +129,8 @@ pub fn rows_not_held(
     marks: &Watermarks,
     gaps: &TakenGaps,
 ) -> Result<RecordBatch> {
-    let relevant: BTreeMap<&TopicPartition, i64> = ranges
-        .iter()
-        .filter_map(|(tp, (first, _))| marks.get(tp).filter(|w| w >= first).map(|w| (tp, w)))
-        .collect();
+    let relevant: BTreeMap<&TopicPartition, i64> =
+        ranges.iter().filter_map(|(tp, (first, _))| marks.get(tp).filter(|w| w >= first).map(|w| (tp, w))).collect();
     if relevant.is_empty() || rows.num_rows() == 0 {
         return Ok(rows.clone());
     }
@@ -149,10 +143,8 @@ pub fn rows_not_held(
     let offsets = rows.column(column(lineage::OFFSET)?).as_primitive::<Int64Type>();
     let keep: BooleanArray = (0..rows.num_rows())
         .map(|i| {
-            let (offset, found) = (
-                offsets.value(i),
-                relevant.iter().find(|(tp, _)| tp.partition == partitions.value(i) && tp.topic == topics.value(i)),
-            );
+            let (offset, found) =
+                (offsets.value(i), relevant.iter().find(|(tp, _)| tp.partition == partitions.value(i) && tp.topic == topics.value(i)));
             Some(found.is_none_or(|(tp, w)| offset > *w || gaps.contains(tp, offset)))
         })
         .collect();

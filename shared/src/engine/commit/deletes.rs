@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 use iceberg::spec::{DataFile, FormatVersion};
 use iceberg::table::Table;
 
-use super::row_delta::{LiveFiles, deleted_positions, write_position_deletes};
 use super::dv;
+use super::row_delta::{LiveFiles, deleted_positions, write_position_deletes};
 use crate::base::error::Result;
 
 /// What deleting rows of one data file adds and removes in the commit.
@@ -20,7 +20,13 @@ pub struct FileDeletes {
 }
 
 /// Delete `positions` of `data_file`, a live file of `live` (the table's current snapshot).
-pub async fn delete_rows(table: &Table, live: &LiveFiles, data_file: &DataFile, positions: &BTreeSet<i64>, compression: &str) -> Result<FileDeletes> {
+pub async fn delete_rows(
+    table: &Table,
+    live: &LiveFiles,
+    data_file: &DataFile,
+    positions: &BTreeSet<i64>,
+    compression: &str,
+) -> Result<FileDeletes> {
     if table.metadata().format_version() < FormatVersion::V3 {
         let added = write_position_deletes(table, data_file, positions, compression).await?;
         return Ok(FileDeletes { added, replaced: vec![] });

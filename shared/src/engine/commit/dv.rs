@@ -20,8 +20,8 @@ use iceberg::spec::{DataContentType, DataFile, DataFileBuilder, DataFileFormat};
 use iceberg::table::Table;
 use roaring::RoaringTreemap;
 
-use crate::base::error::{Error, Result};
 use super::manifest::spec_of;
+use crate::base::error::{Error, Result};
 
 /// The DV blob's magic bytes.
 const MAGIC: [u8; 4] = [0xD1, 0xD3, 0x39, 0x64];
@@ -123,11 +123,10 @@ pub async fn write(table: &Table, data_file: &DataFile, positions: &RoaringTreem
     let path = format!("{dir}/{}-dv.puffin", uuid::Uuid::new_v4());
     let data = encode(positions)?;
     let length = data.len() as u64;
-    let properties = HashMap::from([
-        (REFERENCED_DATA_FILE.to_string(), data_path.to_string()),
-        (CARDINALITY.to_string(), positions.len().to_string()),
-    ]);
-    let file_properties = HashMap::from([(iceberg::puffin::CREATED_BY_PROPERTY.to_string(), format!("icestream {}", env!("CARGO_PKG_VERSION")))]);
+    let properties =
+        HashMap::from([(REFERENCED_DATA_FILE.to_string(), data_path.to_string()), (CARDINALITY.to_string(), positions.len().to_string())]);
+    let file_properties =
+        HashMap::from([(iceberg::puffin::CREATED_BY_PROPERTY.to_string(), format!("icestream {}", env!("CARGO_PKG_VERSION")))]);
     // The writer reports neither offsets nor size: the first blob follows the header magic, and
     // the footer is the same payload serialized again (checked against the file in tests).
     let footer = footer_len(&properties, &file_properties, length)?;

@@ -14,9 +14,9 @@ use iceberg::arrow::schema_to_arrow_schema;
 use iceberg::table::Table;
 
 use super::append::{OffsetAppend, target_schema};
+use crate::decode::RecordDecoder;
 use crate::engine::catalog::Catalogs;
 use crate::model::config::FailPoint;
-use crate::decode::RecordDecoder;
 use crate::model::event::TopicPartition;
 use crate::model::schema::{Format, SourceSchema};
 use crate::model::tables::lineage;

@@ -27,8 +27,8 @@ use crate::base::error::{Error, Result};
 
 mod spec;
 pub use spec::spec_of;
-pub(crate) use spec::with_first_row_id;
 use spec::widened;
+pub(crate) use spec::with_first_row_id;
 
 /// A manifest being written: entries are added, then [`ManifestFileWriter::write_manifest_file`]
 /// uploads it in one write and returns its manifest-list entry.
@@ -68,13 +68,7 @@ struct Entry {
 impl ManifestFileWriter {
     /// A writer for `schema` and `table`'s default spec, the spec of every file icestream writes
     /// (`snapshot_id` None: staged, owned by no snapshot yet).
-    pub fn new(
-        table: &Table,
-        schema: &SchemaRef,
-        path: String,
-        snapshot_id: Option<i64>,
-        content: ManifestContentType,
-    ) -> Result<Self> {
+    pub fn new(table: &Table, schema: &SchemaRef, path: String, snapshot_id: Option<i64>, content: ManifestContentType) -> Result<Self> {
         Self::for_spec(table, schema, table.metadata().default_partition_spec(), path, snapshot_id, content)
     }
 
@@ -152,12 +146,7 @@ impl ManifestFileWriter {
     }
 
     /// Add `data_file` as removed by this manifest's snapshot, keeping its sequence numbers.
-    pub fn add_delete_file(
-        &mut self,
-        data_file: DataFile,
-        sequence_number: i64,
-        file_sequence_number: Option<i64>,
-    ) -> Result<()> {
+    pub fn add_delete_file(&mut self, data_file: DataFile, sequence_number: i64, file_sequence_number: Option<i64>) -> Result<()> {
         let data_file = self.widened(data_file)?;
         match &mut self.inner {
             Inner::Library(w) => Ok(w.add_delete_file(data_file, sequence_number, file_sequence_number)?),
@@ -216,9 +205,7 @@ impl SerdeManifest {
                 self.content
             )));
         }
-        if entry.status != ManifestStatus::Added
-            && (entry.sequence_number.is_none() || entry.file_sequence_number.is_none())
-        {
+        if entry.status != ManifestStatus::Added && (entry.sequence_number.is_none() || entry.file_sequence_number.is_none()) {
             return Err(Error::Invariant(format!(
                 "{}: an existing or deleted manifest entry needs both sequence numbers",
                 file.file_path()
@@ -238,10 +225,7 @@ impl SerdeManifest {
         }
         let bytes = avro.into_inner().map_err(invalid)?;
         let manifest_length = bytes.len() as i64;
-        self.output
-            .write(Bytes::from(bytes))
-            .await
-            .map_err(|e| Error::Storage { path: self.path.clone(), source: e })?;
+        self.output.write(Bytes::from(bytes)).await.map_err(|e| Error::Storage { path: self.path.clone(), source: e })?;
 
         let count = |status: ManifestStatus| {
             let of_status = self.entries.iter().filter(|e| e.status == status);
@@ -357,9 +341,7 @@ fn partition_summaries(partition_type: &StructType, entries: &[Entry]) -> Result
                     return Err(Error::Invariant(format!("partition value {other:?} is not a {ty}")));
                 }
             };
-            if matches!(value, PrimitiveLiteral::Float(v) if v.is_nan())
-                || matches!(value, PrimitiveLiteral::Double(v) if v.is_nan())
-            {
+            if matches!(value, PrimitiveLiteral::Float(v) if v.is_nan()) || matches!(value, PrimitiveLiteral::Double(v) if v.is_nan()) {
                 contains_nan = true;
                 continue;
             }
@@ -397,12 +379,7 @@ struct Header {
 static HEADERS: LazyLock<Mutex<Vec<Arc<Header>>>> = LazyLock::new(Mutex::default);
 const HEADERS_KEPT: usize = 16;
 
-async fn header(
-    format: FormatVersion,
-    content: ManifestContentType,
-    schema: &SchemaRef,
-    spec: &PartitionSpec,
-) -> Result<Arc<Header>> {
+async fn header(format: FormatVersion, content: ManifestContentType, schema: &SchemaRef, spec: &PartitionSpec) -> Result<Arc<Header>> {
     let same = |h: &&Arc<Header>| h.key.0 == format && h.key.1 == content && *h.key.2 == **schema && h.key.3 == *spec;
     if let Some(found) = HEADERS.lock().map_err(|_| poisoned())?.iter().find(same) {
         return Ok(found.clone());

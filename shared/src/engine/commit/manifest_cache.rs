@@ -62,7 +62,11 @@ pub async fn manifest(table: &Table, file: &ManifestFile) -> Result<Arc<Manifest
 
 /// The manifest files of `snapshot`, from the scope's cache or storage.
 pub async fn manifest_list(table: &Table, snapshot: &SnapshotRef) -> Result<Arc<Vec<ManifestFile>>> {
-    let load = || async { Ok::<_, crate::base::error::Error>(table.manifest_list_reader(snapshot).load().await?.consume_entries().into_iter().collect::<Vec<_>>()) };
+    let load = || async {
+        Ok::<_, crate::base::error::Error>(
+            table.manifest_list_reader(snapshot).load().await?.consume_entries().into_iter().collect::<Vec<_>>(),
+        )
+    };
     let Some(cache) = current() else { return Ok(Arc::new(load().await?)) };
     let key = snapshot.manifest_list().to_string();
     if let Some(hit) = cache.lists.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).get(&key).cloned() {

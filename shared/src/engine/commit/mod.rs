@@ -16,8 +16,8 @@ pub mod manifest;
 pub mod manifest_cache;
 pub mod pointer;
 pub mod replayed;
-pub mod row_lineage;
 pub mod row_delta;
+pub mod row_lineage;
 pub mod snapshot;
 pub mod staged;
 pub mod watermark;
@@ -32,9 +32,9 @@ use iceberg::table::Table;
 use iceberg::{Catalog, MetadataLocation, TableIdent};
 use rand::Rng;
 
-pub use pointer::{PointerSwap, SqlPointer, SwapError};
 #[cfg(feature = "aws")]
 pub use pointer::{GluePointer, S3TablesPointer};
+pub use pointer::{PointerSwap, SqlPointer, SwapError};
 pub use watermark::Watermarks;
 
 use crate::base::error::{Error, Result};
@@ -347,9 +347,9 @@ async fn delete_quietly(table: &Table, paths: Vec<String>) {
     }
 }
 
-#[cfg(any(test, feature = "fault-injection"))]
-pub mod fault;
 #[cfg(test)]
 mod evolution_tests;
+#[cfg(any(test, feature = "fault-injection"))]
+pub mod fault;
 #[cfg(test)]
 mod tests;

@@ -98,11 +98,7 @@ impl PointerSwap for SqlPointer {
         .execute(&self.pool)
         .await
         .map_err(|e| SwapError::Ambiguous(e.into()))?;
-        if result.rows_affected() == 1 {
-            Ok(())
-        } else {
-            Err(SwapError::Conflict(format!("{ident} no longer at {expected}")))
-        }
+        if result.rows_affected() == 1 { Ok(()) } else { Err(SwapError::Conflict(format!("{ident} no longer at {expected}"))) }
     }
 }
 
@@ -422,7 +418,8 @@ mod tests {
 
     #[test]
     fn a_loaded_version_serves_one_swap_from_the_location_it_was_read_at() {
-        let (t, other) = (TableIdent::new(NamespaceIdent::new("ns".into()), "t".into()), TableIdent::new(NamespaceIdent::new("ns".into()), "u".into()));
+        let (t, other) =
+            (TableIdent::new(NamespaceIdent::new("ns".into()), "t".into()), TableIdent::new(NamespaceIdent::new("ns".into()), "u".into()));
         let versions = LoadedVersions::default();
         versions.keep(&t, "m1".into(), 7);
         assert_eq!((versions.round_trips(&t, "m1"), versions.round_trips(&t, "m2"), versions.round_trips(&other, "m1")), (1, 2, 2));

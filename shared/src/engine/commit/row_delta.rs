@@ -21,12 +21,12 @@ use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::schema::types::SchemaDescriptor;
 
-use crate::engine::columns::Columns;
-use crate::engine::columns::conform::conform_batch;
-use crate::base::error::{Error, Result};
-use crate::engine::writer::writer_properties;
 use super::manifest::spec_of;
 use super::row_lineage::{FileLineage, InheritedRowIds};
+use crate::base::error::{Error, Result};
+use crate::engine::columns::Columns;
+use crate::engine::columns::conform::conform_batch;
+use crate::engine::writer::writer_properties;
 
 /// Reserved field ids of the position-delete schema (Iceberg spec).
 const FILE_PATH_FIELD_ID: i32 = 2_147_483_546;
@@ -64,12 +64,13 @@ impl LiveFiles {
         let Some(current) = table.metadata().current_snapshot() else { return Ok(out) };
         let files = super::manifest_cache::manifest_list(table, current).await?;
         // Futures collected first: a closure in the stream's type trips the Send check.
-        let reads: Vec<_> =
-            files.iter().map(|m| crate::engine::commit::manifest_cache::manifest(table, m).map_ok(|manifest| (m.partition_spec_id, m.first_row_id, manifest))).collect();
-        let manifests: Vec<_> = futures::stream::iter(reads)
-        .buffer_unordered(8)
-        .try_collect()
-        .await?;
+        let reads: Vec<_> = files
+            .iter()
+            .map(|m| {
+                crate::engine::commit::manifest_cache::manifest(table, m).map_ok(|manifest| (m.partition_spec_id, m.first_row_id, manifest))
+            })
+            .collect();
+        let manifests: Vec<_> = futures::stream::iter(reads).buffer_unordered(8).try_collect().await?;
         for (spec_id, first_row_id, manifest) in manifests {
             let mut row_ids = InheritedRowIds::from(first_row_id);
             for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
@@ -77,7 +78,9 @@ impl LiveFiles {
                 match file.content_type() {
                     DataContentType::Data => {
                         out.spec_ids.insert(file.file_path().to_string(), spec_id);
-                        if let (Some(first_row_id), Some(sequence_number)) = (row_ids.first_row_id(&file, entry.status()), entry.sequence_number()) {
+                        if let (Some(first_row_id), Some(sequence_number)) =
+                            (row_ids.first_row_id(&file, entry.status()), entry.sequence_number())
+                        {
                             out.lineage.insert(file.file_path().to_string(), FileLineage { first_row_id, sequence_number });
                         }
                         out.data.push(file);
@@ -95,12 +98,7 @@ impl LiveFiles {
 
     /// The delete files that may hold positions of `data_path`.
     pub fn deletes_for(&self, data_path: &str) -> Vec<&DataFile> {
-        self.deletes_by_data_file
-            .get(data_path)
-            .into_iter()
-            .flatten()
-            .chain(self.unscoped_deletes.iter())
-            .collect()
+        self.deletes_by_data_file.get(data_path).into_iter().flatten().chain(self.unscoped_deletes.iter()).collect()
     }
 
     /// Refuse tables with equality deletes: row positions alone would not say what is live.
@@ -165,13 +163,20 @@ pub fn leaf_indices(table: &Table, schema: &SchemaDescriptor, data_path: &str, c
     };
     columns
         .iter()
-        .map(|name| (0..schema.num_columns()).find(|i| matches(*i, name)).ok_or_else(|| Error::Data(format!("{data_path} has no column {name}"))))
+        .map(|name| {
+            (0..schema.num_columns()).find(|i| matches(*i, name)).ok_or_else(|| Error::Data(format!("{data_path} has no column {name}")))
+        })
         .collect()
 }
 
 /// The columns `columns` of a data file's rows, in file order, with each row's position; rows
 /// whose position is in `deleted` are left out.
-pub async fn read_live_rows(table: &Table, data_path: &str, columns: &[&str], deleted: &HashSet<i64>) -> Result<(Vec<RecordBatch>, Vec<i64>)> {
+pub async fn read_live_rows(
+    table: &Table,
+    data_path: &str,
+    columns: &[&str],
+    deleted: &HashSet<i64>,
+) -> Result<(Vec<RecordBatch>, Vec<i64>)> {
     let bytes = table.file_io().new_input(data_path)?.read().await?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)?;
     let mask = projection(table, builder.parquet_schema(), data_path, columns)?;
@@ -199,10 +204,7 @@ fn position_delete_schema() -> Arc<ArrowSchema> {
     let field = |name: &str, ty: DataType, id: i32| {
         Field::new(name, ty, false).with_metadata(HashMap::from([("PARQUET:field_id".to_string(), id.to_string())]))
     };
-    Arc::new(ArrowSchema::new(vec![
-        field("file_path", DataType::Utf8, FILE_PATH_FIELD_ID),
-        field("pos", DataType::Int64, POS_FIELD_ID),
-    ]))
+    Arc::new(ArrowSchema::new(vec![field("file_path", DataType::Utf8, FILE_PATH_FIELD_ID), field("pos", DataType::Int64, POS_FIELD_ID)]))
 }
 
 /// Write one position-delete file removing `positions` of `data_file`, next to it.
@@ -235,14 +237,8 @@ pub async fn write_position_deletes(table: &Table, data_file: &DataFile, positio
         .record_count(n as u64)
         .file_size_in_bytes(size)
         // Bounds on file_path let readers match the delete file to its data file from metadata.
-        .lower_bounds(HashMap::from([
-            (FILE_PATH_FIELD_ID, Datum::string(data_path)),
-            (POS_FIELD_ID, Datum::long(first)),
-        ]))
-        .upper_bounds(HashMap::from([
-            (FILE_PATH_FIELD_ID, Datum::string(data_path)),
-            (POS_FIELD_ID, Datum::long(last)),
-        ]))
+        .lower_bounds(HashMap::from([(FILE_PATH_FIELD_ID, Datum::string(data_path)), (POS_FIELD_ID, Datum::long(first))]))
+        .upper_bounds(HashMap::from([(FILE_PATH_FIELD_ID, Datum::string(data_path)), (POS_FIELD_ID, Datum::long(last))]))
         .referenced_data_file(Some(data_path.to_string()))
         .build()
         .map_err(|e| Error::Invariant(format!("position-delete file for {data_path}: {e}")))

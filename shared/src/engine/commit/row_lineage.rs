@@ -23,8 +23,8 @@ use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 
 use super::manifest::with_first_row_id;
 use super::row_delta::{deleted_positions, read_live_rows};
-use crate::engine::columns::conform::conform_batch;
 use crate::base::error::{Error, Result};
+use crate::engine::columns::conform::conform_batch;
 
 /// Reserved field ids and names of the row lineage columns (Iceberg spec, v3).
 pub const ROW_ID_FIELD_ID: i32 = 2_147_483_540;
@@ -92,7 +92,13 @@ pub fn with_lineage_columns(schema: &Schema) -> Result<Schema> {
 /// Arrow schema with the lineage columns last, [`with_lineage_columns`]), each with its
 /// `_row_id` and `_last_updated_sequence_number`: the file's own values where it has them,
 /// else from its `lineage`.
-pub async fn read_with_lineage(table: &Table, path: &str, deletes: &[&DataFile], schema: &SchemaRef, lineage: FileLineage) -> Result<Vec<RecordBatch>> {
+pub async fn read_with_lineage(
+    table: &Table,
+    path: &str,
+    deletes: &[&DataFile],
+    schema: &SchemaRef,
+    lineage: FileLineage,
+) -> Result<Vec<RecordBatch>> {
     let deleted = deleted_positions(table, path, deletes).await?;
     let (batches, positions) = read_live_rows(table, path, &[], &deleted).await?;
     let rows = ArrowSchema::new(schema.fields()[..schema.fields().len() - 2].to_vec());
@@ -122,9 +128,8 @@ fn own_or(batch: &RecordBatch, field_id: i32, path: &str, inherited: impl Fn(usi
         Some(array) => return Err(Error::Data(format!("{path}: lineage column {field_id} is {}, not a long", array.data_type()))),
         None => None,
     };
-    let values: Int64Array = (0..batch.num_rows())
-        .map(|i| Some(own.as_ref().filter(|a| a.is_valid(i)).map_or_else(|| inherited(i), |a| a.value(i))))
-        .collect();
+    let values: Int64Array =
+        (0..batch.num_rows()).map(|i| Some(own.as_ref().filter(|a| a.is_valid(i)).map_or_else(|| inherited(i), |a| a.value(i)))).collect();
     Ok(Arc::new(values))
 }
 

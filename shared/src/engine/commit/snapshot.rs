@@ -6,13 +6,12 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
+use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFile, DataFileFormat, FormatVersion, MAIN_BRANCH, ManifestContentType, ManifestFile,
-    ManifestListWriter, PartitionSpecRef, Schema, Snapshot,
-    SnapshotReference, SnapshotRetention, SnapshotSummaryCollector, Summary, TableMetadata,
+    DataContentType, DataFile, DataFileFormat, FormatVersion, MAIN_BRANCH, ManifestContentType, ManifestFile, ManifestListWriter,
+    PartitionSpecRef, Schema, Snapshot, SnapshotReference, SnapshotRetention, SnapshotSummaryCollector, Summary, TableMetadata,
     TableMetadataBuildResult,
 };
-use iceberg::io::FileIO;
 use iceberg::table::Table;
 use iceberg::{MetadataLocation, TableUpdate};
 use uuid::Uuid;
@@ -136,10 +135,9 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
     // By content and spec: a file written before the spec evolved (a delete file's tuple is its
     // data file's) goes in a manifest of its own spec.
     let mut own_groups: BTreeMap<(bool, i32), (Vec<&DataFile>, ManifestContentType, &PartitionSpecRef)> = BTreeMap::new();
-    for (files, content) in [
-        (&change.added_data_files, ManifestContentType::Data),
-        (&change.added_delete_files, ManifestContentType::Deletes),
-    ] {
+    for (files, content) in
+        [(&change.added_data_files, ManifestContentType::Data), (&change.added_delete_files, ManifestContentType::Deletes)]
+    {
         for file in files {
             let file_spec = spec_of(file, metadata)?;
             let key = (content == ManifestContentType::Deletes, file_spec.spec_id());
@@ -196,10 +194,7 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
                     continue;
                 }
                 let manifest = super::manifest_cache::manifest(table, &manifest_file).await?;
-                let touched = manifest
-                    .entries()
-                    .iter()
-                    .any(|e| e.is_alive() && still_to_remove.contains(e.file_path()));
+                let touched = manifest.entries().iter().any(|e| e.is_alive() && still_to_remove.contains(e.file_path()));
                 if !touched {
                     manifests.push(manifest_file);
                     continue;
@@ -215,7 +210,8 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
                     }
                     let seq = entry.sequence_number().unwrap_or(manifest_file.sequence_number);
                     let file_seq = entry.file_sequence_number.or(Some(seq));
-                    let data_file = writer.widened(row_ids.explicit(entry.data_file().clone(), entry.status(), manifest_file.partition_spec_id)?)?;
+                    let data_file =
+                        writer.widened(row_ids.explicit(entry.data_file().clone(), entry.status(), manifest_file.partition_spec_id)?)?;
                     if still_to_remove.remove(entry.file_path()) {
                         collector.remove_file(&data_file, schema.clone(), spec.clone());
                         writer.add_delete_file(data_file, seq, file_seq)?;
@@ -264,11 +260,9 @@ pub async fn stage(table: &Table, change: &ChangeSet) -> Result<Staged> {
     let list_path = format!("{meta_dir}/snap-{snapshot_id}-1-{commit_id}.{}", DataFileFormat::Avro);
     written.push(list_path.clone());
     let mut list_writer = match metadata.format_version() {
-        FormatVersion::V1 => ManifestListWriter::v1(
-            table.file_io().new_output(&list_path)?.writer().await?,
-            snapshot_id,
-            metadata.current_snapshot_id(),
-        ),
+        FormatVersion::V1 => {
+            ManifestListWriter::v1(table.file_io().new_output(&list_path)?.writer().await?, snapshot_id, metadata.current_snapshot_id())
+        }
         FormatVersion::V2 => ManifestListWriter::v2(
             table.file_io().new_output(&list_path)?.writer().await?,
             snapshot_id,
@@ -328,9 +322,8 @@ fn spec_by_id(metadata: &TableMetadata, id: i32) -> Result<&PartitionSpecRef> {
 
 /// The id `TableMetadataBuilder::add_schema` gives `schema`: an equal schema's, or the next.
 fn schema_id_for(metadata: &TableMetadata, schema: &Schema) -> i32 {
-    let same = metadata
-        .schemas_iter()
-        .find(|s| s.as_struct() == schema.as_struct() && s.identifier_field_ids().eq(schema.identifier_field_ids()));
+    let same =
+        metadata.schemas_iter().find(|s| s.as_struct() == schema.as_struct() && s.identifier_field_ids().eq(schema.identifier_field_ids()));
     match same {
         Some(s) => s.schema_id(),
         None => metadata.schemas_iter().map(|s| s.schema_id()).max().unwrap_or(0) + 1,
@@ -340,12 +333,7 @@ fn schema_id_for(metadata: &TableMetadata, schema: &Schema) -> i32 {
 /// Fill the `total-*` summary fields from the parent's totals plus this snapshot's changes
 /// (iceberg-rust keeps its own version of this crate-private).
 fn with_totals(mut summary: Summary, previous: Option<&Summary>) -> Summary {
-    let prev = |key: &str| -> u64 {
-        previous
-            .and_then(|p| p.additional_properties.get(key))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
+    let prev = |key: &str| -> u64 { previous.and_then(|p| p.additional_properties.get(key)).and_then(|v| v.parse().ok()).unwrap_or(0) };
     let props = &mut summary.additional_properties;
     for (total, added, removed) in [
         ("total-data-files", "added-data-files", "deleted-data-files"),
@@ -364,10 +352,7 @@ fn with_totals(mut summary: Summary, previous: Option<&Summary>) -> Summary {
 
 /// Whether the table asks for old metadata files to be deleted once they fall off the log.
 pub fn delete_after_commit(metadata: &TableMetadata) -> bool {
-    metadata
-        .properties()
-        .get(super::DELETE_AFTER_COMMIT)
-        .is_some_and(|v| v == "true")
+    metadata.properties().get(super::DELETE_AFTER_COMMIT).is_some_and(|v| v == "true")
 }
 
 #[cfg(test)]

@@ -11,8 +11,8 @@
 use iceberg::spec::{DataContentType, DataFile, DataFileFormat, Manifest, ManifestContentType, TableMetadata};
 use iceberg::table::Table;
 
-use crate::engine::confine;
 use crate::base::error::{Error, Result};
+use crate::engine::confine;
 
 /// Directory under the table location that holds staged manifests.
 pub use crate::engine::confine::STAGED_DIR;
@@ -43,7 +43,8 @@ pub async fn write_staged_manifest(table: &Table, files: &[DataFile], name: &uui
     }
     let path = staged_manifest_path(table.metadata().location(), name);
     // No snapshot owns these entries yet: the committer adds the files to its own manifest.
-    let mut writer = super::manifest::ManifestFileWriter::new(table, table.metadata().current_schema(), path.clone(), None, ManifestContentType::Data)?;
+    let mut writer =
+        super::manifest::ManifestFileWriter::new(table, table.metadata().current_schema(), path.clone(), None, ManifestContentType::Data)?;
     for file in files {
         writer.add_file(file.clone(), -1)?;
     }
@@ -53,12 +54,7 @@ pub async fn write_staged_manifest(table: &Table, files: &[DataFile], name: &uui
 
 /// The data files a staged manifest lists.
 pub async fn read_staged_manifest(table: &Table, path: &str) -> Result<Vec<DataFile>> {
-    let bytes = table
-        .file_io()
-        .new_input(path)?
-        .read()
-        .await
-        .map_err(|e| Error::Storage { path: path.to_string(), source: e })?;
+    let bytes = table.file_io().new_input(path)?.read().await.map_err(|e| Error::Storage { path: path.to_string(), source: e })?;
     let manifest = Manifest::parse_avro(&bytes).map_err(|e| Error::Data(format!("staged manifest {path} is not a manifest: {e}")))?;
     Ok(manifest.entries().iter().map(|e| e.data_file().clone()).collect())
 }
@@ -109,7 +105,8 @@ mod tests {
         for path in [&own, &victim, &other_staged, &not_a_manifest, &nested] {
             write(&table, path).await;
         }
-        remove_staged_manifests(&table, [own.as_str(), climbing.as_str(), other_staged.as_str(), not_a_manifest.as_str(), nested.as_str()]).await;
+        remove_staged_manifests(&table, [own.as_str(), climbing.as_str(), other_staged.as_str(), not_a_manifest.as_str(), nested.as_str()])
+            .await;
         assert!(!exists(&table, &own).await);
         for path in [&victim, &other_staged, &not_a_manifest, &nested] {
             assert!(exists(&table, path).await, "{path} was removed");

@@ -63,7 +63,6 @@ impl Fixture {
         let pointer = FaultyPointer::new(&self.catalogs.committer, script, after);
         (self.catalogs.committer.with_pointer(pointer.clone()), pointer)
     }
-
 }
 
 /// Every file a snapshot needs (manifest list, manifests) exists: the table is readable.
@@ -350,9 +349,12 @@ async fn racing_processes_each_land_once_in_fewer_attempts_than_lockstep() {
     f.catalogs.call_counter().simulate_latency(Duration::from_millis(20));
     let writers: Vec<Committer> = (0..8).map(|_| other_process(&f)).collect();
     let ident = &f.ident;
-    let outcomes = futures::future::join_all(writers.iter().enumerate().map(|(p, committer)| async move {
-        committer.commit(ident, soon(), &mut planner_on(p as i32, 10)).await
-    }))
+    let outcomes = futures::future::join_all(
+        writers
+            .iter()
+            .enumerate()
+            .map(|(p, committer)| async move { committer.commit(ident, soon(), &mut planner_on(p as i32, 10)).await }),
+    )
     .await;
     let attempts: u32 = outcomes.iter().map(|o| o.as_ref().map_or(0, |o| o.attempts)).sum();
     assert!(outcomes.iter().all(|o| o.as_ref().is_ok_and(|o| o.committed)), "{outcomes:?}");

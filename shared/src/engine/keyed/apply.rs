@@ -30,20 +30,20 @@ use iceberg::spec::{DataFile, Operation};
 use iceberg::table::Table;
 
 use super::key_index::KeyIndexCache;
-use super::tombstones::{KeyTombstones, TRUNCATED_AT_PROPERTY, Tombstone, truncate_update, truncated_at};
 use super::keys::KeyCodec;
-use super::stats::ApplyStats;
 use super::probe::{KeyPartitions, Probe, candidate_files, live_rows_of};
 use super::rank::{Position, Rank, RankColumns};
+use super::stats::ApplyStats;
+use super::tombstones::{KeyTombstones, TRUNCATED_AT_PROPERTY, Tombstone, truncate_update, truncated_at};
+use crate::base::error::Result;
 use crate::engine::columns::Columns;
-use crate::engine::commit::replayed::ReplayedOffsets;
 use crate::engine::commit::deletes::delete_rows;
+use crate::engine::commit::replayed::ReplayedOffsets;
 use crate::engine::commit::row_delta::{LiveFiles, deleted_positions, read_live_rows};
 use crate::engine::commit::{ChangeSet, Planner, Watermarks};
-use crate::base::error::Result;
+use crate::engine::writer::write_data_files;
 use crate::model::event::TopicPartition;
 use crate::model::tables::lineage;
-use crate::engine::writer::write_data_files;
 
 /// One batch of decoded changes.
 pub struct KeyedChanges {
@@ -175,7 +175,10 @@ impl KeyedApply {
                 all.push(column);
             }
         }
-        let touched = touched.iter().map(|parts| concat(&parts.iter().map(AsRef::as_ref).collect::<Vec<_>>())).collect::<std::result::Result<_, _>>()?;
+        let touched = touched
+            .iter()
+            .map(|parts| concat(&parts.iter().map(AsRef::as_ref).collect::<Vec<_>>()))
+            .collect::<std::result::Result<_, _>>()?;
         Ok((latest, touched, offsets))
     }
 }
@@ -197,7 +200,8 @@ async fn rows_ranked_before(table: &Table, live: &LiveFiles, files: &[&DataFile]
         let path = file.file_path();
         let deletes = live.deletes_for(path);
         let deleted = deleted_positions(table, path, &deletes).await?;
-        let (batches, positions) = read_live_rows(table, path, &[order, lineage::TOPIC, lineage::PARTITION, lineage::OFFSET], &deleted).await?;
+        let (batches, positions) =
+            read_live_rows(table, path, &[order, lineage::TOPIC, lineage::PARTITION, lineage::OFFSET], &deleted).await?;
         let mut at = positions.iter();
         let mut gone = BTreeSet::new();
         for batch in &batches {
@@ -244,7 +248,8 @@ impl Planner for KeyedApply {
             true => candidate_files(&live, &partitions),
         };
         let probe = Probe { codec: &self.codec, order: &self.order, keys: &keys, partitions: &partitions, index_cache: &self.key_index };
-        let (rows, mut live_counts, mut cost) = if latest.is_empty() { Default::default() } else { live_rows_of(table, &live, &files, &probe).await? };
+        let (rows, mut live_counts, mut cost) =
+            if latest.is_empty() { Default::default() } else { live_rows_of(table, &live, &files, &probe).await? };
         let mut tombstones = KeyTombstones::load(table, KeyCodec::of_fields(self.codec.fields().to_vec())?).await?;
         let tombstones_before = tombstones.map.clone();
 
@@ -267,7 +272,12 @@ impl Planner for KeyedApply {
         let mut added: Vec<u32> = Vec::new();
         for (key, change) in &latest {
             let current_rows = rows.get(key).map(Vec::as_slice).unwrap_or_default();
-            let current = current_rows.iter().map(|r| r.rank.clone()).chain(tombstones.map.get(key).map(Tombstone::rank)).chain(truncated.clone()).max();
+            let current = current_rows
+                .iter()
+                .map(|r| r.rank.clone())
+                .chain(tombstones.map.get(key).map(Tombstone::rank))
+                .chain(truncated.clone())
+                .max();
             // Not above the current state: older, or the very change already applied.
             if current.is_some_and(|rank| change.rank <= rank) {
                 self.stats.stale += 1;

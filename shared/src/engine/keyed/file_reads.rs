@@ -39,7 +39,7 @@ pub(super) struct Fetched {
 
 impl Fetched {
     /// `range` out of the tail already read, if it lies in it.
-    fn from_tail(&self, range: &Range<u64>) -> Option<Bytes> {
+    fn in_tail(&self, range: &Range<u64>) -> Option<Bytes> {
         let tail = self.tail.lock().ok()?;
         let tail = tail.as_ref()?;
         tail.get_bytes(range.start, usize::try_from(range.end - range.start).ok()?).ok()
@@ -89,7 +89,7 @@ fn coalesce(ranges: &[Range<u64>]) -> Vec<Range<u64>> {
 impl AsyncFileReader for Counting {
     fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
         Box::pin(async move {
-            if let Some(bytes) = self.fetched.from_tail(&range) {
+            if let Some(bytes) = self.fetched.in_tail(&range) {
                 return Ok(bytes);
             }
             let bytes = self.read(range.clone()).await?;
@@ -105,7 +105,7 @@ impl AsyncFileReader for Counting {
 
     fn get_byte_ranges(&mut self, ranges: Vec<Range<u64>>) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
         Box::pin(async move {
-            let mut missing: Vec<Range<u64>> = ranges.iter().filter(|r| self.fetched.from_tail(r).is_none()).cloned().collect();
+            let mut missing: Vec<Range<u64>> = ranges.iter().filter(|r| self.fetched.in_tail(r).is_none()).cloned().collect();
             missing.sort_unstable_by_key(|r| r.start);
             let merged = coalesce(&missing);
             let this = &*self;
@@ -119,18 +119,24 @@ impl AsyncFileReader for Counting {
             ranges
                 .iter()
                 .map(|r| {
-                    if let Some(bytes) = self.fetched.from_tail(r) {
+                    if let Some(bytes) = self.fetched.in_tail(r) {
                         return Ok(bytes);
                     }
                     let at = spans.partition_point(|s| s.start <= r.start);
-                    let span = at.checked_sub(1).map(|i| &spans[i]).ok_or_else(|| ParquetError::General("a range read returned too few ranges".into()))?;
+                    let span = at
+                        .checked_sub(1)
+                        .map(|i| &spans[i])
+                        .ok_or_else(|| ParquetError::General("a range read returned too few ranges".into()))?;
                     span.get_bytes(r.start, usize::try_from(r.end - r.start).map_err(|e| ParquetError::External(Box::new(e)))?)
                 })
                 .collect()
         })
     }
 
-    fn get_metadata<'a>(&'a mut self, _options: Option<&'a ArrowReaderOptions>) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
+    fn get_metadata<'a>(
+        &'a mut self,
+        _options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
         Box::pin(async move {
             // Through `self`: the footer's bytes are counted, and its suffix read is kept.
             let size = self.size;
@@ -161,6 +167,7 @@ impl ChunkReader for Span {
 
     fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
         let from = start.checked_sub(self.start).map(|f| f as usize).filter(|f| f + length <= self.bytes.len());
-        from.map(|f| self.bytes.slice(f..f + length)).ok_or_else(|| ParquetError::EOF(format!("bytes {start}+{length} are outside the page index read")))
+        from.map(|f| self.bytes.slice(f..f + length))
+            .ok_or_else(|| ParquetError::EOF(format!("bytes {start}+{length} are outside the page index read")))
     }
 }

@@ -27,15 +27,15 @@ use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::bloom_filter::Sbbf;
 use parquet::file::metadata::{ColumnChunkMetaData, ParquetMetaData};
 use parquet::file::page_index::column_index::ColumnIndexMetaData;
-use parquet::file::page_index::offset_index::OffsetIndexMetaData;
 #[allow(deprecated)] // the per-row-group decoders: see `with_page_index`
 use parquet::file::page_index::index_reader::{read_columns_indexes, read_offset_indexes};
+use parquet::file::page_index::offset_index::OffsetIndexMetaData;
 
 use super::file_reads::{Counting, Fetched, Span};
 use super::key_index::{FileIndex, KeyIndexCache};
 use super::keys::KeyCodec;
-use crate::engine::commit::row_delta::{leaf_indices, projection};
 use crate::base::error::{Error, Result};
+use crate::engine::commit::row_delta::{leaf_indices, projection};
 
 /// Whether a bloom filter may hold value `i` of `column` (true when the type is not checked).
 fn may_contain(filter: &Sbbf, column: &ArrayRef, i: usize) -> bool {
@@ -163,7 +163,12 @@ fn pages_to_read(
     // lie in one page of every key column, bounded by those pages' statistics.
     let starts: Vec<Vec<usize>> = leaves
         .iter()
-        .map(|&leaf| offset_index[group].get(leaf).map(|o| o.page_locations().iter().map(|p| p.first_row_index as usize).collect()).unwrap_or_default())
+        .map(|&leaf| {
+            offset_index[group]
+                .get(leaf)
+                .map(|o| o.page_locations().iter().map(|p| p.first_row_index as usize).collect())
+                .unwrap_or_default()
+        })
         .collect();
     if starts.iter().any(|s: &Vec<usize>| s.first() != Some(&0)) {
         return Ok(None);
@@ -176,9 +181,10 @@ fn pages_to_read(
     for (converter, column_starts) in converters.iter().zip(&starts) {
         let page_of: UInt32Array = segments.iter().map(|s| (column_starts.partition_point(|&p| p <= s.start) - 1) as u32).collect();
         // Statistics this reader cannot convert prune nothing.
-        let (Ok(page_mins), Ok(page_maxes)) =
-            (converter.data_page_mins(column_index, offset_index, [&group]), converter.data_page_maxes(column_index, offset_index, [&group]))
-        else {
+        let (Ok(page_mins), Ok(page_maxes)) = (
+            converter.data_page_mins(column_index, offset_index, [&group]),
+            converter.data_page_maxes(column_index, offset_index, [&group]),
+        ) else {
             return Ok(None);
         };
         mins.push(arrow_select::take::take(&page_mins, &page_of, None)?);
@@ -211,17 +217,27 @@ fn index_range(chunk: &ColumnChunkMetaData, of: impl Fn(&ColumnChunkMetaData) ->
 /// written for all its row groups and columns together: loading it whole would cost in
 /// proportion to the file and its width, not to the batch's keys.
 #[allow(deprecated)] // the per-row-group decoders are parquet's only public way to decode part of an index
-async fn with_page_index(reader: &mut Counting, base: &ParquetMetaData, groups: &[usize], indexed: &[usize], projected: &[usize]) -> Result<ParquetMetaData> {
+async fn with_page_index(
+    reader: &mut Counting,
+    base: &ParquetMetaData,
+    groups: &[usize],
+    indexed: &[usize],
+    projected: &[usize],
+) -> Result<ParquetMetaData> {
     let footer = base;
     let missing = |g: usize| Error::Invariant(format!("row group {g} was taken for one with a page index"));
     let mut wanted = Vec::with_capacity(groups.len() * (indexed.len() + projected.len()));
     for &g in groups {
         let columns = footer.row_group(g).columns();
         for &leaf in indexed {
-            wanted.push(index_range(&columns[leaf], |c| Some((c.column_index_offset()?, c.column_index_length()?))).ok_or_else(|| missing(g))?);
+            wanted.push(
+                index_range(&columns[leaf], |c| Some((c.column_index_offset()?, c.column_index_length()?))).ok_or_else(|| missing(g))?,
+            );
         }
         for &leaf in projected {
-            wanted.push(index_range(&columns[leaf], |c| Some((c.offset_index_offset()?, c.offset_index_length()?))).ok_or_else(|| missing(g))?);
+            wanted.push(
+                index_range(&columns[leaf], |c| Some((c.offset_index_offset()?, c.offset_index_length()?))).ok_or_else(|| missing(g))?,
+            );
         }
     }
     let fetched = reader.get_byte_ranges(wanted.clone()).await?;
@@ -368,7 +384,7 @@ pub async fn read_key_rows(
             Some(converters) if paged => pages_to_read(&metadata, converters, &leaves, group, keys)?,
             _ => None,
         };
-        ranges.push((group, pages.unwrap_or_else(|| vec![0..rows])));
+        ranges.push((group, pages.unwrap_or_else(|| std::iter::once(0..rows).collect())));
     }
     ranges.retain(|(_, r)| !r.is_empty());
     let selected: Vec<usize> = ranges.iter().map(|(g, _)| *g).collect();
@@ -391,7 +407,8 @@ pub async fn read_key_rows(
     }
     let mut all_positions = file_ranges.into_iter().flatten();
 
-    let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, ArrowReaderMetadata::try_new(metadata, ArrowReaderOptions::new())?);
+    let builder =
+        ParquetRecordBatchStreamBuilder::new_with_metadata(reader, ArrowReaderMetadata::try_new(metadata, ArrowReaderOptions::new())?);
     let mask = projection(table, builder.parquet_schema(), path, columns)?;
     let mut stream = builder.with_projection(mask).with_row_groups(selected).with_row_selection(selection).build()?;
     let (mut batches, mut positions) = (Vec::new(), Vec::new());
@@ -593,7 +610,11 @@ mod tests {
             ("id", Arc::new(Int64Array::from(ids.clone())) as ArrayRef),
         ])
         .unwrap();
-        let props = WriterProperties::builder().set_data_page_row_count_limit(100).set_write_batch_size(100).set_max_row_group_row_count(Some(7000)).build();
+        let props = WriterProperties::builder()
+            .set_data_page_row_count_limit(100)
+            .set_write_batch_size(100)
+            .set_max_row_group_row_count(Some(7000))
+            .build();
         let file = data_file(&table, "scrambled", &batch, props).await;
         let codec = codec(&[("tenant", DataType::Utf8), ("id", DataType::Int64)]);
         let wanted: Vec<usize> = (0..rows).step_by(997).collect();
@@ -621,7 +642,11 @@ mod tests {
         let mut properties = std::collections::HashMap::new();
         crate::model::tables::add_upsert_properties(&mut properties, &["id"]);
         // Four row groups, so a batch can touch some of them.
-        let props = crate::engine::writer::table_writer_properties("zstd", &properties, &[&batch]).unwrap().into_builder().set_max_row_group_row_count(Some(100_000)).build();
+        let props = crate::engine::writer::table_writer_properties("zstd", &properties, &[&batch])
+            .unwrap()
+            .into_builder()
+            .set_max_row_group_row_count(Some(100_000))
+            .build();
         let file = data_file(&table, "warm", &batch, props).await;
         let codec = codec(&[("id", DataType::Int64)]);
         let cache = KeyIndexCache::new(64 << 20);
@@ -632,7 +657,9 @@ mod tests {
                 read_key_rows(table, file, &keys, &["id", "seq"], &HashSet::new(), cache).await.unwrap()
             }
         };
-        let found = |r: &KeyRead| -> Vec<i64> { r.batches.iter().flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec()).collect() };
+        let found = |r: &KeyRead| -> Vec<i64> {
+            r.batches.iter().flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec()).collect()
+        };
         let cold = read(vec![10, 150_000]).await;
         let warm = read(vec![10, 150_000]).await;
         assert_eq!((found(&warm), &warm.positions), (found(&cold), &cold.positions), "the same rows at the same positions");

@@ -7,8 +7,8 @@ use arrow_row::{RowConverter, Rows, SortField};
 use arrow_schema::{DataType, Field, FieldRef, Schema as ArrowSchema};
 use iceberg::spec::Datum;
 
-use crate::engine::columns::Columns;
 use crate::base::error::{Error, Result};
+use crate::engine::columns::Columns;
 
 /// The key columns of a table and their row encoding.
 pub struct KeyCodec {
@@ -21,7 +21,12 @@ impl KeyCodec {
     pub fn new(schema: &ArrowSchema, key: &[String]) -> Result<Self> {
         let fields = key
             .iter()
-            .map(|name| schema.field_with_name(name).map(|f| FieldRef::new(f.clone())).map_err(|_| Error::Config(format!("the table has no key column {name:?}"))))
+            .map(|name| {
+                schema
+                    .field_with_name(name)
+                    .map(|f| FieldRef::new(f.clone()))
+                    .map_err(|_| Error::Config(format!("the table has no key column {name:?}")))
+            })
             .collect::<Result<Vec<_>>>()?;
         Self::of_fields(fields)
     }

@@ -6,21 +6,21 @@
 
 use std::collections::HashMap;
 
-use arrow_array::{ArrayRef, Int64Array, UInt32Array};
 use arrow_array::cast::AsArray;
+use arrow_array::{ArrayRef, Int64Array, UInt32Array};
 use arrow_schema::DataType;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::spec::{DataFile, Datum, Literal, PrimitiveLiteral};
 use iceberg::table::Table;
 use iceberg::transform::create_transform_function;
 
-use super::keys::{KeyCodec, datum_at};
-use crate::engine::columns::Columns;
 use super::key_index::KeyIndexCache;
 use super::key_reader::{TouchedKeys, read_key_rows};
+use super::keys::{KeyCodec, datum_at};
 use super::rank::{Rank, RankColumns};
-use crate::engine::commit::row_delta::{LiveFiles, deleted_positions};
 use crate::base::error::Result;
+use crate::engine::columns::Columns;
+use crate::engine::commit::row_delta::{LiveFiles, deleted_positions};
 use crate::model::tables::lineage;
 
 /// Where a key's live row is, and its rank.
@@ -103,11 +103,15 @@ impl<'a> KeyPartitions<'a> {
         for spec in table.metadata().partition_specs_iter() {
             let (mut positions, mut values) = (Vec::new(), Vec::new());
             for (position, field) in spec.fields().iter().enumerate() {
-                let column = codec.names().zip(touched).find(|(name, _)| schema.field_by_name(name).is_some_and(|f| f.id == field.source_id));
+                let column =
+                    codec.names().zip(touched).find(|(name, _)| schema.field_by_name(name).is_some_and(|f| f.id == field.source_id));
                 let Some((_, column)) = column else { continue };
                 // A transform that cannot take the column, or values we cannot compare, prune nothing.
-                let Ok(transformed) = create_transform_function(&field.transform).and_then(|f| f.transform(column.clone())) else { continue };
-                let literals: Option<Vec<PrimitiveLiteral>> = (0..rows).map(|i| datum_at(&transformed, i).map(|d| d.literal().clone())).collect();
+                let Ok(transformed) = create_transform_function(&field.transform).and_then(|f| f.transform(column.clone())) else {
+                    continue;
+                };
+                let literals: Option<Vec<PrimitiveLiteral>> =
+                    (0..rows).map(|i| datum_at(&transformed, i).map(|d| d.literal().clone())).collect();
                 if let Some(literals) = literals {
                     positions.push(position);
                     values.push(literals);
@@ -123,7 +127,8 @@ impl<'a> KeyPartitions<'a> {
             let mut spec_sets = HashMap::with_capacity(groups.len());
             for (tuple, rows) in groups {
                 let indices = UInt32Array::from(rows);
-                let columns = touched.iter().map(|c| arrow_select::take::take(c, &indices, None)).collect::<std::result::Result<Vec<_>, _>>()?;
+                let columns =
+                    touched.iter().map(|c| arrow_select::take::take(c, &indices, None)).collect::<std::result::Result<Vec<_>, _>>()?;
                 spec_sets.insert(tuple, sets.len());
                 sets.push(KeySet::new(table, codec, columns)?);
             }
@@ -144,7 +149,11 @@ impl<'a> KeyPartitions<'a> {
                 _ => return Some(&self.all),
             }
         }
-        let comparable = spec.sets.keys().next().is_none_or(|sample| sample.iter().zip(&tuple).all(|(a, b)| std::mem::discriminant(a) == std::mem::discriminant(b)));
+        let comparable = spec
+            .sets
+            .keys()
+            .next()
+            .is_none_or(|sample| sample.iter().zip(&tuple).all(|(a, b)| std::mem::discriminant(a) == std::mem::discriminant(b)));
         if !comparable {
             return Some(&self.all);
         }
@@ -155,7 +164,10 @@ impl<'a> KeyPartitions<'a> {
 /// Data files that may hold a touched key: their partition can hold one, and their bounds on
 /// every key column overlap those keys'.
 pub fn candidate_files<'a>(live: &'a LiveFiles, partitions: &KeyPartitions<'_>) -> Vec<&'a DataFile> {
-    live.data.iter().filter(|f| partitions.keys_for(f, live.spec_ids.get(f.file_path()).copied()).is_some_and(|keys| keys.overlaps(f))).collect()
+    live.data
+        .iter()
+        .filter(|f| partitions.keys_for(f, live.spec_ids.get(f.file_path()).copied()).is_some_and(|keys| keys.overlaps(f)))
+        .collect()
 }
 
 fn min(datums: &[Datum]) -> Option<&Datum> {
@@ -186,7 +198,8 @@ async fn live_rows_in(
 ) -> Result<(Vec<(Vec<u8>, LiveRow)>, usize, ReadCost)> {
     let deletes = live.deletes_for(file.file_path());
     // Each delete file is read whole, by one request.
-    let mut cost = ReadCost { files: 1, bytes: deletes.iter().map(|d| d.file_size_in_bytes()).sum(), requests: deletes.len() as u64, rows: 0 };
+    let mut cost =
+        ReadCost { files: 1, bytes: deletes.iter().map(|d| d.file_size_in_bytes()).sum(), requests: deletes.len() as u64, rows: 0 };
     let deleted = deleted_positions(table, file.file_path(), &deletes).await?;
     // The file's live rows: its rows minus those deleted (each position deleted once).
     // The lineage ranks rows of equal order values.
@@ -197,7 +210,9 @@ async fn live_rows_in(
         }
     }
     let live_count = (file.record_count() as usize).saturating_sub(deleted.len());
-    let Some(keys) = probe.partitions.keys_for(file, live.spec_ids.get(file.file_path()).copied()) else { return Ok((Vec::new(), live_count, cost)) };
+    let Some(keys) = probe.partitions.keys_for(file, live.spec_ids.get(file.file_path()).copied()) else {
+        return Ok((Vec::new(), live_count, cost));
+    };
     let read = read_key_rows(table, file, &keys.touched, &names, &deleted, probe.index_cache).await?;
     cost.bytes += read.bytes;
     cost.requests += read.requests;

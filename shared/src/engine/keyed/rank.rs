@@ -7,8 +7,8 @@
 use arrow_array::{Int32Array, Int64Array, StringArray};
 
 use super::probe::order_values;
-use crate::engine::columns::Columns;
 use crate::base::error::Result;
+use crate::engine::columns::Columns;
 use crate::model::event::TopicPartition;
 use crate::model::tables::lineage;
 

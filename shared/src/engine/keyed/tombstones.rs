@@ -22,10 +22,10 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::keys::KeyCodec;
 use super::rank::{Position, Rank};
-use crate::engine::columns::Columns;
 use crate::base::error::Result;
-use crate::model::tables::lineage;
+use crate::engine::columns::Columns;
 use crate::engine::writer::writer_properties;
+use crate::model::tables::lineage;
 
 /// Table property holding the path of the current tombstone file ("" = none).
 pub const TOMBSTONES_PROPERTY: &str = "icestream.cdc.tombstones";
@@ -96,7 +96,11 @@ fn read_values(batch: &RecordBatch, source: &str) -> Result<Vec<Tombstone>> {
     let (seqs, at) = (columns.i64(SEQ_COLUMN)?, columns.i64(DELETED_AT_COLUMN)?);
     let present = [lineage::TOPIC, lineage::PARTITION, lineage::OFFSET].iter().all(|n| batch.schema().column_with_name(n).is_some());
     let positions = match present {
-        true => Some((arrow_cast::cast(columns.array(lineage::TOPIC)?, &DataType::Utf8)?, columns.i64_nullable(lineage::PARTITION)?, columns.i64_nullable(lineage::OFFSET)?)),
+        true => Some((
+            arrow_cast::cast(columns.array(lineage::TOPIC)?, &DataType::Utf8)?,
+            columns.i64_nullable(lineage::PARTITION)?,
+            columns.i64_nullable(lineage::OFFSET)?,
+        )),
         false => None,
     };
     Ok((0..batch.num_rows())
@@ -111,7 +115,6 @@ fn read_values(batch: &RecordBatch, source: &str) -> Result<Vec<Tombstone>> {
         })
         .collect())
 }
-
 
 /// Table property (upsert tables and their changelogs): the source position of the newest
 /// truncate applied (Debezium `op = "t"` with `allow_truncate`). It stands for a tombstone of

@@ -22,7 +22,8 @@ fn the_specs_hashes() {
 
 /// Values at the edges of each type, around zero and scattered between, with nulls.
 fn longs() -> Vec<Option<i64>> {
-    let mut values: Vec<Option<i64>> = [i64::MIN, i64::MIN + 1, -1, 0, 1, 34, i64::from(i32::MAX), i64::from(i32::MAX) + 1, i64::MAX].map(Some).to_vec();
+    let mut values: Vec<Option<i64>> =
+        [i64::MIN, i64::MIN + 1, -1, 0, 1, 34, i64::from(i32::MAX), i64::from(i32::MAX) + 1, i64::MAX].map(Some).to_vec();
     // A fixed scatter over the whole range (an LCG), and nulls among them.
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
     for i in 0..2000 {
@@ -91,7 +92,9 @@ fn a_batchs_values_are_iceberg_rusts() -> TestResult {
         vec![
             Arc::new(Int64Array::from(longs.clone())),
             Arc::new(Int32Array::from(longs.iter().map(|v| v.map(|v| v as i32)).collect::<Vec<_>>())),
-            Arc::new(TimestampMicrosecondArray::from(longs.iter().map(|v| v.map(|v| v / 1000)).collect::<Vec<_>>()).with_timezone("+00:00")),
+            Arc::new(
+                TimestampMicrosecondArray::from(longs.iter().map(|v| v.map(|v| v / 1000)).collect::<Vec<_>>()).with_timezone("+00:00"),
+            ),
             Arc::new(StringArray::from(names)),
         ],
     )?;
@@ -105,7 +108,8 @@ fn a_batchs_values_are_iceberg_rusts() -> TestResult {
 
 #[test]
 fn an_unpartitioned_spec_is_refused() -> TestResult {
-    let schema = Schema::builder().with_fields(vec![NestedField::optional(1, "id", Type::Primitive(PrimitiveType::Long)).into()]).build()?;
+    let schema =
+        Schema::builder().with_fields(vec![NestedField::optional(1, "id", Type::Primitive(PrimitiveType::Long)).into()]).build()?;
     assert!(PartitionValues::try_new(&PartitionSpec::unpartition_spec(), &Arc::new(schema)).is_err());
     Ok(())
 }
@@ -132,7 +136,13 @@ fn rows_group_by_key_whatever_its_width() -> TestResult {
     let names: ArrayRef = Arc::new(StringArray::from(longs.iter().map(|v| v.map(|v| format!("n{}", v % 6))).collect::<Vec<_>>()));
     // Widths 5 (one int: plain), 10 (two ints: packed), 14 (an int and a long: packed), 23 (two
     // longs and an int: plain), strings (plain).
-    for columns in [vec![ints.clone()], vec![hours.clone(), ints.clone()], vec![ints.clone(), wide.clone()], vec![wide.clone(), wide.clone(), hours.clone()], vec![names, ints]] {
+    for columns in [
+        vec![ints.clone()],
+        vec![hours.clone(), ints.clone()],
+        vec![ints.clone(), wide.clone()],
+        vec![wide.clone(), wide.clone(), hours.clone()],
+        vec![names, ints],
+    ] {
         let converter = RowConverter::new(columns.iter().map(|c| SortField::new(c.data_type().clone())).collect())?;
         let keys = converter.convert_columns(&columns)?;
         assert_eq!(group_rows(&keys), grouped_plainly(&keys), "{} columns", columns.len());

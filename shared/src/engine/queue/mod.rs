@@ -9,7 +9,6 @@
 
 pub mod sqs;
 
-
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -123,10 +122,7 @@ impl CommitRequest {
 
     /// First and last offset per topic-partition.
     pub fn ranges_by_partition(&self) -> BTreeMap<TopicPartition, (i64, i64)> {
-        self.ranges
-            .iter()
-            .map(|r| (TopicPartition { topic: r.topic.clone(), partition: r.partition }, (r.first, r.last)))
-            .collect()
+        self.ranges.iter().map(|r| (TopicPartition { topic: r.topic.clone(), partition: r.partition }, (r.first, r.last))).collect()
     }
 
     /// Ranges from the first and last offset per topic-partition.
@@ -170,9 +166,7 @@ pub fn from_sqs_event(event: aws_lambda_events::event::sqs::SqsEvent) -> Result<
 pub fn receive_count(value: Option<&str>, message_id: &str) -> Result<u32> {
     match value {
         None => Ok(1),
-        Some(v) => v.parse().map_err(|e| {
-            Error::Event(format!("message {message_id}: ApproximateReceiveCount {v:?} is not a count: {e}"))
-        }),
+        Some(v) => v.parse().map_err(|e| Error::Event(format!("message {message_id}: ApproximateReceiveCount {v:?} is not a count: {e}"))),
     }
 }
 
@@ -205,7 +199,10 @@ mod tests {
             (CommitRequest { ranges: vec![], ..request() }, "no offset range"),
             (CommitRequest { manifest: None, ..request() }, "is missing"),
             (CommitRequest { manifest: None, records: 0, ..request() }, "is missing"),
-            (CommitRequest { ranges: vec![OffsetRange { topic: "a".into(), partition: 0, first: 5, last: 4 }], ..request() }, "first <= last"),
+            (
+                CommitRequest { ranges: vec![OffsetRange { topic: "a".into(), partition: 0, first: 5, last: 4 }], ..request() },
+                "first <= last",
+            ),
             (CommitRequest { ranges: [request().ranges, request().ranges].concat(), ..request() }, "appears twice"),
         ] {
             let err = CommitRequest::parse(&serde_json::to_string(&broken).unwrap()).unwrap_err().to_string();

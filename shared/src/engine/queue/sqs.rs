@@ -108,10 +108,7 @@ impl CommitQueue {
         if is_fifo(&self.url) {
             send = send.message_group_id(message_group(request)).message_deduplication_id(deduplication_id(request));
         }
-        let out = send
-            .send()
-            .await
-            .map_err(|e| crate::base::aws::error("sqs:SendMessage", &self.url, e))?;
+        let out = send.send().await.map_err(|e| crate::base::aws::error("sqs:SendMessage", &self.url, e))?;
         out.message_id.ok_or_else(|| Error::Aws {
             message: format!("sqs:SendMessage on {}: no message id in the acknowledgement", self.url),
             retryable: true,
@@ -215,7 +212,12 @@ fn all_done(action: &str, url: &str, failed: &[BatchResultErrorEntry]) -> Result
     match failed.first() {
         None => Ok(()),
         Some(first) => Err(Error::Aws {
-            message: format!("{action} on {url}: {} entries failed ({}: {})", failed.len(), first.code, first.message.as_deref().unwrap_or("")),
+            message: format!(
+                "{action} on {url}: {} entries failed ({}: {})",
+                failed.len(),
+                first.code,
+                first.message.as_deref().unwrap_or("")
+            ),
             retryable: true,
         }),
     }

@@ -115,9 +115,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let config = crate::Config::from_args([format!("warehouse={}", dir.path().display())]).unwrap();
         let catalogs = crate::engine::catalog::Catalogs::connect(&config).await.unwrap();
-        let schema = Schema::builder().with_fields(vec![NestedField::optional(1, "city", Type::Primitive(PrimitiveType::String)).into()]).build().unwrap();
+        let schema = Schema::builder()
+            .with_fields(vec![NestedField::optional(1, "city", Type::Primitive(PrimitiveType::String)).into()])
+            .build()
+            .unwrap();
         let spec = UnboundPartitionSpec::builder().add_partition_field(1, "city", Transform::Identity).unwrap().build();
-        let def = crate::model::tables::TableDef { name: "t".into(), schema, partition_spec: spec, properties: Default::default(), sort_order: None, format_version: None };
+        let def = crate::model::tables::TableDef {
+            name: "t".into(),
+            schema,
+            partition_spec: spec,
+            properties: Default::default(),
+            sort_order: None,
+            format_version: None,
+        };
         let table = catalogs.ensure_table(&def).await.unwrap();
         let values = ["x".repeat(300), "../../x".into(), "a/b".into(), "line\nbreak".into(), "/".into()];
         let arrow = Arc::new(iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema()).unwrap());
@@ -127,7 +137,8 @@ mod tests {
         let data_dir = confine::data_dir(table.metadata()).unwrap();
         for file in &files {
             let normalized = confine::normalize(file.file_path()).unwrap();
-            let rest = normalized.strip_prefix(&format!("{data_dir}/")).unwrap_or_else(|| panic!("{} is outside {data_dir}", file.file_path()));
+            let rest =
+                normalized.strip_prefix(&format!("{data_dir}/")).unwrap_or_else(|| panic!("{} is outside {data_dir}", file.file_path()));
             let (partition, name) = rest.split_once('/').unwrap();
             assert!(!name.contains('/') && partition.len() <= MAX_PARTITION_DIR && !partition.contains('\n'), "{rest}");
             assert!(table.file_io().exists(file.file_path()).await.unwrap());

@@ -149,7 +149,8 @@ fn uniform_columns(batches: &[&RecordBatch], distinct: &[String]) -> Vec<String>
     let mut uniform = Vec::new();
     for (index, field) in first.schema().fields().iter().enumerate() {
         let value = first.column(index).slice(0, 1);
-        let eligible = value.is_null(0) || (!distinct.contains(field.name()) && field.data_type() != &DataType::Boolean && short_values(&value));
+        let eligible =
+            value.is_null(0) || (!distinct.contains(field.name()) && field.data_type() != &DataType::Boolean && short_values(&value));
         if field.data_type().is_nested() || !eligible {
             continue;
         }
@@ -215,7 +216,12 @@ fn short_values(values: &ArrayRef) -> bool {
 /// source column (top-level, of short values in `batches`) gets a dictionary and no codec. A file
 /// holds one partition, so there the column is one value or nulls ([`uniform_columns`]), whatever
 /// the write's sample judged of it over all partitions.
-pub(crate) fn with_identity_columns(properties: WriterProperties, spec: &PartitionSpec, schema: &Schema, batches: &[&RecordBatch]) -> WriterProperties {
+pub(crate) fn with_identity_columns(
+    properties: WriterProperties,
+    spec: &PartitionSpec,
+    schema: &Schema,
+    batches: &[&RecordBatch],
+) -> WriterProperties {
     let columns: Vec<&str> = spec
         .fields()
         .iter()
@@ -229,7 +235,9 @@ pub(crate) fn with_identity_columns(properties: WriterProperties, spec: &Partiti
     }
     let mut builder = properties.into_builder();
     for name in columns {
-        builder = builder.set_column_dictionary_enabled(ColumnPath::from(name), true).set_column_compression(ColumnPath::from(name), Compression::UNCOMPRESSED);
+        builder = builder
+            .set_column_dictionary_enabled(ColumnPath::from(name), true)
+            .set_column_compression(ColumnPath::from(name), Compression::UNCOMPRESSED);
     }
     builder.build()
 }
@@ -238,7 +246,12 @@ pub(crate) fn with_identity_columns(properties: WriterProperties, spec: &Partiti
 fn positive(properties: &std::collections::HashMap<String, String>, key: &str) -> Result<Option<usize>> {
     properties
         .get(key)
-        .map(|v| v.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| Error::Config(format!("table property {key} = {v:?} is not allowed: a whole number above 0"))))
+        .map(|v| {
+            v.parse::<usize>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| Error::Config(format!("table property {key} = {v:?} is not allowed: a whole number above 0")))
+        })
         .transpose()
 }
 
@@ -266,9 +279,9 @@ mod tests {
     /// nulls only and the leaves of a struct.
     #[test]
     fn columns_of_distinct_values_are_written_without_a_dictionary() {
+        use crate::model::tables::lineage;
         use arrow_array::{StructArray, TimestampMicrosecondArray};
         use arrow_schema::Field;
-        use crate::model::tables::lineage;
         let rows = 3000i64;
         let point = StructArray::from(vec![(
             Arc::new(Field::new("x", DataType::Int64, false)),
@@ -276,7 +289,10 @@ mod tests {
         )]);
         let batch = RecordBatch::try_from_iter([
             (lineage::OFFSET, Arc::new(Int64Array::from_iter_values(0..rows)) as ArrayRef),
-            ("event_time", Arc::new(TimestampMicrosecondArray::from_iter_values((0..rows).map(|i| 1_700_000_000_000_000 + i * 1000))) as ArrayRef),
+            (
+                "event_time",
+                Arc::new(TimestampMicrosecondArray::from_iter_values((0..rows).map(|i| 1_700_000_000_000_000 + i * 1000))) as ArrayRef,
+            ),
             ("order_id", Arc::new(StringArray::from_iter_values((0..rows).map(|i| format!("order-{i:08}")))) as ArrayRef),
             ("coupon", Arc::new(StringArray::from_iter((0..rows).map(|i| (i % 3 == 0).then(|| format!("c{i}"))))) as ArrayRef),
             ("model", Arc::new(StringArray::from_iter_values((0..rows).map(|i| ["a", "b"][i as usize % 2]))) as ArrayRef),
@@ -358,7 +374,10 @@ mod tests {
         };
         let properties = writer_properties("zstd", &[&batch]).unwrap();
         assert_eq!(codecs(&batch, properties.clone()), expect(&["topic", "partition", "nothing", "blank"]));
-        assert_eq!(codecs(&batch, table_writer_properties("zstd", &HashMap::new(), &[&batch]).unwrap()), expect(&["topic", "partition", "nothing", "blank"]));
+        assert_eq!(
+            codecs(&batch, table_writer_properties("zstd", &HashMap::new(), &[&batch]).unwrap()),
+            expect(&["topic", "partition", "nothing", "blank"])
+        );
         // No bigger than the same chunks compressed.
         let compressed = WriterProperties::builder().set_compression(zstd).build();
         for ((column, codec, size), (_, _, zstd_size)) in chunks(&batch, properties).into_iter().zip(chunks(&batch, compressed)) {
@@ -374,6 +393,8 @@ mod tests {
         assert_eq!(codecs(&batch, writer_properties("zstd", &[&batch, &other]).unwrap()), expect(&["partition", "nothing", "blank"]));
         // Nothing to judge, or no codec to leave off.
         assert_eq!(codecs(&batch, writer_properties("zstd", &[&batch.slice(0, 0)]).unwrap()), expect(&[]));
-        assert!(chunks(&batch, writer_properties("none", &[&batch]).unwrap()).iter().all(|(_, codec, _)| *codec == Compression::UNCOMPRESSED));
+        assert!(
+            chunks(&batch, writer_properties("none", &[&batch]).unwrap()).iter().all(|(_, codec, _)| *codec == Compression::UNCOMPRESSED)
+        );
     }
 }

@@ -15,10 +15,7 @@ impl Headers {
     /// Headers from `(name, value)` pairs, written into an empty `buf` and split off it, its
     /// spare capacity left for what follows (a record's parts can share one allocation: reserve
     /// [`Headers::encoded_len`] of each).
-    pub fn from_buffer<N: AsRef<str>, V: AsRef<[u8]>>(
-        buf: &mut BytesMut,
-        pairs: impl IntoIterator<Item = (N, V)>,
-    ) -> Self {
+    pub fn from_buffer<N: AsRef<str>, V: AsRef<[u8]>>(buf: &mut BytesMut, pairs: impl IntoIterator<Item = (N, V)>) -> Self {
         debug_assert!(buf.is_empty(), "headers start an empty buffer");
         for (name, value) in pairs {
             write(buf, name.as_ref(), value.as_ref());
@@ -113,12 +110,8 @@ mod tests {
 
     #[test]
     fn pairs_come_back_in_order_with_repeats_and_empties() {
-        let pairs: Vec<(String, Vec<u8>)> = vec![
-            ("trace".into(), vec![1, 2]),
-            ("".into(), vec![]),
-            ("trace".into(), vec![255]),
-            ("é".into(), vec![0; 300]),
-        ];
+        let pairs: Vec<(String, Vec<u8>)> =
+            vec![("trace".into(), vec![1, 2]), ("".into(), vec![]), ("trace".into(), vec![255]), ("é".into(), vec![0; 300])];
         let headers = Headers::from_iter(pairs.iter().map(|(n, v)| (n, v)));
         assert_eq!(headers.iter().count(), 4);
         let back: Vec<(String, Vec<u8>)> = headers.iter().map(|(n, v)| (n.to_string(), v.to_vec())).collect();

@@ -346,7 +346,11 @@ impl<'a> Cursor<'a> {
     }
 
     /// `{name value, ...}`: `name` reads a member's name and its colon, `member` its value.
-    fn object_named<N>(&mut self, mut name: impl FnMut(&mut Self) -> Option<N>, mut member: impl FnMut(&mut Self, N) -> Option<()>) -> Option<()> {
+    fn object_named<N>(
+        &mut self,
+        mut name: impl FnMut(&mut Self) -> Option<N>,
+        mut member: impl FnMut(&mut Self, N) -> Option<()>,
+    ) -> Option<()> {
         if !self.eat(b'{') {
             return None;
         }

@@ -154,9 +154,7 @@ fn text_is_borrowed_from_the_event_unless_escaped() {
 fn truncated_or_mistyped_events_say_which() {
     let e = parse_event(br#"{"records":{"t-0":[{"partition":0,"#).unwrap_err().to_string();
     assert!(e.contains("not JSON"), "{e}");
-    let e = parse_event(br#"{"records":{"t-0":[{"partition":4294967296,"offset":1,"timestamp":0}]}}"#)
-        .unwrap_err()
-        .to_string();
+    let e = parse_event(br#"{"records":{"t-0":[{"partition":4294967296,"offset":1,"timestamp":0}]}}"#).unwrap_err().to_string();
     assert!(e.contains("partition 4294967296 out of range"), "{e}");
     let e = parse_event(br#"{"records":{"nodash":[{"partition":0,"offset":1,"timestamp":0}]}}"#).unwrap_err().to_string();
     assert!(e.contains("no topic"), "{e}");
@@ -176,7 +174,8 @@ fn a_header_byte_out_of_range_is_the_records_problem_not_the_events() {
     assert_eq!(records[0].value.as_deref(), Some(&[1u8][..]));
     assert_eq!((records[1].value_error.as_deref(), &records[1].headers), (None, &Headers::from_iter([("h", [128, 127])])));
     // A header list of the wrong shape still fails the event: it is not the mapping's.
-    let e = parse_event(br#"{"records":{"t-0":[{"partition":0,"offset":1,"timestamp":0,"headers":[{"h":["x"]}]}]}}"#).unwrap_err().to_string();
+    let e =
+        parse_event(br#"{"records":{"t-0":[{"partition":0,"offset":1,"timestamp":0,"headers":[{"h":["x"]}]}]}}"#).unwrap_err().to_string();
     assert!(e.contains("not a Kafka event"), "{e}");
 }
 

@@ -57,7 +57,8 @@ fn new_optional_fields_get_fresh_ids_nested_too() {
 #[test]
 fn widening_changes_the_table_and_a_narrower_writer_fits() {
     let (current, mut last) = table(V1);
-    let wider = V1.replace(r#""name":"qty","type":"int""#, r#""name":"qty","type":"long""#).replace(r#""precision":9"#, r#""precision":18"#);
+    let wider =
+        V1.replace(r#""name":"qty","type":"int""#, r#""name":"qty","type":"long""#).replace(r#""precision":9"#, r#""precision":18"#);
     let evolved = evolve(&current, &writer(&wider), &mut last).unwrap().unwrap();
     assert_eq!(field_type(&evolved, "qty"), Type::Primitive(PrimitiveType::Long));
     assert_eq!(field_type(&evolved, "price"), Type::Primitive(PrimitiveType::Decimal { precision: 18, scale: 2 }));
@@ -91,7 +92,8 @@ fn type_changes_narrowing_and_new_required_fields_are_refused_naming_the_field_a
     let required = V1.replace(r#"{"name":"id","type":"long"},"#, r#"{"name":"id","type":"long"},{"name":"region","type":"string"},"#);
     let e = evolve(&current, &writer(&required), &mut last).unwrap_err();
     assert!(e.contains("field `region`") && e.contains("required") && e.contains("default"), "{e}");
-    let defaulted = V1.replace(r#"{"name":"id","type":"long"},"#, r#"{"name":"id","type":"long"},{"name":"region","type":"string","default":"eu"},"#);
+    let defaulted =
+        V1.replace(r#"{"name":"id","type":"long"},"#, r#"{"name":"id","type":"long"},{"name":"region","type":"string","default":"eu"},"#);
     assert!(evolve(&current, &writer(&defaulted), &mut last).unwrap().is_some(), "a required field with a default is added as optional");
     assert_eq!(last, current.highest_field_id() + 1, "a refused plan uses no ids");
 }
@@ -118,7 +120,8 @@ fn key_columns_stay_required_and_lineage_is_untouched() {
 #[test]
 fn protobuf_and_json_schema_defaults() {
     let proto = SourceSchema::from_text(Format::Protobuf, "syntax = \"proto3\"; message M { int64 id = 1; }", Some("M")).unwrap();
-    let proto2 = SourceSchema::from_text(Format::Protobuf, "syntax = \"proto3\"; message M { int64 id = 1; int32 extra = 2; }", Some("M")).unwrap();
+    let proto2 =
+        SourceSchema::from_text(Format::Protobuf, "syntax = \"proto3\"; message M { int64 id = 1; int32 extra = 2; }", Some("M")).unwrap();
     let current = proto.to_iceberg().unwrap();
     let mut last = current.highest_field_id();
     assert!(evolve(&current, proto2.fields(), &mut last).unwrap().is_some(), "protobuf fields always have a default");

@@ -91,7 +91,8 @@ pub struct ParsedFile {
 
 /// Parse the text of a pipeline file named `file` (for messages).
 pub fn parse(file: &str, text: &str) -> Result<ParsedFile, String> {
-    let top: FileSpec = toml::from_str(text).map_err(|e| format!("{file}{}: {}", line_of(text, &e), e.message().trim()).replace("unknown field", "unknown key"))?;
+    let top: FileSpec = toml::from_str(text)
+        .map_err(|e| format!("{file}{}: {}", line_of(text, &e), e.message().trim()).replace("unknown field", "unknown key"))?;
     if top.pipeline.is_empty() {
         return Err(format!("{file}: no [[pipeline]]: declare at least one (keys: {PIPELINE_KEYS})"));
     }
@@ -166,7 +167,6 @@ mod tests {
         }
         assert!(parse("p.toml", &format!("namespace = \"shop_eu\"\n{}", pipeline("t.avsc"))).is_ok());
     }
-
 
     #[test]
     fn reads_the_documented_keys() {

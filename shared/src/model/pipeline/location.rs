@@ -57,7 +57,10 @@ async fn copy_prefix(bucket: &str, key: &str, dir: &Path) -> Result<PathBuf> {
             let Some(object_key) = object.key() else { continue };
             let relative = &object_key[prefix.len()..];
             // Keys are names, not paths: refuse anything that would leave `dir`.
-            if relative.is_empty() || relative.ends_with('/') || relative.split('/').any(|part| part.is_empty() || part == "." || part == "..") {
+            if relative.is_empty()
+                || relative.ends_with('/')
+                || relative.split('/').any(|part| part.is_empty() || part == "." || part == "..")
+            {
                 continue;
             }
             count += 1;
@@ -98,8 +101,10 @@ async fn copy_prefix(bucket: &str, key: &str, dir: &Path) -> Result<PathBuf> {
 #[cfg(feature = "aws")]
 async fn read_bounded(mut body: aws_sdk_s3::primitives::ByteStream, budget: u64, object: &str, resource: &str) -> Result<Vec<u8>> {
     let mut out = Vec::new();
-    while let Some(chunk) =
-        body.try_next().await.map_err(|e| Error::Aws { message: format!("s3:GetObject {object}: reading the body: {e}"), retryable: true })?
+    while let Some(chunk) = body
+        .try_next()
+        .await
+        .map_err(|e| Error::Aws { message: format!("s3:GetObject {object}: reading the body: {e}"), retryable: true })?
     {
         if (out.len() + chunk.len()) as u64 > budget {
             return Err(Error::Config(format!(

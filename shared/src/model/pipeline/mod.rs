@@ -17,16 +17,16 @@ use std::path::{Path, PathBuf};
 use iceberg::spec::{FormatVersion, NestedField, NestedFieldRef, PrimitiveType, Schema, Type};
 use regex::Regex;
 
-use crate::model::config::{Config, Dedup, Source};
 use crate::base::error::{Error, Result};
+use crate::model::config::{Config, Dedup, Source};
+use crate::model::evolve::add_kafka_columns;
 use crate::model::registry::{Registry, RegistrySpec};
 use crate::model::schema::{Format, SourceSchema};
-use crate::model::evolve::add_kafka_columns;
 use crate::model::tables::kafka::{self, KafkaColumns};
 use crate::model::tables::{self, TableDef, lineage};
 
-pub use file::PipelineSpec;
 pub use crate::model::schema::format_name;
+pub use file::PipelineSpec;
 
 /// The reference telemetry schemas, shipped in the repository; the knob-only pipeline uses them.
 pub mod reference {
@@ -116,10 +116,13 @@ impl TimestampPrecision {
     /// Microseconds from whole `seconds` and `nanos` (0 to 999,999,999) past them, or why not
     /// (`what` names the value in the message).
     pub(crate) fn micros(self, seconds: i64, nanos: u32, what: &dyn std::fmt::Display) -> std::result::Result<i64, String> {
-        if nanos % 1000 != 0 && self == TimestampPrecision::Reject {
+        if !nanos.is_multiple_of(1000) && self == TimestampPrecision::Reject {
             return Err(format!("{what} is finer than the column's microseconds: not truncated (timestamp_precision = \"reject\")"));
         }
-        seconds.checked_mul(1_000_000).and_then(|us| us.checked_add(i64::from(nanos / 1000))).ok_or_else(|| format!("{what} is out of range"))
+        seconds
+            .checked_mul(1_000_000)
+            .and_then(|us| us.checked_add(i64::from(nanos / 1000)))
+            .ok_or_else(|| format!("{what} is out of range"))
     }
 }
 
@@ -215,7 +218,11 @@ impl PipelineSet {
     /// templates of patterns.
     pub async fn pipeline_tables(config: &Config) -> Result<(String, Vec<PipelineTables>, Vec<String>)> {
         let Some(name) = &config.pipelines else {
-            return Ok((config.namespace.clone(), vec![PipelineTables { table: config.table.clone(), upsert: false, changelog: None }], vec![]));
+            return Ok((
+                config.namespace.clone(),
+                vec![PipelineTables { table: config.table.clone(), upsert: false, changelog: None }],
+                vec![],
+            ));
         };
         let local = location::fetch(name).await?;
         let text = std::fs::read_to_string(&local).map_err(|e| Error::Config(format!("pipeline file {name}: {e}")))?;
@@ -229,10 +236,19 @@ impl PipelineSet {
             })
             .map(|p| {
                 let upsert = p.mode.as_deref() == Some("upsert");
-                PipelineTables { changelog: (upsert && p.changelog == Some(true)).then(|| upsert::changelog_name(&p.table)), table: p.table, upsert }
+                PipelineTables {
+                    changelog: (upsert && p.changelog == Some(true)).then(|| upsert::changelog_name(&p.table)),
+                    table: p.table,
+                    upsert,
+                }
             })
             .collect();
-        let templates = parsed.pipelines.iter().filter(|p| template::is_template(&p.table) && p.topic_pattern.is_some()).map(|p| p.table.clone()).collect();
+        let templates = parsed
+            .pipelines
+            .iter()
+            .filter(|p| template::is_template(&p.table) && p.topic_pattern.is_some())
+            .map(|p| p.table.clone())
+            .collect();
         Ok((parsed.namespace.unwrap_or_else(|| config.namespace.clone()), pipelines, templates))
     }
 
@@ -310,7 +326,10 @@ impl PipelineSet {
 
     /// Every table the pipelines write, dead-letter tables included.
     pub fn tables(&self) -> Vec<String> {
-        self.pipelines.iter().flat_map(|p| [Some(&p.def), Some(&p.dead_letter), p.changelog()].into_iter().flatten().map(|d| d.name.clone())).collect()
+        self.pipelines
+            .iter()
+            .flat_map(|p| [Some(&p.def), Some(&p.dead_letter), p.changelog()].into_iter().flatten().map(|d| d.name.clone()))
+            .collect()
     }
 
     /// No two pipelines share a table or an exact topic, and no exact topic of one matches
@@ -349,7 +368,9 @@ async fn load_one(spec: &PipelineSpec, label: &str, base: &Path, config: &Config
     let registry = registry_spec(spec).map_err(labelled)?;
     let source = match (&spec.schema, &registry) {
         (None, Some(registry)) => Some(latest_schema(spec, registry, config).await.map_err(|e| match e {
-            Error::Registry(m) => Error::Registry(format!("{label}: key `schema` absent, so the table's schema is the registry's latest: {m}")),
+            Error::Registry(m) => {
+                Error::Registry(format!("{label}: key `schema` absent, so the table's schema is the registry's latest: {m}"))
+            }
             other => labelled(other.to_string()),
         })?),
         _ => None,
@@ -368,7 +389,8 @@ fn resolve(
     registry: Option<RegistrySpec>,
     fetched: Option<SourceSchema>,
 ) -> std::result::Result<Pipeline, String> {
-    let format = parse_format(&spec.format).ok_or_else(|| format!("key `format`: {:?} is not allowed: allowed are avro | protobuf | json", spec.format))?;
+    let format = parse_format(&spec.format)
+        .ok_or_else(|| format!("key `format`: {:?} is not allowed: allowed are avro | protobuf | json", spec.format))?;
     if spec.message.is_some() && format != Format::Protobuf {
         return Err(format!("key `message`: only for format = \"protobuf\", not {:?}", spec.format));
     }
@@ -419,7 +441,12 @@ fn registry_spec(spec: &PipelineSpec) -> std::result::Result<Option<RegistrySpec
     let only = |key: &str, kind: &str| format!("key `{key}`: only with registry = \"{kind}\"");
     match spec.registry.as_deref() {
         None => {
-            for (key, value) in [("registry_name", &spec.registry_name), ("registry_url", &spec.registry_url), ("registry_schema", &spec.registry_schema), ("registry_secret", &spec.registry_secret)] {
+            for (key, value) in [
+                ("registry_name", &spec.registry_name),
+                ("registry_url", &spec.registry_url),
+                ("registry_schema", &spec.registry_schema),
+                ("registry_secret", &spec.registry_secret),
+            ] {
                 if value.is_some() {
                     return Err(format!("key `{key}`: only with `registry` (glue | confluent)"));
                 }
@@ -449,8 +476,10 @@ fn registry_spec(spec: &PipelineSpec) -> std::result::Result<Option<RegistrySpec
             if spec.registry_name.is_some() {
                 return Err(only("registry_name", "glue"));
             }
-            let url = spec.registry_url.clone().ok_or("key `registry_url`: required with registry = \"confluent\" (http(s)://host[:port])")?;
-            crate::model::registry::confluent::check_url(&url, spec.registry_insecure == Some(true)).map_err(|e| format!("key `registry_url`: {e}"))?;
+            let url =
+                spec.registry_url.clone().ok_or("key `registry_url`: required with registry = \"confluent\" (http(s)://host[:port])")?;
+            crate::model::registry::confluent::check_url(&url, spec.registry_insecure == Some(true))
+                .map_err(|e| format!("key `registry_url`: {e}"))?;
             Ok(Some(RegistrySpec::Confluent { url, secret: spec.registry_secret.clone() }))
         }
         Some(other) => Err(format!("key `registry`: {other:?} is not allowed: allowed are glue | confluent")),
@@ -478,18 +507,21 @@ async fn latest_schema(spec: &PipelineSpec, registry: &RegistrySpec, config: &Co
     if debezium_upsert(spec) && format == Format::Avro {
         // The subject holds the change envelope: the table's schema is the row it carries.
         let registered = client.latest(&subject).await?;
-        return crate::model::schema::debezium::DebeziumAvro::parse(&registered.text)
-            .map(|envelope| envelope.row)
-            .map_err(|e| Error::Config(format!("key `registry_schema`: {subject:?} ({}): not a Debezium Avro envelope: {e}", registered.version)));
+        return crate::model::schema::debezium::DebeziumAvro::parse(&registered.text).map(|envelope| envelope.row).map_err(|e| {
+            Error::Config(format!("key `registry_schema`: {subject:?} ({}): not a Debezium Avro envelope: {e}", registered.version))
+        });
     }
     if debezium_upsert(spec) && format == Format::Protobuf {
         let (version, envelope) = client.latest_writer(&subject, format, spec.message.as_deref()).await?;
         let row = match envelope {
-            Ok(SourceSchema::Protobuf(envelope)) => crate::model::schema::debezium_proto::DebeziumProto::parse(&envelope.message, None, &Default::default()).map(|e| e.row),
+            Ok(SourceSchema::Protobuf(envelope)) => {
+                crate::model::schema::debezium_proto::DebeziumProto::parse(&envelope.message, None, &Default::default()).map(|e| e.row)
+            }
             Ok(_) => Err("not a Protobuf schema".into()),
             Err(e) => Err(e),
         };
-        return row.map_err(|e| Error::Config(format!("key `registry_schema`: {subject:?} ({version}): not a Debezium Protobuf envelope: {e}")));
+        return row
+            .map_err(|e| Error::Config(format!("key `registry_schema`: {subject:?} ({version}): not a Debezium Protobuf envelope: {e}")));
     }
     let (version, source) = client.latest_writer(&subject, format, spec.message.as_deref()).await?;
     source.map_err(|e| Error::Config(format!("key `registry_schema`: {subject:?} ({version}): {e}")))
@@ -513,13 +545,16 @@ fn build(
         ([], None) => return Err("keys `topics` / `topic_pattern`: one of the two is required".into()),
         ([_, ..], Some(_)) => return Err("keys `topics` and `topic_pattern`: give one of the two, not both".into()),
         (names, None) => {
-            if let Some(bad) = names.iter().find(|t| t.is_empty() || t.len() > 249 || !t.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))) {
+            if let Some(bad) =
+                names.iter().find(|t| t.is_empty() || t.len() > 249 || !t.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)))
+            {
                 return Err(format!("key `topics`: {bad:?} is not a Kafka topic name (letters, digits, . _ -, 1 to 249 characters)"));
             }
             Topics::Exact(names.to_vec())
         }
         ([], Some(pattern)) => Topics::Pattern(
-            Regex::new(&format!("^(?:{pattern})$")).map_err(|e| format!("key `topic_pattern`: {pattern:?} is not a regular expression: {e}"))?,
+            Regex::new(&format!("^(?:{pattern})$"))
+                .map_err(|e| format!("key `topic_pattern`: {pattern:?} is not a regular expression: {e}"))?,
         ),
     };
     let timestamp_precision = match spec.timestamp_precision.as_deref().unwrap_or("reject") {
@@ -544,7 +579,10 @@ fn build(
     for name in &spec.key {
         let field = columns.field_by_name(name).ok_or_else(|| format!("key `key`: no top-level column {name:?} in the schema"))?;
         if !field.field_type.is_primitive() || matches!(*field.field_type, Type::Primitive(PrimitiveType::Float | PrimitiveType::Double)) {
-            return Err(format!("key `key`: column {name:?} is {}: a key column must be a primitive other than float/double", field.field_type));
+            return Err(format!(
+                "key `key`: column {name:?} is {}: a key column must be a primitive other than float/double",
+                field.field_type
+            ));
         }
     }
     if dedup != Dedup::None && spec.key.is_empty() {
@@ -584,10 +622,18 @@ fn build(
         None => None,
         Some(mut resolved) => {
             if spec.changelog == Some(true) {
-                let changelog = upsert::changelog_schema(&schema, &spec.key, resolved.order_column()).map_err(|e| format!("key `changelog`: {e}"))?;
+                let changelog =
+                    upsert::changelog_schema(&schema, &spec.key, resolved.order_column()).map_err(|e| format!("key `changelog`: {e}"))?;
                 let partition_spec = partition::spec(&spec.partition_by, &changelog).map_err(|e| format!("key `partition_by`: {e}"))?;
                 let name = upsert::changelog_name(&spec.table);
-                resolved.changelog = Some(TableDef { name, schema: changelog, partition_spec, properties: changelog_properties, sort_order: None, format_version: None });
+                resolved.changelog = Some(TableDef {
+                    name,
+                    schema: changelog,
+                    partition_spec,
+                    properties: changelog_properties,
+                    sort_order: None,
+                    format_version: None,
+                });
             }
             Some(resolved)
         }
@@ -597,7 +643,8 @@ fn build(
         None => None,
     };
     let def = TableDef { name: spec.table.clone(), schema, partition_spec, properties, sort_order, format_version };
-    let mut dead_letter = tables::dead_letter_table(&tables::dead_letter_name(&spec.table), &config.compression).map_err(|e| e.to_string())?;
+    let mut dead_letter =
+        tables::dead_letter_table(&tables::dead_letter_name(&spec.table), &config.compression).map_err(|e| e.to_string())?;
     dead_letter.schema = with_kafka_columns(&dead_letter.schema, kafka_columns.for_dead_letters()).map_err(|e| e.to_string())?;
     Ok(Pipeline {
         table: spec.table.clone(),
@@ -646,7 +693,9 @@ fn table_schema(source: &Schema, key: &[String], kafka_columns: KafkaColumns) ->
             }
         })
         .collect();
-    if let Some(name) = source.as_struct().fields().iter().map(|f| f.name.as_str()).find(|n| lineage::is_lineage(n) || kafka::is_kafka_column(n)) {
+    if let Some(name) =
+        source.as_struct().fields().iter().map(|f| f.name.as_str()).find(|n| lineage::is_lineage(n) || kafka::is_kafka_column(n))
+    {
         return Err(Error::Config(format!("column {name:?} is reserved for Kafka lineage and metadata columns; rename it in the schema")));
     }
     let next = source.highest_field_id() + 1;
@@ -663,7 +712,11 @@ fn with_kafka_columns(schema: &Schema, kafka: KafkaColumns) -> Result<Schema> {
     let mut last = schema.highest_field_id();
     let Some(with_columns) = add_kafka_columns(schema, kafka, &mut last).map_err(Error::Config)? else { return Ok(schema.clone()) };
     let fields = with_columns.as_struct().fields().to_vec();
-    Ok(Schema::builder().with_schema_id(schema.schema_id()).with_identifier_field_ids(schema.identifier_field_ids()).with_fields(fields).build()?)
+    Ok(Schema::builder()
+        .with_schema_id(schema.schema_id())
+        .with_identifier_field_ids(schema.identifier_field_ids())
+        .with_fields(fields)
+        .build()?)
 }
 
 #[cfg(test)]

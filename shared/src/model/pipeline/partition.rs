@@ -8,7 +8,8 @@ use iceberg::spec::{Schema, Transform, UnboundPartitionSpec};
 use regex::Regex;
 
 /// What `partition_by` allows, for error messages.
-pub const ALLOWED: &str = "identity(c) | year(c) | month(c) | day(c) | hour(c) | bucket(N, c) | truncate(W, c), c a column or a dotted path into structs";
+pub const ALLOWED: &str =
+    "identity(c) | year(c) | month(c) | day(c) | hour(c) | bucket(N, c) | truncate(W, c), c a column or a dotted path into structs";
 
 /// One parsed entry: the transform, the source column (a dotted path for a field inside
 /// structs) and the partition field's name (the path's `.` as `_`: manifests are Avro, whose
@@ -24,7 +25,8 @@ pub struct PartitionField {
 pub fn parse(entry: &str) -> Result<PartitionField, String> {
     static SYNTAX: OnceLock<Regex> = OnceLock::new();
     let syntax = SYNTAX.get_or_init(|| {
-        Regex::new(r"^\s*([a-z]+)\s*\(\s*(?:(\d+)\s*,\s*)?([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\s*\)\s*$").expect("valid regex")
+        Regex::new(r"^\s*([a-z]+)\s*\(\s*(?:(\d+)\s*,\s*)?([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\s*\)\s*$")
+            .expect("valid regex")
     });
     let caps = syntax.captures(entry).ok_or_else(|| format!("{entry:?} is not a partition transform: allowed are {ALLOWED}"))?;
     let (name, arg, column) = (&caps[1], caps.get(2).map(|m| m.as_str()), caps[3].to_string());
@@ -73,9 +75,7 @@ pub fn spec(entries: &[String], schema: &Schema) -> Result<UnboundPartitionSpec,
         if !names.insert(field.name.clone()) {
             return Err(format!("{entry:?}: partition field {:?} appears twice", field.name));
         }
-        builder = builder
-            .add_partition_field(column.id, field.name, field.transform)
-            .map_err(|e| format!("{entry:?}: {e}"))?;
+        builder = builder.add_partition_field(column.id, field.name, field.transform).map_err(|e| format!("{entry:?}: {e}"))?;
     }
     Ok(builder.build())
 }
@@ -96,7 +96,11 @@ fn source_field<'a>(schema: &'a Schema, path: &str) -> Result<&'a iceberg::spec:
         }
         fields = match &*found.field_type {
             iceberg::spec::Type::Struct(inner) => inner,
-            other => return Err(format!("`{walked}` is {other}, not a struct: a partition source is a column or a field inside structs (not lists or maps)")),
+            other => {
+                return Err(format!(
+                    "`{walked}` is {other}, not a struct: a partition source is a column or a field inside structs (not lists or maps)"
+                ));
+            }
         };
     }
     Err(format!("{path:?} is not a column"))
@@ -122,7 +126,10 @@ mod tests {
     #[test]
     fn parses_every_transform_and_names_fields_like_the_reference_tables() {
         assert_eq!(parse("hour(event_time)").unwrap().name, "event_time_hour");
-        assert_eq!(parse("bucket(16, vehicle_id)").unwrap(), PartitionField { transform: Transform::Bucket(16), column: "vehicle_id".into(), name: "vehicle_id_bucket".into() });
+        assert_eq!(
+            parse("bucket(16, vehicle_id)").unwrap(),
+            PartitionField { transform: Transform::Bucket(16), column: "vehicle_id".into(), name: "vehicle_id_bucket".into() }
+        );
         assert_eq!(parse(" truncate( 4 ,code )").unwrap().transform, Transform::Truncate(4));
         assert_eq!(parse("days(d)").unwrap().transform, Transform::Day);
         assert_eq!(parse("identity(region)").unwrap().name, "region");
@@ -160,9 +167,33 @@ mod tests {
         use iceberg::spec::{ListType, StructType};
         let s = Schema::builder()
             .with_fields([
-                NestedField::optional(1, "event", Type::Struct(StructType::new(vec![NestedField::required(2, "ts", Type::Primitive(PrimitiveType::Timestamptz)).into()]))).into(),
-                NestedField::optional(3, "customer", Type::Struct(StructType::new(vec![NestedField::optional(4, "country", Type::Primitive(PrimitiveType::String)).into()]))).into(),
-                NestedField::optional(5, "tags", Type::List(ListType::new(NestedField::list_element(6, Type::Struct(StructType::new(vec![NestedField::optional(7, "k", Type::Primitive(PrimitiveType::String)).into()])), false).into()))).into(),
+                NestedField::optional(
+                    1,
+                    "event",
+                    Type::Struct(StructType::new(vec![NestedField::required(2, "ts", Type::Primitive(PrimitiveType::Timestamptz)).into()])),
+                )
+                .into(),
+                NestedField::optional(
+                    3,
+                    "customer",
+                    Type::Struct(StructType::new(vec![NestedField::optional(4, "country", Type::Primitive(PrimitiveType::String)).into()])),
+                )
+                .into(),
+                NestedField::optional(
+                    5,
+                    "tags",
+                    Type::List(ListType::new(
+                        NestedField::list_element(
+                            6,
+                            Type::Struct(StructType::new(vec![
+                                NestedField::optional(7, "k", Type::Primitive(PrimitiveType::String)).into(),
+                            ])),
+                            false,
+                        )
+                        .into(),
+                    )),
+                )
+                .into(),
             ])
             .build()
             .unwrap();

@@ -10,8 +10,8 @@ use regex::Regex;
 
 use super::file::PipelineSpec;
 use super::{Pipeline, PipelineSet, load_one, registry_spec, resolve};
-use crate::model::config::Config;
 use crate::base::error::{Error, Result};
+use crate::model::config::Config;
 
 /// The placeholder of a table template.
 pub const TOPIC: &str = "{topic}";
@@ -23,7 +23,11 @@ pub fn is_template(table: &str) -> bool {
 
 /// The table `template` names for `topic`.
 pub fn table_for(template: &str, topic: &str) -> String {
-    let name: String = topic.chars().map(|c| c.to_ascii_lowercase()).map(|c| if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' { c } else { '_' }).collect();
+    let name: String = topic
+        .chars()
+        .map(|c| c.to_ascii_lowercase())
+        .map(|c| if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' { c } else { '_' })
+        .collect();
     template.replace(TOPIC, &name)
 }
 
@@ -68,7 +72,9 @@ pub fn check(spec: &PipelineSpec) -> Result<(), String> {
         return Err(format!("key `table`: {:?} is a table per topic: only with `topic_pattern` or several `topics`", spec.table));
     }
     if spec.registry_schema.is_some() {
-        return Err(format!("key `registry_schema`: not with a table per topic: each topic's schema is its own subject ({TOPIC}-value) or Glue schema ({TOPIC})"));
+        return Err(format!(
+            "key `registry_schema`: not with a table per topic: each topic's schema is its own subject ({TOPIC}-value) or Glue schema ({TOPIC})"
+        ));
     }
     Ok(())
 }
@@ -87,7 +93,8 @@ pub(super) async fn load(spec: &PipelineSpec, label: &str, base: &std::path::Pat
         // Checked now as any pipeline is, for a stand-in topic: a bad key stops start-up,
         // not the first batch of a new topic. (Through a registry, the subject is known
         // only with the topic.)
-        Regex::new(&format!("^(?:{pattern})$")).map_err(|e| Error::Config(format!("{label}: key `topic_pattern`: {pattern:?} is not a regular expression: {e}")))?;
+        Regex::new(&format!("^(?:{pattern})$"))
+            .map_err(|e| Error::Config(format!("{label}: key `topic_pattern`: {pattern:?} is not a regular expression: {e}")))?;
         if spec.schema.is_some() || spec.registry.is_none() {
             resolve(&instance(spec, "topic"), base, config, registry_spec(spec).map_err(|e| Error::Config(format!("{label}: {e}")))?, None)
                 .map_err(|e| Error::Config(format!("{label}: {e}")))?;
@@ -111,10 +118,20 @@ impl PipelineSet {
         let Some((i, spec)) = claims.next() else { return Ok(None) };
         let table = table_for(&spec.table, topic);
         if let Some(other) = taken.get(&table).filter(|t| *t != topic) {
-            return Err(Error::Routing(format!("{file}: topic {topic:?} maps to table `{table}` of pipeline `{}`, which topic {other:?} already writes", spec.table)));
+            return Err(Error::Routing(format!(
+                "{file}: topic {topic:?} maps to table `{table}` of pipeline `{}`, which topic {other:?} already writes",
+                spec.table
+            )));
         }
-        if let Some(p) = self.pipelines.iter().find(|p| [Some(&p.def), Some(&p.dead_letter), p.changelog()].into_iter().flatten().any(|d| d.name == table)) {
-            return Err(Error::Routing(format!("{file}: topic {topic:?} maps to table `{table}` of pipeline `{}`, which pipeline `{}` already writes", spec.table, p.table)));
+        if let Some(p) = self
+            .pipelines
+            .iter()
+            .find(|p| [Some(&p.def), Some(&p.dead_letter), p.changelog()].into_iter().flatten().any(|d| d.name == table))
+        {
+            return Err(Error::Routing(format!(
+                "{file}: topic {topic:?} maps to table `{table}` of pipeline `{}`, which pipeline `{}` already writes",
+                spec.table, p.table
+            )));
         }
         let label = format!("{file}: pipeline `{}` (#{}) for topic {topic:?}", spec.table, i + 1);
         load_one(&instance(spec, topic), &label, &self.base, config).await.map(Some)
@@ -140,7 +157,9 @@ impl PipelineSet {
     /// Whether a pipeline takes `topic`: [`Self::route`]'s, or a table-per-topic pattern's (its
     /// table is made when the topic is first seen). The error is `route`'s.
     pub fn check_route(&self, topic: &str) -> Result<()> {
-        let pattern_claims = |spec: &PipelineSpec| spec.topic_pattern.as_ref().is_some_and(|p| Regex::new(&format!("^(?:{p})$")).is_ok_and(|re| re.is_match(topic)));
+        let pattern_claims = |spec: &PipelineSpec| {
+            spec.topic_pattern.as_ref().is_some_and(|p| Regex::new(&format!("^(?:{p})$")).is_ok_and(|re| re.is_match(topic)))
+        };
         match self.route(topic) {
             Err(_) if self.templates.iter().any(pattern_claims) => Ok(()),
             other => other.map(drop),
@@ -158,6 +177,10 @@ mod tests {
         assert_eq!(table_for("{topic}_v1", "a_b9"), "a_b9_v1");
         let e = tables("raw_{topic}", ["shop.orders", "shop-orders", "x"]).unwrap_err();
         assert!(e.contains("\"shop.orders\" and \"shop-orders\" both map to table `raw_shop_orders`"), "{e}");
-        assert!(names("raw_{topic}", "raw_shop_orders") && !names("raw_{topic}", "raw_shop_orders_dead_letter") && !names("raw_{topic}", "other"));
+        assert!(
+            names("raw_{topic}", "raw_shop_orders")
+                && !names("raw_{topic}", "raw_shop_orders_dead_letter")
+                && !names("raw_{topic}", "other")
+        );
     }
 }

@@ -36,9 +36,7 @@ const ORDER_AVSC: &str = r#"{"type":"record","name":"Order","fields":[
   {"name":"total","type":"double"}]}"#;
 
 fn orders(extra: &str) -> String {
-    format!(
-        "[[pipeline]]\ntable = \"orders\"\ntopics = [\"shop.orders\"]\nformat = \"avro\"\nschema = \"schemas/order.avsc\"\n{extra}\n"
-    )
+    format!("[[pipeline]]\ntable = \"orders\"\ntopics = [\"shop.orders\"]\nformat = \"avro\"\nschema = \"schemas/order.avsc\"\n{extra}\n")
 }
 
 /// Fields as (id, name, type, required), lineage included.
@@ -142,7 +140,10 @@ fn two_pipelines_claiming_one_topic_or_table_are_refused() {
     let twice = format!("{}{}", orders(""), orders("").replace("\"orders\"", "\"orders2\""));
     let e = load_err(&[("schemas/order.avsc", ORDER_AVSC), ("pipelines.toml", &twice)]);
     assert!(e.contains("\"shop.orders\" is claimed by two pipelines") && e.contains("`orders`") && e.contains("`orders2`"), "{e}");
-    let pattern = format!("{}[[pipeline]]\ntable = \"all\"\ntopic_pattern = \"shop\\\\..*\"\nformat = \"avro\"\nschema = \"schemas/order.avsc\"\n", orders(""));
+    let pattern = format!(
+        "{}[[pipeline]]\ntable = \"all\"\ntopic_pattern = \"shop\\\\..*\"\nformat = \"avro\"\nschema = \"schemas/order.avsc\"\n",
+        orders("")
+    );
     let e = load_err(&[("schemas/order.avsc", ORDER_AVSC), ("pipelines.toml", &pattern)]);
     assert!(e.contains("claimed by two pipelines"), "{e}");
     let same_table = format!("{}{}", orders(""), orders("").replace("shop.orders", "shop.orders2"));
@@ -159,7 +160,11 @@ fn format_version_is_declared_per_pipeline_and_by_the_knob_for_the_telemetry_tab
     assert_eq!(set.pipelines[0].dead_letter.format_version, None);
     let set = load(&[("schemas/order.avsc", ORDER_AVSC), ("pipelines.toml", &orders(""))]).unwrap();
     assert_eq!(set.pipelines[0].def.format_version, None);
-    let knob = |args: &[&str]| PipelineSet::telemetry(&crate::Config::from_args(args.iter().map(|a| a.to_string())).unwrap()).unwrap().pipelines[0].def.format_version;
+    let knob = |args: &[&str]| {
+        PipelineSet::telemetry(&crate::Config::from_args(args.iter().map(|a| a.to_string())).unwrap()).unwrap().pipelines[0]
+            .def
+            .format_version
+    };
     assert_eq!(knob(&["format_version=3"]), Some(FormatVersion::V3));
     assert_eq!(knob(&[]), None);
     assert!(crate::Config::from_args(["format_version=4".to_string()]).is_err());
@@ -196,7 +201,10 @@ fn every_bad_key_names_the_pipeline_the_key_and_what_is_allowed() {
         let e = load_err(&[("schemas/order.avsc", ORDER_AVSC), ("pipelines.toml", &text)]);
         assert!(e.contains("pipelines.toml: pipeline `orders` (#1)") && e.contains(needle), "{extra}: {e}");
     }
-    let e = load_err(&[("schemas/order.avsc", ORDER_AVSC), ("pipelines.toml", &orders("").replace("table = \"orders\"", "table = \"Orders\""))]);
+    let e = load_err(&[
+        ("schemas/order.avsc", ORDER_AVSC),
+        ("pipelines.toml", &orders("").replace("table = \"orders\"", "table = \"Orders\"")),
+    ]);
     assert!(e.contains("key `table`") && e.contains("lowercase"), "{e}");
     let e = load_err(&[("schemas/order.avsc", ORDER_AVSC), ("pipelines.toml", &orders("").replace("topics = [\"shop.orders\"]\n", ""))]);
     assert!(e.contains("one of the two is required"), "{e}");
@@ -212,12 +220,16 @@ const ORDER_JSON_SCHEMA: &str = r#"{"type":"object","required":["tenant_id","ord
   "updated_at":{"type":"string","format":"date-time"},"note":{"type":["string","null"]},"total":{"type":"number"}}}"#;
 
 fn json_orders(extra: &str) -> String {
-    format!("[[pipeline]]\ntable = \"orders\"\ntopics = [\"shop.orders\"]\nformat = \"json\"\nschema = \"order.json\"\npartition_by = [\"bucket(8, order_id)\"]\n{extra}\n")
+    format!(
+        "[[pipeline]]\ntable = \"orders\"\ntopics = [\"shop.orders\"]\nformat = \"json\"\nschema = \"order.json\"\npartition_by = [\"bucket(8, order_id)\"]\n{extra}\n"
+    )
 }
 
 #[test]
 fn an_upsert_pipeline_gets_its_order_column_and_changelog() {
-    let text = json_orders("mode = \"upsert\"\nkey = [\"tenant_id\", \"order_id\"]\nenvelope = \"debezium\"\norder_by = \"source.lsn\"\nchangelog = true");
+    let text = json_orders(
+        "mode = \"upsert\"\nkey = [\"tenant_id\", \"order_id\"]\nenvelope = \"debezium\"\norder_by = \"source.lsn\"\nchangelog = true",
+    );
     let set = load(&[("order.json", ORDER_JSON_SCHEMA), ("pipelines.toml", &text)]).unwrap();
     let p = &set.pipelines[0];
     let upsert = p.upsert.as_ref().unwrap();
@@ -241,11 +253,14 @@ fn an_upsert_pipeline_gets_its_order_column_and_changelog() {
     let by_column = json_orders("mode = \"upsert\"\nkey = [\"order_id\"]\nenvelope = \"dms\"\norder_by = \"updated_at\"");
     let set = load(&[("order.json", ORDER_JSON_SCHEMA), ("pipelines.toml", &by_column)]).unwrap();
     assert_eq!(set.pipelines[0].upsert.as_ref().unwrap().order_column(), "updated_at");
-    let strings = json_orders("mode = \"upsert\"\nkey = [\"order_id\"]\nenvelope = \"debezium\"\norder_by = \"source.lsn\"\ndecimal_handling = \"string\"");
+    let strings = json_orders(
+        "mode = \"upsert\"\nkey = [\"order_id\"]\nenvelope = \"debezium\"\norder_by = \"source.lsn\"\ndecimal_handling = \"string\"",
+    );
     let set = load(&[("order.json", ORDER_JSON_SCHEMA), ("pipelines.toml", &strings)]).unwrap();
     assert_eq!(set.pipelines[0].upsert.as_ref().unwrap().decimal_handling, upsert::DecimalHandling::String);
     assert!(!set.pipelines[0].upsert.as_ref().unwrap().allow_truncate, "truncates are refused by default");
-    let truncating = json_orders("mode = \"upsert\"\nkey = [\"order_id\"]\nenvelope = \"debezium\"\norder_by = \"source.lsn\"\nallow_truncate = true");
+    let truncating =
+        json_orders("mode = \"upsert\"\nkey = [\"order_id\"]\nenvelope = \"debezium\"\norder_by = \"source.lsn\"\nallow_truncate = true");
     let set = load(&[("order.json", ORDER_JSON_SCHEMA), ("pipelines.toml", &truncating)]).unwrap();
     assert!(set.pipelines[0].upsert.as_ref().unwrap().allow_truncate);
     let row = json_orders("mode = \"upsert\"\nkey = [\"order_id\"]\nenvelope = \"row\"");
@@ -262,17 +277,29 @@ fn every_bad_upsert_key_names_the_pipeline_the_key_and_what_is_allowed() {
         ("envelope = \"row\"".into(), "key `envelope`: only with mode = \"upsert\""),
         ("changelog = true".into(), "key `changelog`: only with mode = \"upsert\""),
         ("mode = \"upsert\"\nenvelope = \"row\"".into(), "key `key`: mode = \"upsert\" needs the key columns"),
-        (format!("{up}"), "key `envelope`: required with mode = \"upsert\": allowed are debezium | dms | csv | row"),
+        (up.to_string(), "key `envelope`: required with mode = \"upsert\": allowed are debezium | dms | csv | row"),
         (format!("{up}envelope = \"maxwell\""), "key `envelope`: \"maxwell\" is not allowed: allowed are debezium | dms | csv | row"),
-        (format!("{up}envelope = \"debezium\""), "key `order_by`: required with envelope = \"debezium\": a column, or source.lsn | source.scn | source.pos | source.ts_ms"),
-        (format!("{up}envelope = \"debezium\"\norder_by = \"source.xid\""), "key `order_by`: \"source.xid\" is not a source-position field of debezium"),
+        (
+            format!("{up}envelope = \"debezium\""),
+            "key `order_by`: required with envelope = \"debezium\": a column, or source.lsn | source.scn | source.pos | source.ts_ms",
+        ),
+        (
+            format!("{up}envelope = \"debezium\"\norder_by = \"source.xid\""),
+            "key `order_by`: \"source.xid\" is not a source-position field of debezium",
+        ),
         (format!("{up}envelope = \"dms\"\norder_by = \"nope\""), "key `order_by`: no top-level column \"nope\""),
-        (format!("{up}envelope = \"dms\"\norder_by = \"note\""), "key `order_by`: column \"note\" is string: allowed are int, long, date, timestamp"),
+        (
+            format!("{up}envelope = \"dms\"\norder_by = \"note\""),
+            "key `order_by`: column \"note\" is string: allowed are int, long, date, timestamp",
+        ),
         (format!("{up}envelope = \"row\"\norder_by = \"updated_at\""), "key `order_by`: envelope = \"row\" orders by the Kafka offset"),
         (format!("{up}envelope = \"row\"\ndedup = \"batch\""), "key `dedup`: not with mode = \"upsert\""),
         ("mode = \"upsert\"\nkey = [\"total\"]\nenvelope = \"row\"".into(), "a key column must be a primitive other than float/double"),
         ("decimal_handling = \"string\"".into(), "key `decimal_handling`: only with mode = \"upsert\""),
-        (format!("{up}envelope = \"dms\"\norder_by = \"updated_at\"\ndecimal_handling = \"string\""), "key `decimal_handling`: only with envelope = \"debezium\""),
+        (
+            format!("{up}envelope = \"dms\"\norder_by = \"updated_at\"\ndecimal_handling = \"string\""),
+            "key `decimal_handling`: only with envelope = \"debezium\"",
+        ),
         (
             format!("{up}envelope = \"debezium\"\norder_by = \"source.lsn\"\ndecimal_handling = \"exact\""),
             "key `decimal_handling`: \"exact\" is not allowed: allowed are precise | string | double",
@@ -300,7 +327,12 @@ fn every_bad_upsert_key_names_the_pipeline_the_key_and_what_is_allowed() {
     assert!(set.pipelines[0].registry.is_some() && set.pipelines[0].upsert.is_some());
     let dms = json_orders(&format!("{up}envelope = \"dms\"\norder_by = \"metadata.timestamp\"\n{registry}"));
     let e = load_err(&[("order.json", ORDER_JSON_SCHEMA), ("pipelines.toml", &dms)]);
-    assert!(e.contains("key `registry`: with mode = \"upsert\" a registry frames rows (envelope = \"row\") or Debezium Avro and Protobuf envelopes"), "{e}");
+    assert!(
+        e.contains(
+            "key `registry`: with mode = \"upsert\" a registry frames rows (envelope = \"row\") or Debezium Avro and Protobuf envelopes"
+        ),
+        "{e}"
+    );
     // Debezium Protobuf comes through a registry; its row is declared as an Avro record.
     let protobuf = avro.replace("format = \"avro\"", "format = \"protobuf\"");
     let e = load_err(&[("schemas/order.avsc", ORDER_AVSC), ("pipelines.toml", &protobuf)]);
@@ -310,7 +342,10 @@ fn every_bad_upsert_key_names_the_pipeline_the_key_and_what_is_allowed() {
     assert_eq!(declared["order_id"]["type"], "int64", "{declared:?}");
     let proto = format!("{protobuf}\n{registry}").replace("schemas/order.avsc", "order.proto");
     let e = load_err(&[("order.proto", "syntax = \"proto3\"; message O { int64 order_id = 1; }"), ("pipelines.toml", &proto)]);
-    assert!(e.contains("key `schema`: order.proto: with format = \"protobuf\" and envelope = \"debezium\" the row is an Avro record (.avsc"), "{e}");
+    assert!(
+        e.contains("key `schema`: order.proto: with format = \"protobuf\" and envelope = \"debezium\" the row is an Avro record (.avsc"),
+        "{e}"
+    );
     let reserved = ORDER_JSON_SCHEMA.replace("\"note\"", "\"source_position\"");
     let e = load_err(&[("order.json", &reserved), ("pipelines.toml", &json_orders(&format!("{up}envelope = \"row\"")))]);
     assert!(e.contains("\"source_position\" is reserved"), "{e}");
@@ -318,9 +353,12 @@ fn every_bad_upsert_key_names_the_pipeline_the_key_and_what_is_allowed() {
 
 #[test]
 fn kafka_columns_come_after_the_lineage_and_the_dead_letter_table_keeps_the_timestamp() {
-    let set = load(&[("pipelines.toml", &orders("kafka_columns = [\"headers\", \"timestamp\", \"key\"]")), ("schemas/order.avsc", ORDER_AVSC)]).unwrap();
+    let set =
+        load(&[("pipelines.toml", &orders("kafka_columns = [\"headers\", \"timestamp\", \"key\"]")), ("schemas/order.avsc", ORDER_AVSC)])
+            .unwrap();
     let p = &set.pipelines[0];
-    let names: Vec<String> = columns(&p.def.schema).into_iter().skip(5).map(|(id, name, ty, required)| format!("{id} {name} {ty} {required}")).collect();
+    let names: Vec<String> =
+        columns(&p.def.schema).into_iter().skip(5).map(|(id, name, ty, required)| format!("{id} {name} {ty} {required}")).collect();
     assert_eq!(
         names,
         [
@@ -338,7 +376,10 @@ fn kafka_columns_come_after_the_lineage_and_the_dead_letter_table_keeps_the_time
     assert_eq!(plain.pipelines[0].def.schema.as_struct().fields().len(), 8, "none unless asked for");
 
     let e = load_err(&[("pipelines.toml", &orders("kafka_columns = [\"partition\"]")), ("schemas/order.avsc", ORDER_AVSC)]);
-    assert!(e.contains("pipeline `orders`") && e.contains("key `kafka_columns`") && e.contains("timestamp | timestamp_type | key | headers"), "{e}");
+    assert!(
+        e.contains("pipeline `orders`") && e.contains("key `kafka_columns`") && e.contains("timestamp | timestamp_type | key | headers"),
+        "{e}"
+    );
     let e = load_err(&[("pipelines.toml", &orders("kafka_columns = [\"key\", \"key\"]")), ("schemas/order.avsc", ORDER_AVSC)]);
     assert!(e.contains("key `kafka_columns`") && e.contains("twice"), "{e}");
     let reserved = ORDER_AVSC.replace("\"note\"", "\"kafka_key\"");
@@ -349,13 +390,24 @@ fn kafka_columns_come_after_the_lineage_and_the_dead_letter_table_keeps_the_time
 #[test]
 fn a_table_per_topic_expands_exact_topics_and_refuses_two_topics_of_one_name() {
     let schema = ("schemas/order.avsc", ORDER_AVSC);
-    let file = |table: &str, claims: &str| format!("[[pipeline]]\ntable = \"{table}\"\n{claims}\nformat = \"avro\"\nschema = \"schemas/order.avsc\"\n");
+    let file = |table: &str, claims: &str| {
+        format!("[[pipeline]]\ntable = \"{table}\"\n{claims}\nformat = \"avro\"\nschema = \"schemas/order.avsc\"\n")
+    };
     let set = load(&[("pipelines.toml", &file("raw_{topic}", "topics = [\"Shop.Orders\", \"shop-refunds\"]")), schema]).unwrap();
     let names: Vec<_> = set.pipelines.iter().map(|p| (p.table.as_str(), p.topics.to_string(), p.dead_letter.name.as_str())).collect();
-    assert_eq!(names, [("raw_shop_orders", "Shop.Orders".into(), "raw_shop_orders_dead_letter"), ("raw_shop_refunds", "shop-refunds".into(), "raw_shop_refunds_dead_letter")]);
+    assert_eq!(
+        names,
+        [
+            ("raw_shop_orders", "Shop.Orders".into(), "raw_shop_orders_dead_letter"),
+            ("raw_shop_refunds", "shop-refunds".into(), "raw_shop_refunds_dead_letter")
+        ]
+    );
     assert_eq!(set.route("shop-refunds").unwrap(), 1);
     let e = load_err(&[("pipelines.toml", &file("raw_{topic}", "topics = [\"shop.orders\", \"shop-orders\"]")), schema]);
-    assert!(e.contains("pipeline `raw_{topic}`") && e.contains("\"shop.orders\" and \"shop-orders\" both map to table `raw_shop_orders`"), "{e}");
+    assert!(
+        e.contains("pipeline `raw_{topic}`") && e.contains("\"shop.orders\" and \"shop-orders\" both map to table `raw_shop_orders`"),
+        "{e}"
+    );
     let e = load_err(&[("pipelines.toml", &file("raw_{topic}", "topics = [\"one\"]")), schema]);
     assert!(e.contains("key `table`") && e.contains("only with `topic_pattern` or several `topics`"), "{e}");
     // A pattern's tables come with its topics; its keys are checked at start all the same.
@@ -366,7 +418,10 @@ fn a_table_per_topic_expands_exact_topics_and_refuses_two_topics_of_one_name() {
     assert_eq!(made, [("shop.a".to_string(), "shop_a_raw".to_string()), ("shop.B".into(), "shop_b_raw".into())]);
     let clash = ["shop.a".to_string(), "shop.A".into()];
     assert!(set.template_tables(&clash).unwrap_err().to_string().contains("both map to table `shop_a_raw`"));
-    let e = load_err(&[("pipelines.toml", &(file("{topic}_raw", "topic_pattern = \"shop\\\\..*\"") + "partition_by = [\"day(nope)\"]\n")), schema]);
+    let e = load_err(&[
+        ("pipelines.toml", &(file("{topic}_raw", "topic_pattern = \"shop\\\\..*\"") + "partition_by = [\"day(nope)\"]\n")),
+        schema,
+    ]);
     assert!(e.contains("pipeline `{topic}_raw`") && e.contains("key `partition_by`"), "{e}");
     let taken = BTreeMap::from([("shop_a_raw".to_string(), "shop.a".to_string())]);
     let e = crate::testkit::block_on(set.instantiate("shop.A", &taken, &config())).unwrap_err().to_string();
@@ -375,13 +430,15 @@ fn a_table_per_topic_expands_exact_topics_and_refuses_two_topics_of_one_name() {
 
 #[test]
 fn unknown_fields_of_json_values_are_ignored_or_dead_letters_naming_the_field() {
-    let schema = r#"{"type":"object","properties":{"id":{"type":"integer"},"customer":{"type":"object","properties":{"name":{"type":"string"}}}}}"#;
+    let schema =
+        r#"{"type":"object","properties":{"id":{"type":"integer"},"customer":{"type":"object","properties":{"name":{"type":"string"}}}}}"#;
     let file = |extra: &str| format!("[[pipeline]]\ntable = \"t\"\ntopics = [\"t\"]\nformat = \"json\"\nschema = \"t.json\"\n{extra}\n");
     let decode = |extra: &str, value: &str| {
         let set = load(&[("t.json", schema), ("pipelines.toml", &file(extra))]).unwrap();
         let p = &set.pipelines[0];
         let arrow = p.def.arrow_schema().unwrap();
-        let decoded = arrow.fields().iter().filter(|f| !crate::model::tables::is_written_by_icestream(f.name())).cloned().collect::<Vec<_>>();
+        let decoded =
+            arrow.fields().iter().filter(|f| !crate::model::tables::is_written_by_icestream(f.name())).cloned().collect::<Vec<_>>();
         let mut decoder = crate::decode::RecordDecoder::new(&p.source, std::sync::Arc::new(arrow_schema::Schema::new(decoded))).unwrap();
         decoder.append(value.as_bytes())
     };

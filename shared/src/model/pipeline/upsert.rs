@@ -184,10 +184,15 @@ pub fn check(spec: &PipelineSpec, format: Format, registry: bool, columns: &Sche
         return Err("key `dedup`: not with mode = \"upsert\" (an upsert keeps the latest change per key itself)".into());
     }
     let word = spec.envelope.as_deref().ok_or("key `envelope`: required with mode = \"upsert\": allowed are debezium | dms | csv | row")?;
-    let envelope = Envelope::parse(word).ok_or_else(|| format!("key `envelope`: {word:?} is not allowed: allowed are debezium | dms | csv | row"))?;
+    let envelope =
+        Envelope::parse(word).ok_or_else(|| format!("key `envelope`: {word:?} is not allowed: allowed are debezium | dms | csv | row"))?;
     match (envelope, format, registry) {
-        (Envelope::Debezium, Format::Avro | Format::Protobuf, true) | (Envelope::Debezium | Envelope::Dms | Envelope::Csv, Format::Json, false) | (Envelope::Row, _, _) => {}
-        (Envelope::Csv, _, _) => return Err("key `envelope`: csv lines are read into the columns of a JSON Schema (format = \"json\", no registry)".into()),
+        (Envelope::Debezium, Format::Avro | Format::Protobuf, true)
+        | (Envelope::Debezium | Envelope::Dms | Envelope::Csv, Format::Json, false)
+        | (Envelope::Row, _, _) => {}
+        (Envelope::Csv, _, _) => {
+            return Err("key `envelope`: csv lines are read into the columns of a JSON Schema (format = \"json\", no registry)".into());
+        }
         (_, _, true) => {
             return Err(format!(
                 "key `registry`: with mode = \"upsert\" a registry frames rows (envelope = \"row\") or Debezium Avro and Protobuf envelopes (envelope = \"debezium\", format = \"avro\" | \"protobuf\"), not {envelope} {} values",
@@ -219,30 +224,48 @@ pub fn check(spec: &PipelineSpec, format: Format, registry: bool, columns: &Sche
                     Envelope::Csv => "none (a CSV line carries only the row)",
                     Envelope::Row => "none (row orders by a column or the Kafka offset)",
                 };
-                return Err(format!("key `order_by`: {name:?} is not a source-position field of {envelope}: allowed are {allowed}, or a column"));
+                return Err(format!(
+                    "key `order_by`: {name:?} is not a source-position field of {envelope}: allowed are {allowed}, or a column"
+                ));
             }
             None if envelope == Envelope::Row => {
                 // A null value (the delete) carries no column to order it by.
                 return Err("key `order_by`: envelope = \"row\" orders by the Kafka offset (a null-value delete has no column to order by); leave order_by out".into());
             }
             None => {
-                let field = columns.as_struct().field_by_name(name).ok_or_else(|| format!("key `order_by`: no top-level column {name:?} in the schema"))?;
+                let field = columns
+                    .as_struct()
+                    .field_by_name(name)
+                    .ok_or_else(|| format!("key `order_by`: no top-level column {name:?} in the schema"))?;
                 if !matches!(
                     *field.field_type,
-                    Type::Primitive(PrimitiveType::Int | PrimitiveType::Long | PrimitiveType::Date | PrimitiveType::Timestamp | PrimitiveType::Timestamptz)
+                    Type::Primitive(
+                        PrimitiveType::Int
+                            | PrimitiveType::Long
+                            | PrimitiveType::Date
+                            | PrimitiveType::Timestamp
+                            | PrimitiveType::Timestamptz
+                    )
                 ) {
-                    return Err(format!("key `order_by`: column {name:?} is {}: allowed are int, long, date, timestamp columns", field.field_type));
+                    return Err(format!(
+                        "key `order_by`: column {name:?} is {}: allowed are int, long, date, timestamp columns",
+                        field.field_type
+                    ));
                 }
                 Order::Column(name.to_string())
             }
         },
     };
     if columns.as_struct().field_by_name(SOURCE_POSITION).is_some() {
-        return Err(format!("key `schema`: column {SOURCE_POSITION:?} is reserved for the envelope's source position in upsert tables; rename it"));
+        return Err(format!(
+            "key `schema`: column {SOURCE_POSITION:?} is reserved for the envelope's source position in upsert tables; rename it"
+        ));
     }
     let decimal_handling = match spec.decimal_handling.as_deref() {
         None => DecimalHandling::default(),
-        Some(_) if envelope != Envelope::Debezium => return Err(format!("key `decimal_handling`: only with envelope = \"debezium\" (not {envelope})")),
+        Some(_) if envelope != Envelope::Debezium => {
+            return Err(format!("key `decimal_handling`: only with envelope = \"debezium\" (not {envelope})"));
+        }
         Some(word) => DecimalHandling::parse(word)
             .ok_or_else(|| format!("key `decimal_handling`: {word:?} is not allowed: allowed are {}", DecimalHandling::ALLOWED))?,
     };
@@ -279,8 +302,11 @@ pub fn table_schema(schema: Schema, order: &Order) -> crate::base::error::Result
 /// `<table>_changelog`: `operation`, then the table's columns (only key, order and lineage
 /// required: a delete carries no other value).
 pub fn changelog_schema(table: &Schema, key: &[String], order_column: &str) -> crate::base::error::Result<Schema> {
-    let keep_required = |name: &str| key.iter().any(|k| k == name) || name == order_column || [lineage::TOPIC, lineage::PARTITION, lineage::OFFSET].contains(&name);
-    let mut fields: Vec<NestedFieldRef> = vec![NestedField::required(table.highest_field_id() + 1, OPERATION, Type::Primitive(PrimitiveType::String)).into()];
+    let keep_required = |name: &str| {
+        key.iter().any(|k| k == name) || name == order_column || [lineage::TOPIC, lineage::PARTITION, lineage::OFFSET].contains(&name)
+    };
+    let mut fields: Vec<NestedFieldRef> =
+        vec![NestedField::required(table.highest_field_id() + 1, OPERATION, Type::Primitive(PrimitiveType::String)).into()];
     for f in table.as_struct().fields() {
         let mut field = (**f).clone();
         field.required = f.required && keep_required(&f.name);

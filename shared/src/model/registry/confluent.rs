@@ -69,7 +69,9 @@ pub fn check_url(url: &str, insecure: bool) -> std::result::Result<(), String> {
     match scheme {
         "https" => Ok(()),
         "http" if insecure || ["localhost", "127.0.0.1", "::1"].contains(&host) || host.starts_with("127.") => Ok(()),
-        "http" => Err(format!("{shown:?} is plain http to another host: credentials and schemas would travel in clear (use https://, or `registry_insecure = true` for local use)")),
+        "http" => Err(format!(
+            "{shown:?} is plain http to another host: credentials and schemas would travel in clear (use https://, or `registry_insecure = true` for local use)"
+        )),
         _ => Err(format!("{shown:?} is not an http:// or https:// URL")),
     }
 }
@@ -104,7 +106,10 @@ impl ConfluentRegistry {
     }
 
     pub async fn latest(&self, subject: &str) -> Result<RegisteredSchema> {
-        let encoded: String = subject.bytes().map(|b| if b.is_ascii_alphanumeric() || b"-._".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") }).collect();
+        let encoded: String = subject
+            .bytes()
+            .map(|b| if b.is_ascii_alphanumeric() || b"-._".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
+            .collect();
         let response = self.get(&format!("/subjects/{encoded}/versions/latest")).await?;
         to_registered(response, &format!("subject {subject:?}"), None)
     }
@@ -145,7 +150,8 @@ impl ConfluentRegistry {
 
 fn to_registered(response: SchemaResponse, what: &str, id: Option<u32>) -> Result<RegisteredSchema> {
     let type_name = response.schema_type.as_deref().unwrap_or("AVRO");
-    let format = parse_data_format(type_name).ok_or_else(|| Error::Registry(format!("{what}: schema type {type_name:?} (expected AVRO, PROTOBUF or JSON)")))?;
+    let format = parse_data_format(type_name)
+        .ok_or_else(|| Error::Registry(format!("{what}: schema type {type_name:?} (expected AVRO, PROTOBUF or JSON)")))?;
     // The well-known Protobuf types (and Confluent's built-in decimal, meta and google.type
     // files) are compiled in; other referenced subjects are not fetched (the writer schema
     // would be incomplete).
@@ -165,12 +171,9 @@ fn to_registered(response: SchemaResponse, what: &str, id: Option<u32>) -> Resul
 #[cfg(feature = "aws")]
 pub async fn secret_auth(sdk: &aws_config::SdkConfig, secret: &str) -> Result<String> {
     let client = aws_sdk_secretsmanager::Client::new(sdk);
-    let out = client
-        .get_secret_value()
-        .secret_id(secret)
-        .send()
-        .await
-        .map_err(|e| Error::Registry(format!("registry credentials: {}", crate::base::aws::error("secretsmanager:GetSecretValue", secret, e))))?;
+    let out = client.get_secret_value().secret_id(secret).send().await.map_err(|e| {
+        Error::Registry(format!("registry credentials: {}", crate::base::aws::error("secretsmanager:GetSecretValue", secret, e)))
+    })?;
     let text = out.secret_string().ok_or_else(|| Error::Registry(format!("secret {secret} has no string value")))?;
     #[derive(Deserialize)]
     struct Credentials {

@@ -113,11 +113,15 @@ pub fn unexpected_frame_hint(value: &[u8]) -> Option<String> {
     match value {
         [0, id @ .., _] if id.len() >= 4 => {
             let id = u32::from_be_bytes([id[0], id[1], id[2], id[3]]);
-            Some(format!("the value starts like a Confluent schema-registry frame (magic byte 0, schema id {id}): if a registry serializer wrote it, set `registry = \"confluent\"` (and `registry_url`) on the pipeline"))
+            Some(format!(
+                "the value starts like a Confluent schema-registry frame (magic byte 0, schema id {id}): if a registry serializer wrote it, set `registry = \"confluent\"` (and `registry_url`) on the pipeline"
+            ))
         }
         [GLUE_HEADER_VERSION, GLUE_NONE | GLUE_ZLIB, rest @ ..] if rest.len() >= 16 => {
             let id = uuid::Uuid::from_slice(&rest[..16]).ok()?;
-            Some(format!("the value starts like a Glue schema-registry frame (schema version {id}): if a registry serializer wrote it, set `registry = \"glue\"` on the pipeline"))
+            Some(format!(
+                "the value starts like a Glue schema-registry frame (schema version {id}): if a registry serializer wrote it, set `registry = \"glue\"` on the pipeline"
+            ))
         }
         _ => None,
     }
@@ -138,7 +142,8 @@ pub fn confluent(value: &[u8], format: Format) -> Result<Frame<'_>, String> {
             return Err(format!("Confluent protobuf frame: {count} message indexes"));
         }
         let path = if count == 0 { vec![0] } else { (0..count).map(|_| read_varint(&mut rest).map(zigzag)).collect::<Result<_, _>>()? };
-        let path: Vec<i32> = path.into_iter().map(|i| i32::try_from(i).map_err(|_| format!("message index {i} out of range"))).collect::<Result<_, _>>()?;
+        let path: Vec<i32> =
+            path.into_iter().map(|i| i32::try_from(i).map_err(|_| format!("message index {i} out of range"))).collect::<Result<_, _>>()?;
         Some(MessageIndex::Path(path))
     } else {
         None
@@ -242,7 +247,10 @@ mod tests {
     #[test]
     fn a_frame_where_no_registry_is_set_is_named() {
         let hint = unexpected_frame_hint(&[0, 0, 0, 1, 2, b'{', b'}']).unwrap();
-        assert!(hint.contains("Confluent schema-registry frame (magic byte 0, schema id 258)") && hint.contains("registry = \"confluent\""), "{hint}");
+        assert!(
+            hint.contains("Confluent schema-registry frame (magic byte 0, schema id 258)") && hint.contains("registry = \"confluent\""),
+            "{hint}"
+        );
         let mut glue = vec![3, 0];
         glue.extend_from_slice(uuid::Uuid::nil().as_bytes());
         glue.push(7);

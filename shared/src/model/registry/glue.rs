@@ -20,18 +20,12 @@ impl GlueRegistry {
     }
 
     pub async fn by_version_id(&self, id: uuid::Uuid) -> Result<RegisteredSchema> {
-        let out = self
-            .client
-            .get_schema_version()
-            .schema_version_id(id.to_string())
-            .send()
-            .await
-            .map_err(|e| {
-                if e.code() == Some("EntityNotFoundException") {
-                    return Error::RegistryNotFound(format!("Glue Schema Registry: schema version {id} does not exist"));
-                }
-                unreachable_or_unknown(crate::base::aws::error("glue:GetSchemaVersion", &format!("schema version {id}"), e))
-            })?;
+        let out = self.client.get_schema_version().schema_version_id(id.to_string()).send().await.map_err(|e| {
+            if e.code() == Some("EntityNotFoundException") {
+                return Error::RegistryNotFound(format!("Glue Schema Registry: schema version {id} does not exist"));
+            }
+            unreachable_or_unknown(crate::base::aws::error("glue:GetSchemaVersion", &format!("schema version {id}"), e))
+        })?;
         registered(out)
     }
 
@@ -59,8 +53,13 @@ fn unreachable_or_unknown(e: Error) -> Error {
 fn registered(out: GetSchemaVersionOutput) -> Result<RegisteredSchema> {
     let id = out.schema_version_id().unwrap_or_default();
     let format_name = out.data_format().map(|f| f.as_str().to_string()).unwrap_or_default();
-    let format = parse_data_format(&format_name)
-        .ok_or_else(|| Error::Registry(format!("Glue schema version {id} has data format {format_name:?} (expected AVRO, PROTOBUF or JSON)")))?;
+    let format = parse_data_format(&format_name).ok_or_else(|| {
+        Error::Registry(format!("Glue schema version {id} has data format {format_name:?} (expected AVRO, PROTOBUF or JSON)"))
+    })?;
     let text = out.schema_definition().ok_or_else(|| Error::Registry(format!("Glue schema version {id} has no definition")))?;
-    Ok(RegisteredSchema { format, text: text.to_string(), version: format!("Glue version {id} (#{})", out.version_number().unwrap_or_default()) })
+    Ok(RegisteredSchema {
+        format,
+        text: text.to_string(),
+        version: format!("Glue version {id} (#{})", out.version_number().unwrap_or_default()),
+    })
 }

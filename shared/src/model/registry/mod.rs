@@ -60,7 +60,12 @@ impl RegistrySpec {
     }
 
     /// [`Self::frame`], a compressed payload inflated within `budget` (the batch's).
-    pub fn frame_within<'a>(&self, value: &'a [u8], format: Format, budget: &frame::InflateBudget) -> std::result::Result<Frame<'a>, String> {
+    pub fn frame_within<'a>(
+        &self,
+        value: &'a [u8],
+        format: Format,
+        budget: &frame::InflateBudget,
+    ) -> std::result::Result<Frame<'a>, String> {
         match self {
             RegistrySpec::Glue { .. } => frame::glue_within(value, format, budget),
             RegistrySpec::Confluent { .. } => frame::confluent(value, format),
@@ -86,8 +91,9 @@ pub struct RegisteredSchema {
     pub version: String,
 }
 
-/// Where registered schemas come from.
+/// Where registered schemas come from (one per process: the Glue client's size is no cost).
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)]
 enum Source {
     #[cfg(feature = "aws")]
     Glue(glue::GlueRegistry),
@@ -114,7 +120,9 @@ impl Registry {
     pub async fn connect(spec: &RegistrySpec, auth: Option<&str>) -> Result<Self> {
         let source = match spec {
             #[cfg(feature = "aws")]
-            RegistrySpec::Glue { registry_name } => Source::Glue(glue::GlueRegistry::new(&crate::base::aws::sdk_config().await, registry_name)),
+            RegistrySpec::Glue { registry_name } => {
+                Source::Glue(glue::GlueRegistry::new(&crate::base::aws::sdk_config().await, registry_name))
+            }
             #[cfg(not(feature = "aws"))]
             RegistrySpec::Glue { .. } => return Err(Error::not_built("registry = \"glue\" (the Glue Schema Registry)", "aws")),
             RegistrySpec::Confluent { url, secret } => {
@@ -152,12 +160,19 @@ impl Registry {
 
     /// The latest version of `subject` as a writer schema of `format` (`message`: the Protobuf
     /// message, else the file's first): its registry name, and the schema or why it is unusable.
-    pub async fn latest_writer(&self, subject: &str, format: Format, message: Option<&str>) -> Result<(String, std::result::Result<SourceSchema, String>)> {
+    pub async fn latest_writer(
+        &self,
+        subject: &str,
+        format: Format,
+        message: Option<&str>,
+    ) -> Result<(String, std::result::Result<SourceSchema, String>)> {
         let registered = self.latest(subject).await?;
         let source = match (format, message) {
             (Format::Protobuf, Some(name)) if registered.format == Format::Protobuf => {
                 ProtoSchema::from_source_selecting(&registered.text, |file| {
-                    file.parent_pool().get_message_by_name(name).ok_or_else(|| Error::Schema(format!("no message `{name}` in the registered schema")))
+                    file.parent_pool()
+                        .get_message_by_name(name)
+                        .ok_or_else(|| Error::Schema(format!("no message `{name}` in the registered schema")))
                 })
                 .map(SourceSchema::Protobuf)
                 .map_err(|e| e.to_string())
@@ -170,7 +185,12 @@ impl Registry {
     /// The writer schema of a frame, as the pipeline's `format` reads it: `Ok(Err(reason))` when
     /// the registry has it but it cannot be used (the record is a dead letter), `Err` when the
     /// registry cannot say (the invocation fails and is retried).
-    pub async fn writer(&self, id: WriterId, message: Option<&MessageIndex>, format: Format) -> Result<std::result::Result<Arc<SourceSchema>, String>> {
+    pub async fn writer(
+        &self,
+        id: WriterId,
+        message: Option<&MessageIndex>,
+        format: Format,
+    ) -> Result<std::result::Result<Arc<SourceSchema>, String>> {
         let key = (id, message.cloned());
         if let Some(hit) = self.compiled.lock().map_err(poisoned)?.get(&key) {
             return Ok(hit.clone());
@@ -181,7 +201,8 @@ impl Registry {
             Err(Error::RegistryNotFound(m)) => return Ok(Err(format!("the registry has no {id}: {m}"))),
             other => other?,
         };
-        let compiled = compile(&registered, message, format).map(Arc::new).map_err(|e| format!("writer {id} ({}): {e}", registered.version));
+        let compiled =
+            compile(&registered, message, format).map(Arc::new).map_err(|e| format!("writer {id} ({}): {e}", registered.version));
         let mut cache = self.compiled.lock().map_err(poisoned)?;
         if cache.len() >= CACHE_LIMIT {
             cache.clear();

@@ -30,19 +30,30 @@ pub(crate) enum AvroType {
     Fixed(usize),
     Enum(Vec<String>),
     /// Big-endian two's complement in `bytes`, or in a `fixed` of this size.
-    Decimal { fixed: Option<usize>, precision: u32, scale: u32 },
+    Decimal {
+        fixed: Option<usize>,
+        precision: u32,
+        scale: u32,
+    },
     Uuid,
     Date,
     TimeMillis,
     TimeMicros,
     /// `local` = local-timestamp-* (Iceberg `timestamp`), else `timestamptz`.
-    TimestampMillis { local: bool },
-    TimestampMicros { local: bool },
+    TimestampMillis {
+        local: bool,
+    },
+    TimestampMicros {
+        local: bool,
+    },
     Record(Vec<(String, AvroType)>),
     Array(Box<AvroType>),
     Map(Box<AvroType>),
     /// `["null", T]` (`null_index` 0) or `[T, "null"]` (1).
-    Nullable { null_index: u8, inner: Box<AvroType> },
+    Nullable {
+        null_index: u8,
+        inner: Box<AvroType>,
+    },
 }
 
 impl AvroSchema {
@@ -107,7 +118,10 @@ impl Compiler<'_> {
                 };
                 let (precision, scale) = (d.precision as u32, d.scale as u32);
                 if precision == 0 || precision > 38 || scale > precision {
-                    return Err(unsupported(path, format!("decimal({precision},{scale}): precision must be 1..=38 and scale <= precision")));
+                    return Err(unsupported(
+                        path,
+                        format!("decimal({precision},{scale}): precision must be 1..=38 and scale <= precision"),
+                    ));
                 }
                 AvroType::Decimal { fixed, precision, scale }
             }
@@ -116,11 +130,12 @@ impl Compiler<'_> {
             Schema::Union(u) => {
                 let v = u.variants();
                 let null_index = match v {
-                    [Schema::Null, t] | [t, Schema::Null] if !matches!(t, Schema::Null) => {
-                        u8::from(matches!(v[1], Schema::Null))
-                    }
+                    [Schema::Null, t] | [t, Schema::Null] if !matches!(t, Schema::Null) => u8::from(matches!(v[1], Schema::Null)),
                     _ => {
-                        return Err(unsupported(path, "only unions of null and one other type (`[\"null\", T]` or `[T, \"null\"]`) are supported"));
+                        return Err(unsupported(
+                            path,
+                            "only unions of null and one other type (`[\"null\", T]` or `[T, \"null\"]`) are supported",
+                        ));
                     }
                 };
                 let inner = &v[1 - null_index as usize];
@@ -145,9 +160,7 @@ impl Compiler<'_> {
             }
             Schema::Ref { name } => {
                 let names = self.names;
-                let target = names
-                    .get(name)
-                    .ok_or_else(|| unsupported(path, format!("unknown named type `{}`", name.fullname(None))))?;
+                let target = names.get(name).ok_or_else(|| unsupported(path, format!("unknown named type `{}`", name.fullname(None))))?;
                 let fullname = name.fullname(None);
                 self.enter(&fullname, path)?;
                 let t = self.compile(target, path)?;
@@ -157,7 +170,9 @@ impl Compiler<'_> {
             other => {
                 return Err(unsupported(
                     path,
-                    format!("Avro type {other:?} is not supported (no Iceberg mapping: use decimal, timestamp-millis/micros or a plain type)"),
+                    format!(
+                        "Avro type {other:?} is not supported (no Iceberg mapping: use decimal, timestamp-millis/micros or a plain type)"
+                    ),
                 ));
             }
         })

@@ -117,14 +117,18 @@ fn table_type(ty: &Value) -> Result<Value, String> {
             json!({"type": "long", "logicalType": "time-micros"})
         }
         // A database timestamp without a zone, in ms, µs or ns.
-        "io.debezium.time.Timestamp" | "org.apache.kafka.connect.data.Timestamp" | "io.debezium.time.MicroTimestamp" | "io.debezium.time.NanoTimestamp" => {
+        "io.debezium.time.Timestamp"
+        | "org.apache.kafka.connect.data.Timestamp"
+        | "io.debezium.time.MicroTimestamp"
+        | "io.debezium.time.NanoTimestamp" => {
             json!({"type": "long", "logicalType": "local-timestamp-micros"})
         }
         "io.debezium.time.ZonedTimestamp" => json!({"type": "long", "logicalType": "timestamp-micros"}),
         "io.debezium.data.Uuid" => json!({"type": "string", "logicalType": "uuid"}),
         "org.apache.kafka.connect.data.Decimal" => {
             let parameter = |name: &str| ty.pointer(&format!("/connect.parameters/{name}")).and_then(|v| v.as_str()?.parse::<u64>().ok());
-            let scale = parameter("scale").or_else(|| ty.get("scale").and_then(Value::as_u64)).ok_or("a Connect Decimal without a scale")?;
+            let scale =
+                parameter("scale").or_else(|| ty.get("scale").and_then(Value::as_u64)).ok_or("a Connect Decimal without a scale")?;
             // Debezium names the column's precision when the database has one; 38 holds any other.
             let precision = parameter("connect.decimal.precision").or_else(|| ty.get("precision").and_then(Value::as_u64)).unwrap_or(38);
             json!({"type": "bytes", "logicalType": "decimal", "precision": precision, "scale": scale})
@@ -217,8 +221,11 @@ pub(crate) mod tests {
         let after = &schema.connect["fields"][1];
         assert_eq!(after["field"], "after");
         let price = after["fields"].as_array().unwrap().iter().find(|f| f["field"] == "price").unwrap();
-        assert_eq!(price, &json!({"field": "price", "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal",
-            "parameters": {"scale": "2", "connect.decimal.precision": "12"}}));
+        assert_eq!(
+            price,
+            &json!({"field": "price", "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal",
+            "parameters": {"scale": "2", "connect.decimal.precision": "12"}})
+        );
         assert_eq!(after["fields"][3]["name"], "io.debezium.time.MicroTimestamp");
     }
 
@@ -229,7 +236,12 @@ pub(crate) mod tests {
         assert!(err(r#"{"type":"record","name":"R","fields":[{"name":"id","type":"long"}]}"#).contains("no `op` field"));
         let no_row = r#"{"type":"record","name":"E","fields":[{"name":"after","type":["null","string"]},{"name":"op","type":"string"}]}"#;
         assert!(err(no_row).contains("neither `before` nor `after` declares the row record"));
-        let bad_decimal = ENVELOPE.replace(r#""connect.parameters":{"scale":"2","connect.decimal.precision":"12"},"#, r#""connect.parameters":{"connect.decimal.precision":"50"},"#).replace(r#""scale":2,"precision":12,"#, r#""scale":2,"precision":50,"#);
+        let bad_decimal = ENVELOPE
+            .replace(
+                r#""connect.parameters":{"scale":"2","connect.decimal.precision":"12"},"#,
+                r#""connect.parameters":{"connect.decimal.precision":"50"},"#,
+            )
+            .replace(r#""scale":2,"precision":12,"#, r#""scale":2,"precision":50,"#);
         assert!(err(&bad_decimal).contains("price"), "{}", err(&bad_decimal));
     }
 }

@@ -20,11 +20,11 @@ use iceberg::spec::{PrimitiveType, Schema};
 use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor};
 use serde_json::{Map, Value, json};
 
+use super::Prim;
 use super::SourceSchema;
 use super::avro::AvroSchema;
 use super::debezium::envelope_connect;
 use super::protobuf::scalar_prim;
-use super::Prim;
 
 /// A Debezium Protobuf envelope, read.
 #[derive(Debug)]

@@ -90,7 +90,11 @@ fn a_table_column_keeps_its_type_where_a_debezium_rule_reads_the_representation(
     assert_eq!(ty("note"), Ty::Prim(Prim::String), "no rule reads text into a long: the writer's type (evolution refuses it)");
     let after = &schema.connect["fields"][1]["fields"];
     let connect = |name: &str| after.as_array().unwrap().iter().find(|f| f["field"] == name).unwrap().clone();
-    assert_eq!(connect("micros"), json!({"field": "micros", "type": "int64", "name": "io.debezium.time.MicroTimestamp"}), "the declared unit");
+    assert_eq!(
+        connect("micros"),
+        json!({"field": "micros", "type": "int64", "name": "io.debezium.time.MicroTimestamp"}),
+        "the declared unit"
+    );
     assert_eq!(connect("at"), json!({"field": "at", "type": "string"}), "a declared long's unit says nothing of text");
 }
 
@@ -101,9 +105,15 @@ fn messages_that_are_not_envelopes_say_why() {
     assert!(DebeziumProto::parse(&no_op, None, &Map::new()).unwrap_err().contains("no `op` field"));
     let no_row = compile(r#"syntax = "proto3"; message E { string after = 1; string op = 2; }"#, "E");
     assert!(DebeziumProto::parse(&no_row, None, &Map::new()).unwrap_err().contains("no `before` or `after` message field"));
-    let nested = compile(r#"syntax = "proto3"; message E { R after = 1; string op = 2; } message R { R2 inner = 1; } message R2 { int64 x = 1; }"#, "E");
+    let nested = compile(
+        r#"syntax = "proto3"; message E { R after = 1; string op = 2; } message R { R2 inner = 1; } message R2 { int64 x = 1; }"#,
+        "E",
+    );
     assert!(DebeziumProto::parse(&nested, None, &Map::new()).unwrap_err().contains("row field `inner`"));
-    let bare = compile(r#"syntax = "proto3"; import "confluent/type/decimal.proto"; message E { R after = 1; string op = 2; } message R { confluent.type.Decimal d = 1; }"#, "E");
+    let bare = compile(
+        r#"syntax = "proto3"; import "confluent/type/decimal.proto"; message E { R after = 1; string op = 2; } message R { confluent.type.Decimal d = 1; }"#,
+        "E",
+    );
     assert!(DebeziumProto::parse(&bare, None, &Map::new()).unwrap_err().contains("without a `scale`"));
 }
 

@@ -143,11 +143,8 @@ impl<'a> Parser<'a> {
             return Err(unsupported(path, format!("recursive $ref `{target}`: Iceberg tables need a finite schema")));
         }
         let defs = if target.starts_with("#/definitions/") { "definitions" } else { "$defs" };
-        let schema = self
-            .root
-            .get(defs)
-            .and_then(|d| d.get(name))
-            .ok_or_else(|| unsupported(path, format!("$ref `{target}` points at nothing")))?;
+        let schema =
+            self.root.get(defs).and_then(|d| d.get(name)).ok_or_else(|| unsupported(path, format!("$ref `{target}` points at nothing")))?;
         self.expanding.push(target.to_string());
         let node = self.node(schema, path);
         self.expanding.pop();

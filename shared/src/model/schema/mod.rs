@@ -136,7 +136,10 @@ pub(crate) enum Prim {
     String,
     Binary,
     Fixed(usize),
-    Decimal { precision: u32, scale: u32 },
+    Decimal {
+        precision: u32,
+        scale: u32,
+    },
     Uuid,
     Date,
     /// Microseconds since midnight.

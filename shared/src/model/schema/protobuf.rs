@@ -28,9 +28,7 @@ pub(crate) fn well_known(m: &MessageDescriptor) -> Option<WellKnown> {
         "google.protobuf.Timestamp" => WellKnown::Timestamp,
         "google.protobuf.DoubleValue" => WellKnown::Wrapper(Prim::Double),
         "google.protobuf.FloatValue" => WellKnown::Wrapper(Prim::Float),
-        "google.protobuf.Int64Value" | "google.protobuf.UInt64Value" | "google.protobuf.UInt32Value" => {
-            WellKnown::Wrapper(Prim::Long)
-        }
+        "google.protobuf.Int64Value" | "google.protobuf.UInt64Value" | "google.protobuf.UInt32Value" => WellKnown::Wrapper(Prim::Long),
         "google.protobuf.Int32Value" => WellKnown::Wrapper(Prim::Int),
         "google.protobuf.BoolValue" => WellKnown::Wrapper(Prim::Boolean),
         "google.protobuf.StringValue" => WellKnown::Wrapper(Prim::String),
@@ -170,8 +168,14 @@ const KNOWN_FILES: &[(&str, &str)] = &[
         extend google.protobuf.EnumOptions { Meta enum_meta = 1088; }
         extend google.protobuf.EnumValueOptions { Meta enum_value_meta = 1088; }"#,
     ),
-    ("confluent/type/decimal.proto", r#"syntax = "proto3"; package confluent.type; message Decimal { bytes value = 1; uint32 precision = 2; int32 scale = 3; }"#),
-    ("google/type/date.proto", r#"syntax = "proto3"; package google.type; message Date { int32 year = 1; int32 month = 2; int32 day = 3; }"#),
+    (
+        "confluent/type/decimal.proto",
+        r#"syntax = "proto3"; package confluent.type; message Decimal { bytes value = 1; uint32 precision = 2; int32 scale = 3; }"#,
+    ),
+    (
+        "google/type/date.proto",
+        r#"syntax = "proto3"; package google.type; message Date { int32 year = 1; int32 month = 2; int32 day = 3; }"#,
+    ),
     (
         "google/type/timeofday.proto",
         r#"syntax = "proto3"; package google.type; message TimeOfDay { int32 hours = 1; int32 minutes = 2; int32 seconds = 3; int32 nanos = 4; }"#,
@@ -208,7 +212,12 @@ fn message_fields(m: &MessageDescriptor, path: &str, expanding: &mut Vec<String>
     if expanding.iter().any(|n| n == m.full_name()) {
         return Err(unsupported(
             path,
-            format!("recursive message `{}` ({} -> {}): Iceberg tables need a finite schema", m.full_name(), expanding.join(" -> "), m.full_name()),
+            format!(
+                "recursive message `{}` ({} -> {}): Iceberg tables need a finite schema",
+                m.full_name(),
+                expanding.join(" -> "),
+                m.full_name()
+            ),
         ));
     }
     expanding.push(m.full_name().to_string());

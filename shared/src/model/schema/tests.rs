@@ -11,11 +11,9 @@ pub(crate) fn repo_file(relative: &str) -> PathBuf {
 pub(crate) fn telemetry_schema(format: Format) -> SourceSchema {
     match format {
         Format::Avro => SourceSchema::load(format, &repo_file("shared/avro/VehicleTelemetry.avsc"), None),
-        Format::Protobuf => SourceSchema::load(
-            format,
-            &repo_file("shared/proto/vehicle_telemetry.proto"),
-            Some("icestream.telemetry.v1.VehicleTelemetry"),
-        ),
+        Format::Protobuf => {
+            SourceSchema::load(format, &repo_file("shared/proto/vehicle_telemetry.proto"), Some("icestream.telemetry.v1.VehicleTelemetry"))
+        }
         Format::Json => SourceSchema::load(format, &repo_file("shared/json/vehicle_telemetry.schema.json"), None),
     }
     .unwrap()
@@ -66,7 +64,7 @@ fn telemetry_schemas_map_to_the_telemetry_columns() {
                 format!("2 event_time timestamptz {event_time}"),
                 "3 model string required".into(),
                 "4 speed_kmh int required".into(),
-                format!("5 soc_pct int required"),
+                "5 soc_pct int required".to_string(),
                 "6 odometer_km long required".into(),
                 "7 charging boolean required".into(),
             ],
@@ -192,15 +190,15 @@ fn error(format: Format, text: &str, message: Option<&str>) -> String {
 fn avro_refuses_general_unions_recursion_and_non_records() {
     let e = error(Format::Avro, r#"{"type":"record","name":"R","fields":[{"name":"x","type":["int","string"]}]}"#, None);
     assert!(e.contains("field `x`") && e.contains("only unions of null and one other type"), "{e}");
-    let e = error(
-        Format::Avro,
-        r#"{"type":"record","name":"Node","fields":[{"name":"next","type":["null","Node"]}]}"#,
-        None,
-    );
+    let e = error(Format::Avro, r#"{"type":"record","name":"Node","fields":[{"name":"next","type":["null","Node"]}]}"#, None);
     assert!(e.contains("field `next`") && e.contains("recursive type `Node`"), "{e}");
     let e = error(Format::Avro, r#""string""#, None);
     assert!(e.contains("must be a record"), "{e}");
-    let e = error(Format::Avro, r#"{"type":"record","name":"R","fields":[{"name":"d","type":{"type":"fixed","name":"D","size":12,"logicalType":"duration"}}]}"#, None);
+    let e = error(
+        Format::Avro,
+        r#"{"type":"record","name":"R","fields":[{"name":"d","type":{"type":"fixed","name":"D","size":12,"logicalType":"duration"}}]}"#,
+        None,
+    );
     assert!(e.contains("field `d`") && e.contains("Duration"), "{e}");
 }
 
@@ -239,9 +237,17 @@ fn protobuf_descriptor_sets_load_with_or_without_a_message_name() {
 
 #[test]
 fn json_schema_refuses_unsupported_constructs_with_the_path() {
-    let e = error(Format::Json, r#"{"type":"object","properties":{"a":{"type":"object","properties":{"b":{"anyOf":[{"type":"string"}]}}}}}"#, None);
+    let e = error(
+        Format::Json,
+        r#"{"type":"object","properties":{"a":{"type":"object","properties":{"b":{"anyOf":[{"type":"string"}]}}}}}"#,
+        None,
+    );
     assert!(e.contains("field `a.b`") && e.contains("`anyOf`"), "{e}");
-    let e = error(Format::Json, r##"{"type":"object","properties":{"a":{"$ref":"#/$defs/A"}},"$defs":{"A":{"type":"object","properties":{"a":{"$ref":"#/$defs/A"}}}}}"##, None);
+    let e = error(
+        Format::Json,
+        r##"{"type":"object","properties":{"a":{"$ref":"#/$defs/A"}},"$defs":{"A":{"type":"object","properties":{"a":{"$ref":"#/$defs/A"}}}}}"##,
+        None,
+    );
     assert!(e.contains("field `a.a`") && e.contains("recursive $ref"), "{e}");
     let e = error(Format::Json, r#"{"type":"object","properties":{"a":{"type":["string","integer"]}}}"#, None);
     assert!(e.contains("field `a`"), "{e}");

@@ -13,13 +13,13 @@ use arrow_array::{BooleanArray, RecordBatch};
 use arrow_select::filter::filter_record_batch;
 use iceberg::table::Table;
 
-use crate::engine::keyed::tombstones::truncate_update;
-use crate::engine::keyed::rank::{Position, Rank};
+use crate::base::error::Result;
 use crate::engine::columns::Columns;
 use crate::engine::commit::append::OffsetAppend;
 use crate::engine::commit::{ChangeSet, Planner};
+use crate::engine::keyed::rank::{Position, Rank};
+use crate::engine::keyed::tombstones::truncate_update;
 use crate::model::config::FailPoint;
-use crate::base::error::Result;
 use crate::model::event::TopicPartition;
 use crate::model::tables::lineage;
 
@@ -34,7 +34,12 @@ pub struct ChangelogAppend {
 }
 
 impl ChangelogAppend {
-    pub fn new(rows: RecordBatch, ranges: BTreeMap<TopicPartition, (i64, i64)>, compression: &str, target_file_size: usize) -> Result<Self> {
+    pub fn new(
+        rows: RecordBatch,
+        ranges: BTreeMap<TopicPartition, (i64, i64)>,
+        compression: &str,
+        target_file_size: usize,
+    ) -> Result<Self> {
         let (rows, duplicates) = once_per_record(&rows)?;
         Ok(Self { append: OffsetAppend::new(rows, ranges, compression, target_file_size, FailPoint::None), duplicates, truncate: None })
     }
@@ -57,7 +62,9 @@ pub fn once_per_record(rows: &RecordBatch) -> Result<(RecordBatch, usize)> {
     let (topics, partitions, offsets) = (columns.strings(lineage::TOPIC)?, columns.i32(lineage::PARTITION)?, columns.i64(lineage::OFFSET)?);
     let mut seen = HashSet::with_capacity(rows.num_rows());
     let keep: BooleanArray = (0..rows.num_rows())
-        .map(|i| Some(seen.insert(Position { offset: offsets.value(i), partition: partitions.value(i), topic: topics.value(i).to_string() })))
+        .map(|i| {
+            Some(seen.insert(Position { offset: offsets.value(i), partition: partitions.value(i), topic: topics.value(i).to_string() }))
+        })
         .collect();
     let kept = filter_record_batch(rows, &keep)?;
     let dropped = rows.num_rows() - kept.num_rows();

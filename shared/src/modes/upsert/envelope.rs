@@ -79,7 +79,14 @@ impl Unwrapper {
             Order::Source(f) => Some(*f),
             _ => None,
         };
-        Self { envelope, source_field, values: Values::new(table, decimals), single_key: (key.len() == 1).then(|| key[0].clone()), allow_truncate: false, csv: csv::CsvColumns::of(table) }
+        Self {
+            envelope,
+            source_field,
+            values: Values::new(table, decimals),
+            single_key: (key.len() == 1).then(|| key[0].clone()),
+            allow_truncate: false,
+            csv: csv::CsvColumns::of(table),
+        }
     }
 
     /// Read Debezium times and timestamps finer than microseconds as the pipeline's
@@ -158,7 +165,11 @@ impl Unwrapper {
     /// A Debezium Avro or Protobuf record (`payload`: its value, the registry frame removed)
     /// read with its writer's envelope. (A null value, the Kafka tombstone after a delete, goes
     /// through [`Self::unwrap`].)
-    pub fn debezium_framed<'a>(&self, envelope: &super::registry_envelopes::WriterEnvelope, payload: &[u8]) -> Result<Unwrapped<'a>, String> {
+    pub fn debezium_framed<'a>(
+        &self,
+        envelope: &super::registry_envelopes::WriterEnvelope,
+        payload: &[u8],
+    ) -> Result<Unwrapped<'a>, String> {
         let (payload, connect) = envelope.payload(payload, self.values.precision)?;
         self.debezium_payload(&payload, Some(connect))
     }
@@ -254,7 +265,9 @@ fn timestamp(text: &str) -> Result<i64, String> {
 /// The fields of `side` in an embedded Debezium schema, by name.
 fn declared(schema: Option<&Value>, side: &str) -> Map<String, Value> {
     let fields = schema.and_then(|s| s.get("fields")).and_then(Value::as_array);
-    let Some(struct_) = fields.and_then(|f| f.iter().find(|f| f.get("field").and_then(Value::as_str) == Some(side))) else { return Map::new() };
+    let Some(struct_) = fields.and_then(|f| f.iter().find(|f| f.get("field").and_then(Value::as_str) == Some(side))) else {
+        return Map::new();
+    };
     let inner = struct_.get("fields").and_then(Value::as_array).cloned().unwrap_or_default();
     inner.into_iter().filter_map(|f| Some((f.get("field")?.as_str()?.to_string(), f))).collect()
 }

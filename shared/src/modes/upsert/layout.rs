@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use iceberg::spec::Operation;
 use iceberg::table::Table;
 
-use crate::engine::commit::{ChangeSet, Planner};
 use crate::base::error::Result;
+use crate::engine::commit::{ChangeSet, Planner};
 use crate::model::sort_order::by_key;
 use crate::model::tables::add_upsert_properties;
 
@@ -25,7 +25,8 @@ impl Planner for KeyedLayout<'_> {
         let metadata = table.metadata();
         let mut wanted = HashMap::new();
         add_upsert_properties(&mut wanted, &self.key.iter().map(String::as_str).collect::<Vec<_>>());
-        let properties: HashMap<String, String> = wanted.into_iter().filter(|(name, _)| !metadata.properties().contains_key(name)).collect();
+        let properties: HashMap<String, String> =
+            wanted.into_iter().filter(|(name, _)| !metadata.properties().contains_key(name)).collect();
         let sort_order = match metadata.default_sort_order().is_unsorted() {
             true => Some(by_key(metadata.current_schema(), self.key)?),
             false => None,

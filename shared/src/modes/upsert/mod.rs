@@ -27,29 +27,29 @@ use iceberg::TableIdent;
 use iceberg::table::Table;
 use serde::Serialize;
 
-use self::envelope::Op;
 use self::changelog::ChangelogAppend;
+use self::envelope::Op;
 use self::envelope::{Unwrapped, Unwrapper};
-use crate::engine::keyed::key_index::KeyIndexCache;
 use self::registry_envelopes::RegistryEnvelopes;
 use self::registry_rows::RegistryRows;
-use crate::engine::keyed::apply::{KeyedApply, KeyedChanges, Truncate};
-use crate::engine::keyed::stats::ApplyStats;
+use crate::base::error::{Error, Result};
+use crate::decode::RecordDecoder;
 use crate::engine::catalog::Catalogs;
 use crate::engine::commit::Watermarks;
+use crate::engine::keyed::apply::{KeyedApply, KeyedChanges, Truncate};
+use crate::engine::keyed::key_index::KeyIndexCache;
+use crate::engine::keyed::stats::ApplyStats;
 use crate::model::config::{Config, FailPoint};
-use crate::modes::dead_letter::{DeadLetterBuilder, Reject};
-use crate::decode::RecordDecoder;
-use crate::base::error::{Error, Result};
 use crate::model::event::{KafkaRecordIn, TopicPartition};
 use crate::model::pipeline::upsert::{Envelope, OPERATION, SOURCE_POSITION, Upsert};
 use crate::model::pipeline::{Pipeline, format_name};
-use crate::modes::recovery::dead_lettered_offsets;
-use crate::model::schema::SourceSchema;
 use crate::model::registry::Registry;
-use crate::modes::sink::{Append, AppendSink, EvolveSchema};
+use crate::model::schema::SourceSchema;
 use crate::model::schema::json_schema::JsonSchema;
 use crate::model::tables::lineage;
+use crate::modes::dead_letter::{DeadLetterBuilder, Reject};
+use crate::modes::recovery::dead_lettered_offsets;
+use crate::modes::sink::{Append, AppendSink, EvolveSchema};
 use crate::modes::writer_plan::Framed;
 
 pub use crate::model::tables::is_written_by_icestream;
@@ -168,11 +168,21 @@ fn delete_schema(data: &ArrowSchema, key: &[String], upsert: &Upsert) -> SchemaR
 
 impl<'p> UpsertDecoder<'p> {
     /// `writers`: a registry pipeline's writers for this batch.
-    pub fn new(pipeline: &'p Pipeline, upsert: &Upsert, data_schema: SchemaRef, rejected_at_us: i64, writers: Option<RegistryWriters>) -> Result<Self> {
-        let decoded = |schema: &ArrowSchema| Arc::new(ArrowSchema::new(schema.fields().iter().filter(|f| !is_written_by_icestream(f.name())).cloned().collect::<Vec<_>>()));
+    pub fn new(
+        pipeline: &'p Pipeline,
+        upsert: &Upsert,
+        data_schema: SchemaRef,
+        rejected_at_us: i64,
+        writers: Option<RegistryWriters>,
+    ) -> Result<Self> {
+        let decoded = |schema: &ArrowSchema| {
+            Arc::new(ArrowSchema::new(schema.fields().iter().filter(|f| !is_written_by_icestream(f.name())).cloned().collect::<Vec<_>>()))
+        };
         let precision = pipeline.timestamp_precision;
         let rows = match &writers {
-            Some(w) => RecordDecoder::with_precision(&w.rows().iter().map(AsRef::as_ref).collect::<Vec<_>>(), decoded(&data_schema), precision)?,
+            Some(w) => {
+                RecordDecoder::with_precision(&w.rows().iter().map(AsRef::as_ref).collect::<Vec<_>>(), decoded(&data_schema), precision)?
+            }
             None => RecordDecoder::with_precision(&[&pipeline.source], decoded(&data_schema), precision)?,
         };
         let delete_schema = delete_schema(&data_schema, &pipeline.key, upsert);
@@ -247,7 +257,15 @@ impl<'p> UpsertDecoder<'p> {
         Ok(())
     }
 
-    fn push_row(&mut self, reader: usize, row: &[u8], op: Op, tp: &TopicPartition, offset: i64, position: Option<i64>) -> std::result::Result<(), String> {
+    fn push_row(
+        &mut self,
+        reader: usize,
+        row: &[u8],
+        op: Op,
+        tp: &TopicPartition,
+        offset: i64,
+        position: Option<i64>,
+    ) -> std::result::Result<(), String> {
         self.rows.append_as(reader, row)?;
         self.row_ops.push(op);
         self.row_lineage.append_sourced(tp, offset, position);
@@ -272,8 +290,10 @@ pub fn changelog_rows(schema: SchemaRef, rows: &RecordBatch, ops: &[Op], deletes
             let codes = ops.iter().map(|op| op.code()).chain(std::iter::repeat_n(Op::Delete.code(), deletes.num_rows()));
             Arc::new(StringArray::from_iter_values(codes))
         } else {
-            let from_rows = rows.column_by_name(field.name()).cloned().unwrap_or_else(|| new_null_array(field.data_type(), rows.num_rows()));
-            let from_deletes = deletes.column_by_name(field.name()).cloned().unwrap_or_else(|| new_null_array(field.data_type(), deletes.num_rows()));
+            let from_rows =
+                rows.column_by_name(field.name()).cloned().unwrap_or_else(|| new_null_array(field.data_type(), rows.num_rows()));
+            let from_deletes =
+                deletes.column_by_name(field.name()).cloned().unwrap_or_else(|| new_null_array(field.data_type(), deletes.num_rows()));
             concat(&[from_rows.as_ref(), from_deletes.as_ref()])?
         };
         columns.push(column);
@@ -326,10 +346,8 @@ pub struct UpsertOutcome {
 
 /// First and last offset per topic-partition, and the oldest Kafka timestamp.
 fn ranges_of(partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>) -> (BTreeMap<TopicPartition, (i64, i64)>, Option<i64>) {
-    let ranges = partitions
-        .iter()
-        .filter_map(|(tp, records)| Some((tp.clone(), (records.first()?.offset, records.last()?.offset))))
-        .collect();
+    let ranges =
+        partitions.iter().filter_map(|(tp, records)| Some((tp.clone(), (records.first()?.offset, records.last()?.offset)))).collect();
     (ranges, partitions.values().flatten().map(|r| r.timestamp_ms).min())
 }
 
@@ -359,8 +377,12 @@ pub async fn load_tables(
     let writers = match tables.registry {
         Some(registry) => {
             let writers = match tables.upsert.envelope {
-                Envelope::Row => RegistryWriters::Rows(RegistryRows::plan(registry, tables.pipeline, partitions, data_table.metadata()).await?),
-                _ => RegistryWriters::Envelopes(RegistryEnvelopes::plan(registry, tables.pipeline, partitions, data_table.metadata()).await?),
+                Envelope::Row => {
+                    RegistryWriters::Rows(RegistryRows::plan(registry, tables.pipeline, partitions, data_table.metadata()).await?)
+                }
+                _ => {
+                    RegistryWriters::Envelopes(RegistryEnvelopes::plan(registry, tables.pipeline, partitions, data_table.metadata()).await?)
+                }
             };
             if evolve && writers.evolves() {
                 // A newer writer's columns land first, in commits of their own (as at start):
@@ -396,7 +418,8 @@ pub async fn ingest(
     deadline: Instant,
 ) -> Result<UpsertOutcome> {
     let dead_letter_table = catalogs.catalog().load_table(tables.dead_letter).await?;
-    let Loaded { data: data_table, changelog: changelog_table, writers } = load_tables(catalogs, &tables, partitions, true, deadline).await?;
+    let Loaded { data: data_table, changelog: changelog_table, writers } =
+        load_tables(catalogs, &tables, partitions, true, deadline).await?;
     let data_marks = Watermarks::from_properties(data_table.metadata().properties());
     let dead_letter_marks = Watermarks::from_properties(dead_letter_table.metadata().properties());
     let mut marks = vec![data_marks.clone()];
@@ -418,7 +441,15 @@ pub async fn ingest(
     // Dead letters first: if we crash before the other commits, the replay finds them.
     let rejects = std::mem::replace(&mut decoder.rejects, DeadLetterBuilder::new(0, "")).finish(tables.dead_letter_schema.clone())?;
     let started = Instant::now();
-    let append = Append { ident: tables.dead_letter, table: Some(dead_letter_table), rows: rejects, ranges: &ranges, oldest_record_ms: oldest_timestamp_ms, writers: vec![], record_times: None };
+    let append = Append {
+        ident: tables.dead_letter,
+        table: Some(dead_letter_table),
+        rows: rejects,
+        ranges: &ranges,
+        oldest_record_ms: oldest_timestamp_ms,
+        writers: vec![],
+        record_times: None,
+    };
     let appended = sink.append(catalogs, config, append, deadline).await?;
     out.commit_ms += started.elapsed().as_millis() as u64;
     out.commit_attempts += appended.commit_attempts;
@@ -450,8 +481,15 @@ pub async fn ingest(
     // The guarded apply runs even with no change left, so the table's watermarks stay
     // contiguous over dead letters and control records.
     let started = Instant::now();
-    let mut planner = KeyedApply::new(KeyedChanges { rows, deletes, truncates }, key, order, &ranges, &config.compression, config.target_file_size_bytes)?
-        .with_key_index(tables.key_index.clone());
+    let mut planner = KeyedApply::new(
+        KeyedChanges { rows, deletes, truncates },
+        key,
+        order,
+        &ranges,
+        &config.compression,
+        config.target_file_size_bytes,
+    )?
+    .with_key_index(tables.key_index.clone());
     let outcome = catalogs.committer.commit_to(data_table, deadline, &mut planner).await?;
     out.commit_ms += started.elapsed().as_millis() as u64;
     out.commit_attempts += outcome.attempts;

@@ -18,17 +18,17 @@ use iceberg::spec::Operation;
 use iceberg::table::Table;
 use serde::Serialize;
 
-use crate::engine::keyed::tombstones::{KeyTombstones, Tombstone, truncate_properties, truncated_at};
-use crate::engine::keyed::keys::KeyCodec;
-use crate::engine::keyed::rank::{Rank, RankColumns};
+use crate::base::error::{Error, Result};
 use crate::engine::catalog::Catalogs;
 use crate::engine::columns::Columns;
 use crate::engine::commit::row_delta::LiveFiles;
 use crate::engine::commit::{ChangeSet, Planner, Watermarks};
-use crate::base::error::{Error, Result};
+use crate::engine::keyed::keys::KeyCodec;
+use crate::engine::keyed::rank::{Rank, RankColumns};
+use crate::engine::keyed::tombstones::{KeyTombstones, Tombstone, truncate_properties, truncated_at};
+use crate::engine::writer::write_data_files;
 use crate::model::pipeline::Pipeline;
 use crate::model::pipeline::upsert::OPERATION;
-use crate::engine::writer::write_data_files;
 
 /// What a rebuild did.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -133,11 +133,18 @@ impl Planner for RebuildKeyed<'_> {
 }
 
 /// Rebuild upsert `pipeline`'s table from its changelog.
-pub async fn rebuild(catalogs: &Catalogs, pipeline: &Pipeline, compression: &str, target_file_size: usize, deadline: Instant) -> Result<RebuildReport> {
+pub async fn rebuild(
+    catalogs: &Catalogs,
+    pipeline: &Pipeline,
+    compression: &str,
+    target_file_size: usize,
+    deadline: Instant,
+) -> Result<RebuildReport> {
     let started = Instant::now();
     let refuse = |why: &str| Error::Config(format!("cdc-rebuild {}: {why}", pipeline.table));
     let upsert = pipeline.upsert.as_ref().ok_or_else(|| refuse("not an upsert pipeline (mode = \"upsert\")"))?;
-    let changelog = upsert.changelog.as_ref().ok_or_else(|| refuse("the pipeline keeps no changelog (changelog = true) to rebuild from"))?;
+    let changelog =
+        upsert.changelog.as_ref().ok_or_else(|| refuse("the pipeline keeps no changelog (changelog = true) to rebuild from"))?;
     let mut planner = RebuildKeyed {
         catalogs,
         changelog: catalogs.ident(&changelog.name),

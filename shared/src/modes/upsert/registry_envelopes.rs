@@ -28,7 +28,11 @@ pub enum WriterEnvelope {
 
 impl WriterEnvelope {
     /// One record's payload as the JSON converter's payload, and the row fields' Connect schemas.
-    pub fn payload(&self, payload: &[u8], precision: crate::model::pipeline::TimestampPrecision) -> std::result::Result<(serde_json::Value, &serde_json::Value), String> {
+    pub fn payload(
+        &self,
+        payload: &[u8],
+        precision: crate::model::pipeline::TimestampPrecision,
+    ) -> std::result::Result<(serde_json::Value, &serde_json::Value), String> {
         match self {
             WriterEnvelope::Avro(e) => Ok((super::envelope::avro::payload_json(&e.writer, payload)?, &e.connect)),
             WriterEnvelope::Protobuf(e) => Ok((super::envelope::protobuf::payload_json(&e.envelope, payload, precision)?, &e.connect)),
@@ -69,11 +73,18 @@ pub(super) fn registry_of(pipeline: &Pipeline) -> Result<RegistrySpec> {
 }
 
 /// What the frame of a record says, or why it says nothing.
-fn frame_of<'a>(spec: &RegistrySpec, format: Format, record: &KafkaRecordIn, value: &'a [u8]) -> std::result::Result<crate::model::registry::Frame<'a>, String> {
+fn frame_of<'a>(
+    spec: &RegistrySpec,
+    format: Format,
+    record: &KafkaRecordIn,
+    value: &'a [u8],
+) -> std::result::Result<crate::model::registry::Frame<'a>, String> {
     if record.value_schema.is_some() {
-        return Err("the event source mapping decoded this record (valueSchemaMetadata): an upsert pipeline reads the registry frame itself; \
+        return Err(
+            "the event source mapping decoded this record (valueSchemaMetadata): an upsert pipeline reads the registry frame itself; \
                     leave the mapping's schema registry configuration off"
-            .into());
+                .into(),
+        );
     }
     spec.frame(value, format).map_err(|e| format!("registry frame: {e}"))
 }
@@ -103,7 +114,14 @@ impl RegistryEnvelopes {
                 ids.push(writer);
             }
         }
-        let mut out = Self { spec, format: pipeline.format, by_id: Vec::new(), rows: Vec::new(), target: (**table.current_schema()).clone(), evolves: false };
+        let mut out = Self {
+            spec,
+            format: pipeline.format,
+            by_id: Vec::new(),
+            rows: Vec::new(),
+            target: (**table.current_schema()).clone(),
+            evolves: false,
+        };
         let mut last = table.last_column_id();
         let declared = pipeline.upsert.as_ref().map(|u| u.declared_row.clone()).unwrap_or_default();
         for (id, message) in ids {
@@ -119,7 +137,9 @@ impl RegistryEnvelopes {
                 let envelope = match (registered.format, pipeline.format) {
                     (Format::Avro, Format::Avro) => WriterEnvelope::Avro(DebeziumAvro::parse(&registered.text)?),
                     (Format::Protobuf, Format::Protobuf) => {
-                        let SourceSchema::Protobuf(compiled) = crate::model::registry::compile(&registered, message.as_ref(), Format::Protobuf)? else {
+                        let SourceSchema::Protobuf(compiled) =
+                            crate::model::registry::compile(&registered, message.as_ref(), Format::Protobuf)?
+                        else {
                             return Err("the registered schema did not compile to a Protobuf message".into());
                         };
                         WriterEnvelope::Protobuf(DebeziumProto::parse(&compiled.message, Some(&out.target), &declared)?)
@@ -151,7 +171,11 @@ impl RegistryEnvelopes {
     }
 
     /// The reader index, envelope and payload of one record's value, or why it is a dead letter.
-    pub fn read<'a>(&self, record: &KafkaRecordIn, value: &'a [u8]) -> std::result::Result<(usize, &WriterEnvelope, Cow<'a, [u8]>), String> {
+    pub fn read<'a>(
+        &self,
+        record: &KafkaRecordIn,
+        value: &'a [u8],
+    ) -> std::result::Result<(usize, &WriterEnvelope, Cow<'a, [u8]>), String> {
         let frame = frame_of(&self.spec, self.format, record, value)?;
         let message = if self.format == Format::Protobuf { frame.message.clone() } else { None };
         match self.by_id.iter().find(|((id, m), _)| *id == frame.writer && *m == message) {

@@ -77,7 +77,9 @@ impl RegistryRows {
                 continue;
             }
             let reader = match registered.format {
-                Format::Avro => apache_avro::Schema::parse_str(&registered.text).map(KeyReader::Avro).map_err(|e| format!("its Avro schema does not parse: {e}")),
+                Format::Avro => apache_avro::Schema::parse_str(&registered.text)
+                    .map(KeyReader::Avro)
+                    .map_err(|e| format!("its Avro schema does not parse: {e}")),
                 Format::Json => Ok(KeyReader::Json),
                 Format::Protobuf => match crate::model::registry::compile(&registered, message.as_ref(), Format::Protobuf) {
                     Ok(SourceSchema::Protobuf(compiled)) => Ok(KeyReader::Protobuf(compiled.message)),
@@ -107,7 +109,10 @@ impl RegistryRows {
                         message_json_of(message, &frame.payload, "Protobuf record key", crate::model::pipeline::TimestampPrecision::Reject)
                     }
                     Some((_, Err(reason))) => Err(format!("schema: {reason}")),
-                    _ => Err(format!("registry: key writer {} (message {:?}) was not looked up (record not in the plan)", frame.writer, frame.message)),
+                    _ => Err(format!(
+                        "registry: key writer {} (message {:?}) was not looked up (record not in the plan)",
+                        frame.writer, frame.message
+                    )),
                 }
             })
         } else {

@@ -17,10 +17,10 @@ use std::time::Instant;
 use iceberg::TableIdent;
 use serde::Serialize;
 
+use crate::base::error::{Error, Result};
 use crate::engine::catalog::Catalogs;
 use crate::engine::commit::Watermarks;
 use crate::engine::commit::gaps::TakenGaps;
-use crate::base::error::{Error, Result};
 use crate::model::event::TopicPartition;
 use crate::model::pipeline::PipelineTables;
 use crate::model::pipeline::upsert::changelog_name;
@@ -212,8 +212,15 @@ pub struct Tables<'a> {
 /// The audit's rules on held offsets, watermarks and replay marks.
 pub fn check(t: &Tables<'_>) -> AuditReport {
     let mut report = AuditReport::default();
-    let mut partitions: Vec<&TopicPartition> =
-        t.data.0.keys().chain(t.dead_letters.0.keys()).chain(t.marks.0.keys()).chain(t.replayed.0.keys()).chain(t.skipped.0.keys()).collect();
+    let mut partitions: Vec<&TopicPartition> = t
+        .data
+        .0
+        .keys()
+        .chain(t.dead_letters.0.keys())
+        .chain(t.marks.0.keys())
+        .chain(t.replayed.0.keys())
+        .chain(t.skipped.0.keys())
+        .collect();
     partitions.sort();
     partitions.dedup();
     let empty = OffsetSet::default();
@@ -248,7 +255,13 @@ pub fn check(t: &Tables<'_>) -> AuditReport {
             } else if in_table + in_dead > 1 {
                 report.duplicate_offsets += 1;
                 if report.duplicates.len() < LISTED_MAX {
-                    report.duplicates.push(Duplicate { topic: tp.topic.clone(), partition: tp.partition, offset, in_table, in_dead_letters: in_dead });
+                    report.duplicates.push(Duplicate {
+                        topic: tp.topic.clone(),
+                        partition: tp.partition,
+                        offset,
+                        in_table,
+                        in_dead_letters: in_dead,
+                    });
                 }
             }
             match mark {
@@ -292,7 +305,10 @@ pub fn check(t: &Tables<'_>) -> AuditReport {
         }
         let unheld: Vec<&i64> = t.replayed.0.get(tp).into_iter().flatten().filter(|o| !data.contains(**o)).collect();
         if let (Some(first), Some(last)) = (unheld.first(), unheld.last()) {
-            report.problems.push(format!("{tp}: {} offset(s) from {first} to {last} are marked replayed but the table does not hold them", unheld.len()));
+            report.problems.push(format!(
+                "{tp}: {} offset(s) from {first} to {last} are marked replayed but the table does not hold them",
+                unheld.len()
+            ));
         }
         report.rows += p.rows;
         report.dead_letters += p.dead_letters;

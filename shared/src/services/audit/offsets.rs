@@ -9,9 +9,9 @@ use iceberg::table::Table;
 
 use iceberg::spec::DataFileFormat;
 
+use crate::base::error::Result;
 use crate::engine::columns::Columns;
 use crate::engine::commit::row_delta::{LiveFiles, deleted_positions, read_live_rows};
-use crate::base::error::Result;
 use crate::model::event::TopicPartition;
 use crate::model::tables::lineage;
 
@@ -108,7 +108,8 @@ impl HeldOffsets {
     /// The offsets of one batch of lineage columns.
     fn add(&mut self, table: &Table, batch: &arrow_array::RecordBatch, source: &str) -> Result<()> {
         let columns = Columns::new(batch, source).with_schema(table.metadata().current_schema());
-        let (topics, partitions, offsets) = (columns.strings(lineage::TOPIC)?, columns.i32(lineage::PARTITION)?, columns.i64(lineage::OFFSET)?);
+        let (topics, partitions, offsets) =
+            (columns.strings(lineage::TOPIC)?, columns.i32(lineage::PARTITION)?, columns.i64(lineage::OFFSET)?);
         // Rows of one file mostly share a partition: look the set up again only on a change.
         let mut current: Option<(&str, i32, &mut OffsetSet)> = None;
         for i in 0..batch.num_rows() {

@@ -59,7 +59,8 @@ fn offsets_the_committer_skipped_fail_the_audit_even_before_the_first_held_offse
 
 #[test]
 fn every_offset_once_up_to_the_watermark_passes() {
-    let r = run(&held(&[(0, &[0, 1, 3]), (1, &[5])]), &held(&[(0, &[2])]), &marks(&[(0, 3), (1, 5)]), &marks(&[(0, 3)]), &Default::default());
+    let r =
+        run(&held(&[(0, &[0, 1, 3]), (1, &[5])]), &held(&[(0, &[2])]), &marks(&[(0, 3), (1, 5)]), &marks(&[(0, 3)]), &Default::default());
     assert_eq!(r.verdict, Verdict::Pass, "{r:?}");
     assert_eq!((r.rows, r.dead_letters, r.duplicate_offsets, r.gap_offsets), (4, 1, 0, 0));
     assert!(r.verdict_line().contains("PASS"));

@@ -7,17 +7,17 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use arrow_schema::SchemaRef;
+use iceberg::TableIdent;
 use iceberg::spec::{DataContentType, DataFile, Literal, Operation, PartitionSpec, PrimitiveLiteral, Struct, Transform};
 use iceberg::table::Table;
-use iceberg::TableIdent;
 use serde::Serialize;
 
 use super::MaintenanceSettings;
+use crate::base::error::{Error, Result};
 use crate::engine::catalog::Catalogs;
 use crate::engine::commit::row_delta::{LiveFiles, read_data_file};
-use crate::engine::commit::{ChangeSet, Planner};
-use crate::base::error::{Error, Result};
 use crate::engine::commit::row_lineage::{FileLineage, read_with_lineage, with_lineage_columns};
+use crate::engine::commit::{ChangeSet, Planner};
 use crate::engine::writer::write_data_files_as;
 
 /// Groups rewritten per commit: small enough that a timeout loses little work, large enough
@@ -224,8 +224,7 @@ impl Planner for CompactCommit {
             // Still valid only if every input is live with exactly the deletes we applied: a
             // delete added since (a CDC commit) would be lost by committing this rewrite.
             let unchanged = group.files.iter().all(|f| {
-                let now: HashSet<&str> =
-                    live.deletes_by_data_file.get(&f.path).into_iter().flatten().map(DataFile::file_path).collect();
+                let now: HashSet<&str> = live.deletes_by_data_file.get(&f.path).into_iter().flatten().map(DataFile::file_path).collect();
                 let then: HashSet<&str> = f.deletes.iter().map(DataFile::file_path).collect();
                 live_data.contains(f.path.as_str())
                     && now == then
@@ -287,7 +286,8 @@ pub async fn compact(
                 });
             }
             let written_schema = if keep_lineage { lineage_schema.0.clone() } else { table.metadata().current_schema().clone() };
-            let outputs = write_data_files_as(&table, written_schema, &batches, &settings.compression, settings.target_file_size_bytes).await?;
+            let outputs =
+                write_data_files_as(&table, written_schema, &batches, &settings.compression, settings.target_file_size_bytes).await?;
             let rows_in = batches.iter().map(|b| b.num_rows() as u64).sum::<u64>();
             let rows_out = outputs.iter().map(|f| f.record_count()).sum::<u64>();
             if rows_in != rows_out {
@@ -304,7 +304,9 @@ pub async fn compact(
         // its margin, takes them then). After a failed commit nothing is deleted, for the same
         // reason.
         let unused: Vec<String> = match &outcome {
-            Ok(o) if !o.unsettled => planner.stale.iter().flat_map(|&i| planner.rewritten[i].1.iter()).map(|f| f.file_path().to_string()).collect(),
+            Ok(o) if !o.unsettled => {
+                planner.stale.iter().flat_map(|&i| planner.rewritten[i].1.iter()).map(|f| f.file_path().to_string()).collect()
+            }
             _ => vec![],
         };
         super::delete_files(&table, &unused, Instant::now() + Duration::from_secs(30)).await;

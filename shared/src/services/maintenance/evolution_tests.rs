@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Decimal128Type, Float64Type, Int32Type, Int64Type};
-use arrow_array::{Array, ArrayRef, Decimal128Array, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray, StructArray};
+use arrow_array::{
+    Array, ArrayRef, Decimal128Array, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray, StructArray,
+};
 use arrow_buffer::NullBuffer;
 use arrow_schema::{DataType, SchemaRef};
 use futures::TryStreamExt;
@@ -14,9 +16,9 @@ use iceberg::spec::{NestedField, Operation, PrimitiveType, Schema, StructType, T
 use iceberg::table::Table;
 
 use super::{MaintenanceRequest, maintain};
-use crate::engine::commit::row_delta::write_position_deletes;
 use crate::engine::commit::ChangeSet;
-use crate::testkit::{FixedChange, LocalTable, TestResult, soon, data_file};
+use crate::engine::commit::row_delta::write_position_deletes;
+use crate::testkit::{FixedChange, LocalTable, TestResult, data_file, soon};
 
 fn primitive(p: PrimitiveType) -> Box<Type> {
     Box::new(Type::Primitive(p))
@@ -204,7 +206,6 @@ async fn one_failing_action_does_not_stop_the_others() -> TestResult {
     assert!(t.expire.is_some() && t.remove_orphans.is_some(), "{t:?}");
     Ok(())
 }
-
 
 /// Files of the current hour written under an older spec (hour(ts)) than the default
 /// (bucket(id), hour(ts)): their hour is at their own spec's position, and compaction leaves

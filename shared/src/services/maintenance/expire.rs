@@ -7,15 +7,15 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
+use iceberg::TableIdent;
 use iceberg::spec::{DataContentType, Operation, SnapshotRef, TableMetadata};
 use iceberg::table::Table;
-use iceberg::TableIdent;
 use serde::Serialize;
 
 use super::MaintenanceSettings;
+use crate::base::error::Result;
 use crate::engine::catalog::Catalogs;
 use crate::engine::commit::{ChangeSet, Planner};
-use crate::base::error::Result;
 
 /// What expiry did (or would do).
 #[derive(Debug, Clone, Default, Serialize)]
@@ -203,10 +203,15 @@ mod tests {
         overwrite.operation = Operation::Overwrite;
         overwrite.removed_files.insert(first.file_path().to_string());
         fixture.catalogs.committer.commit(&ident, deadline, &mut Once(Some(overwrite))).await.unwrap();
-        let mut settings = MaintenanceSettings::from(&crate::Config::from_args(["snapshot_max_age_hours=1", "min_snapshots_to_keep=1"]).unwrap());
+        let mut settings =
+            MaintenanceSettings::from(&crate::Config::from_args(["snapshot_max_age_hours=1", "min_snapshots_to_keep=1"]).unwrap());
         settings.clock = crate::base::clock::Clock::Fixed(std::time::SystemTime::now() + Duration::from_secs(48 * 3600));
         let report = expire(&fixture.catalogs, &ident, &settings, false, deadline).await.unwrap();
-        assert_eq!((report.snapshots_expired, report.gc_disabled, report.data_files_deleted, report.manifests_deleted), (1, true, 0, 0), "{report:?}");
+        assert_eq!(
+            (report.snapshots_expired, report.gc_disabled, report.data_files_deleted, report.manifests_deleted),
+            (1, true, 0, 0),
+            "{report:?}"
+        );
         assert!(table.file_io().exists(first.file_path()).await.unwrap());
     }
 }

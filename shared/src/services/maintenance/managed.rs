@@ -22,7 +22,8 @@ fn desired(settings: &MaintenanceSettings) -> [(TableMaintenanceType, TableMaint
     let target_mb = i32::try_from(settings.target_file_size_bytes / (1024 * 1024))
         .unwrap_or(*S3TABLES_TARGET_MB.end())
         .clamp(*S3TABLES_TARGET_MB.start(), *S3TABLES_TARGET_MB.end());
-    let compaction = TableMaintenanceSettings::IcebergCompaction(IcebergCompactionSettings::builder().target_file_size_mb(target_mb).build());
+    let compaction =
+        TableMaintenanceSettings::IcebergCompaction(IcebergCompactionSettings::builder().target_file_size_mb(target_mb).build());
     let snapshots = TableMaintenanceSettings::IcebergSnapshotManagement(
         IcebergSnapshotManagementSettings::builder()
             .min_snapshots_to_keep(i32::try_from(settings.min_snapshots_to_keep).unwrap_or(i32::MAX))
@@ -30,10 +31,7 @@ fn desired(settings: &MaintenanceSettings) -> [(TableMaintenanceType, TableMaint
             .build(),
     );
     let enabled = |s| TableMaintenanceConfigurationValue::builder().status(MaintenanceStatus::Enabled).settings(s).build();
-    [
-        (TableMaintenanceType::IcebergCompaction, enabled(compaction)),
-        (TableMaintenanceType::IcebergSnapshotManagement, enabled(snapshots)),
-    ]
+    [(TableMaintenanceType::IcebergCompaction, enabled(compaction)), (TableMaintenanceType::IcebergSnapshotManagement, enabled(snapshots))]
 }
 
 /// Write `table`'s managed maintenance settings from the knobs. Idempotent (a put, not a diff).
@@ -74,7 +72,8 @@ mod tests {
 
     #[test]
     fn knobs_map_to_s3tables_settings_within_its_limits() {
-        let config = crate::Config::from_args(["target_file_size_bytes=1048576", "min_snapshots_to_keep=3", "snapshot_max_age_hours=48"]).unwrap();
+        let config =
+            crate::Config::from_args(["target_file_size_bytes=1048576", "min_snapshots_to_keep=3", "snapshot_max_age_hours=48"]).unwrap();
         let [(_, compaction), (_, snapshots)] = desired(&MaintenanceSettings::from(&config));
         let c = compaction.settings().unwrap().as_iceberg_compaction().unwrap();
         assert_eq!(c.target_file_size_mb(), Some(64));

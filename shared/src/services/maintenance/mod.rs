@@ -19,9 +19,9 @@ use iceberg::spec::{DataContentType, ManifestFile, SnapshotRef};
 use iceberg::table::Table;
 use serde::{Deserialize, Serialize};
 
+use crate::base::error::{Error, Result};
 use crate::engine::catalog::Catalogs;
 use crate::model::config::Config;
-use crate::base::error::{Error, Result};
 use crate::services::audit::AuditTarget;
 use crate::services::report::TableReport;
 
@@ -51,8 +51,17 @@ impl Action {
     pub const SAFE_ORDER: [Action; 5] =
         [Action::PurgeTombstones, Action::Compact, Action::RewriteManifests, Action::Expire, Action::RemoveOrphans];
 
-    pub const NAMES: &'static [&'static str] =
-        &["purge-tombstones", "compact", "upgrade", "rewrite-manifests", "expire", "remove-orphans", "replay-dead-letters", "audit", "report"];
+    pub const NAMES: &'static [&'static str] = &[
+        "purge-tombstones",
+        "compact",
+        "upgrade",
+        "rewrite-manifests",
+        "expire",
+        "remove-orphans",
+        "replay-dead-letters",
+        "audit",
+        "report",
+    ];
 
     pub fn parse(name: &str) -> Result<Self> {
         Ok(match name.trim() {
@@ -66,10 +75,7 @@ impl Action {
             "audit" => Action::Audit,
             "report" => Action::Report,
             other => {
-                return Err(Error::Config(format!(
-                    "unknown maintenance action {other:?}: allowed are {}",
-                    Self::NAMES.join(", ")
-                )));
+                return Err(Error::Config(format!("unknown maintenance action {other:?}: allowed are {}", Self::NAMES.join(", "))));
             }
         })
     }
@@ -140,7 +146,10 @@ pub async fn pipeline_tables(config: &mut Config) -> Result<Option<Vec<String>>>
         // A pattern's tables per topic: those of the namespace its template names.
         let catalogs = crate::engine::catalog::Catalogs::connect(config).await?;
         let listed = catalogs.catalog().list_tables(catalogs.ident("t").namespace()).await?;
-        let found = listed.iter().map(|t| t.name().to_string()).filter(|t| templates.iter().any(|template| crate::model::pipeline::template::covers(template, t)));
+        let found = listed
+            .iter()
+            .map(|t| t.name().to_string())
+            .filter(|t| templates.iter().any(|template| crate::model::pipeline::template::covers(template, t)));
         let found: Vec<String> = found.filter(|t| !tables.contains(t)).collect();
         tables.extend(found);
     }
@@ -220,8 +229,8 @@ impl MaintenanceRequest {
             }
             other => other,
         };
-        let input: ScheduleInput = serde_json::from_value(input)
-            .map_err(|e| Error::Event(format!("maintenance input {{action, table, dry_run}}: {e}")))?;
+        let input: ScheduleInput =
+            serde_json::from_value(input).map_err(|e| Error::Event(format!("maintenance input {{action, table, dry_run}}: {e}")))?;
         Self::new(
             &input.action.map(OneOrMany::into_vec).unwrap_or_default(),
             &input.table.map(OneOrMany::into_vec).unwrap_or_default(),
@@ -418,10 +427,16 @@ async fn run_action(
             out.remove_orphans = Some(orphans::remove_orphans(catalogs, &ident, &request.settings, dry_run, deadline).await?);
         }
         Action::ReplayDeadLetters => match ingest.filter(|i| {
-            let of_pattern = i.pipelines().templates.iter().any(|t| t.topic_pattern.is_some() && crate::model::pipeline::template::names(&t.table, name));
+            let of_pattern = i
+                .pipelines()
+                .templates
+                .iter()
+                .any(|t| t.topic_pattern.is_some() && crate::model::pipeline::template::names(&t.table, name));
             of_pattern || i.pipelines().pipelines.iter().any(|p| p.table == name)
         }) {
-            Some(ingest) => out.replay_dead_letters = Some(crate::services::replay::replay(ingest, name, &request.replay, dry_run, deadline).await?),
+            Some(ingest) => {
+                out.replay_dead_letters = Some(crate::services::replay::replay(ingest, name, &request.replay, dry_run, deadline).await?)
+            }
             None => out.skipped.push("replay-dead-letters: no pipeline writes this table".into()),
         },
         Action::Audit => {
@@ -502,10 +517,7 @@ pub(crate) async fn referenced_by<'a>(table: &Table, snapshots: impl IntoIterato
         }
     }
     let reads: Vec<_> = to_load.iter().map(|m| crate::engine::commit::manifest_cache::manifest(table, m)).collect();
-    let loaded: Vec<_> = futures::stream::iter(reads)
-    .buffer_unordered(8)
-    .try_collect()
-    .await?;
+    let loaded: Vec<_> = futures::stream::iter(reads).buffer_unordered(8).try_collect().await?;
     for manifest in loaded {
         for entry in manifest.entries() {
             let file = entry.data_file();
@@ -595,7 +607,8 @@ mod tests {
         assert_eq!(r.actions, vec![Action::ReplayDeadLetters, Action::Audit]);
         assert_eq!(r.replay.reason.as_deref(), Some("avro:"));
         assert!(r.replay.since_us.is_some());
-        let err = MaintenanceRequest::from_event(serde_json::json!({"action": "audit", "since": "soon"}), &config()).unwrap_err().to_string();
+        let err =
+            MaintenanceRequest::from_event(serde_json::json!({"action": "audit", "since": "soon"}), &config()).unwrap_err().to_string();
         assert!(err.contains("since=\"soon\""), "{err}");
     }
 

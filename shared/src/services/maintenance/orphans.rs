@@ -17,8 +17,8 @@ use iceberg::table::Table;
 use serde::Serialize;
 
 use super::MaintenanceSettings;
-use crate::engine::catalog::Catalogs;
 use crate::base::error::{Error, Result};
+use crate::engine::catalog::Catalogs;
 
 /// Orphan paths listed in the report (the counts cover all of them).
 const SAMPLE: usize = 20;
@@ -166,7 +166,10 @@ async fn remove_orphans_with(
     // then was committed before the load, and the load references its files.
     let first = catalogs.catalog().load_table(ident).await?;
     if !crate::engine::confine::gc_enabled(first.metadata()) {
-        return Err(Error::Config(format!("{ident} has {} = false (its files may be another table's): orphan removal refused", crate::engine::confine::GC_ENABLED)));
+        return Err(Error::Config(format!(
+            "{ident} has {} = false (its files may be another table's): orphan removal refused",
+            crate::engine::confine::GC_ENABLED
+        )));
     }
     let location = first.metadata().location().to_string();
     let listed = list_files(&location, settings).await?;
@@ -187,7 +190,8 @@ async fn remove_orphans_with(
     let mut old_orphans = Vec::new();
     // Only the table's own directories: under a location shared with other tables (a
     // namespace directory) their files are listed too, and are not this table's orphans.
-    let (own, not_own): (Vec<ListedFile>, Vec<ListedFile>) = listed.into_iter().partition(|f| crate::engine::confine::deletable(table.metadata(), &f.path).is_ok());
+    let (own, not_own): (Vec<ListedFile>, Vec<ListedFile>) =
+        listed.into_iter().partition(|f| crate::engine::confine::deletable(table.metadata(), &f.path).is_ok());
     report.not_the_tables = not_own.len();
     for file in own.into_iter().filter(|f| !referenced.contains(&normalize(&f.path))) {
         report.orphans_found += 1;
@@ -275,7 +279,10 @@ mod tests {
         let report = remove_orphans_with(&local.catalogs, &local.ident, &settings, false, deadline, committer).await.unwrap();
         assert!(exists(&table, queued.file_path()).await, "a committed file was deleted: {report:?}");
         let now = local.load().await;
-        assert_eq!(now.metadata().current_snapshot().map(|s| s.summary().additional_properties.get("added-data-files").cloned()), Some(Some("1".into())));
+        assert_eq!(
+            now.metadata().current_snapshot().map(|s| s.summary().additional_properties.get("added-data-files").cloned()),
+            Some(Some("1".into()))
+        );
     }
 
     #[tokio::test]

@@ -5,14 +5,14 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use iceberg::TableIdent;
 use iceberg::spec::{ManifestContentType, Operation};
 use iceberg::table::Table;
-use iceberg::TableIdent;
 use serde::Serialize;
 
+use crate::base::error::Result;
 use crate::engine::catalog::Catalogs;
 use crate::engine::commit::{ChangeSet, Planner};
-use crate::base::error::Result;
 
 /// Rewrite only past this many data manifests: a few are cheap to plan over.
 const MAX_DATA_MANIFESTS: usize = 4;
@@ -39,7 +39,8 @@ async fn data_manifests(table: &Table) -> Result<(usize, BTreeMap<i32, u64>)> {
     let data: Vec<_> = manifests.iter().filter(|m| m.content == ManifestContentType::Data).collect();
     let mut live = BTreeMap::new();
     for m in &data {
-        *live.entry(m.partition_spec_id).or_default() += m.added_files_count.unwrap_or(0) as u64 + m.existing_files_count.unwrap_or(0) as u64;
+        *live.entry(m.partition_spec_id).or_default() +=
+            m.added_files_count.unwrap_or(0) as u64 + m.existing_files_count.unwrap_or(0) as u64;
     }
     Ok((data.len(), live))
 }

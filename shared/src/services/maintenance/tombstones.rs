@@ -5,16 +5,16 @@
 
 use std::time::Instant;
 
+use iceberg::TableIdent;
 use iceberg::spec::Operation;
 use iceberg::table::Table;
-use iceberg::TableIdent;
 use serde::Serialize;
 
 use super::MaintenanceSettings;
-use crate::engine::catalog::Catalogs;
-use crate::engine::keyed::tombstones::{KeyTombstones, referenced_file};
-use crate::engine::commit::{ChangeSet, Planner};
 use crate::base::error::Result;
+use crate::engine::catalog::Catalogs;
+use crate::engine::commit::{ChangeSet, Planner};
+use crate::engine::keyed::tombstones::{KeyTombstones, referenced_file};
 
 /// What the purge did (or would do).
 #[derive(Debug, Clone, Default, Serialize)]

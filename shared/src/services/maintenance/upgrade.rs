@@ -13,10 +13,10 @@ use iceberg::spec::{DataFileFormat, FormatVersion, Operation};
 use iceberg::table::Table;
 use serde::Serialize;
 
+use crate::base::error::{Error, Result};
 use crate::engine::catalog::Catalogs;
 use crate::engine::commit::row_delta::LiveFiles;
 use crate::engine::commit::{ChangeSet, Planner};
-use crate::base::error::{Error, Result};
 
 /// What the upgrade did (or would do).
 #[derive(Debug, Clone, Default, Serialize)]
@@ -35,7 +35,12 @@ struct UpgradePlanner {
 async fn refusal(table: &Table, to: FormatVersion) -> Result<Option<String>> {
     let from = table.metadata().format_version();
     if to < from {
-        return Ok(Some(format!("table {} is format version {}: a table is never downgraded to {}", table.identifier(), from as u8, to as u8)));
+        return Ok(Some(format!(
+            "table {} is format version {}: a table is never downgraded to {}",
+            table.identifier(),
+            from as u8,
+            to as u8
+        )));
     }
     let live = LiveFiles::of(table).await?;
     let deletes = live.deletes_by_data_file.values().flatten().chain(&live.unscoped_deletes);

@@ -35,17 +35,17 @@ use serde::Serialize;
 use tracing::Instrument;
 
 use super::validate::Admission;
-use crate::engine::queue::{CommitRequest, Message};
+use crate::base::error::Result;
 use crate::engine::catalog::Catalogs;
 use crate::engine::commit::append::rows_not_held;
 use crate::engine::commit::gaps::{GapReason, TakenGaps};
+use crate::engine::commit::row_delta::read_data_file;
 use crate::engine::commit::staged::remove_staged_manifests;
 use crate::engine::commit::{ChangeSet, Planner, Watermarks};
-use crate::model::config::{Config, FailPoint};
-use crate::base::error::Result;
-use crate::model::event::TopicPartition;
-use crate::engine::commit::row_delta::read_data_file;
+use crate::engine::queue::{CommitRequest, Message};
 use crate::engine::writer::write_data_files;
+use crate::model::config::{Config, FailPoint};
+use crate::model::event::TopicPartition;
 
 /// Snapshot-summary entry: how many commit requests the snapshot holds.
 pub const SUMMARY_REQUESTS: &str = "icestream.commit-requests";
@@ -96,10 +96,11 @@ pub async fn commit_batch(catalogs: &Catalogs, config: &Config, messages: &[Mess
     let mut by_table: BTreeMap<(String, String), Vec<Pending>> = BTreeMap::new();
     for message in messages {
         match CommitRequest::parse(&message.body) {
-            Ok(request) => by_table
-                .entry((request.namespace.clone(), request.table.clone()))
-                .or_default()
-                .push(Pending { id: message.id.clone(), receive_count: message.receive_count, request }),
+            Ok(request) => by_table.entry((request.namespace.clone(), request.table.clone())).or_default().push(Pending {
+                id: message.id.clone(),
+                receive_count: message.receive_count,
+                request,
+            }),
             Err(e) => {
                 tracing::error!(message_id = %message.id, error = %e, "unusable commit request");
                 report.batch_item_failures.push(message.id.clone());
@@ -355,7 +356,14 @@ struct Decision {
 /// deliveries takes its gaps, recorded as open, unless another request of the batch (waiting,
 /// or failing: its offsets are not known to be absent) starts lower on a partition it would
 /// skip: that one goes first, or nothing does.
-fn decide(pending: &[Pending], unreadable: &HashSet<usize>, table_marks: &Watermarks, table_gaps: &TakenGaps, patience: u32, now_ms: i64) -> Decision {
+fn decide(
+    pending: &[Pending],
+    unreadable: &HashSet<usize>,
+    table_marks: &Watermarks,
+    table_gaps: &TakenGaps,
+    patience: u32,
+    now_ms: i64,
+) -> Decision {
     let mut marks = table_marks.clone();
     let mut gaps = table_gaps.clone();
     let mut fates: Vec<Option<Fate>> = (0..pending.len()).map(|i| unreadable.contains(&i).then_some(Fate::Fail)).collect();
@@ -410,7 +418,13 @@ fn decide(pending: &[Pending], unreadable: &HashSet<usize>, table_marks: &Waterm
         // Stuck on gaps: a request that has waited long enough takes its gaps, unless another
         // request not taken starts below it on a partition it would skip.
         let skipped = |i: usize| -> Vec<(TopicPartition, i64)> {
-            pending[i].request.ranges_by_partition().into_iter().filter(|(tp, (first, _))| *first > next(&marks, tp)).map(|(tp, (first, _))| (tp, first)).collect()
+            pending[i]
+                .request
+                .ranges_by_partition()
+                .into_iter()
+                .filter(|(tp, (first, _))| *first > next(&marks, tp))
+                .map(|(tp, (first, _))| (tp, first))
+                .collect()
         };
         let blocked = |i: usize| {
             skipped(i).iter().any(|(tp, first)| {
@@ -481,7 +495,8 @@ mod tests {
     use crate::engine::queue::{OffsetRange, REQUEST_VERSION};
 
     fn pending(id: &str, receive_count: u32, ranges: &[(i32, i64, i64)]) -> Pending {
-        let ranges = ranges.iter().map(|(p, first, last)| OffsetRange { topic: "t".into(), partition: *p, first: *first, last: *last }).collect();
+        let ranges =
+            ranges.iter().map(|(p, first, last)| OffsetRange { topic: "t".into(), partition: *p, first: *first, last: *last }).collect();
         let request = CommitRequest {
             version: REQUEST_VERSION,
             namespace: "n".into(),
@@ -541,7 +556,14 @@ mod tests {
         let Decision { fates, .. } = decide(&[pending("b", 1, &[(0, 100, 199)])], &HashSet::new(), &none, &TakenGaps::default(), 3, 0);
         assert_eq!(fates, [Fate::Defer]);
         // Both in one batch, later first: both committed, nothing dropped.
-        let Decision { fates, covers, .. } = decide(&[pending("b", 1, &[(0, 100, 199)]), pending("a", 1, &[(0, 0, 99)])], &HashSet::new(), &none, &TakenGaps::default(), 3, 0);
+        let Decision { fates, covers, .. } = decide(
+            &[pending("b", 1, &[(0, 100, 199)]), pending("a", 1, &[(0, 0, 99)])],
+            &HashSet::new(),
+            &none,
+            &TakenGaps::default(),
+            3,
+            0,
+        );
         assert_eq!(fates, [Fate::Commit { trimmed: false }; 2]);
         assert_eq!(covers, marks(&[(0, 199)]));
         // A partition whose log starts past 0: taken once patience runs out, lowest first.
@@ -555,13 +577,21 @@ mod tests {
     fn a_gap_is_filled_by_a_later_delivered_request_or_taken_after_patience() {
         let table = marks(&[(0, 99)]);
         // Delivered out of order in one batch: both are taken, in offset order.
-        let Decision { fates, covers, .. } = decide(&[pending("b", 1, &[(0, 200, 299)]), pending("a", 1, &[(0, 100, 199)])], &HashSet::new(), &table, &TakenGaps::default(), 3, 0);
+        let Decision { fates, covers, .. } = decide(
+            &[pending("b", 1, &[(0, 200, 299)]), pending("a", 1, &[(0, 100, 199)])],
+            &HashSet::new(),
+            &table,
+            &TakenGaps::default(),
+            3,
+            0,
+        );
         assert_eq!(fates, [Fate::Commit { trimmed: false }; 2]);
         assert_eq!(covers, marks(&[(0, 299)]));
         // Alone, it waits until its third delivery.
         let Decision { fates, .. } = decide(&[pending("b", 2, &[(0, 200, 299)])], &HashSet::new(), &table, &TakenGaps::default(), 3, 0);
         assert_eq!(fates, [Fate::Defer]);
-        let Decision { fates, covers, .. } = decide(&[pending("b", 3, &[(0, 200, 299)])], &HashSet::new(), &table, &TakenGaps::default(), 3, 0);
+        let Decision { fates, covers, .. } =
+            decide(&[pending("b", 3, &[(0, 200, 299)])], &HashSet::new(), &table, &TakenGaps::default(), 3, 0);
         assert_eq!(fates, [Fate::Commit { trimmed: false }]);
         assert_eq!(covers, marks(&[(0, 299)]));
     }
@@ -614,7 +644,14 @@ mod tests {
         assert!(d.trims[0].gaps.contains(&tp(0), 0) && d.trims[0].gaps.contains(&tp(0), 330));
         assert_eq!((d.gap_offsets_filled, d.gaps.is_empty() || d.gaps.0[&tp(0)].is_empty()), (331, true));
         // Filled: the same request delivered again is a replay.
-        let d = decide(&[pending("a", 3, &[(0, 0, 330)])], &unreadable, &table, &TakenGaps::from_properties(&d.gaps.property_updates(&gaps, 0)), 3, 0);
+        let d = decide(
+            &[pending("a", 3, &[(0, 0, 330)])],
+            &unreadable,
+            &table,
+            &TakenGaps::from_properties(&d.gaps.property_updates(&gaps, 0)),
+            3,
+            0,
+        );
         assert_eq!(d.fates, [Fate::Drop]);
         // A re-cut copy reaching into committed offsets keeps only the gap's part.
         let d = decide(&[pending("a2", 1, &[(0, 200, 400)])], &unreadable, &table, &gaps, 3, 0);

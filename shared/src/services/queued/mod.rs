@@ -6,10 +6,10 @@
 pub mod batch;
 pub mod validate;
 
-use crate::engine::queue::sqs;
-use crate::engine::queue::Message;
 #[cfg(doc)]
 use crate::engine::queue::CommitRequest;
+use crate::engine::queue::Message;
+use crate::engine::queue::sqs;
 
 /// After a batch: make the deferred requests visible again after `commit_gap_retry_s` instead
 /// of the queue's visibility timeout (a failure to do so only delays them).

@@ -31,12 +31,12 @@ use iceberg::spec::{DataContentType, DataFile};
 use iceberg::table::Table;
 use parquet::arrow::ParquetRecordBatchStreamBuilder;
 
-use crate::engine::queue::CommitRequest;
+use crate::base::error::{Error, Result};
 use crate::engine::columns::Columns;
 use crate::engine::commit::staged::{read_staged_manifest, staged_manifest_name};
-use crate::model::config::Config;
 use crate::engine::confine;
-use crate::base::error::{Error, Result};
+use crate::engine::queue::CommitRequest;
+use crate::model::config::Config;
 use crate::model::event::TopicPartition;
 use crate::model::tables::lineage;
 
@@ -75,15 +75,15 @@ impl Admission {
         }
         let data_dir = confine::data_dir(table.metadata()).map_err(refused)?;
         if let Some(file) = files.iter().find(|f| f.content_type() != DataContentType::Data || !confine::within(&data_dir, f.file_path())) {
-            return Err(refused(format!("{path} lists {}, which is not a data file under the table's data directory {data_dir}", file.file_path())));
+            return Err(refused(format!(
+                "{path} lists {}, which is not a data file under the table's data directory {data_dir}",
+                file.file_path()
+            )));
         }
         let ranges = request.ranges_by_partition();
         // The futures made first: a lazily mapped stream would not be `Send` for every lifetime.
         let reads: Vec<_> = files.iter().map(|f| row_outside(table, f, &ranges)).collect();
-        let outside: Vec<Option<String>> = futures::stream::iter(reads)
-            .buffered(CONCURRENT_LINEAGE_READS)
-            .try_collect()
-            .await?;
+        let outside: Vec<Option<String>> = futures::stream::iter(reads).buffered(CONCURRENT_LINEAGE_READS).try_collect().await?;
         if let Some(why) = outside.into_iter().flatten().next() {
             return Err(refused(why));
         }
@@ -164,7 +164,9 @@ async fn row_outside(table: &Table, file: &DataFile, ranges: &BTreeMap<TopicPart
             let offset = offsets.value(i);
             match ranges.get(&tp) {
                 Some((first, last)) if (*first..=*last).contains(&offset) => {}
-                Some((first, last)) => return Ok(Some(format!("{path} holds offset {offset} of {tp}, outside the request's range {first}..={last}"))),
+                Some((first, last)) => {
+                    return Ok(Some(format!("{path} holds offset {offset} of {tp}, outside the request's range {first}..={last}")));
+                }
                 None => return Ok(Some(format!("{path} holds offset {offset} of {tp}, a topic-partition the request has no range for"))),
             }
         }
@@ -199,7 +201,9 @@ pub async fn configured_tables(config: &Config) -> Result<Arc<BTreeSet<String>>>
 /// dead-letter table) a table-per-topic template among them names.
 fn is_configured(tables: &BTreeSet<String>, namespace: &str, table: &str) -> bool {
     use crate::model::pipeline::template;
-    let of_template = |t: &String| t.rsplit_once('.').is_some_and(|(ns, name)| ns == namespace && template::is_template(name) && template::covers(name, table));
+    let of_template = |t: &String| {
+        t.rsplit_once('.').is_some_and(|(ns, name)| ns == namespace && template::is_template(name) && template::covers(name, table))
+    };
     tables.contains(&format!("{namespace}.{table}")) || tables.iter().any(of_template)
 }
 

@@ -10,12 +10,12 @@ use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
 use iceberg::spec::{DataFile, NestedField, PrimitiveType, Schema, Type, UnboundPartitionSpec};
 use iceberg::table::Table;
 
-use super::is_configured;
 use super::super::batch::{BatchReport, commit_batch};
-use crate::engine::queue::{CommitRequest, Message, OffsetRange, REQUEST_VERSION};
+use super::is_configured;
 use crate::engine::catalog::Catalogs;
 use crate::engine::commit::Watermarks;
 use crate::engine::commit::staged::write_staged_manifest;
+use crate::engine::queue::{CommitRequest, Message, OffsetRange, REQUEST_VERSION};
 use crate::model::config::Config;
 use crate::model::event::TopicPartition;
 use crate::model::tables::{TableDef, lineage};
@@ -43,7 +43,14 @@ impl Fixture {
                 ])
                 .build()
                 .unwrap();
-            let def = TableDef { name: name.into(), schema, partition_spec: UnboundPartitionSpec::builder().build(), properties: Default::default(), sort_order: None, format_version: None };
+            let def = TableDef {
+                name: name.into(),
+                schema,
+                partition_spec: UnboundPartitionSpec::builder().build(),
+                properties: Default::default(),
+                sort_order: None,
+                format_version: None,
+            };
             catalogs.ensure_table(&def).await.unwrap();
         }
         Self { _dir: dir, config, catalogs }
@@ -58,8 +65,11 @@ impl Fixture {
         let table = self.table(table).await;
         let schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema()).unwrap());
         let n = offsets.clone().count();
-        let columns: Vec<ArrayRef> =
-            vec![Arc::new(StringArray::from(vec![TOPIC; n])), Arc::new(Int32Array::from(vec![0; n])), Arc::new(Int64Array::from_iter_values(offsets))];
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(vec![TOPIC; n])),
+            Arc::new(Int32Array::from(vec![0; n])),
+            Arc::new(Int64Array::from_iter_values(offsets)),
+        ];
         crate::engine::writer::write_data_files(&table, &[RecordBatch::try_new(schema, columns).unwrap()], "zstd", 1 << 30).await.unwrap()
     }
 
@@ -91,7 +101,8 @@ impl Fixture {
     }
 
     async fn watermark(&self) -> Option<i64> {
-        Watermarks::from_properties(self.table("t").await.metadata().properties()).get(&TopicPartition { topic: TOPIC.into(), partition: 0 })
+        Watermarks::from_properties(self.table("t").await.metadata().properties())
+            .get(&TopicPartition { topic: TOPIC.into(), partition: 0 })
     }
 
     async fn rows(&self) -> u64 {
@@ -125,7 +136,10 @@ async fn forged_and_replayed_requests_are_refused_and_real_ones_commit() {
     // A committed request replayed with a made-up range (its manifest is gone).
     let replayed = CommitRequest { ranges: vec![OffsetRange { topic: TOPIC.into(), partition: 0, first: 100, last: 250 }], ..r1.clone() };
     // The pending request's manifest claimed for a made-up range reaching far ahead.
-    let far = CommitRequest { ranges: vec![OffsetRange { topic: TOPIC.into(), partition: 0, first: 100, last: 9_000_000_000_000_000_000 }], ..r2.clone() };
+    let far = CommitRequest {
+        ranges: vec![OffsetRange { topic: TOPIC.into(), partition: 0, first: 100, last: 9_000_000_000_000_000_000 }],
+        ..r2.clone()
+    };
     // No manifest, a range to 9e18 (only watermarks would move).
     let null = CommitRequest {
         manifest: None,
@@ -144,7 +158,15 @@ async fn forged_and_replayed_requests_are_refused_and_real_ones_commit() {
     let uncovered = f.stage("t", (100, 199), &stale).await;
     // A table the committer's configuration does not write.
     let other = f.stage("u", (0, 99), &f.files("u", 0..=99).await).await;
-    let batch = [("a-replayed", &replayed), ("b-far", &far), ("c-null", &null), ("d-outside", &outside), ("e-uncovered", &uncovered), ("f-other", &other), ("r2", &r2)];
+    let batch = [
+        ("a-replayed", &replayed),
+        ("b-far", &far),
+        ("c-null", &null),
+        ("d-outside", &outside),
+        ("e-uncovered", &uncovered),
+        ("f-other", &other),
+        ("r2", &r2),
+    ];
     let report = f.commit(&batch).await;
     assert_eq!(failed(&report), ["a-replayed", "b-far", "c-null", "d-outside", "e-uncovered", "f-other"], "{report:?}");
     let t = report.tables.iter().find(|t| t.table.ends_with(".t")).unwrap();
@@ -181,7 +203,13 @@ async fn a_refusal_names_the_rule_broken() {
     let cases = [
         (CommitRequest { records: 11, ..real.clone() }, "was not staged for this request"),
         (CommitRequest { manifest: Some(format!("{}/staged/../../u/staged/x.avro", table.metadata().location())), ..real.clone() }, "`..`"),
-        (CommitRequest { manifest: Some(format!("{}/other/{}.avro", table.metadata().location(), uuid::Uuid::new_v4())), ..real.clone() }, "not a staged manifest"),
+        (
+            CommitRequest {
+                manifest: Some(format!("{}/other/{}.avro", table.metadata().location(), uuid::Uuid::new_v4())),
+                ..real.clone()
+            },
+            "not a staged manifest",
+        ),
         (f.stage("t", (0, 9), &elsewhere).await, "not a data file under the table's data directory"),
         (f.stage("t", (5, 9), &files).await, "outside the request's range 5..=9"),
         (CommitRequest { table: "u".into(), ..real.clone() }, "not a table this committer's configuration writes"),
@@ -195,7 +223,9 @@ async fn a_refusal_names_the_rule_broken() {
 #[test]
 fn a_template_covers_its_tables_and_their_dead_letters_only() {
     let tables: BTreeSet<String> = ["bigdata.orders".to_string(), "bigdata.raw_{topic}".into()].into_iter().collect();
-    for (table, ok) in [("orders", true), ("raw_shop_a", true), ("raw_shop_a_dead_letter", true), ("raw_", false), ("other", false), ("raw_Shop", false)] {
+    for (table, ok) in
+        [("orders", true), ("raw_shop_a", true), ("raw_shop_a_dead_letter", true), ("raw_", false), ("other", false), ("raw_Shop", false)]
+    {
         assert_eq!(is_configured(&tables, "bigdata", table), ok, "{table}");
     }
     assert!(!is_configured(&tables, "other", "raw_shop_a"), "another namespace");

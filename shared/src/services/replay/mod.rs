@@ -24,30 +24,30 @@ use std::time::Instant;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type};
 use arrow_array::{Array, BooleanArray, RecordBatch};
+use arrow_schema::Schema as ArrowSchema;
 use arrow_select::filter::filter_record_batch;
 use futures::TryStreamExt;
 use iceberg::expr::Reference;
-use arrow_schema::Schema as ArrowSchema;
 use iceberg::spec::{DataFile, Datum, SchemaRef};
 use iceberg::table::Table;
 use serde::Serialize;
 
-use crate::engine::keyed::tombstones::truncate_update;
-use crate::engine::keyed::rank::Rank;
+use crate::base::error::{Error, Result};
+use crate::decode::RecordDecoder;
 use crate::engine::columns::Columns;
 use crate::engine::commit::append::target_schema;
-use crate::model::tables::kafka::{self, KafkaColumns};
 use crate::engine::commit::gaps::TakenGaps;
 use crate::engine::commit::{ChangeSet, Planner, Watermarks};
-use crate::decode::RecordDecoder;
-use crate::base::error::{Error, Result};
-use crate::model::event::{Headers, KafkaRecordIn, TimestampType, TopicPartition};
-use crate::services::ingest::{IngestPipeline, Marks, decode_partitions};
+use crate::engine::keyed::rank::Rank;
+use crate::engine::keyed::tombstones::truncate_update;
 use crate::engine::project::project_batch;
-use crate::model::schema::SourceSchema;
-use crate::model::tables::{dead_letter as col, lineage};
 use crate::engine::writer::write_data_files_as;
+use crate::model::event::{Headers, KafkaRecordIn, TimestampType, TopicPartition};
+use crate::model::schema::SourceSchema;
+use crate::model::tables::kafka::{self, KafkaColumns};
+use crate::model::tables::{dead_letter as col, lineage};
 use crate::modes::writer_plan::WriterPlan;
+use crate::services::ingest::{IngestPipeline, Marks, decode_partitions};
 use marks::ReplayedOffsets;
 
 /// Which dead letters to replay.
@@ -111,7 +111,13 @@ pub struct ReplayReport {
 }
 
 /// Replay the dead letters of `table` (a pipeline table of `pipeline`) that match `filter`.
-pub async fn replay(pipeline: &IngestPipeline, table: &str, filter: &ReplayFilter, dry_run: bool, deadline: Instant) -> Result<ReplayReport> {
+pub async fn replay(
+    pipeline: &IngestPipeline,
+    table: &str,
+    filter: &ReplayFilter,
+    dry_run: bool,
+    deadline: Instant,
+) -> Result<ReplayReport> {
     let started = Instant::now();
     let made = match pipeline.pipeline_of(table) {
         Some(_) => None,
@@ -186,7 +192,8 @@ pub(crate) async fn decode_again(
 ) -> Result<Decoded> {
     let plan = WriterPlan::new(spec, tables.registry.as_ref(), partitions.values().flatten(), data.metadata()).await?;
     let data_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(&plan.target)?);
-    let decoded_fields: Vec<_> = data_schema.fields().iter().filter(|f| !crate::model::tables::is_written_by_icestream(f.name())).cloned().collect();
+    let decoded_fields: Vec<_> =
+        data_schema.fields().iter().filter(|f| !crate::model::tables::is_written_by_icestream(f.name())).cloned().collect();
     let writers: Vec<&SourceSchema> = plan.writers.iter().map(|w| w.as_ref()).collect();
     let decoder = RecordDecoder::with_precision(&writers, Arc::new(ArrowSchema::new(decoded_fields)), spec.timestamp_precision)?;
     let nothing_held = (Watermarks::default(), Default::default());
@@ -231,8 +238,11 @@ async fn read_dead_letters(table: &Table, filter: &ReplayFilter) -> Result<Vec<(
     // The record's headers and timestamp, where the table keeps them (the metadata columns of
     // a replayed row are the record's, as ingest would have written them).
     let current = table.metadata().current_schema();
-    let kept: Vec<&str> = [col::HEADERS, kafka::TIMESTAMP, kafka::TIMESTAMP_TYPE].into_iter().filter(|n| current.field_by_name(n).is_some()).collect();
-    let selected = [lineage::TOPIC, lineage::PARTITION, lineage::OFFSET, col::RAW_KEY, col::RAW_VALUE, col::ERROR, col::REJECTED_AT].into_iter().chain(kept.iter().copied());
+    let kept: Vec<&str> =
+        [col::HEADERS, kafka::TIMESTAMP, kafka::TIMESTAMP_TYPE].into_iter().filter(|n| current.field_by_name(n).is_some()).collect();
+    let selected = [lineage::TOPIC, lineage::PARTITION, lineage::OFFSET, col::RAW_KEY, col::RAW_VALUE, col::ERROR, col::REJECTED_AT]
+        .into_iter()
+        .chain(kept.iter().copied());
     let mut scan = table.scan().select(selected);
     if let Some(since) = filter.since_us {
         scan = scan.with_filter(Reference::new(col::REJECTED_AT).greater_than_or_equal_to(Datum::timestamptz_micros(since)));
@@ -241,7 +251,8 @@ async fn read_dead_letters(table: &Table, filter: &ReplayFilter) -> Result<Vec<(
     let source = format!("{} scan", table.identifier());
     while let Some(batch) = stream.try_next().await? {
         let columns = Columns::new(&batch, &source).with_schema(table.metadata().current_schema());
-        let (topics, partitions, offsets) = (columns.strings(lineage::TOPIC)?, columns.i32(lineage::PARTITION)?, columns.i64(lineage::OFFSET)?);
+        let (topics, partitions, offsets) =
+            (columns.strings(lineage::TOPIC)?, columns.i32(lineage::PARTITION)?, columns.i64(lineage::OFFSET)?);
         let (errors, rejected_at) = (columns.strings(col::ERROR)?, columns.timestamp_micros(col::REJECTED_AT)?);
         let binary = |name| -> Result<arrow_array::LargeBinaryArray> {
             let array = columns.as_type(name, &arrow_schema::DataType::LargeBinary)?;
@@ -251,7 +262,9 @@ async fn read_dead_letters(table: &Table, filter: &ReplayFilter) -> Result<Vec<(
         let meta = DeadLetterMeta::read(&columns, &kept)?;
         for i in 0..batch.num_rows() {
             // The scan filters by file statistics; check rows exactly.
-            if filter.since_us.is_some_and(|s| rejected_at.value(i) < s) || filter.reason.as_deref().is_some_and(|r| !errors.value(i).contains(r)) {
+            if filter.since_us.is_some_and(|s| rejected_at.value(i) < s)
+                || filter.reason.as_deref().is_some_and(|r| !errors.value(i).contains(r))
+            {
                 continue;
             }
             let bytes = |a: &arrow_array::LargeBinaryArray| (!a.is_null(i)).then(|| bytes::Bytes::copy_from_slice(a.value(i)));
@@ -282,12 +295,17 @@ struct DeadLetterMeta {
 impl DeadLetterMeta {
     fn read(columns: &Columns<'_>, kept: &[&str]) -> Result<Self> {
         let has = |name: &str| kept.contains(&name);
-        let cast = |name: &str, to: &arrow_schema::DataType| -> Result<arrow_array::ArrayRef> { Ok(arrow_cast::cast(columns.array(name)?, to)?) };
+        let cast =
+            |name: &str, to: &arrow_schema::DataType| -> Result<arrow_array::ArrayRef> { Ok(arrow_cast::cast(columns.array(name)?, to)?) };
         let micros = arrow_schema::DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, None);
         Ok(Self {
             headers: if has(col::HEADERS) { columns.array(col::HEADERS)?.as_map_opt().cloned() } else { None },
             timestamps: if has(kafka::TIMESTAMP) { Some(cast(kafka::TIMESTAMP, &micros)?.as_primitive().clone()) } else { None },
-            types: if has(kafka::TIMESTAMP_TYPE) { Some(cast(kafka::TIMESTAMP_TYPE, &arrow_schema::DataType::Utf8)?.as_string::<i32>().clone()) } else { None },
+            types: if has(kafka::TIMESTAMP_TYPE) {
+                Some(cast(kafka::TIMESTAMP_TYPE, &arrow_schema::DataType::Utf8)?.as_string::<i32>().clone())
+            } else {
+                None
+            },
         })
     }
 
@@ -295,7 +313,9 @@ impl DeadLetterMeta {
     /// before `kafka_columns`) is "no timestamp", a null `kafka_timestamp`.
     fn timestamp(&self, i: usize) -> (i64, Option<TimestampType>) {
         match self.timestamps.as_ref().filter(|t| t.is_valid(i)) {
-            Some(t) => (t.value(i).div_euclid(1000), self.types.as_ref().filter(|t| t.is_valid(i)).and_then(|t| TimestampType::parse(t.value(i)))),
+            Some(t) => {
+                (t.value(i).div_euclid(1000), self.types.as_ref().filter(|t| t.is_valid(i)).and_then(|t| TimestampType::parse(t.value(i))))
+            }
             None => (-1, Some(TimestampType::NoTimestampType)),
         }
     }
@@ -389,7 +409,8 @@ impl Planner for ReplayAppend {
 
 /// The rows whose offsets `marked` does not name yet, and those offsets.
 fn unmarked_rows(rows: &RecordBatch, marked: &ReplayedOffsets) -> Result<(RecordBatch, ReplayedOffsets)> {
-    let column = |name: &str| rows.column_by_name(name).ok_or_else(|| Error::Invariant(format!("replayed rows have no lineage column {name}")));
+    let column =
+        |name: &str| rows.column_by_name(name).ok_or_else(|| Error::Invariant(format!("replayed rows have no lineage column {name}")));
     let topics = column(lineage::TOPIC)?.as_string::<i32>();
     let partitions = column(lineage::PARTITION)?.as_primitive::<Int32Type>();
     let offsets = column(lineage::OFFSET)?.as_primitive::<Int64Type>();

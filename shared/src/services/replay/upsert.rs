@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::{ReplayAppend, ReplayReport, count_still_failing};
-use crate::engine::keyed::apply::{KeyedApply, KeyedChanges, Truncate};
-use crate::modes::upsert::{Loaded, UpsertTables, changelog_rows, decoder_for, load_tables};
-use crate::modes::dead_letter::DeadLetterBuilder;
 use crate::base::error::Result;
+use crate::engine::keyed::apply::{KeyedApply, KeyedChanges, Truncate};
 use crate::model::event::{KafkaRecordIn, TopicPartition};
+use crate::modes::dead_letter::DeadLetterBuilder;
+use crate::modes::upsert::{Loaded, UpsertTables, changelog_rows, decoder_for, load_tables};
 use crate::services::ingest::IngestPipeline;
 
 /// Replay `partitions` (dead letters not marked yet, at or below the watermarks) into an upsert
@@ -51,9 +51,10 @@ pub(super) async fn replay(
     }
     let changes_in = KeyedChanges { rows, deletes, truncates };
     let order = tables.upsert.order_column();
-    let mut planner = KeyedApply::new(changes_in, &tables.pipeline.key, order, &BTreeMap::new(), &config.compression, config.target_file_size_bytes)?
-        .with_key_index(tables.key_index.clone())
-        .replay();
+    let mut planner =
+        KeyedApply::new(changes_in, &tables.pipeline.key, order, &BTreeMap::new(), &config.compression, config.target_file_size_bytes)?
+            .with_key_index(tables.key_index.clone())
+            .replay();
     let outcome = catalogs.committer.commit_to(data, deadline, &mut planner).await?;
     (report.replayed, report.stale) = match outcome.committed {
         true => (changes - planner.stats.skipped_replay, planner.stats.stale),

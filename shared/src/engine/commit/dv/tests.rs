@@ -74,7 +74,10 @@ async fn the_puffin_file_holds_the_blob_its_manifest_entry_points_at() -> TestRe
     assert_eq!(blobs.len(), 1);
     let meta = &blobs[0];
     assert_eq!(meta.blob_type(), DELETION_VECTOR_V1);
-    assert_eq!((meta.offset() as i64, meta.length() as i64), (dv.content_offset().ok_or("offset")?, dv.content_size_in_bytes().ok_or("size")?));
+    assert_eq!(
+        (meta.offset() as i64, meta.length() as i64),
+        (dv.content_offset().ok_or("offset")?, dv.content_size_in_bytes().ok_or("size")?)
+    );
     assert_eq!(meta.properties().get(REFERENCED_DATA_FILE).map(String::as_str), Some(target.file_path()));
     assert_eq!(meta.properties().get(CARDINALITY).map(String::as_str), Some("4"));
     assert_eq!((meta.snapshot_id(), meta.sequence_number()), (-1, -1));

@@ -2,7 +2,10 @@
 //! partition type holds them: a manifest names one spec, and a file written before another
 //! engine evolved the spec (or promoted a partition source column) keeps its own.
 
-use iceberg::spec::{DataFile, DataFileBuilder, Literal, NestedFieldRef, PartitionSpecRef, PrimitiveLiteral, PrimitiveType, Struct, StructType, TableMetadata};
+use iceberg::spec::{
+    DataFile, DataFileBuilder, Literal, NestedFieldRef, PartitionSpecRef, PrimitiveLiteral, PrimitiveType, Struct, StructType,
+    TableMetadata,
+};
 
 use crate::base::error::{Error, Result};
 
@@ -30,10 +33,7 @@ pub fn spec_of<'a>(file: &DataFile, metadata: &'a TableMetadata) -> Result<&'a P
     if fits(default) {
         return Ok(default);
     }
-    Err(Error::Invariant(format!(
-        "{} has {arity} partition value(s): no partition spec of the table fits it",
-        file.file_path()
-    )))
+    Err(Error::Invariant(format!("{} has {arity} partition value(s): no partition spec of the table fits it", file.file_path())))
 }
 
 /// `file` with its partition values as `partition_type` (of spec `spec_id`) holds them: a value

@@ -6,9 +6,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use iceberg::spec::{
-    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, FormatVersion, Literal, Manifest,
-    ManifestContentType, ManifestFile, NestedField, PrimitiveType, Schema, SortOrder, Struct, TableMetadataBuilder,
-    Transform, Type, UnboundPartitionSpec,
+    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, FormatVersion, Literal, Manifest, ManifestContentType, ManifestFile,
+    NestedField, PrimitiveType, Schema, SortOrder, Struct, TableMetadataBuilder, Transform, Type, UnboundPartitionSpec,
 };
 use iceberg::table::Table;
 use iceberg::{NamespaceIdent, TableIdent};
@@ -155,7 +154,12 @@ fn entries(table: &Table, n: i64, content: DataContentType, partition: impl Fn(i
 }
 
 /// Writes `entries` with `writer` to its path and returns the file's bytes and list entry.
-async fn write(table: &Table, mut writer: ManifestFileWriter, path: &str, entries: &[(Add, DataFile)]) -> TestResult<(Vec<u8>, ManifestFile)> {
+async fn write(
+    table: &Table,
+    mut writer: ManifestFileWriter,
+    path: &str,
+    entries: &[(Add, DataFile)],
+) -> TestResult<(Vec<u8>, ManifestFile)> {
     for (i, (add, file)) in entries.iter().enumerate() {
         let i = i as i64;
         match *add {
@@ -304,9 +308,7 @@ async fn v1_and_decimal_partitions_go_through_iceberg_rust() -> TestResult {
         ManifestFileWriter::new(t, t.metadata().current_schema(), path, Some(1), ManifestContentType::Data)
     };
     assert!(!is_serde(&new(&decimal)?) && !is_serde(&new(&v1)?) && is_serde(&new(&v2)?));
-    let entries = entries(&decimal, 3, DataContentType::Data, |i| {
-        Struct::from_iter([Some(Literal::decimal(12_345 + i as i128))])
-    })?;
+    let entries = entries(&decimal, 3, DataContentType::Data, |i| Struct::from_iter([Some(Literal::decimal(12_345 + i as i128))]))?;
     let [ours, theirs] = both(&decimal, ManifestContentType::Data, &entries).await?;
     assert_same(&ours, &theirs)
 }

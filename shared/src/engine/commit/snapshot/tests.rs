@@ -14,8 +14,8 @@ use iceberg::expr::Reference;
 use iceberg::spec::{DataFile, Datum, Operation, Transform, UnboundPartitionSpec};
 use iceberg::table::Table;
 
-use crate::engine::commit::row_delta::{LiveFiles, write_position_deletes};
 use crate::engine::commit::ChangeSet;
+use crate::engine::commit::row_delta::{LiveFiles, write_position_deletes};
 use crate::services::maintenance::MaintenanceSettings;
 use crate::testkit::{FixedChange, LocalTable, TestResult, soon};
 
@@ -144,7 +144,8 @@ async fn a_row_deltas_deletes_of_an_old_spec_file_land_under_that_spec() -> Test
     let live = LiveFiles::of(&table).await?;
     let mut holder = None;
     for file in live.data.iter().filter(|d| old.contains(d.file_path())) {
-        let (batches, positions) = crate::engine::commit::row_delta::read_live_rows(&table, file.file_path(), &["id"], &Default::default()).await?;
+        let (batches, positions) =
+            crate::engine::commit::row_delta::read_live_rows(&table, file.file_path(), &["id"], &Default::default()).await?;
         let values = batches.iter().flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec());
         if let Some((_, pos)) = values.zip(positions).find(|(v, _)| *v == gone) {
             holder = Some((file.clone(), pos));
@@ -167,13 +168,11 @@ async fn a_row_deltas_deletes_of_an_old_spec_file_land_under_that_spec() -> Test
     assert_eq!(filtered_scan(&table, &probe).await?, expected);
     // The whole table too: the delete applies to its file.
     let all: Vec<RecordBatch> = table.scan().build()?.to_arrow().await?.try_collect().await?;
-    let counts: HashMap<i64, usize> = all.iter().flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec()).fold(
-        HashMap::new(),
-        |mut m, id| {
+    let counts: HashMap<i64, usize> =
+        all.iter().flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec()).fold(HashMap::new(), |mut m, id| {
             *m.entry(id).or_default() += 1;
             m
-        },
-    );
+        });
     assert_eq!(counts.get(&gone), None);
     assert_eq!(counts.len(), expected.len());
     Ok(())
@@ -234,7 +233,8 @@ async fn an_identity_partition_of_a_promoted_column_is_rewritten_widened() -> Te
     f.catalogs.committer.commit(&f.ident, soon(), &mut FixedChange(ChangeSet::append(files))).await?;
 
     let config = crate::Config::from_args(["hot_partition_hours=1"])?;
-    let report = crate::services::maintenance::compact::compact(&f.catalogs, &f.ident, &MaintenanceSettings::from(&config), false, soon()).await?;
+    let report =
+        crate::services::maintenance::compact::compact(&f.catalogs, &f.ident, &MaintenanceSettings::from(&config), false, soon()).await?;
     assert!(report.groups_committed >= 3, "{report:?}");
     let table = f.load().await;
     for n in 0..3i64 {

@@ -67,7 +67,8 @@ fn a_repeated_header_list_is_shared_and_reads_as_serde_reads_it() -> Result<(), 
         r#"[]"#,
         r#"[{"p":[105,99]}]"#,
     ];
-    let record = |offset: usize, headers: &str| format!(r#"{{"offset":{offset},"partition":0,"timestamp":1,"topic":"t","headers":{headers}}}"#);
+    let record =
+        |offset: usize, headers: &str| format!(r#"{{"offset":{offset},"partition":0,"timestamp":1,"topic":"t","headers":{headers}}}"#);
     let text = |lists: &[&str]| {
         let records: Vec<String> = lists.iter().enumerate().map(|(i, h)| record(i, h)).collect();
         format!(r#"{{"eventSource":"aws:kafka","records":{{"t-0":[{}]}}}}"#, records.join(","))
@@ -90,9 +91,19 @@ fn a_repeated_header_list_is_shared_and_reads_as_serde_reads_it() -> Result<(), 
 fn a_repeated_topic_or_timestamp_type_reads_as_serde_reads_it() -> Result<(), String> {
     // Each field the same as the record before, then one that starts like it, one it
     // starts like, an empty one, null, and (the timestamp type) a number.
-    let fields = [("t", r#""CREATE_TIME""#), ("t", r#""CREATE_TIME""#), ("tx", r#""CREATE_TIMEX""#), ("t", r#""CREATE""#),
-        ("t", r#""""#), ("t", "null"), ("t", "7"), ("t", r#""CREATE_TIME""#)];
-    let records: Vec<String> = fields.iter().enumerate()
+    let fields = [
+        ("t", r#""CREATE_TIME""#),
+        ("t", r#""CREATE_TIME""#),
+        ("tx", r#""CREATE_TIMEX""#),
+        ("t", r#""CREATE""#),
+        ("t", r#""""#),
+        ("t", "null"),
+        ("t", "7"),
+        ("t", r#""CREATE_TIME""#),
+    ];
+    let records: Vec<String> = fields
+        .iter()
+        .enumerate()
         .map(|(i, (topic, kind))| format!(r#"{{"offset":{i},"partition":0,"timestamp":1,"timestampType":{kind},"topic":"{topic}"}}"#))
         .collect();
     let text = format!(r#"{{"eventSource":"aws:kafka","records":{{"t-0":[{}]}}}}"#, records.join(","));
@@ -103,7 +114,8 @@ fn a_repeated_topic_or_timestamp_type_reads_as_serde_reads_it() -> Result<(), St
     // after the one before it that is not a string, goes to serde.
     let empty = text.replace(r#""topic":"tx""#, r#""topic":"""#);
     assert_eq!(scanned(&empty).ok_or("an empty topic takes the scan")?.partitions.len(), 1);
-    for (field, other) in [(r#""topic":"tx""#, r#""topic":"t\u0078""#), (r#""timestampType":"CREATE_TIMEX""#, r#""timestampType":{"a":1}"#)] {
+    for (field, other) in [(r#""topic":"tx""#, r#""topic":"t\u0078""#), (r#""timestampType":"CREATE_TIMEX""#, r#""timestampType":{"a":1}"#)]
+    {
         let changed = text.replacen(field, other, 1);
         assert!(changed != text && scan_event(&changed).is_none(), "{changed}");
     }
@@ -184,7 +196,8 @@ fn anything_else_goes_to_serde_with_the_same_result() {
         format!("{AWS_EXAMPLE}x"),
         format!("{AWS_EXAMPLE} x"),
     ];
-    let header_bytes = ["[300,", "[-129,", "[0104,", "[-0,", "[1.0,", "[,", "[1000,", "[00,", "[+1,", "[--1,", "[1e2,", "[[104],", r#"["h","#];
+    let header_bytes =
+        ["[300,", "[-129,", "[0104,", "[-0,", "[1.0,", "[,", "[1000,", "[00,", "[+1,", "[--1,", "[1e2,", "[[104],", r#"["h","#];
     serde_only.extend(header_bytes.map(|first| AWS_EXAMPLE.replace("[104,", first)));
     for text in &serde_only {
         assert!(scan_event(text).is_none(), "the scan took {text}");
@@ -199,11 +212,22 @@ fn anything_else_goes_to_serde_with_the_same_result() {
 fn record_strategy() -> impl proptest::strategy::Strategy<Value = KafkaRecordIn> {
     use proptest::prelude::*;
     let bytes = || proptest::collection::vec(any::<u8>(), 0..24);
-    (any::<i64>(), any::<i64>(), proptest::option::of(bytes()), proptest::option::of(bytes()),
-     proptest::collection::vec(("[a-z\"\\\\é]{0,4}", bytes()), 0..3))
+    (
+        any::<i64>(),
+        any::<i64>(),
+        proptest::option::of(bytes()),
+        proptest::option::of(bytes()),
+        proptest::collection::vec(("[a-z\"\\\\é]{0,4}", bytes()), 0..3),
+    )
         .prop_map(|(offset, timestamp_ms, key, value, headers)| KafkaRecordIn {
-            offset, timestamp_ms, timestamp_type: None, key: key.map(Bytes::from), value: value.map(Bytes::from), value_error: None,
-            headers: Headers::from_iter(headers), value_schema: None,
+            offset,
+            timestamp_ms,
+            timestamp_type: None,
+            key: key.map(Bytes::from),
+            value: value.map(Bytes::from),
+            value_error: None,
+            headers: Headers::from_iter(headers),
+            value_schema: None,
         })
 }
 
@@ -250,8 +274,12 @@ fn starts_with_agrees_with_the_slice_method() {
 fn an_integer_reads_as_serde_reads_it_at_every_length() -> Result<(), String> {
     // 1 to 21 digits each way, the i64 limits and past them, leading zeros; at the end of
     // the text, before a comma or a brace, or before a fraction or an exponent.
-    let mut numbers: Vec<String> = (1..=21).flat_map(|n| ["9876543210".repeat(3)[..n].to_string(), format!("-{}", &"1234567890".repeat(3)[..n])]).collect();
-    numbers.extend(["0", "-0", "00", "01", "-01", "9223372036854775807", "9223372036854775808", "-9223372036854775808", "-9223372036854775809"].map(String::from));
+    let mut numbers: Vec<String> =
+        (1..=21).flat_map(|n| ["9876543210".repeat(3)[..n].to_string(), format!("-{}", &"1234567890".repeat(3)[..n])]).collect();
+    numbers.extend(
+        ["0", "-0", "00", "01", "-01", "9223372036854775807", "9223372036854775808", "-9223372036854775808", "-9223372036854775809"]
+            .map(String::from),
+    );
     for number in &numbers {
         for tail in ["", ",", "}", ",\"offset\":123456789", ".5", "e1", "E1"] {
             let text = format!("{number}{tail}");

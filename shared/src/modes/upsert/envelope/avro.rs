@@ -53,7 +53,9 @@ fn to_json(value: Avro) -> Result<Value, String> {
         Avro::Union(_, inner) => to_json(*inner)?,
         Avro::Array(items) => Value::Array(items.into_iter().map(to_json).collect::<Result<_, _>>()?),
         Avro::Map(entries) => Value::Object(entries.into_iter().map(|(k, v)| Ok((k, to_json(v)?))).collect::<Result<Map<_, _>, String>>()?),
-        Avro::Record(fields) => Value::Object(fields.into_iter().map(|(k, v)| Ok((k, to_json(v)?))).collect::<Result<Map<_, _>, String>>()?),
+        Avro::Record(fields) => {
+            Value::Object(fields.into_iter().map(|(k, v)| Ok((k, to_json(v)?))).collect::<Result<Map<_, _>, String>>()?)
+        }
         other => return Err(format!("{other:?} has no Connect form")),
     })
 }

@@ -31,7 +31,9 @@ impl CsvColumns {
             DataType::Boolean => Kind::Boolean,
             _ => Kind::Text,
         };
-        Self(table.fields().iter().filter(|f| !is_written_by_icestream(f.name())).map(|f| (f.name().clone(), kind(f.data_type()))).collect())
+        Self(
+            table.fields().iter().filter(|f| !is_written_by_icestream(f.name())).map(|f| (f.name().clone(), kind(f.data_type()))).collect(),
+        )
     }
 
     fn names(&self) -> String {
@@ -43,7 +45,12 @@ impl CsvColumns {
         let line = std::str::from_utf8(value).map_err(|e| format!("CSV line is not UTF-8: {e}"))?;
         let fields = split(line.trim_end_matches(['\r', '\n']))?;
         if fields.len() != self.0.len() + 1 {
-            return Err(format!("CSV line has {} fields, expected {} (operation,{}): {line:?}", fields.len(), self.0.len() + 1, self.names()));
+            return Err(format!(
+                "CSV line has {} fields, expected {} (operation,{}): {line:?}",
+                fields.len(),
+                self.0.len() + 1,
+                self.names()
+            ));
         }
         let op = match fields[0].trim() {
             "I" => Op::Insert,

@@ -112,7 +112,8 @@ fn logical(message: &DynamicMessage, precision: TimestampPrecision) -> Result<Op
         }
         "google.type.Date" => {
             let (year, month, day) = (int(message, "year"), int(message, "month"), int(message, "day"));
-            let date = i32::try_from(year).ok().and_then(|y| NaiveDate::from_ymd_opt(y, u32::try_from(month).ok()?, u32::try_from(day).ok()?));
+            let date =
+                i32::try_from(year).ok().and_then(|y| NaiveDate::from_ymd_opt(y, u32::try_from(month).ok()?, u32::try_from(day).ok()?));
             let date = date.ok_or_else(|| format!("a Date of {year}-{month}-{day} is not a calendar date"))?;
             let epoch = NaiveDate::from_ymd_opt(1970, 1, 1).ok_or("the epoch is a date")?;
             Value::from((date - epoch).num_days())
@@ -124,7 +125,11 @@ fn logical(message: &DynamicMessage, precision: TimestampPrecision) -> Result<Op
                 _ => None,
             };
             let time = time.ok_or_else(|| format!("a TimeOfDay of {h:?}:{m:?}:{s:?}.{n:?} is not a time of day"))?;
-            Value::from(precision.micros(i64::from(time.num_seconds_from_midnight()), time.nanosecond(), &format_args!("a TimeOfDay of {time}"))?)
+            Value::from(precision.micros(
+                i64::from(time.num_seconds_from_midnight()),
+                time.nanosecond(),
+                &format_args!("a TimeOfDay of {time}"),
+            )?)
         }
         "confluent.type.Decimal" => {
             let value = match message.get_field_by_name("value").as_deref() {

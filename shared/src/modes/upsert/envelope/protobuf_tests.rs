@@ -4,11 +4,11 @@ use serde_json::json;
 
 use super::super::{Unwrapped, Unwrapper};
 use super::*;
-use crate::modes::upsert::envelope::Op;
-use crate::modes::upsert::registry_envelopes::WriterEnvelope;
 use crate::model::pipeline::upsert::{DecimalHandling, Envelope, Order, SourceField};
 use crate::model::schema::debezium_proto::DebeziumProto;
 use crate::model::schema::debezium_proto::tests::envelope;
+use crate::modes::upsert::envelope::Op;
+use crate::modes::upsert::registry_envelopes::WriterEnvelope;
 
 /// The table a pipeline declared (`schema_avsc`) for the test envelope's row.
 const DECLARED: &str = r#"{"type":"record","name":"Order","fields":[
@@ -88,7 +88,10 @@ fn row(after: &[(&str, Proto)]) -> Result<Value, String> {
 #[test]
 fn each_protobuf_representation_lands_in_the_columns_type_exactly() {
     let decimal = |unscaled: &[u8], scale: i32| {
-        message("confluent.type.Decimal", &[("value", Proto::Bytes(unscaled.to_vec().into())), ("scale", Proto::I32(scale)), ("precision", Proto::U32(12))])
+        message(
+            "confluent.type.Decimal",
+            &[("value", Proto::Bytes(unscaled.to_vec().into())), ("scale", Proto::I32(scale)), ("precision", Proto::U32(12))],
+        )
     };
     let image = row(&[
         ("id", Proto::I64(9)),
@@ -99,7 +102,10 @@ fn each_protobuf_representation_lands_in_the_columns_type_exactly() {
         ("at", Proto::String("2026-12-01T10:00:00.5+02:00".into())),
         ("uid", message("google.protobuf.StringValue", &[("value", Proto::String("0b7d4c4e-7f3a-4d3c-9a53-1a2b3c4d5e6f".into()))])),
         ("note", Proto::String("ünï".into())),
-        ("opens", message("google.type.TimeOfDay", &[("hours", Proto::I32(9)), ("minutes", Proto::I32(30)), ("nanos", Proto::I32(250_000_000))])),
+        (
+            "opens",
+            message("google.type.TimeOfDay", &[("hours", Proto::I32(9)), ("minutes", Proto::I32(30)), ("nanos", Proto::I32(250_000_000))]),
+        ),
         ("day", Proto::I32(19_000)),
         ("micros", Proto::I64(1_764_460_800_123_456)),
         ("cost", Proto::F64(12.5)),
@@ -126,7 +132,8 @@ fn each_protobuf_representation_lands_in_the_columns_type_exactly() {
 #[test]
 fn what_a_column_cannot_hold_exactly_is_refused_naming_the_field() {
     let err = |field: &str, value: Proto| row(&[("id", Proto::I64(1)), (field, value)]).unwrap_err();
-    let decimal = |scale: i32| message("confluent.type.Decimal", &[("value", Proto::Bytes(vec![0x30, 0x39].into())), ("scale", Proto::I32(scale))]);
+    let decimal =
+        |scale: i32| message("confluent.type.Decimal", &[("value", Proto::Bytes(vec![0x30, 0x39].into())), ("scale", Proto::I32(scale))]);
     assert!(err("price", decimal(4)).contains("field `price`"), "4 digits after the point into scale 3");
     assert!(err("cost", Proto::F64(0.1234)).contains("field `cost`"));
     let nanos = message("google.protobuf.Timestamp", &[("seconds", Proto::I64(1)), ("nanos", Proto::I32(1))]);
@@ -140,7 +147,9 @@ fn what_a_column_cannot_hold_exactly_is_refused_naming_the_field() {
 fn truncated_or_foreign_payloads_are_refused() {
     let bytes = record("u", &[("id", Proto::I64(3)), ("note", Proto::String("x".into()))], 5);
     assert!(unwrapper().debezium_framed(&writer(), &bytes[..bytes.len() - 1]).is_err());
-    let Unwrapped::Upsert { op: Op::Update, position: Some(5), .. } = unwrapper().debezium_framed(&writer(), &bytes).unwrap() else { panic!() };
+    let Unwrapped::Upsert { op: Op::Update, position: Some(5), .. } = unwrapper().debezium_framed(&writer(), &bytes).unwrap() else {
+        panic!()
+    };
     let delete = record("d", &[], 6);
     assert!(unwrapper().debezium_framed(&writer(), &delete).unwrap_err().contains("no `before` object"));
 }

@@ -28,7 +28,8 @@ fn json(bytes: &[u8]) -> Value {
 
 #[test]
 fn debezium_with_and_without_the_embedded_schema() {
-    let plain = br#"{"before":null,"after":{"tenant":"a","id":1,"born":19000,"seen":1700000000123},"source":{"lsn":42,"ts_ms":5},"op":"c"}"#;
+    let plain =
+        br#"{"before":null,"after":{"tenant":"a","id":1,"born":19000,"seen":1700000000123},"source":{"lsn":42,"ts_ms":5},"op":"c"}"#;
     let Unwrapped::Upsert { row, op, position } = debezium("lsn").unwrap(None, Some(plain)).unwrap() else { panic!() };
     assert_eq!((op, position), (Op::Insert, Some(42)));
     assert_eq!(json(&row), serde_json::json!({"tenant":"a","id":1,"born":"2022-01-08","seen":"2023-11-14T22:13:20.123Z"}));
@@ -64,13 +65,15 @@ fn debezium_truncates_apply_where_allowed_at_their_source_position() {
     let e = allowed.unwrap(None, Some(br#"{"op":"t","source":{"ts_ms":5}}"#)).unwrap_err();
     assert!(e.contains("source.lsn is missing"), "{e}");
     // Without a source position a truncate cannot be placed among the keys' changes.
-    let by_column = Unwrapper::new(Envelope::Debezium, &Order::Column("id".into()), &table(), &["id".into()], DecimalHandling::default()).with_truncate(true);
+    let by_column = Unwrapper::new(Envelope::Debezium, &Order::Column("id".into()), &table(), &["id".into()], DecimalHandling::default())
+        .with_truncate(true);
     assert!(by_column.unwrap(None, Some(truncate)).unwrap_err().contains("allow_truncate"));
 }
 
 #[test]
 fn dms_and_row_envelopes() {
-    let dms = Unwrapper::new(Envelope::Dms, &Order::Source(SourceField::DmsTimestamp), &table(), &["id".into()], DecimalHandling::default());
+    let dms =
+        Unwrapper::new(Envelope::Dms, &Order::Source(SourceField::DmsTimestamp), &table(), &["id".into()], DecimalHandling::default());
     let update = br#"{"data":{"tenant":"a","id":1},"metadata":{"operation":"update","timestamp":"2026-11-30T10:00:00.000001Z"}}"#;
     let Unwrapped::Upsert { op, position, .. } = dms.unwrap(None, Some(update)).unwrap() else { panic!() };
     assert_eq!((op, position), (Op::Update, Some(1_796_032_800_000_001)));
@@ -133,8 +136,10 @@ fn decimals_in_every_debezium_mode_land_at_the_columns_scale() {
     let precise = typed(DecimalHandling::Precise);
     assert_eq!(after(&precise, json!({"id": 1, "amount": "EtaH"}), none()).unwrap()["amount"], "12345.67");
     assert_eq!(after(&precise, json!({"id": 1, "amount": "/2o="}), none()).unwrap()["amount"], "-1.50");
-    let declared = |scale: &str| json!([{"field": "amount", "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal",
-                                         "parameters": {"scale": scale, "connect.decimal.precision": "10"}}]);
+    let declared = |scale: &str| {
+        json!([{"field": "amount", "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal",
+                                         "parameters": {"scale": scale, "connect.decimal.precision": "10"}}])
+    };
     assert_eq!(after(&precise, json!({"id": 1, "amount": "EtaH"}), declared("2")).unwrap()["amount"], "12345.67");
     // The embedded schema wins over decimal_handling; another scale reaches the decoder as such.
     let string = typed(DecimalHandling::String);
@@ -150,7 +155,11 @@ fn decimals_in_every_debezium_mode_land_at_the_columns_scale() {
         let err = after(&u, json!({"id": 1, "amount": 0.125}), none()).unwrap_err();
         assert!(err.contains("field `amount`") && err.contains("not rounded"), "{err}");
     }
-    assert!(after(&typed(DecimalHandling::Double), json!({"id": 1, "amount": "1.00"}), none()).unwrap_err().contains("decimal_handling = \"double\""));
+    assert!(
+        after(&typed(DecimalHandling::Double), json!({"id": 1, "amount": "1.00"}), none())
+            .unwrap_err()
+            .contains("decimal_handling = \"double\"")
+    );
     // VariableScaleDecimal: its own scale, padded; a finer one is refused.
     let vsd = |scale: i64, value: &str| json!({"id": 1, "amount": {"scale": scale, "value": value}});
     assert_eq!(after(&precise, vsd(1, "Dw=="), none()).unwrap()["amount"], "1.50");
@@ -167,7 +176,8 @@ fn decimals_in_every_debezium_mode_land_at_the_columns_scale() {
 fn times_dates_and_timestamps_by_their_semantic_types() {
     use serde_json::json;
     let u = typed(DecimalHandling::Precise);
-    let row = json!({"id": 1, "born": -1, "opens": 45_296_789_012i64, "local": 1_700_000_000_123_456i64, "seen": 1_700_000_000_123_456_000i64});
+    let row =
+        json!({"id": 1, "born": -1, "opens": 45_296_789_012i64, "local": 1_700_000_000_123_456i64, "seen": 1_700_000_000_123_456_000i64});
     let fields = json!([
         field("born", "int32", "io.debezium.time.Date"),
         field("opens", "int64", "io.debezium.time.MicroTime"),
@@ -180,7 +190,10 @@ fn times_dates_and_timestamps_by_their_semantic_types() {
         (&json!("1969-12-31"), &json!("12:34:56.789012"), &json!("2023-11-14T22:13:20.123456"), &json!("2023-11-14T22:13:20.123456Z"))
     );
     // Milliseconds: Debezium's Time/Timestamp, Connect's, and integers without a schema.
-    for (time, stamp) in [("io.debezium.time.Time", "io.debezium.time.Timestamp"), ("org.apache.kafka.connect.data.Time", "org.apache.kafka.connect.data.Timestamp")] {
+    for (time, stamp) in [
+        ("io.debezium.time.Time", "io.debezium.time.Timestamp"),
+        ("org.apache.kafka.connect.data.Time", "org.apache.kafka.connect.data.Timestamp"),
+    ] {
         let fields = json!([field("opens", "int32", time), field("local", "int64", stamp)]);
         let got = after(&u, json!({"id": 1, "opens": 45_296_789, "local": 1_700_000_000_123i64}), fields).unwrap();
         assert_eq!((&got["opens"], &got["local"]), (&json!("12:34:56.789000"), &json!("2023-11-14T22:13:20.123")));
@@ -197,9 +210,13 @@ fn times_dates_and_timestamps_by_their_semantic_types() {
     assert_eq!(after(&cuts, json!({"id": 1, "seen": -1}), nano_stamp).unwrap()["seen"], "1969-12-31T23:59:59.999999Z");
     assert!(after(&u, json!({"id": 1, "opens": 86_400_000}), none()).unwrap_err().contains("field `opens`"));
     // ZonedTime and ZonedTimestamp: the UTC time; strings in the decoder's forms pass as they are.
-    let zoned = json!({"id": 1, "opens": "23:30:00.5-01:00", "local": "2026-11-30T10:00:00.000001+02:00", "seen": "2026-11-30T10:00:00+02:00"});
+    let zoned =
+        json!({"id": 1, "opens": "23:30:00.5-01:00", "local": "2026-11-30T10:00:00.000001+02:00", "seen": "2026-11-30T10:00:00+02:00"});
     let got = after(&u, zoned, none()).unwrap();
-    assert_eq!((&got["opens"], &got["local"], &got["seen"]), (&json!("00:30:00.500"), &json!("2026-11-30T08:00:00.000001"), &json!("2026-11-30T10:00:00+02:00")));
+    assert_eq!(
+        (&got["opens"], &got["local"], &got["seen"]),
+        (&json!("00:30:00.500"), &json!("2026-11-30T08:00:00.000001"), &json!("2026-11-30T10:00:00+02:00"))
+    );
     let got = after(&u, json!({"id": 1, "opens": "07:00:00Z", "uid": "0f8fad5b-d9cb-469f-a165-70867728950e"}), none()).unwrap();
     assert_eq!((&got["opens"], &got["uid"]), (&json!("07:00:00"), &json!("0f8fad5b-d9cb-469f-a165-70867728950e")));
 }
@@ -222,8 +239,10 @@ fn decoded_decimals_and_times_are_exact_and_a_wrong_scale_is_refused() {
     ]));
     let u = Unwrapper::new(Envelope::Debezium, &Order::Source(SourceField::Lsn), &target, &["id".into()], DecimalHandling::Precise);
     let mut decoder = RecordDecoder::new(&source, target.clone()).unwrap();
-    let declared = |scale: &str| serde_json::json!([{"field": "amount", "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "parameters": {"scale": scale}},
-                                                   field("opens", "int64", "io.debezium.time.MicroTime"), field("local", "int64", "io.debezium.time.MicroTimestamp")]);
+    let declared = |scale: &str| {
+        serde_json::json!([{"field": "amount", "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "parameters": {"scale": scale}},
+                                                   field("opens", "int64", "io.debezium.time.MicroTime"), field("local", "int64", "io.debezium.time.MicroTimestamp")])
+    };
     let row = serde_json::json!({"id": 1, "amount": "/2o=", "opens": 1, "local": -1});
     let image = after(&u, row.clone(), declared("2")).unwrap();
     decoder.append(image.to_string().as_bytes()).unwrap();
@@ -244,7 +263,8 @@ fn decoded_decimals_and_times_are_exact_and_a_wrong_scale_is_refused() {
     }
     let columns = decoder.finish().unwrap();
     let options = arrow_cast::display::FormatOptions::default();
-    let shown: Vec<String> = columns.iter().map(|c| arrow_cast::display::ArrayFormatter::try_new(c, &options).unwrap().value(0).to_string()).collect();
+    let shown: Vec<String> =
+        columns.iter().map(|c| arrow_cast::display::ArrayFormatter::try_new(c, &options).unwrap().value(0).to_string()).collect();
     assert_eq!(shown, ["1", "-1.50", "00:00:00.000001", "1969-12-31T23:59:59.999999"]);
 }
 
@@ -252,14 +272,16 @@ fn decoded_decimals_and_times_are_exact_and_a_wrong_scale_is_refused() {
 /// denotes, bit for bit (the envelope is read, re-written and read again by the decoder).
 #[test]
 fn debezium_and_dms_doubles_are_exact() {
-    use arrow_array::Array;
     use crate::decode::RecordDecoder;
     use crate::model::schema::{Format, SourceSchema};
+    use arrow_array::Array;
     let schema = r#"{"type": "object", "required": ["id"], "properties": {"id": {"type": "integer"}, "x": {"type": ["number", "null"]}}}"#;
     let source = SourceSchema::from_text(Format::Json, schema, None).unwrap();
-    let target = std::sync::Arc::new(ArrowSchema::new(vec![Field::new("id", DataType::Int64, false), Field::new("x", DataType::Float64, true)]));
+    let target =
+        std::sync::Arc::new(ArrowSchema::new(vec![Field::new("id", DataType::Int64, false), Field::new("x", DataType::Float64, true)]));
     let doubles = crate::testkit::shortest_doubles(10_000);
-    let debezium = Unwrapper::new(Envelope::Debezium, &Order::Source(SourceField::Lsn), &target, &["id".into()], DecimalHandling::default());
+    let debezium =
+        Unwrapper::new(Envelope::Debezium, &Order::Source(SourceField::Lsn), &target, &["id".into()], DecimalHandling::default());
     let dms = Unwrapper::new(Envelope::Dms, &Order::Kafka, &target, &["id".into()], DecimalHandling::default());
     for (name, unwrapper, wrap) in [
         ("debezium", &debezium, (r#"{"before":null,"source":{"lsn":1},"op":"c","after":"#, "}")),
@@ -273,9 +295,19 @@ fn debezium_and_dms_doubles_are_exact() {
         }
         let columns = decoder.finish().unwrap();
         let read = columns[1].as_any().downcast_ref::<arrow_array::Float64Array>().unwrap();
-        let wrong: Vec<String> =
-            doubles.iter().zip(read.values()).filter(|((want, _), got)| want.to_bits() != got.to_bits()).map(|((_, text), got)| format!("{text} -> {got:?}")).collect();
-        assert!(wrong.is_empty(), "{name}: {} of {} doubles read back wrong, e.g. {:?}", wrong.len(), doubles.len(), &wrong[..wrong.len().min(5)]);
+        let wrong: Vec<String> = doubles
+            .iter()
+            .zip(read.values())
+            .filter(|((want, _), got)| want.to_bits() != got.to_bits())
+            .map(|((_, text), got)| format!("{text} -> {got:?}"))
+            .collect();
+        assert!(
+            wrong.is_empty(),
+            "{name}: {} of {} doubles read back wrong, e.g. {:?}",
+            wrong.len(),
+            doubles.len(),
+            &wrong[..wrong.len().min(5)]
+        );
     }
 }
 

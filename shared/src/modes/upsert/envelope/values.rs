@@ -118,8 +118,12 @@ impl Values {
                     DecimalHandling::Precise => {
                         let scale = match schema.and_then(|s| s.pointer("/parameters/scale")) {
                             None => i64::from(column_scale),
-                            Some(Value::String(s)) => s.parse().map_err(|_| format!("the embedded schema's scale {s:?} is not a whole number"))?,
-                            Some(other) => other.as_i64().ok_or_else(|| format!("the embedded schema's scale {other} is not a whole number"))?,
+                            Some(Value::String(s)) => {
+                                s.parse().map_err(|_| format!("the embedded schema's scale {s:?} is not a whole number"))?
+                            }
+                            Some(other) => {
+                                other.as_i64().ok_or_else(|| format!("the embedded schema's scale {other} is not a whole number"))?
+                            }
                         };
                         unscaled_text(s, scale).map(Some)
                     }
@@ -158,9 +162,9 @@ fn micros(v: i64, semantic: Option<&str>, precision: TimestampPrecision) -> Resu
 }
 
 fn time_text(micros: i64) -> Result<String, String> {
-    let of_day = (0..MICROS_PER_DAY).contains(&micros).then(|| {
-        NaiveTime::from_num_seconds_from_midnight_opt((micros / 1_000_000) as u32, (micros % 1_000_000) as u32 * 1000)
-    });
+    let of_day = (0..MICROS_PER_DAY)
+        .contains(&micros)
+        .then(|| NaiveTime::from_num_seconds_from_midnight_opt((micros / 1_000_000) as u32, (micros % 1_000_000) as u32 * 1000));
     let t = of_day.flatten().ok_or_else(|| format!("{micros} µs is not a time of day"))?;
     Ok(t.format("%H:%M:%S%.6f").to_string())
 }
@@ -199,12 +203,17 @@ fn timestamp(value: &Value, semantic: Option<&str>, zoned: bool, precision: Time
         },
         _ => return Ok(None),
     };
-    Ok(Some(if zoned { instant.to_rfc3339_opts(SecondsFormat::AutoSi, true) } else { instant.naive_utc().format("%Y-%m-%dT%H:%M:%S%.f").to_string() }))
+    Ok(Some(if zoned {
+        instant.to_rfc3339_opts(SecondsFormat::AutoSi, true)
+    } else {
+        instant.naive_utc().format("%Y-%m-%dT%H:%M:%S%.f").to_string()
+    }))
 }
 
 /// Text of the unscaled big-endian two's-complement value in `base64` at `scale`.
 fn unscaled_text(base64: &str, scale: i64) -> Result<String, String> {
-    let bytes = base64::engine::general_purpose::STANDARD.decode(base64).map_err(|e| format!("{base64:?} is not base64 decimal bytes: {e}"))?;
+    let bytes =
+        base64::engine::general_purpose::STANDARD.decode(base64).map_err(|e| format!("{base64:?} is not base64 decimal bytes: {e}"))?;
     if bytes.is_empty() || bytes.len() > 16 {
         return Err(format!("{} bytes of unscaled value: a decimal column holds 1 to 16 (38 digits)", bytes.len()));
     }
