@@ -41,12 +41,12 @@ pub async fn run(table: String, args: Vec<String>) -> Result<()> {
     let set = PipelineSet::from_config(&config).await?;
     config.namespace = set.namespace.clone();
     let catalogs = Catalogs::connect_read_only(&config).await?;
-    #[cfg_attr(not(feature = "kafka"), allow(unused_mut))]
     let target = AuditTarget::of(&set.tables_by_pipeline(), &table)?;
+    #[cfg_attr(not(feature = "kafka"), allow(unused_mut))]
     let mut report = audit_of(&catalogs, &target).await?;
     #[cfg(feature = "kafka")]
     if !bootstrap.is_empty() {
-        let dedup = set.pipelines.iter().find(|p| p.table == target.table).is_some_and(|p| p.dedup != Dedup::None);
+        let dedup = set.pipelines.iter().find(|p| p.table == table).is_some_and(|p| p.dedup != Dedup::None);
         explain(&mut report, bootstrap, dedup).await?;
     }
     println!("{}", report.verdict_line());

@@ -9,8 +9,9 @@ use iceberg::MetadataLocation;
 use iceberg::io::StorageFactory;
 #[cfg(feature = "aws")]
 use iceberg::io::{FileIO, FileIOBuilder, S3_ENDPOINT, S3_PATH_STYLE_ACCESS, S3_REGION};
+use iceberg::spec::FormatVersion;
 #[cfg(feature = "aws")]
-use iceberg::spec::{FormatVersion, TableMetadataBuilder};
+use iceberg::spec::TableMetadataBuilder;
 use iceberg::table::Table;
 use iceberg::{Catalog, CatalogBuilder, NamespaceIdent, TableCreation, TableIdent};
 #[cfg(feature = "aws")]
