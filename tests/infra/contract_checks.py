@@ -77,6 +77,8 @@ def _condition_holds(condition: dict, context: dict[str, str]) -> bool:
                 ok = value in wanted
             elif operator in ("StringLike", "ArnLike"):
                 ok = any(_like(w, value) for w in wanted)
+            elif operator == "Bool":
+                ok = value.lower() in [str(w).lower() for w in wanted]
             else:
                 return False  # an operator this evaluator does not know: treat as unmet
             if not ok:
@@ -85,7 +87,9 @@ def _condition_holds(condition: dict, context: dict[str, str]) -> bool:
 
 
 def allowed(policy: dict, action: str, resource: str, context: dict[str, str]) -> bool:
-    """Whether an identity policy (Allow statements only) allows `action` on `resource`."""
+    """Whether an identity policy (Allow statements only) allows `action` on `resource`. Every
+    call the code makes goes through the AWS SDK, over TLS (`aws:SecureTransport`)."""
+    context = {"aws:SecureTransport": "true", **context}
     for statement in policy["Statement"]:
         if statement.get("Effect") != "Allow":
             continue

@@ -6,9 +6,7 @@
 
 use std::collections::HashMap;
 
-use arrow_array::cast::AsArray;
-use arrow_array::{ArrayRef, Int64Array, UInt32Array};
-use arrow_schema::DataType;
+use arrow_array::{ArrayRef, UInt32Array};
 use futures::{StreamExt, TryStreamExt};
 use iceberg::spec::{DataFile, Datum, Literal, PrimitiveLiteral};
 use iceberg::table::Table;
@@ -178,16 +176,6 @@ fn max(datums: &[Datum]) -> Option<&Datum> {
     datums.iter().reduce(|a, b| if b > a { b } else { a })
 }
 
-/// The order column of `batch` as longs (ints, dates and timestamps are whole numbers).
-pub fn order_values(columns: &Columns<'_>, order: &str) -> Result<Int64Array> {
-    let array = columns.array(order)?;
-    let longs = match array.data_type() {
-        DataType::Int64 => array.clone(),
-        _ => arrow_cast::cast(array, &DataType::Int64)?,
-    };
-    Ok(longs.as_primitive::<arrow_array::types::Int64Type>().clone())
-}
-
 /// The live rows of the touched keys in one data file, its live row count, and the bytes read.
 async fn live_rows_in(
     table: &Table,
@@ -273,6 +261,10 @@ pub async fn live_rows_of(
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
+
+    use arrow_array::Int64Array;
+    use arrow_array::cast::AsArray;
+    use arrow_schema::DataType;
     use std::sync::Arc;
 
     use arrow_array::{BooleanArray, Int32Array, RecordBatch};

@@ -4,9 +4,10 @@
 //! ranks changes, and ties (two changes in one `source.ts_ms`) are broken by that position, so
 //! an update and a delete of one millisecond are two changes and the same one wins everywhere.
 
+use arrow_array::cast::AsArray;
 use arrow_array::{Int32Array, Int64Array, StringArray};
+use arrow_schema::DataType;
 
-use super::probe::order_values;
 use crate::base::error::Result;
 use crate::engine::columns::Columns;
 use crate::model::event::TopicPartition;
@@ -81,6 +82,16 @@ impl RankColumns {
     pub fn rank(&self, i: usize) -> Rank {
         Rank::new(self.order(i), self.position(i))
     }
+}
+
+/// The order column of `batch` as longs (ints, dates and timestamps are whole numbers).
+pub fn order_values(columns: &Columns<'_>, order: &str) -> Result<Int64Array> {
+    let array = columns.array(order)?;
+    let longs = match array.data_type() {
+        DataType::Int64 => array.clone(),
+        _ => arrow_cast::cast(array, &DataType::Int64)?,
+    };
+    Ok(longs.as_primitive::<arrow_array::types::Int64Type>().clone())
 }
 
 #[cfg(test)]
