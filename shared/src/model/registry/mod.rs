@@ -195,11 +195,9 @@ impl Registry {
         if let Some(hit) = self.compiled.lock().map_err(poisoned)?.get(&key) {
             return Ok(hit.clone());
         }
-        let registered = match self.registered(id).await {
-            // The registry's answer, not an outage: this writer's records are dead letters (not
-            // cached: an id registered later reads then).
-            Err(Error::RegistryNotFound(m)) => return Ok(Err(format!("the registry has no {id}: {m}"))),
-            other => other?,
+        let registered = match self.registered_or_reason(id).await? {
+            Ok(registered) => registered,
+            Err(reason) => return Ok(Err(reason)),
         };
         let compiled =
             compile(&registered, message, format).map(Arc::new).map_err(|e| format!("writer {id} ({}): {e}", registered.version));
@@ -209,6 +207,16 @@ impl Registry {
         }
         cache.insert(key, compiled.clone());
         Ok(compiled)
+    }
+
+    /// The schema registered under `id`, or, when the registry answers it has none, why its
+    /// records are dead letters (the registry's answer, not an outage; not cached: an id
+    /// registered later reads then). `Err` when the registry cannot say.
+    pub async fn registered_or_reason(&self, id: WriterId) -> Result<std::result::Result<Arc<RegisteredSchema>, String>> {
+        match self.registered(id).await {
+            Err(Error::RegistryNotFound(m)) => Ok(Err(format!("the registry has no {id}: {m}"))),
+            other => other.map(Ok),
+        }
     }
 
     /// The schema registered under `id`, as the registry holds it (fetched once per container).

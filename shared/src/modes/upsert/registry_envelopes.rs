@@ -125,13 +125,12 @@ impl RegistryEnvelopes {
         let mut last = table.last_column_id();
         let declared = pipeline.upsert.as_ref().map(|u| u.declared_row.clone()).unwrap_or_default();
         for (id, message) in ids {
-            let registered = match registry.registered(id).await {
-                // The registry's answer, not an outage: this writer's records are dead letters.
-                Err(Error::RegistryNotFound(m)) => {
-                    out.by_id.push(((id, message), Err(format!("the registry has no {id}: {m}"))));
+            let registered = match registry.registered_or_reason(id).await? {
+                Ok(registered) => registered,
+                Err(reason) => {
+                    out.by_id.push(((id, message), Err(reason)));
                     continue;
                 }
-                other => other?,
             };
             let accepted = (|| {
                 let envelope = match (registered.format, pipeline.format) {

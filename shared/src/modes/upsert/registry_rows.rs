@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::envelope::avro::datum_json;
 use super::envelope::protobuf::message_json_of;
 use super::registry_envelopes::registry_of;
-use crate::base::error::{Error, Result};
+use crate::base::error::Result;
 use crate::model::event::{KafkaRecordIn, TopicPartition};
 use crate::model::pipeline::{Pipeline, format_name};
 use crate::model::registry::{MessageIndex, Registry, RegistrySpec, WriterId};
@@ -54,15 +54,14 @@ impl RegistryRows {
         let mut keys: Vec<(KeyWriter, std::result::Result<KeyReader, String>)> = Vec::new();
         for key in partitions.values().flatten().filter(|r| r.value.is_none()).filter_map(|r| r.key.as_deref()) {
             let Ok(writer) = spec.writer_of(key) else { continue };
-            let registered = match registry.registered(writer).await {
-                // The registry's answer, not an outage: this key's records are dead letters.
-                Err(Error::RegistryNotFound(m)) => {
+            let registered = match registry.registered_or_reason(writer).await? {
+                Ok(registered) => registered,
+                Err(reason) => {
                     if !keys.iter().any(|(known, _)| known.0 == writer) {
-                        keys.push(((writer, None), Err(format!("the registry has no {writer}: {m}"))));
+                        keys.push(((writer, None), Err(reason)));
                     }
                     continue;
                 }
-                other => other?,
             };
             // A Protobuf frame also names the message (a frame that does not parse is a dead
             // letter when the key is read).
