@@ -87,7 +87,7 @@ impl LocalTable {
 
     async fn of(schema: Schema, properties: HashMap<String, String>, sorted: bool, partition_spec: UnboundPartitionSpec) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let config = crate::Config::from_args([format!("warehouse={}", dir.path().display())]).unwrap();
+        let config = crate::model::config::Config::from_args([format!("warehouse={}", dir.path().display())]).unwrap();
         let catalogs = Catalogs::connect(&config).await.unwrap();
         let sort_order = sorted.then(|| crate::model::sort_order::by_key(&schema, &["id".into()]).unwrap());
         let def = TableDef { name: "t".into(), schema, partition_spec, properties, sort_order, format_version: None };

@@ -274,7 +274,7 @@ def test_rust_config_declares_knobs():
     keys = rust_config_keys()
     assert keys, (
         'no `Knob { key: "..." }` literal in a `const *KNOBS: &[Knob]` array under shared/src: '
-        "the config module (shared/src/model/config.rs) is not written yet or declares knobs differently"
+        "the config module (shared/src/model/config/knobs.rs) is not written yet or declares knobs differently"
     )
 
 

@@ -9,6 +9,7 @@ mod commands;
 mod committer;
 mod dead_letters;
 mod demo;
+mod dispatch;
 mod gen_event;
 mod help;
 mod ingest;
@@ -36,7 +37,7 @@ async fn main() {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         }
     }
-    if let Err(e) = cli.command.run().await {
+    if let Err(e) = dispatch::run(cli.command).await {
         eprintln!("icestream: {e:#}");
         std::process::exit(2);
     }

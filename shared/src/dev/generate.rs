@@ -138,14 +138,14 @@ impl RecordOptions {
             Domain::Cdc => ["auto", "csv", "dms"].contains(&format),
         };
         if !fits {
-            return Err(crate::Error::Config(format!(
+            return Err(crate::base::error::Error::Config(format!(
                 "bad value {format:?} for `format` with domain {}: allowed is {}",
                 s.get("domain"),
                 if domain == Domain::Cdc { "csv|dms" } else { "proto|avro|json" }
             )));
         }
         if domain == Domain::Cdc && s.get("corrupt") == "true" {
-            return Err(crate::Error::Config("`corrupt=true` applies to domain telemetry only".into()));
+            return Err(crate::base::error::Error::Config("`corrupt=true` applies to domain telemetry only".into()));
         }
         Ok(Self {
             domain,

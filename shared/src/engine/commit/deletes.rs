@@ -9,7 +9,8 @@ use iceberg::spec::{DataFile, FormatVersion};
 use iceberg::table::Table;
 
 use super::dv;
-use super::row_delta::{LiveFiles, deleted_positions, write_position_deletes};
+use super::live_rows::{LiveFiles, deleted_positions};
+use super::row_delta::write_position_deletes;
 use crate::base::error::Result;
 
 /// What deleting rows of one data file adds and removes in the commit.

@@ -2,7 +2,7 @@
 //! blob in a Puffin file, referenced from a delete manifest by the data file, the blob's offset
 //! and its length. iceberg-rust 0.10.1 models them (`DataFile::content_offset`, the Puffin
 //! blocks) but writes none; this is the writer, and the reader every delete-applying path here
-//! uses ([`super::row_delta::deleted_positions`]).
+//! uses ([`super::live_rows::deleted_positions`]).
 //!
 //! The blob (Iceberg spec, "Deletion Vectors"): a 4-byte big-endian length of magic + bitmap,
 //! the magic `D1 D3 39 64`, the bitmap in the portable 64-bit Roaring format (a little-endian

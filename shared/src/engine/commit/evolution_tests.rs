@@ -30,7 +30,7 @@ async fn table_v1(dir: &tempfile::TempDir) -> (Catalogs, Table) {
     let path = dir.path().join("p.toml");
     std::fs::write(dir.path().join("v1.json"), r#"{"type":"object","properties":{"id":{"type":"integer"}},"required":["id"]}"#).unwrap();
     std::fs::write(&path, "[[pipeline]]\ntable = \"orders\"\ntopics = [\"o\"]\nformat = \"json\"\nschema = \"v1.json\"\n").unwrap();
-    let config = crate::Config::from_args([format!("warehouse={}", dir.path().join("wh").display())]).unwrap();
+    let config = crate::model::config::Config::from_args([format!("warehouse={}", dir.path().join("wh").display())]).unwrap();
     let set = crate::model::pipeline::PipelineSet::load(&path, "p.toml", &config).await.unwrap();
     let catalogs = Catalogs::connect(&config).await.unwrap();
     let table = catalogs.ensure_table(&set.pipelines[0].def).await.unwrap();

@@ -12,6 +12,7 @@ pub mod append;
 pub mod deletes;
 pub mod dv;
 pub mod gaps;
+pub mod live_rows;
 pub mod manifest;
 pub mod manifest_cache;
 pub mod pointer;

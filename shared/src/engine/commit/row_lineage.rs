@@ -13,18 +13,10 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::Int64Type;
-use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch};
-use arrow_schema::{DataType, Schema as ArrowSchema, SchemaRef};
 use iceberg::spec::{DataFile, ManifestFile, ManifestStatus, NestedField, PrimitiveType, Schema, Type};
-use iceberg::table::Table;
-use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 
 use super::manifest::with_first_row_id;
-use super::row_delta::{deleted_positions, read_live_rows};
-use crate::base::error::{Error, Result};
-use crate::engine::columns::conform::conform_batch;
+use crate::base::error::Result;
 
 /// Reserved field ids and names of the row lineage columns (Iceberg spec, v3).
 pub const ROW_ID_FIELD_ID: i32 = 2_147_483_540;
@@ -86,51 +78,6 @@ pub fn with_lineage_columns(schema: &Schema) -> Result<Schema> {
     }
     let ids: HashSet<i32> = schema.identifier_field_ids().collect();
     Ok(Schema::builder().with_schema_id(schema.schema_id()).with_identifier_field_ids(ids).with_fields(fields).build()?)
-}
-
-/// The live rows of data file `path` (`deletes` applied) as rows of `schema` (the table's
-/// Arrow schema with the lineage columns last, [`with_lineage_columns`]), each with its
-/// `_row_id` and `_last_updated_sequence_number`: the file's own values where it has them,
-/// else from its `lineage`.
-pub async fn read_with_lineage(
-    table: &Table,
-    path: &str,
-    deletes: &[&DataFile],
-    schema: &SchemaRef,
-    lineage: FileLineage,
-) -> Result<Vec<RecordBatch>> {
-    let deleted = deleted_positions(table, path, deletes).await?;
-    let (batches, positions) = read_live_rows(table, path, &[], &deleted).await?;
-    let rows = ArrowSchema::new(schema.fields()[..schema.fields().len() - 2].to_vec());
-    let rows = Arc::new(rows.with_metadata(schema.metadata().clone()));
-    let mut at = 0;
-    batches
-        .iter()
-        .map(|batch| {
-            let positions = &positions[at..at + batch.num_rows()];
-            at += batch.num_rows();
-            let conformed = conform_batch(batch, path, &rows)?;
-            let row_ids = own_or(batch, ROW_ID_FIELD_ID, path, |i| lineage.first_row_id + positions[i])?;
-            let sequence_numbers = own_or(batch, LAST_UPDATED_FIELD_ID, path, |_| lineage.sequence_number)?;
-            let mut columns = conformed.columns().to_vec();
-            columns.extend([row_ids, sequence_numbers]);
-            Ok(RecordBatch::try_new(schema.clone(), columns)?)
-        })
-        .collect()
-}
-
-/// Column `field_id` of a file's `batch` where it has a value, else `inherited(row)`.
-fn own_or(batch: &RecordBatch, field_id: i32, path: &str, inherited: impl Fn(usize) -> i64) -> Result<ArrayRef> {
-    let id = field_id.to_string();
-    let own = batch.schema_ref().fields().iter().position(|f| f.metadata().get(PARQUET_FIELD_ID_META_KEY) == Some(&id));
-    let own = match own.map(|i| batch.column(i)) {
-        Some(array) if array.data_type() == &DataType::Int64 => Some(array.as_primitive::<Int64Type>().clone()),
-        Some(array) => return Err(Error::Data(format!("{path}: lineage column {field_id} is {}, not a long", array.data_type()))),
-        None => None,
-    };
-    let values: Int64Array =
-        (0..batch.num_rows()).map(|i| Some(own.as_ref().filter(|a| a.is_valid(i)).map_or_else(|| inherited(i), |a| a.value(i)))).collect();
-    Ok(Arc::new(values))
 }
 
 #[cfg(test)]

@@ -38,8 +38,8 @@ use super::tombstones::{KeyTombstones, TRUNCATED_AT_PROPERTY, Tombstone, truncat
 use crate::base::error::Result;
 use crate::engine::columns::Columns;
 use crate::engine::commit::deletes::delete_rows;
+use crate::engine::commit::live_rows::{LiveFiles, deleted_positions, read_live_rows};
 use crate::engine::commit::replayed::ReplayedOffsets;
-use crate::engine::commit::row_delta::{LiveFiles, deleted_positions, read_live_rows};
 use crate::engine::commit::{ChangeSet, Planner, Watermarks};
 use crate::engine::writer::write_data_files;
 use crate::model::event::TopicPartition;

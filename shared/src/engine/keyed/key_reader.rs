@@ -35,7 +35,7 @@ use super::file_reads::{Counting, Fetched, Span};
 use super::key_index::{FileIndex, KeyIndexCache};
 use super::keys::KeyCodec;
 use crate::base::error::{Error, Result};
-use crate::engine::commit::row_delta::{leaf_indices, projection};
+use crate::engine::commit::live_rows::{leaf_indices, projection};
 
 /// Whether a bloom filter may hold value `i` of `column` (true when the type is not checked).
 fn may_contain(filter: &Sbbf, column: &ArrayRef, i: usize) -> bool {

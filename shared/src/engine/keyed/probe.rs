@@ -18,7 +18,7 @@ use super::keys::{KeyCodec, datum_at};
 use super::rank::{Rank, RankColumns};
 use crate::base::error::Result;
 use crate::engine::columns::Columns;
-use crate::engine::commit::row_delta::{LiveFiles, deleted_positions};
+use crate::engine::commit::live_rows::{LiveFiles, deleted_positions};
 use crate::model::tables::lineage;
 
 /// Where a key's live row is, and its rank.

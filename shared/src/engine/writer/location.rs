@@ -30,8 +30,8 @@ pub struct DataLocations {
 impl DataLocations {
     /// Locations for files of `metadata`'s table partitioned as `partition_type` says. The data
     /// directory must be inside the table location ([`confine::data_dir`]).
-    pub fn new(metadata: &TableMetadata, partition_type: StructType) -> crate::Result<Self> {
-        confine::data_dir(metadata).map_err(crate::Error::Config)?;
+    pub fn new(metadata: &TableMetadata, partition_type: StructType) -> crate::base::error::Result<Self> {
+        confine::data_dir(metadata).map_err(crate::base::error::Error::Config)?;
         // The spelling the table uses (not the normalized one), as iceberg's writers do.
         Ok(Self { data_dir: confine::data_location(metadata), partition_type })
     }
@@ -113,7 +113,7 @@ mod tests {
         use iceberg::spec::{Literal, NestedField, PrimitiveLiteral, PrimitiveType, Schema, Transform, Type, UnboundPartitionSpec};
 
         let dir = tempfile::tempdir().unwrap();
-        let config = crate::Config::from_args([format!("warehouse={}", dir.path().display())]).unwrap();
+        let config = crate::model::config::Config::from_args([format!("warehouse={}", dir.path().display())]).unwrap();
         let catalogs = crate::engine::catalog::Catalogs::connect(&config).await.unwrap();
         let schema = Schema::builder()
             .with_fields(vec![NestedField::optional(1, "city", Type::Primitive(PrimitiveType::String)).into()])

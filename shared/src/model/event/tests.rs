@@ -71,7 +71,7 @@ fn each_group_is_put_in_offset_order_and_a_repeated_offset_kept_once() -> TestRe
             .collect();
         format!(r#"{{"records":{{"t-0":[{}]}}}}"#, records.join(","))
     };
-    let read = |text: String| -> crate::Result<Vec<(i64, Option<bytes::Bytes>)>> {
+    let read = |text: String| -> crate::base::error::Result<Vec<(i64, Option<bytes::Bytes>)>> {
         let parsed = parse_event(text.as_bytes())?;
         Ok(parsed.partitions.into_values().flatten().map(|r| (r.offset, r.value)).collect())
     };

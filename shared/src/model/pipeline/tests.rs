@@ -161,13 +161,13 @@ fn format_version_is_declared_per_pipeline_and_by_the_knob_for_the_telemetry_tab
     let set = load(&[("schemas/order.avsc", ORDER_AVSC), ("pipelines.toml", &orders(""))]).unwrap();
     assert_eq!(set.pipelines[0].def.format_version, None);
     let knob = |args: &[&str]| {
-        PipelineSet::telemetry(&crate::Config::from_args(args.iter().map(|a| a.to_string())).unwrap()).unwrap().pipelines[0]
+        PipelineSet::telemetry(&crate::model::config::Config::from_args(args.iter().map(|a| a.to_string())).unwrap()).unwrap().pipelines[0]
             .def
             .format_version
     };
     assert_eq!(knob(&["format_version=3"]), Some(FormatVersion::V3));
     assert_eq!(knob(&[]), None);
-    assert!(crate::Config::from_args(["format_version=4".to_string()]).is_err());
+    assert!(crate::model::config::Config::from_args(["format_version=4".to_string()]).is_err());
 }
 
 #[test]

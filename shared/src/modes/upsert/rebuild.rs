@@ -21,7 +21,7 @@ use serde::Serialize;
 use crate::base::error::{Error, Result};
 use crate::engine::catalog::Catalogs;
 use crate::engine::columns::Columns;
-use crate::engine::commit::row_delta::LiveFiles;
+use crate::engine::commit::live_rows::LiveFiles;
 use crate::engine::commit::{ChangeSet, Planner, Watermarks};
 use crate::engine::keyed::keys::KeyCodec;
 use crate::engine::keyed::rank::{Rank, RankColumns};

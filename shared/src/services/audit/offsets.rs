@@ -11,7 +11,7 @@ use iceberg::spec::DataFileFormat;
 
 use crate::base::error::Result;
 use crate::engine::columns::Columns;
-use crate::engine::commit::row_delta::{LiveFiles, deleted_positions, read_live_rows};
+use crate::engine::commit::live_rows::{LiveFiles, deleted_positions, read_live_rows};
 use crate::model::event::TopicPartition;
 use crate::model::tables::lineage;
 

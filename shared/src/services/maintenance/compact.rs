@@ -15,8 +15,8 @@ use serde::Serialize;
 use super::MaintenanceSettings;
 use crate::base::error::{Error, Result};
 use crate::engine::catalog::Catalogs;
-use crate::engine::commit::row_delta::{LiveFiles, read_data_file};
-use crate::engine::commit::row_lineage::{FileLineage, read_with_lineage, with_lineage_columns};
+use crate::engine::commit::live_rows::{LiveFiles, read_data_file, read_with_lineage};
+use crate::engine::commit::row_lineage::{FileLineage, with_lineage_columns};
 use crate::engine::commit::{ChangeSet, Planner};
 use crate::engine::writer::write_data_files_as;
 

@@ -157,7 +157,7 @@ async fn compaction_reads_files_of_older_schemas_by_the_evolution_rules() -> Tes
     let evolved = f.other_engine_commit(|b| b.add_current_schema(schema_v1())).await?;
     append(&f, row_v1(&arrow(&evolved)?, 7)?).await?;
 
-    let config = crate::Config::from_args(["hot_partition_hours=1"])?;
+    let config = crate::model::config::Config::from_args(["hot_partition_hours=1"])?;
     let request = MaintenanceRequest::new(&[], &["t".into()], false, &config)?;
     let report = maintain(&f.catalogs, &request, soon()).await?;
     let t = &report.tables[0];
@@ -194,7 +194,7 @@ async fn one_failing_action_does_not_stop_the_others() -> TestResult {
         let change = ChangeSet::append(vec![data_file(&table, &format!("missing-{i}"))]);
         f.catalogs.committer.commit(&f.ident, soon(), &mut FixedChange(change)).await?;
     }
-    let config = crate::Config::from_args(["hot_partition_hours=1"])?;
+    let config = crate::model::config::Config::from_args(["hot_partition_hours=1"])?;
     let request = MaintenanceRequest::new(&[], &["t".into()], false, &config)?;
     let report = maintain(&f.catalogs, &request, soon()).await?;
     let t = &report.tables[0];
@@ -237,7 +237,7 @@ async fn a_hot_partition_of_an_older_spec_is_left_alone() -> TestResult {
     let spec = by(vec![("id_bucket", Transform::Bucket(4), 1), ("ts_hour", Transform::Hour, 2)])?;
     f.other_engine_commit(|b| b.add_partition_spec(spec)?.set_default_partition_spec(-1)).await?;
 
-    let config = crate::Config::from_args(["hot_partition_hours=2"])?; // 2: an hour may turn meanwhile
+    let config = crate::model::config::Config::from_args(["hot_partition_hours=2"])?; // 2: an hour may turn meanwhile
     let settings = super::MaintenanceSettings::from(&config);
     let report = super::compact::compact(&f.catalogs, &f.ident, &settings, false, soon()).await?;
     assert_eq!((report.groups_committed, report.hot_partitions_skipped), (0, 1), "{report:?}");

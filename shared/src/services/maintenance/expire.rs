@@ -203,8 +203,9 @@ mod tests {
         overwrite.operation = Operation::Overwrite;
         overwrite.removed_files.insert(first.file_path().to_string());
         fixture.catalogs.committer.commit(&ident, deadline, &mut Once(Some(overwrite))).await.unwrap();
-        let mut settings =
-            MaintenanceSettings::from(&crate::Config::from_args(["snapshot_max_age_hours=1", "min_snapshots_to_keep=1"]).unwrap());
+        let mut settings = MaintenanceSettings::from(
+            &crate::model::config::Config::from_args(["snapshot_max_age_hours=1", "min_snapshots_to_keep=1"]).unwrap(),
+        );
         settings.clock = crate::base::clock::Clock::Fixed(std::time::SystemTime::now() + Duration::from_secs(48 * 3600));
         let report = expire(&fixture.catalogs, &ident, &settings, false, deadline).await.unwrap();
         assert_eq!(

@@ -72,8 +72,12 @@ mod tests {
 
     #[test]
     fn knobs_map_to_s3tables_settings_within_its_limits() {
-        let config =
-            crate::Config::from_args(["target_file_size_bytes=1048576", "min_snapshots_to_keep=3", "snapshot_max_age_hours=48"]).unwrap();
+        let config = crate::model::config::Config::from_args([
+            "target_file_size_bytes=1048576",
+            "min_snapshots_to_keep=3",
+            "snapshot_max_age_hours=48",
+        ])
+        .unwrap();
         let [(_, compaction), (_, snapshots)] = desired(&MaintenanceSettings::from(&config));
         let c = compaction.settings().unwrap().as_iceberg_compaction().unwrap();
         assert_eq!(c.target_file_size_mb(), Some(64));

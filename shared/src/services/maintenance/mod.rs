@@ -558,6 +558,8 @@ pub(crate) async fn delete_files(table: &Table, paths: &[String], deadline: Inst
 }
 
 #[cfg(test)]
+mod confinement_tests;
+#[cfg(test)]
 mod evolution_tests;
 
 #[cfg(test)]

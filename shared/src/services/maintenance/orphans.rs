@@ -267,7 +267,7 @@ mod tests {
         let queued = data_file(&table, "queued");
         write(&table, queued.file_path()).await;
         let manifest = write_staged_manifest(&table, std::slice::from_ref(&queued), &uuid::Uuid::new_v4()).await.unwrap();
-        let mut settings = MaintenanceSettings::from(&crate::Config::from_args(["orphan_margin_hours=1"]).unwrap());
+        let mut settings = MaintenanceSettings::from(&crate::model::config::Config::from_args(["orphan_margin_hours=1"]).unwrap());
         // Two days later: the request waited in the dead-letter queue and was redriven.
         settings.clock = Clock::Fixed(SystemTime::now() + Duration::from_secs(2 * 86_400));
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -294,7 +294,7 @@ mod tests {
         write(&table, queued.file_path()).await;
         write(&table, stray.file_path()).await;
         let manifest = write_staged_manifest(&table, std::slice::from_ref(&queued), &uuid::Uuid::new_v4()).await.unwrap();
-        let mut settings = MaintenanceSettings::from(&crate::Config::from_args(["orphan_margin_hours=1"]).unwrap());
+        let mut settings = MaintenanceSettings::from(&crate::model::config::Config::from_args(["orphan_margin_hours=1"]).unwrap());
         let deadline = Instant::now() + Duration::from_secs(30);
 
         // Two days later (the request waits in the dead-letter queue): only the stray goes.

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::base::error::{Error, Result};
 use crate::engine::catalog::Catalogs;
-use crate::engine::commit::row_delta::LiveFiles;
+use crate::engine::commit::live_rows::LiveFiles;
 use crate::engine::commit::{ChangeSet, Planner};
 
 /// What the upgrade did (or would do).

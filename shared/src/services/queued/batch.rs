@@ -39,7 +39,7 @@ use crate::base::error::Result;
 use crate::engine::catalog::Catalogs;
 use crate::engine::commit::append::rows_not_held;
 use crate::engine::commit::gaps::{GapReason, TakenGaps};
-use crate::engine::commit::row_delta::read_data_file;
+use crate::engine::commit::live_rows::read_data_file;
 use crate::engine::commit::staged::remove_staged_manifests;
 use crate::engine::commit::{ChangeSet, Planner, Watermarks};
 use crate::engine::queue::{CommitRequest, Message};

@@ -13,7 +13,12 @@ use crate::engine::queue::sqs;
 
 /// After a batch: make the deferred requests visible again after `commit_gap_retry_s` instead
 /// of the queue's visibility timeout (a failure to do so only delays them).
-pub async fn retry_deferred_soon(queue: &sqs::CommitQueue, config: &crate::Config, messages: &[Message], report: &batch::BatchReport) {
+pub async fn retry_deferred_soon(
+    queue: &sqs::CommitQueue,
+    config: &crate::model::config::Config,
+    messages: &[Message],
+    report: &batch::BatchReport,
+) {
     let deferred: Vec<&Message> = messages.iter().filter(|m| report.deferred.contains(&m.id)).collect();
     if let Err(e) = queue.change_visibility(&deferred, config.commit_gap_retry_s).await {
         tracing::warn!(error = %e, "deferred requests come again after the visibility timeout");

@@ -150,7 +150,7 @@ async fn row_outside(table: &Table, file: &DataFile, ranges: &BTreeMap<TopicPart
     let reader = ArrowFileReader::new(FileMetadata { size: file.file_size_in_bytes() }, Box::new(input.reader().await.map_err(storage)?));
     let builder = ParquetRecordBatchStreamBuilder::new(reader).await?;
     let columns = [lineage::TOPIC, lineage::PARTITION, lineage::OFFSET];
-    let mask = crate::engine::commit::row_delta::projection(table, builder.parquet_schema(), path, &columns)?;
+    let mask = crate::engine::commit::live_rows::projection(table, builder.parquet_schema(), path, &columns)?;
     let mut stream = builder.with_projection(mask).build()?;
     let mut rows = 0u64;
     while let Some(batch) = stream.try_next().await? {

@@ -8,7 +8,7 @@ use iceberg::spec::{DataFileFormat, Operation};
 
 use super::*;
 use crate::engine::commit::ChangeSet;
-use crate::engine::commit::row_delta::read_data_file;
+use crate::engine::commit::live_rows::read_data_file;
 use crate::testkit::{FixedChange, LocalTable, TestResult, soon};
 
 /// Table `t` holding one data file of ids 0..5; the file.

@@ -5,8 +5,9 @@ use arrow_array::{ArrayRef, Int64Array, RecordBatch};
 use iceberg::spec::DataFile;
 use iceberg::table::Table;
 
-use super::{read_with_lineage, with_lineage_columns};
+use super::with_lineage_columns;
 use crate::engine::commit::ChangeSet;
+use crate::engine::commit::live_rows::read_with_lineage;
 use crate::testkit::{FixedChange, LocalTable, TestResult, soon};
 
 /// Data files of `ids` (one file per slice), written but not committed.
@@ -94,17 +95,18 @@ async fn compaction_moves_rows_with_their_ids_and_sequence_numbers() -> TestResu
     commit(&f, ChangeSet::append(a.clone())).await?;
     let table = commit(&f, ChangeSet::append(files(&f.load().await, &[&[4, 5]]).await?)).await?;
     // id 2 (row 1 of the first file) deleted by a deletion vector.
-    let live = crate::engine::commit::row_delta::LiveFiles::of(&table).await?;
+    let live = crate::engine::commit::live_rows::LiveFiles::of(&table).await?;
     let dv = crate::engine::commit::deletes::delete_rows(&table, &live, &a[0], &[1].into(), "zstd").await?;
     let mut change = ChangeSet::new(iceberg::spec::Operation::Delete);
     change.added_delete_files.push(dv.added);
     commit(&f, change).await?;
 
-    let settings = crate::services::maintenance::MaintenanceSettings::from(&crate::Config::from_args(["hot_partition_hours=0"])?);
+    let settings =
+        crate::services::maintenance::MaintenanceSettings::from(&crate::model::config::Config::from_args(["hot_partition_hours=0"])?);
     let report = crate::services::maintenance::compact::compact(&f.catalogs, &f.ident, &settings, false, soon()).await?;
     assert_eq!(report.groups_committed, 1, "{report:?}");
     let table = f.load().await;
-    let live = crate::engine::commit::row_delta::LiveFiles::of(&table).await?;
+    let live = crate::engine::commit::live_rows::LiveFiles::of(&table).await?;
     assert_eq!((live.data.len(), live.deletes_by_data_file.len()), (1, 0), "one file, the DV folded");
     let path = live.data[0].file_path();
     let schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(&with_lineage_columns(table.metadata().current_schema())?)?);

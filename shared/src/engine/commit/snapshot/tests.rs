@@ -15,7 +15,8 @@ use iceberg::spec::{DataFile, Datum, Operation, Transform, UnboundPartitionSpec}
 use iceberg::table::Table;
 
 use crate::engine::commit::ChangeSet;
-use crate::engine::commit::row_delta::{LiveFiles, write_position_deletes};
+use crate::engine::commit::live_rows::LiveFiles;
+use crate::engine::commit::row_delta::write_position_deletes;
 use crate::services::maintenance::MaintenanceSettings;
 use crate::testkit::{FixedChange, LocalTable, TestResult, soon};
 
@@ -117,7 +118,7 @@ async fn rewrite_manifests_keeps_each_entry_under_its_own_spec() -> TestResult {
 #[tokio::test]
 async fn a_compaction_removal_rewrites_the_manifest_under_its_spec() -> TestResult {
     let (f, old, ids) = evolved_table().await?;
-    let config = crate::Config::from_args(["hot_partition_hours=1"])?;
+    let config = crate::model::config::Config::from_args(["hot_partition_hours=1"])?;
     let settings = MaintenanceSettings::from(&config);
     let report = crate::services::maintenance::compact::compact(&f.catalogs, &f.ident, &settings, false, soon()).await?;
     assert!(report.groups_committed >= 1, "{report:?}");
@@ -145,7 +146,7 @@ async fn a_row_deltas_deletes_of_an_old_spec_file_land_under_that_spec() -> Test
     let mut holder = None;
     for file in live.data.iter().filter(|d| old.contains(d.file_path())) {
         let (batches, positions) =
-            crate::engine::commit::row_delta::read_live_rows(&table, file.file_path(), &["id"], &Default::default()).await?;
+            crate::engine::commit::live_rows::read_live_rows(&table, file.file_path(), &["id"], &Default::default()).await?;
         let values = batches.iter().flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec());
         if let Some((_, pos)) = values.zip(positions).find(|(v, _)| *v == gone) {
             holder = Some((file.clone(), pos));
@@ -232,7 +233,7 @@ async fn an_identity_partition_of_a_promoted_column_is_rewritten_widened() -> Te
     let files = crate::engine::writer::write_data_files(&table, &[rows(&table, 9..12)?], "zstd", 64 << 20).await?;
     f.catalogs.committer.commit(&f.ident, soon(), &mut FixedChange(ChangeSet::append(files))).await?;
 
-    let config = crate::Config::from_args(["hot_partition_hours=1"])?;
+    let config = crate::model::config::Config::from_args(["hot_partition_hours=1"])?;
     let report =
         crate::services::maintenance::compact::compact(&f.catalogs, &f.ident, &MaintenanceSettings::from(&config), false, soon()).await?;
     assert!(report.groups_committed >= 3, "{report:?}");

@@ -8,7 +8,7 @@ use iceberg::spec::{DataFile, DataFileFormat};
 
 use super::*;
 use crate::engine::commit::deletes::delete_rows;
-use crate::engine::commit::row_delta::read_data_file;
+use crate::engine::commit::live_rows::read_data_file;
 use crate::testkit::{FixedChange, LocalTable, TestResult, soon};
 
 /// Delete `positions` of the table's one data file in a commit, as the keyed apply does.
@@ -55,7 +55,8 @@ async fn a_v2_table_with_position_deletes_is_upgraded_once_compaction_folds_them
     let err = upgrade(&f.catalogs, &f.ident, None, false, soon()).await.unwrap_err().to_string();
     assert!(err.contains("format_version=3"), "{err}");
 
-    let settings = crate::services::maintenance::MaintenanceSettings::from(&crate::Config::from_args(["hot_partition_hours=1"])?);
+    let settings =
+        crate::services::maintenance::MaintenanceSettings::from(&crate::model::config::Config::from_args(["hot_partition_hours=1"])?);
     crate::services::maintenance::compact::compact(&f.catalogs, &f.ident, &settings, false, soon()).await?;
     let dry = upgrade(&f.catalogs, &f.ident, Some(3), true, soon()).await?;
     assert!(!dry.committed && f.load().await.metadata().format_version() == FormatVersion::V2);
@@ -88,7 +89,7 @@ async fn expiry_and_orphan_removal_delete_a_replaced_deletion_vector_and_keep_th
 
     // A day later: every snapshot but the current one expires, and the orphan margin is past.
     let later = chrono::Utc::now().timestamp_millis() + 86_400_000;
-    let config = crate::Config::from_args(["snapshot_max_age_hours=1", "min_snapshots_to_keep=1", "orphan_margin_hours=1"])?;
+    let config = crate::model::config::Config::from_args(["snapshot_max_age_hours=1", "min_snapshots_to_keep=1", "orphan_margin_hours=1"])?;
     let mut settings = crate::services::maintenance::MaintenanceSettings::from(&config);
     settings.clock = crate::base::clock::Clock::at_ms(later);
     let orphans = crate::services::maintenance::orphans::remove_orphans(&f.catalogs, &f.ident, &settings, false, soon()).await?;
