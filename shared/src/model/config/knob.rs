@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
-use super::knobs::KNOBS;
 use crate::base::error::{Error, Result};
 
 /// Prefix of every knob's environment-variable spelling.
@@ -76,12 +75,6 @@ impl Knob {
 pub struct Settings {
     lists: Vec<&'static [Knob]>,
     values: BTreeMap<&'static str, String>,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Self::over(KNOBS)
-    }
 }
 
 impl Settings {

@@ -1,7 +1,7 @@
 //! [`KNOBS`], the single list of every knob icestream has: parsing, `--help` text,
 //! docs/configuration.md's table and the Terraform check all read it.
 
-use super::knob::{Allowed, Knob};
+use super::knob::{Allowed, Knob, Settings};
 
 const MIB: &str = "134217728";
 
@@ -171,3 +171,10 @@ pub const KNOBS: &[Knob] = &[
     },
     Knob { key: "log_format", default: "text", allowed: Allowed::OneOf(&["text", "json"]), help: "Log line format on standard error" },
 ];
+
+/// The settings of every knob icestream has (the functions' and the CLI's list).
+impl Default for Settings {
+    fn default() -> Self {
+        Self::over(KNOBS)
+    }
+}
