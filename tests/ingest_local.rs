@@ -202,7 +202,7 @@ async fn one_invocation_counts_its_round_trips() {
     // Loads (2, side by side), data files (1, side by side), manifest, manifest list with the
     // metadata file, swap: 6, the target for one table. Written one after another it was 26.
     assert_eq!(used.sequential, 6, "{used:?}");
-    let line: serde_json::Value = serde_json::from_str(&icestream::services::metrics::emf_line("ingest", &s)).unwrap();
+    let line: serde_json::Value = serde_json::from_str(&icestream::services::metrics::emf_lines(&s)[0]).unwrap();
     assert_eq!(line["SequentialRoundTrips"].as_f64(), Some(used.sequential as f64));
     assert_eq!(line["StorageWrites"].as_f64(), Some(used.storage_writes as f64));
     assert_eq!(line["Files"].as_f64(), Some(s.files as f64));

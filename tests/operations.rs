@@ -48,9 +48,9 @@ async fn the_per_table_emf_line_and_the_snapshot_carry_the_records_ages_at_commi
     let summary = pipeline.handle_json(event_at(&timestamps).to_string().as_bytes(), deadline).await.unwrap();
     let after = now_ms();
 
-    let lines = icestream::services::metrics::table_emf_lines("ingest", &summary);
-    assert_eq!(lines.len(), 1);
-    let line: Value = serde_json::from_str(&lines[0]).unwrap();
+    let lines = icestream::services::metrics::emf_lines(&summary);
+    assert_eq!(lines.len(), 2, "the invocation's line and one per table");
+    let line: Value = serde_json::from_str(&lines[1]).unwrap();
     assert_eq!((line["Table"].as_str(), line["Function"].as_str()), (Some("orders"), Some("ingest")), "{line}");
     assert_eq!(line["_aws"]["CloudWatchMetrics"][0]["Dimensions"], json!([["Function", "Table"]]));
     assert_eq!((line["Written"].as_f64(), line["DeadLettered"].as_f64()), (Some(6.0), Some(4.0)));

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use iceberg::spec::{DataFile, ManifestContentType, ManifestWriterBuilder};
 use icestream::dev::generate::{GeneratorOptions, generate};
 use icestream::engine::catalog::Catalogs;
+use icestream::engine::commit::live_rows::LiveFiles;
 use icestream::engine::commit::manifest::ManifestFileWriter;
-use icestream::engine::commit::row_delta::LiveFiles;
 use icestream::model::event::{ParsedEvent, event_json, parse_event};
 use icestream::{Config, IngestPipeline};
 

@@ -215,7 +215,7 @@ async fn formats(keys: u64, batches: usize, format_version: u8) {
         reads += s.round_trips.storage_reads;
     }
     let table = catalogs.catalog().load_table(&ident).await.unwrap();
-    let live = icestream::engine::commit::row_delta::LiveFiles::of(&table).await.unwrap();
+    let live = icestream::engine::commit::live_rows::LiveFiles::of(&table).await.unwrap();
     let deletes = live.deletes_by_data_file.values().map(Vec::len).sum::<usize>() + live.unscoped_deletes.len();
     let most = live.deletes_by_data_file.values().map(Vec::len).max().unwrap_or(0);
     let n = batches as f64;

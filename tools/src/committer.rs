@@ -62,7 +62,9 @@ pub async fn run(source: String, args: Vec<String>) -> Result<()> {
         queue.delete(&done).await?;
         retry_deferred_soon(&queue, &config, &messages, &report).await;
     }
-    eprintln!("{}", icestream::services::metrics::committer_emf_line(&report));
+    for line in icestream::services::metrics::emf_lines(&report) {
+        eprintln!("{line}");
+    }
     println!("{}", serde_json::to_string(&report)?);
     Ok(())
 }

@@ -25,7 +25,10 @@ pub async fn run(command: Command) -> Result<()> {
         Command::SimulateCdc(o) => stream::produce(o, true).await,
         Command::Esm(o) => stream::esm(o).await,
         Command::Contract => {
-            let contract = icestream::services::deployment::contract_json(icestream::services::metrics::emitted_metrics());
+            let contract = icestream::services::deployment::contract_json(icestream::services::metrics::emitted_metrics(&[
+                &icestream::Summary::with_every_figure(),
+                &icestream::services::queued::report::BatchReport::default(),
+            ]));
             println!("{}", serde_json::to_string_pretty(&contract)?);
             Ok(())
         }

@@ -42,8 +42,7 @@ pub async fn run(options: Options<Ingest>) -> Result<()> {
         let event = icestream::model::event::parse_event(&json)?;
         drop(json);
         let summary = pipeline.handle(event, std::time::Instant::now() + budget).await?;
-        eprintln!("{}", icestream::services::metrics::emf_line("ingest", &summary));
-        for line in icestream::services::metrics::table_emf_lines("ingest", &summary) {
+        for line in icestream::services::metrics::emf_lines(&summary) {
             eprintln!("{line}");
         }
         println!("{}", serde_json::to_string(&summary)?);

@@ -51,6 +51,8 @@ async fn handle(
     if let Some(queue) = queue {
         retry_deferred_soon(queue, config, &messages, &report).await;
     }
-    println!("{}", icestream::services::metrics::committer_emf_line(&report));
+    for line in icestream::services::metrics::emf_lines(&report) {
+        println!("{line}");
+    }
     Ok(batch_response(&report))
 }

@@ -32,8 +32,7 @@ async fn handle(pipeline: &IngestPipeline, event: &[u8], context: &Context) -> R
     let deadline = icestream::base::logging::deadline_from_epoch_ms(context.deadline, REPLY_MARGIN_MS);
     let parsed = parse_event(event)?;
     let summary = pipeline.handle(parsed, deadline).await?;
-    println!("{}", icestream::services::metrics::emf_line("ingest", &summary));
-    for line in icestream::services::metrics::table_emf_lines("ingest", &summary) {
+    for line in icestream::services::metrics::emf_lines(&summary) {
         println!("{line}");
     }
     Ok(summary)

@@ -31,9 +31,9 @@ use futures::StreamExt;
 use iceberg::spec::DataFile;
 use iceberg::table::Table;
 use iceberg::{NamespaceIdent, TableIdent};
-use serde::Serialize;
 use tracing::Instrument;
 
+use super::report::{BatchReport, TableCommitReport};
 use super::validate::Admission;
 use crate::base::error::Result;
 use crate::engine::catalog::Catalogs;
@@ -49,44 +49,6 @@ use crate::model::event::TopicPartition;
 
 /// Snapshot-summary entry: how many commit requests the snapshot holds.
 pub const SUMMARY_REQUESTS: &str = "icestream.commit-requests";
-
-/// What the committer did with one batch; `batch_item_failures` go back to SQS.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct BatchReport {
-    pub messages: usize,
-    /// Message ids to deliver again (SQS partial batch response).
-    pub batch_item_failures: Vec<String>,
-    /// Those of them deferred for an offset gap (to come again soon, see `commit_gap_retry_s`).
-    pub deferred: Vec<String>,
-    pub tables: Vec<TableCommitReport>,
-    /// Age of the oldest record committed (Kafka timestamp to commit), milliseconds.
-    pub max_record_age_ms: i64,
-    pub duration_ms: u64,
-}
-
-/// One table's share of a batch.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct TableCommitReport {
-    pub table: String,
-    pub requests: usize,
-    pub committed: usize,
-    pub trimmed: usize,
-    pub dropped: usize,
-    pub deferred: usize,
-    /// Requests that cannot be committed (unreadable message or staged manifest).
-    pub failed: usize,
-    pub rows: u64,
-    pub files: usize,
-    pub bytes: u64,
-    pub snapshot_id: Option<i64>,
-    pub attempts: u32,
-    pub commit_ms: u64,
-    pub error: Option<String>,
-    /// Offsets moved past with no request bringing them (recorded in the table as open gaps).
-    pub gap_offsets_taken: u64,
-    /// Offsets of open gaps that late requests brought.
-    pub gap_offsets_filled: u64,
-}
 
 /// Commit a batch of messages. Never fails as a whole: what could not be done is reported in
 /// `batch_item_failures` (and logged with the reason).

@@ -4,6 +4,7 @@
 //! per table in one snapshot. What the committer accepts is [`validate`]'s to say.
 
 pub mod batch;
+pub mod report;
 pub mod validate;
 
 #[cfg(doc)]
@@ -17,7 +18,7 @@ pub async fn retry_deferred_soon(
     queue: &sqs::CommitQueue,
     config: &crate::model::config::Config,
     messages: &[Message],
-    report: &batch::BatchReport,
+    report: &report::BatchReport,
 ) {
     let deferred: Vec<&Message> = messages.iter().filter(|m| report.deferred.contains(&m.id)).collect();
     if let Err(e) = queue.change_visibility(&deferred, config.commit_gap_retry_s).await {
@@ -26,7 +27,7 @@ pub async fn retry_deferred_soon(
 }
 
 /// The SQS partial batch response for a committer batch.
-pub fn batch_response(report: &batch::BatchReport) -> aws_lambda_events::event::sqs::SqsBatchResponse {
+pub fn batch_response(report: &report::BatchReport) -> aws_lambda_events::event::sqs::SqsBatchResponse {
     use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse};
     let mut response = SqsBatchResponse::default();
     response.batch_item_failures = report

@@ -10,7 +10,8 @@ use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
 use iceberg::spec::{DataFile, NestedField, PrimitiveType, Schema, Type, UnboundPartitionSpec};
 use iceberg::table::Table;
 
-use super::super::batch::{BatchReport, commit_batch};
+use super::super::batch::commit_batch;
+use super::super::report::BatchReport;
 use super::is_configured;
 use crate::engine::catalog::Catalogs;
 use crate::engine::commit::Watermarks;

@@ -1,6 +1,6 @@
 //! `icestream dead-letters replay TABLE [since=] [reason=] [dry-run=true]` and the maintenance
 //! action `replay-dead-letters`: after a pipeline or schema fix, the dead letters' raw bytes go
-//! through the current pipeline's decoding again ([`crate::services::ingest::decode_partitions`], the
+//! through the current pipeline's decoding again ([`crate::modes::records::decode_partitions`], the
 //! very code ingest runs) and those that now decode are appended to the table with their
 //! original lineage, exactly once.
 //!
@@ -46,8 +46,9 @@ use crate::model::event::{Headers, KafkaRecordIn, TimestampType, TopicPartition}
 use crate::model::schema::SourceSchema;
 use crate::model::tables::kafka::{self, KafkaColumns};
 use crate::model::tables::{dead_letter as col, lineage};
+use crate::modes::records::{Marks, decode_partitions};
 use crate::modes::writer_plan::WriterPlan;
-use crate::services::ingest::{IngestPipeline, Marks, decode_partitions};
+use crate::services::ingest::IngestPipeline;
 use marks::ReplayedOffsets;
 
 /// Which dead letters to replay.

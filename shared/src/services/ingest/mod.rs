@@ -2,111 +2,37 @@
 //! in; each record routed by its topic to the pipeline that claims it; rows in the pipeline's
 //! table, rejects in its dead-letter table, one commit per table.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+mod summary;
+
+pub use summary::{Summary, TableMetrics};
+
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow_array::RecordBatch;
 use arrow_schema::{Schema as ArrowSchema, SchemaRef};
 use iceberg::TableIdent;
 use iceberg::table::Table;
-use serde::Serialize;
 use tracing::Instrument;
 
 use crate::base::error::{Error, Result};
-use crate::base::freshness::{Freshness, RecordTimes};
 use crate::decode::RecordDecoder;
 use crate::engine::catalog::Catalogs;
-use crate::engine::catalog_calls::CatalogCalls;
 use crate::engine::commit::Watermarks;
-use crate::engine::commit::gaps::{self, TakenGaps};
+use crate::engine::commit::gaps::TakenGaps;
 use crate::engine::keyed::key_index::KeyIndexCache;
 use crate::model::config::{CommitMode, Config, Dedup, FailPoint};
 use crate::model::event::{KafkaRecordIn, ParsedEvent, TopicPartition, parse_event};
-use crate::model::pipeline::{Pipeline, PipelineSet, format_name};
+use crate::model::pipeline::{Pipeline, PipelineSet};
 use crate::model::registry::Registry;
 use crate::model::schema::SourceSchema;
 use crate::model::tables::kafka::KafkaColumns;
 use crate::model::tables::{is_written_by_icestream, lineage};
-use crate::modes::dead_letter::{DeadLetterBuilder, Reject};
-use crate::modes::kafka_columns::{KafkaColumnsBuilder, without_kafka_columns};
+use crate::modes::records::{Marks, decode_partitions};
 use crate::modes::recovery::dead_lettered_offsets;
 use crate::modes::sink::{Append, AppendSink};
-use crate::modes::upsert::{Lineage, UpsertTables};
-use crate::modes::writer_plan::{Framed, WriterPlan, evolve_table};
-
-/// What one invocation did; printed as the CLI's last line and logged as metrics.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
-pub struct Summary {
-    /// Records in the event.
-    pub records: usize,
-    /// Rows committed to the pipelines' tables.
-    pub written: usize,
-    /// Rows committed to the dead-letter tables.
-    pub dead_letter: usize,
-    /// Records the tables already held (replays, overlapping re-cuts).
-    pub skipped_replay: usize,
-    /// Rows dropped as duplicates by `dedup`.
-    pub duplicates: usize,
-    /// Kafka tombstones (null values) of append pipelines: skipped, no row and no dead letter
-    /// (an append table has no row a tombstone could delete); their offsets still advance the
-    /// watermarks.
-    pub tombstones: usize,
-    /// Data files committed, all tables.
-    pub files: usize,
-    /// Bytes of those files.
-    pub bytes: u64,
-    /// The last new snapshot of a pipeline table (or of a dead-letter table, if only it changed).
-    pub snapshot_id: Option<i64>,
-    /// Commit attempts, all tables.
-    pub commit_attempts: u32,
-    /// Wall time spent committing (planning, staging, swapping, retries), all tables.
-    pub commit_ms: u64,
-    /// Age of the oldest record at commit time (Kafka timestamp to now), milliseconds; in
-    /// queued mode at the time the commit requests were sent (the committer reports the rest).
-    pub max_record_age_ms: i64,
-    /// Commit requests sent to the commit queue (`commit_mode=queued`).
-    pub commit_requests: usize,
-    /// Pipeline tables this event fed.
-    pub tables: usize,
-    /// Records dead-lettered because their writer schema is one the table cannot take.
-    pub schema_rejects: usize,
-    /// Tables whose schema this event evolved.
-    pub schema_changes: usize,
-    /// Schema-registry calls made during this event (0 when the cache knew every writer).
-    pub registry_calls: u64,
-    /// Upsert pipelines: keys whose newest change applied, and keys whose newest change was
-    /// older than the table's state (ignored).
-    pub upsert_applied: usize,
-    pub upsert_stale: usize,
-    /// Upsert pipelines: live rows removed by truncates (`allow_truncate`).
-    pub upsert_truncated: usize,
-    /// Upsert pipelines: data files (and their delete files' bytes) read to find the touched
-    /// keys' rows: the read cost of the batch.
-    pub key_files_read: usize,
-    pub key_bytes_read: u64,
-    /// Upsert pipelines: the storage requests (range reads) of that read.
-    pub key_read_requests: u64,
-    /// Rows appended to `<table>_changelog` tables.
-    pub changelog_written: usize,
-    /// Per pipeline table: rows, dead letters and freshness at commit (the per-table EMF lines).
-    pub table_metrics: Vec<TableMetrics>,
-    pub duration_ms: u64,
-    /// Bytes of the event's record keys and values (the Kafka payload).
-    pub payload_bytes: u64,
-    /// Catalog, storage and queue calls of this invocation, and how many were sequential.
-    pub round_trips: CatalogCalls,
-}
-
-/// One pipeline table's share of an invocation.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
-pub struct TableMetrics {
-    pub table: String,
-    pub written: usize,
-    pub dead_letter: usize,
-    /// Ages of the records at the data commit (none when nothing new was committed directly).
-    pub freshness: Option<Freshness>,
-}
+use crate::modes::upsert::UpsertTables;
+use crate::modes::writer_plan::{WriterPlan, evolve_table};
 
 /// One pipeline's tables as found at start. The data table's schema is read per invocation:
 /// it evolves.
@@ -563,150 +489,4 @@ async fn open_tables(catalogs: &Catalogs, pipeline: &Pipeline, registry: Option<
 async fn evolve_now(catalogs: &Catalogs, table: Table, writers: &[Arc<SourceSchema>], kafka: KafkaColumns) -> Result<Table> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     Ok(catalogs.committer.commit_to(table, deadline, &mut crate::modes::sink::EvolveSchema { writers, kafka }).await?.table)
-}
-
-/// What the tables already hold, as far as decoding needs to know.
-pub struct Marks<'a> {
-    /// Offsets at or below these are in the pipeline table (or were deliberately dropped),
-    pub data: &'a Watermarks,
-    /// except those in the queued committer's open gaps: their requests may still come, and a
-    /// redelivery of them must bring the records (see [`crate::engine::commit::gaps`]).
-    pub open_gaps: &'a TakenGaps,
-    /// Queued mode: the dead-letter table's own watermarks and open gaps. Its commits are
-    /// requests of their own, so the pipeline table holding an offset does not mean the
-    /// dead-letter table holds its dead letter yet (its request may wait in the queue): an
-    /// offset is held only when both say so, or a redelivery would claim the dead-letter
-    /// table's offsets without their dead letters.
-    pub dead_letter: Option<(&'a Watermarks, &'a TakenGaps)>,
-    /// Offsets past the data watermark that the dead-letter table holds (after a crash between
-    /// the two commits).
-    pub dead_lettered: &'a HashMap<TopicPartition, HashSet<i64>>,
-}
-
-impl Marks<'_> {
-    /// Whether one of the tables holds an offset of `tp` already. Looked up once per partition:
-    /// each record then costs a comparison, not two map lookups keyed by topic name.
-    pub fn of(&self, tp: &TopicPartition) -> impl Fn(i64) -> bool + use<'_> {
-        let (covered, dead_lettered) = (self.data.covers_in(tp), self.dead_lettered.get(tp));
-        let open = self.open_gaps.0.get(tp);
-        let dead_letter = self.dead_letter.map(|(marks, gaps)| (marks.covers_in(tp), gaps.0.get(tp)));
-        move |offset| {
-            let in_data = covered(offset) && !gaps::in_any(open, offset);
-            let in_dead_letters = dead_letter.as_ref().is_none_or(|(covered, open)| covered(offset) && !gaps::in_any(*open, offset));
-            (in_data && in_dead_letters) || dead_lettered.is_some_and(|held| held.contains(&offset))
-        }
-    }
-}
-
-/// One pipeline's records decoded: rows (without lineage yet), rejects, and what was skipped.
-pub struct DecodedPartitions {
-    decoder: RecordDecoder,
-    lineage: Lineage,
-    /// The Kafka metadata columns of the rows (`kafka_columns`).
-    kafka: KafkaColumnsBuilder,
-    pub rejects: DeadLetterBuilder,
-    pub skipped_replay: usize,
-    /// Null values (Kafka tombstones): skipped, see [`Summary::tombstones`].
-    pub tombstones: usize,
-    /// Records rejected because the table cannot take their writer schema.
-    pub schema_rejects: usize,
-    /// First and last offset per topic-partition in the event.
-    pub ranges: BTreeMap<TopicPartition, (i64, i64)>,
-    pub oldest_timestamp_ms: Option<i64>,
-    /// Kafka timestamps of every record of the event (freshness at commit).
-    pub record_times: RecordTimes,
-}
-
-impl DecodedPartitions {
-    /// The decoded rows with their lineage, in the table's column order.
-    pub fn rows(&mut self, schema: SchemaRef) -> Result<RecordBatch> {
-        let decoded = self.decoder.finish()?;
-        if KafkaColumns::of(schema.fields().iter().map(|f| f.name().as_str())).is_empty() {
-            return self.lineage.batch(schema, decoded);
-        }
-        let rows = self.lineage.batch(without_kafka_columns(&schema), decoded)?;
-        self.kafka.complete(schema, &rows)
-    }
-}
-
-/// A reason for a value a pipeline without `registry` could not decode, with what it suggests:
-/// a registry frame the value starts with, or for raw Avro that the value may be another
-/// schema version's (a datum names no writer schema: see docs/pipelines.md, "Schema evolution").
-fn unregistered_hint(pipeline: &Pipeline, value: &[u8], reason: String) -> String {
-    if pipeline.registry.is_some() {
-        return reason;
-    }
-    match crate::model::registry::frame::unexpected_frame_hint(value) {
-        Some(hint) => format!("{reason}; {hint}"),
-        None if pipeline.format == crate::model::schema::Format::Avro => format!(
-            "{reason}; raw Avro carries no writer schema: a value written with another version of the schema does not decode with the pipeline's (use a schema registry to evolve)"
-        ),
-        None => reason,
-    }
-}
-
-/// Decode every record the tables do not hold yet: a record at or below the data watermark,
-/// or already dead-lettered, is skipped undecoded (replays cost nothing), so every offset
-/// lands in exactly one of the two tables.
-pub fn decode_partitions(
-    pipeline: &Pipeline,
-    plan: &WriterPlan,
-    mut decoder: RecordDecoder,
-    partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
-    marks: &Marks<'_>,
-    rejected_at_us: i64,
-) -> Result<DecodedPartitions> {
-    let records: usize = partitions.values().map(Vec::len).sum();
-    decoder.reserve(records);
-    let mut out = DecodedPartitions {
-        decoder,
-        lineage: Lineage::with_capacity(records),
-        kafka: KafkaColumnsBuilder::new(pipeline.kafka_columns),
-        rejects: DeadLetterBuilder::new(rejected_at_us, format_name(pipeline.format)),
-        skipped_replay: 0,
-        tombstones: 0,
-        schema_rejects: 0,
-        ranges: BTreeMap::new(),
-        oldest_timestamp_ms: None,
-        record_times: RecordTimes::with_capacity(records),
-    };
-    for (tp, records) in partitions {
-        if let (Some(first), Some(last)) = (records.first(), records.last()) {
-            out.ranges.insert(tp.clone(), (first.offset, last.offset));
-        }
-        let holds = marks.of(tp);
-        for record in records {
-            out.oldest_timestamp_ms = Some(out.oldest_timestamp_ms.map_or(record.timestamp_ms, |o| o.min(record.timestamp_ms)));
-            out.record_times.push(record.timestamp_ms);
-            if holds(record.offset) {
-                out.skipped_replay += 1;
-                continue;
-            }
-            let value = match (&record.value, &record.value_error) {
-                (_, Some(e)) => Err(e.to_string()),
-                (Some(v), None) => Ok(&v[..]),
-                (None, None) => {
-                    out.tombstones += 1;
-                    continue;
-                }
-            };
-            let decoded = value.and_then(|v| match plan.read(pipeline, record, v) {
-                Framed::Reader(reader, payload) => out.decoder.append_as(reader, &payload).map_err(|e| unregistered_hint(pipeline, v, e)),
-                Framed::Reject(reason) => {
-                    if reason.starts_with("schema:") {
-                        out.schema_rejects += 1;
-                    }
-                    Err(reason)
-                }
-            });
-            match decoded {
-                Ok(()) => {
-                    out.lineage.append(tp, record.offset);
-                    out.kafka.append(record.into());
-                }
-                Err(error) => out.rejects.append(Reject::of(tp, record, &error)),
-            }
-        }
-    }
-    Ok(out)
 }
