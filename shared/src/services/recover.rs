@@ -37,7 +37,7 @@ use crate::engine::commit::Watermarks;
 use crate::model::event::{KafkaRecordIn, TopicPartition, parse_event};
 use crate::modes::recovery::dead_lettered_offsets;
 use crate::services::ingest::IngestPipeline;
-use crate::services::replay::marks::ReplayedOffsets;
+use crate::engine::commit::replayed::ReplayedOffsets;
 use crate::services::replay::{append_marked, decode_again};
 
 /// What reading the on-failure bucket calls (`crate::services::deployment`: the maintenance function).

@@ -1,6 +1,6 @@
 //! `icestream audit TABLE` and the maintenance action `audit`: exactly-once proved from the
 //! table itself. Every Kafka offset must be in exactly one of the table and its dead-letter
-//! table (a replayed dead letter, marked by [`crate::services::replay::marks`], is in both and counts
+//! table (a replayed dead letter, marked by [`crate::engine::commit::replayed`], is in both and counts
 //! once), no row may sit above its partition's offset watermark (a redelivery would add it
 //! again), and the offsets between a partition's first held offset and its watermark that
 //! neither table holds are listed as gaps. Only the lineage columns are read.
@@ -25,7 +25,7 @@ use crate::model::event::TopicPartition;
 use crate::model::pipeline::PipelineTables;
 use crate::model::pipeline::upsert::changelog_name;
 use crate::model::tables::dead_letter_name;
-use crate::services::replay::marks::ReplayedOffsets;
+use crate::engine::commit::replayed::ReplayedOffsets;
 use offsets::{HeldOffsets, OffsetSet};
 
 /// At most this many duplicates and gap ranges are listed (all are counted).
