@@ -4,6 +4,7 @@
 pub mod dead_letter;
 pub mod dedup;
 pub mod kafka_columns;
+pub mod lineage;
 pub mod records;
 pub mod recovery;
 pub mod sink;

@@ -16,7 +16,7 @@ use crate::model::pipeline::{Pipeline, format_name};
 use crate::model::tables::kafka::KafkaColumns;
 use crate::modes::dead_letter::{DeadLetterBuilder, Reject};
 use crate::modes::kafka_columns::{KafkaColumnsBuilder, without_kafka_columns};
-use crate::modes::upsert::Lineage;
+use crate::modes::lineage::Lineage;
 use crate::modes::writer_plan::{Framed, WriterPlan};
 
 /// What the tables already hold, as far as decoding needs to know.
@@ -128,39 +128,86 @@ pub fn decode_partitions(
         if let (Some(first), Some(last)) = (records.first(), records.last()) {
             out.ranges.insert(tp.clone(), (first.offset, last.offset));
         }
-        let holds = marks.of(tp);
         for record in records {
             out.oldest_timestamp_ms = Some(out.oldest_timestamp_ms.map_or(record.timestamp_ms, |o| o.min(record.timestamp_ms)));
             out.record_times.push(record.timestamp_ms);
+        }
+    }
+    let mut taker = Appended { pipeline, plan, out };
+    taker.out.skipped_replay = take_new_records(partitions, |tp| marks.of(tp), &mut taker);
+    let out = taker.out;
+    Ok(out)
+}
+
+/// An append pipeline's records as rows of its writer plan.
+struct Appended<'a> {
+    pipeline: &'a Pipeline,
+    plan: &'a WriterPlan,
+    out: DecodedPartitions,
+}
+
+impl TakeRecords for Appended<'_> {
+    fn take(&mut self, tp: &TopicPartition, record: &KafkaRecordIn) -> std::result::Result<(), String> {
+        let (pipeline, out) = (self.pipeline, &mut self.out);
+        let value = match (&record.value, &record.value_error) {
+            (_, Some(e)) => return Err(e.to_string()),
+            (Some(v), None) => &v[..],
+            (None, None) => {
+                out.tombstones += 1;
+                return Ok(());
+            }
+        };
+        match self.plan.read(pipeline, record, value) {
+            Framed::Reader(reader, payload) => {
+                out.decoder.append_as(reader, &payload).map_err(|e| unregistered_hint(pipeline, value, e))?
+            }
+            Framed::Reject(reason) => {
+                if reason.starts_with("schema:") {
+                    out.schema_rejects += 1;
+                }
+                return Err(reason);
+            }
+        }
+        out.lineage.append(tp, record.offset);
+        out.kafka.append(record.into());
+        Ok(())
+    }
+
+    fn rejects(&mut self) -> &mut DeadLetterBuilder {
+        &mut self.out.rejects
+    }
+}
+
+/// What the record loop hands each record the tables do not hold yet.
+pub trait TakeRecords {
+    /// Take one record into the batch; an error is the reason of its dead letter.
+    fn take(&mut self, tp: &TopicPartition, record: &KafkaRecordIn) -> std::result::Result<(), String>;
+    /// The batch's dead letters.
+    fn rejects(&mut self) -> &mut DeadLetterBuilder;
+}
+
+/// The one record loop of every mode (append, upsert; replay and recover through them): each
+/// record in order; one the tables hold (`held(tp)`, looked up once per partition, then a
+/// comparison per record) is skipped undecoded, so replays cost nothing; the rest are taken,
+/// or dead-lettered with the reason `take` gives, so every offset lands in exactly one of the
+/// two tables. Returns how many were held.
+pub fn take_new_records<H: Fn(i64) -> bool>(
+    partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
+    held: impl Fn(&TopicPartition) -> H,
+    taker: &mut impl TakeRecords,
+) -> usize {
+    let mut skipped = 0;
+    for (tp, records) in partitions {
+        let holds = held(tp);
+        for record in records {
             if holds(record.offset) {
-                out.skipped_replay += 1;
+                skipped += 1;
                 continue;
             }
-            let value = match (&record.value, &record.value_error) {
-                (_, Some(e)) => Err(e.to_string()),
-                (Some(v), None) => Ok(&v[..]),
-                (None, None) => {
-                    out.tombstones += 1;
-                    continue;
-                }
-            };
-            let decoded = value.and_then(|v| match plan.read(pipeline, record, v) {
-                Framed::Reader(reader, payload) => out.decoder.append_as(reader, &payload).map_err(|e| unregistered_hint(pipeline, v, e)),
-                Framed::Reject(reason) => {
-                    if reason.starts_with("schema:") {
-                        out.schema_rejects += 1;
-                    }
-                    Err(reason)
-                }
-            });
-            match decoded {
-                Ok(()) => {
-                    out.lineage.append(tp, record.offset);
-                    out.kafka.append(record.into());
-                }
-                Err(error) => out.rejects.append(Reject::of(tp, record, &error)),
+            if let Err(error) = taker.take(tp, record) {
+                taker.rejects().append(Reject::of(tp, record, &error));
             }
         }
     }
-    Ok(out)
+    skipped
 }

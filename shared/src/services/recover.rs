@@ -34,10 +34,10 @@ use serde::Serialize;
 
 use crate::base::error::{Error, Result};
 use crate::engine::commit::Watermarks;
+use crate::engine::commit::replayed::ReplayedOffsets;
 use crate::model::event::{KafkaRecordIn, TopicPartition, parse_event};
 use crate::modes::recovery::dead_lettered_offsets;
 use crate::services::ingest::IngestPipeline;
-use crate::engine::commit::replayed::ReplayedOffsets;
 use crate::services::replay::{append_marked, decode_again};
 
 /// What reading the on-failure bucket calls (`crate::services::deployment`: the maintenance function).

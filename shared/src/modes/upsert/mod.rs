@@ -18,7 +18,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow_array::builder::{Int32Builder, Int64Builder, StringBuilder};
 use arrow_array::{ArrayRef, RecordBatch, StringArray, new_null_array};
 use arrow_schema::{Schema as ArrowSchema, SchemaRef};
 use arrow_select::concat::concat;
@@ -32,7 +31,7 @@ use self::envelope::Op;
 use self::envelope::{Unwrapped, Unwrapper};
 use self::registry_envelopes::RegistryEnvelopes;
 use self::registry_rows::RegistryRows;
-use crate::base::error::{Error, Result};
+use crate::base::error::Result;
 use crate::decode::RecordDecoder;
 use crate::engine::catalog::Catalogs;
 use crate::engine::commit::Watermarks;
@@ -41,74 +40,19 @@ use crate::engine::keyed::key_index::KeyIndexCache;
 use crate::engine::keyed::stats::ApplyStats;
 use crate::model::config::{Config, FailPoint};
 use crate::model::event::{KafkaRecordIn, TopicPartition};
-use crate::model::pipeline::upsert::{Envelope, OPERATION, SOURCE_POSITION, Upsert};
+use crate::model::pipeline::upsert::{Envelope, OPERATION, Upsert};
 use crate::model::pipeline::{Pipeline, format_name};
 use crate::model::registry::Registry;
 use crate::model::schema::SourceSchema;
 use crate::model::schema::json_schema::JsonSchema;
-use crate::model::tables::lineage;
-use crate::modes::dead_letter::{DeadLetterBuilder, Reject};
+use crate::modes::dead_letter::DeadLetterBuilder;
+use crate::modes::lineage::Lineage;
+use crate::modes::records::{TakeRecords, take_new_records};
 use crate::modes::recovery::dead_lettered_offsets;
 use crate::modes::sink::{Append, AppendSink, EvolveSchema};
 use crate::modes::writer_plan::Framed;
 
 pub use crate::model::tables::is_written_by_icestream;
-
-/// Lineage columns (and the source position) of decoded rows, filled per record.
-#[derive(Default)]
-pub struct Lineage {
-    topic: StringBuilder,
-    partition: Int32Builder,
-    offset: Int64Builder,
-    position: Int64Builder,
-}
-
-impl Lineage {
-    pub fn with_capacity(records: usize) -> Self {
-        Self {
-            topic: StringBuilder::with_capacity(records, records * 16),
-            partition: Int32Builder::with_capacity(records),
-            offset: Int64Builder::with_capacity(records),
-            position: Int64Builder::new(),
-        }
-    }
-
-    /// The Kafka position of one row.
-    pub fn append(&mut self, tp: &TopicPartition, offset: i64) {
-        self.topic.append_value(&tp.topic);
-        self.partition.append_value(tp.partition);
-        self.offset.append_value(offset);
-    }
-
-    fn append_sourced(&mut self, tp: &TopicPartition, offset: i64, position: Option<i64>) {
-        self.append(tp, offset);
-        self.position.append_option(position);
-    }
-
-    /// Columns of `schema` in order: lineage and position from here, the rest from `decoded`.
-    pub fn batch(&mut self, schema: SchemaRef, decoded: Vec<ArrayRef>) -> Result<RecordBatch> {
-        let mut decoded = decoded.into_iter();
-        let (topic, partition, offset, position): (ArrayRef, ArrayRef, ArrayRef, ArrayRef) = (
-            Arc::new(self.topic.finish()),
-            Arc::new(self.partition.finish()),
-            Arc::new(self.offset.finish()),
-            Arc::new(self.position.finish()),
-        );
-        let mut columns = Vec::with_capacity(schema.fields().len());
-        for field in schema.fields() {
-            let column = match field.name().as_str() {
-                lineage::TOPIC => topic.clone(),
-                lineage::PARTITION => partition.clone(),
-                lineage::OFFSET => offset.clone(),
-                SOURCE_POSITION => position.clone(),
-                _ => decoded.next().ok_or_else(|| Error::Invariant(format!("the decoder returned no column for {:?}", field.name())))?,
-            };
-            let column = if column.data_type() == field.data_type() { column } else { arrow_cast::cast(&column, field.data_type())? };
-            columns.push(column);
-        }
-        Ok(RecordBatch::try_new(schema, columns)?)
-    }
-}
 
 /// A registry pipeline's writers of one batch.
 pub enum RegistryWriters {
@@ -212,20 +156,15 @@ impl<'p> UpsertDecoder<'p> {
 
     /// Decode every record not in `skip` (held by the tables, or already dead-lettered).
     pub fn decode(&mut self, partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>, skip: impl Fn(&TopicPartition, i64) -> bool) {
-        for (tp, records) in partitions {
-            for record in records {
-                if skip(tp, record.offset) {
-                    self.skipped_replay += 1;
-                    continue;
-                }
-                if let Err(error) = self.append(tp, record) {
-                    self.rejects.append(Reject::of(tp, record, &error));
-                }
-            }
-        }
+        let held = |tp: &TopicPartition| {
+            let tp = tp.clone();
+            let skip = &skip;
+            move |offset| skip(&tp, offset)
+        };
+        self.skipped_replay += take_new_records(partitions, held, self);
     }
 
-    fn append(&mut self, tp: &TopicPartition, record: &KafkaRecordIn) -> std::result::Result<(), String> {
+    fn push_change(&mut self, tp: &TopicPartition, record: &KafkaRecordIn) -> std::result::Result<(), String> {
         if let Some(e) = &record.value_error {
             return Err(e.to_string());
         }
@@ -278,6 +217,16 @@ impl<'p> UpsertDecoder<'p> {
         let rows = self.row_lineage.batch(self.data_schema.clone(), self.rows.finish()?)?;
         let deletes = self.delete_lineage.batch(self.delete_schema.clone(), self.deletes.finish()?)?;
         Ok((rows, deletes, std::mem::take(&mut self.row_ops), std::mem::take(&mut self.truncates)))
+    }
+}
+
+impl TakeRecords for UpsertDecoder<'_> {
+    fn take(&mut self, tp: &TopicPartition, record: &KafkaRecordIn) -> std::result::Result<(), String> {
+        self.push_change(tp, record)
+    }
+
+    fn rejects(&mut self) -> &mut DeadLetterBuilder {
+        &mut self.rejects
     }
 }
 

@@ -21,11 +21,11 @@ use crate::base::error::{Error, Result};
 use crate::engine::catalog::Catalogs;
 use crate::engine::commit::Watermarks;
 use crate::engine::commit::gaps::TakenGaps;
+use crate::engine::commit::replayed::ReplayedOffsets;
 use crate::model::event::TopicPartition;
 use crate::model::pipeline::PipelineTables;
 use crate::model::pipeline::upsert::changelog_name;
 use crate::model::tables::dead_letter_name;
-use crate::engine::commit::replayed::ReplayedOffsets;
 use offsets::{HeldOffsets, OffsetSet};
 
 /// At most this many duplicates and gap ranges are listed (all are counted).
