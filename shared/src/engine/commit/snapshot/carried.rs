@@ -82,6 +82,11 @@ impl Carry<'_> {
         Ok(manifests)
     }
 
+    /// A writer of the attempt's next manifest, owned by its snapshot.
+    fn writer(&self, spec: &PartitionSpecRef, content: ManifestContentType, files: &mut AttemptFiles) -> Result<ManifestFileWriter> {
+        ManifestFileWriter::for_spec(self.table, self.schema, spec, files.next_manifest(), Some(self.snapshot_id), content)
+    }
+
     /// `manifest_file` as it is, or rewritten with the files it holds that the change removes
     /// as deleted entries (taken out of `still_to_remove`).
     async fn without_removed(
@@ -99,14 +104,7 @@ impl Carry<'_> {
             return Ok(manifest_file);
         }
         let spec = spec_by_id(self.table.metadata(), manifest_file.partition_spec_id)?;
-        let mut writer = ManifestFileWriter::for_spec(
-            self.table,
-            self.schema,
-            spec,
-            files.next_manifest(),
-            Some(self.snapshot_id),
-            manifest_file.content,
-        )?;
+        let mut writer = self.writer(spec, manifest_file.content, files)?;
         let mut row_ids = InheritedRowIds::of(&manifest_file);
         for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
             let seq = entry.sequence_number().unwrap_or(manifest_file.sequence_number);
@@ -136,14 +134,7 @@ impl Carry<'_> {
         let spec = spec_by_id(self.table.metadata(), spec_id)?;
         let mut out = Vec::new();
         for chunk in entries.chunks(ENTRIES_PER_REWRITTEN_MANIFEST) {
-            let mut writer = ManifestFileWriter::for_spec(
-                self.table,
-                self.schema,
-                spec,
-                files.next_manifest(),
-                Some(self.snapshot_id),
-                ManifestContentType::Data,
-            )?;
+            let mut writer = self.writer(spec, ManifestContentType::Data, files)?;
             for e in chunk {
                 if e.removed {
                     let data_file = writer.widened(e.data_file.clone())?;
