@@ -1,5 +1,7 @@
 use super::*;
 use crate::testkit::TestResult;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 
 /// Fuzz finding (fuzz/findings/msk_event-timestamp-truncated.json): a timestamp survives
 /// parse → render → parse to the millisecond; a fractional one is an event error, not a panic.
