@@ -235,6 +235,18 @@ pub const KNOBS: &[Knob] = &[
         help: "With catalog `s3tables`: only `report` the maintenance AWS runs on each table, or `set` it from target_file_size_bytes, snapshot_max_age_hours and min_snapshots_to_keep",
     },
     Knob {
+        key: "glue_maintenance",
+        default: "ours",
+        allowed: Allowed::OneOf(&["ours", "glue"]),
+        help: "With catalog `glue`: `ours` = maintenance compacts, expires snapshots and removes orphans itself; `glue` = it sets up the Glue Data Catalog's table optimizers (compaction, retention, orphan_file_deletion) on each table it maintains, from the knobs above, and leaves those actions to them (docs/maintenance.md)",
+    },
+    Knob {
+        key: "glue_optimizer_role_arn",
+        default: "",
+        allowed: Allowed::OptionalText,
+        help: "With glue_maintenance=glue (required then): the IAM role Glue's table optimizers run as, arn:<partition>:iam::<account>:role/<name>",
+    },
+    Knob {
         key: "tombstone_retention_days",
         default: "7",
         allowed: Allowed::Integer { min: 1, max: 36_500 },
@@ -459,6 +471,8 @@ pub struct Config {
     pub orphan_margin_hours: i64,
     /// S3 Tables: write the managed maintenance settings from the knobs (else only report them).
     pub s3tables_maintenance_set: bool,
+    /// Glue: the role Glue's table optimizers run as, when they maintain the tables (`glue_maintenance=glue`).
+    pub glue_optimizer_role: Option<String>,
     pub tombstone_retention_days: i64,
     pub log_format: String,
 }
@@ -541,6 +555,7 @@ impl Config {
             min_snapshots_to_keep: s.parse("min_snapshots_to_keep")?,
             orphan_margin_hours: s.parse("orphan_margin_hours")?,
             s3tables_maintenance_set: s.get("s3tables_maintenance") == "set",
+            glue_optimizer_role: glue_optimizer_role(s)?,
             tombstone_retention_days: s.parse("tombstone_retention_days")?,
             log_format: s.get("log_format").to_string(),
         }
@@ -601,6 +616,27 @@ fn commit_mode(s: &Settings) -> Result<CommitMode> {
         #[cfg(feature = "aws")]
         "queued" => Ok(CommitMode::Queued { queue_url: url.to_string() }),
         _ => Ok(CommitMode::Direct),
+    }
+}
+
+/// `glue_maintenance=glue` with its role: only on the Glue catalog, and never without a role ARN.
+fn glue_optimizer_role(s: &Settings) -> Result<Option<String>> {
+    let arn = s.get("glue_optimizer_role_arn").trim();
+    if s.get("glue_maintenance") != "glue" {
+        return Ok(None);
+    }
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    let is_role = matches!(parts.as_slice(), ["arn", partition, "iam", "", account, resource]
+        if partition.starts_with("aws") && !account.is_empty() && resource.strip_prefix("role/").is_some_and(|n| !n.is_empty()));
+    match (s.get("catalog"), is_role) {
+        ("glue", true) => Ok(Some(arn.to_string())),
+        ("glue", false) => Err(Error::Config(format!(
+            "bad value {arn:?} for `glue_optimizer_role_arn` (ICESTREAM_GLUE_OPTIMIZER_ROLE_ARN): glue_maintenance=glue needs the \
+             role Glue's table optimizers run as, arn:<partition>:iam::<account>:role/<name>"
+        ))),
+        (catalog, _) => Err(Error::Config(format!(
+            "`glue_maintenance` (ICESTREAM_GLUE_MAINTENANCE) = glue needs catalog=glue, not {catalog}: the table optimizers are the Glue Data Catalog's"
+        ))),
     }
 }
 

@@ -13,6 +13,7 @@ use crate::base::freshness::Freshness;
 use crate::engine::catalog::Catalogs;
 use crate::model::config::{CommitMode, Config};
 use crate::model::pipeline::PipelineSet;
+use crate::services::maintenance::glue_optimizers;
 
 const HOUR_MS: i64 = 3_600_000;
 
@@ -39,6 +40,8 @@ pub struct TableStatus {
     pub dead_letters_last_hour: u64,
     /// Commit requests staged for the committer and not committed yet; `None` with direct commits.
     pub pending_commit_requests: Option<usize>,
+    /// Who runs each maintenance action on the table (`glue_maintenance`, S3 Tables).
+    pub maintained_by: std::collections::BTreeMap<&'static str, crate::services::maintenance::glue_optimizers::Runner>,
 }
 
 /// The status of every pipeline table of `set`, as of `now_ms`.
@@ -69,6 +72,9 @@ pub async fn status(set: &PipelineSet, catalogs: &Catalogs, config: &Config, now
         s.dead_letters_last_hour = appended_since(&dead_letter, now_ms - HOUR_MS).0;
         s.small_files = crate::services::maintenance::compact::small_file_count(&data, config.target_file_size_bytes).await?;
         s.format_version = data.metadata().format_version() as u8;
+        let upsert = crate::services::maintenance::tombstones::has_tombstones(&data)
+            || set.pipelines.iter().any(|p| p.table == s.table && p.upsert.is_some());
+        s.maintained_by = glue_optimizers::runners(glue_optimizers::Maintainer::of(config), upsert);
         s.delete_files = data.metadata().current_snapshot().map_or(0, |c| summary_count(c.summary(), "total-delete-files"));
         if let CommitMode::Queued { .. } = config.commit_mode {
             let settings = crate::services::maintenance::MaintenanceSettings::from(config);
@@ -136,6 +142,15 @@ pub fn text(statuses: &[TableStatus]) -> String {
         }
         if let Some(n) = s.pending_commit_requests {
             parts.push(format!("{n} pending commit requests"));
+        }
+        let elsewhere: Vec<String> = s
+            .maintained_by
+            .iter()
+            .filter(|(_, r)| **r != glue_optimizers::Runner::Icestream)
+            .map(|(a, r)| format!("{a} by {}", r.describe()))
+            .collect();
+        if !elsewhere.is_empty() {
+            parts.push(elsewhere.join(", "));
         }
         out.push_str(&format!("{}: {}\n", s.table, parts.join("; ")));
     }
