@@ -72,6 +72,7 @@ def test_glue_optimizers_replace_our_compaction_expiry_and_orphans(moto_endpoint
     assert "remove-orphans: run by Glue's `orphan_file_deletion` optimizer" in first["skipped"], first["skipped"]
     assert "expire" not in first and "remove_orphans" not in first, first
     # Ours only folds delete files under `glue`: an append table has none, so no file is rewritten.
+    assert any(s.startswith("compact: small files are bin-packed by Glue's `compaction` optimizer") for s in first["skipped"])
     assert (first["compact"]["candidate_files"], first["compact"]["commits"]) == (0, 0), first["compact"]
     assert first["rewrite_manifests"]["committed"], first["rewrite_manifests"]
     after = snapshots(moto_endpoint, knobs)

@@ -6,7 +6,9 @@
 
 use serde::Serialize;
 
-use super::{Action, MaintenanceSettings};
+use std::borrow::Cow;
+
+use super::{Action, MaintenanceRequest, MaintenanceSettings, TableMaintenance};
 use iceberg::TableIdent;
 use iceberg::table::Table;
 
@@ -94,6 +96,17 @@ pub fn runner(by: Maintainer, action: Action, upsert: bool) -> Runner {
     }
 }
 
+/// The request an action runs under `runs`: Glue's compaction packs the small files, so ours
+/// only folds delete files into their data files (and says so in `out`).
+pub fn request_for<'a>(runs: Runner, request: &'a MaintenanceRequest, out: &mut TableMaintenance) -> Cow<'a, MaintenanceRequest> {
+    if runs != Runner::GlueCompactionAndIcestreamDeletes {
+        return Cow::Borrowed(request);
+    }
+    out.skipped.push("compact: small files are bin-packed by Glue's `compaction` optimizer (files with deletes are folded here)".into());
+    let settings = MaintenanceSettings { compact_deletes_only: true, ..request.settings.clone() };
+    Cow::Owned(MaintenanceRequest { settings, ..request.clone() })
+}
+
 /// The table of who runs what, in docs/maintenance.md (a test keeps it current).
 pub fn runners_markdown() -> String {
     let mut out = String::from("| action | `glue_maintenance=ours` | `glue_maintenance=glue` | S3 Tables |\n|---|---|---|---|\n");
@@ -171,10 +184,10 @@ pub fn desired(settings: &MaintenanceSettings, role_arn: &str, location: &str, u
 /// `glue_maintenance=glue`, its optimizers set up first (reported in `out`).
 pub async fn set_up(
     catalogs: &Catalogs,
-    request: &super::MaintenanceRequest,
+    request: &MaintenanceRequest,
     table: &Table,
     ident: &TableIdent,
-    out: &mut super::TableMaintenance,
+    out: &mut TableMaintenance,
 ) -> Result<(Maintainer, bool)> {
     let config = &request.settings.config;
     let role = match &config.glue_optimizer_role {

@@ -381,15 +381,8 @@ async fn maintain_table(
             out.skipped.push(format!("{}: run by {}", action_name(*action), runs.describe()));
             continue;
         }
-        // Glue's compaction packs the small files; ours folds the deletes.
-        let deletes_only;
-        let request = if runs == glue_optimizers::Runner::GlueCompactionAndIcestreamDeletes {
-            let settings = MaintenanceSettings { compact_deletes_only: true, ..request.settings.clone() };
-            deletes_only = MaintenanceRequest { settings, ..request.clone() };
-            &deletes_only
-        } else {
-            request
-        };
+        let request = glue_optimizers::request_for(runs, request, out);
+        let request = request.as_ref();
         // Compaction checks the budget itself and reports the groups it leaves.
         if Instant::now() >= deadline && *action != Action::Compact {
             out.skipped.push(format!("{}: no time left in this invocation", action_name(*action)));
