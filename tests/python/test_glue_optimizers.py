@@ -108,3 +108,27 @@ def test_glue_optimizers_replace_our_compaction_expiry_and_orphans(moto_endpoint
     ours = maintain(moto_endpoint, [*knobs, *tuned])
     assert "glue_optimizers" not in ours and not ours["skipped"], ours
     assert ours["compact"]["commits"] > 0 and ours["expire"]["snapshots_expired"] > 0, (ours["compact"], ours["expire"])
+
+
+def test_an_upsert_tables_orphans_stay_ours(moto_endpoint: str, glue_warehouse, aws_client, tmp_path: Path) -> None:
+    """Its tombstone file is named by a table property, which Glue's orphan deletion does not
+    read: that optimizer is created disabled and our remove-orphans runs."""
+    from test_cdc_readers import csv_accounts_pipeline
+
+    warehouse, ns = glue_warehouse
+    knobs = ["catalog=glue", f"warehouse={warehouse}", f"namespace={ns}", "s3_path_style=true"]
+    event, _ = gen(tmp_path, "cdc", "domain=cdc", "records=300", "accounts=50", "seed=9", "topic=accounts-0")
+    pipelines = csv_accounts_pipeline(tmp_path / "pipelines", ["accounts-0"], ns)
+    run(moto_endpoint, "ingest", str(event), pipelines, *knobs)
+    glue = [*knobs, pipelines, "glue_maintenance=glue", f"glue_optimizer_role_arn={ROLE}"]
+    out = summary(run(moto_endpoint, "maintain", "table=accounts", *glue))
+    [table] = out["tables"]
+    assert not table.get("error"), table
+    enabled = {o["kind"]: o["enabled"] for o in table["glue_optimizers"]["optimizers"]}
+    assert enabled == {"compaction": True, "retention": True, "orphan_file_deletion": False}, enabled
+    assert "remove_orphans" in table and not any(s.startswith("remove-orphans") for s in table["skipped"]), table
+    assert any(s.startswith("expire: run by Glue") for s in table["skipped"]), table["skipped"]
+    catalog = aws_client("glue").get_table(DatabaseName=ns, Name="accounts")["Table"]["CatalogId"]
+    stored = aws_client("glue").get_table_optimizer(CatalogId=catalog, DatabaseName=ns, TableName="accounts",
+                                                   Type="orphan_file_deletion")["TableOptimizer"]["configuration"]
+    assert stored["enabled"] is False, stored

@@ -212,4 +212,19 @@ mod tests {
         assert!(of(2, 4).ends_with("; 0 small files; 4 position delete files\n"), "{}", of(2, 4));
         assert!(of(2, 0).ends_with("; 0 small files\n"));
     }
+
+    #[test]
+    fn actions_someone_else_runs_are_named() {
+        let by = |maintainer| {
+            let maintained_by = glue_optimizers::runners(maintainer, false);
+            text(&[TableStatus { table: "t".into(), maintained_by, ..Default::default() }])
+        };
+        assert!(by(glue_optimizers::Maintainer::Icestream).ends_with("; 0 small files\n"));
+        let glue = by(glue_optimizers::Maintainer::GlueOptimizers);
+        assert!(
+            glue.contains("expire by Glue's `retention` optimizer") && glue.contains("remove-orphans by Glue's `orphan_file_deletion`"),
+            "{glue}"
+        );
+        assert!(!glue.contains("rewrite-manifests by"), "{glue}");
+    }
 }
