@@ -72,9 +72,10 @@ pub async fn status(set: &PipelineSet, catalogs: &Catalogs, config: &Config, now
         s.dead_letters_last_hour = appended_since(&dead_letter, now_ms - HOUR_MS).0;
         s.small_files = crate::services::maintenance::compact::small_file_count(&data, config.target_file_size_bytes).await?;
         s.format_version = data.metadata().format_version() as u8;
-        let upsert = crate::services::maintenance::tombstones::has_tombstones(&data)
+        let own_orphans = crate::services::maintenance::tombstones::has_tombstones(&data)
+            || !crate::engine::confine::gc_enabled(data.metadata())
             || set.pipelines.iter().any(|p| p.table == s.table && p.upsert.is_some());
-        s.maintained_by = glue_optimizers::runners(glue_optimizers::Maintainer::of(config), upsert);
+        s.maintained_by = glue_optimizers::runners(glue_optimizers::Maintainer::of(config), own_orphans);
         s.delete_files = data.metadata().current_snapshot().map_or(0, |c| summary_count(c.summary(), "total-delete-files"));
         if let CommitMode::Queued { .. } = config.commit_mode {
             let settings = crate::services::maintenance::MaintenanceSettings::from(config);

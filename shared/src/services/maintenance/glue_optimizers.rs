@@ -47,9 +47,9 @@ impl Maintainer {
     }
 }
 
-/// Who runs each action `all` runs on a table maintained `by`.
-pub fn runners(by: Maintainer, upsert: bool) -> std::collections::BTreeMap<&'static str, Runner> {
-    Action::SAFE_ORDER.iter().map(|a| (super::action_name(*a), runner(by, *a, upsert))).collect()
+/// Who runs each action `all` runs on a table maintained `by` (`own_orphans`: see [`runner`]).
+pub fn runners(by: Maintainer, own_orphans: bool) -> std::collections::BTreeMap<&'static str, Runner> {
+    Action::SAFE_ORDER.iter().map(|a| (super::action_name(*a), runner(by, *a, own_orphans))).collect()
 }
 
 /// Who runs one action on one table.
@@ -84,14 +84,16 @@ impl Runner {
     }
 }
 
-/// Who runs `action` on a table maintained `by`. An upsert table's orphans stay ours: its
-/// tombstone file is named by a table property, which Glue's orphan deletion does not read.
-pub fn runner(by: Maintainer, action: Action, upsert: bool) -> Runner {
+/// Who runs `action` on a table maintained `by`. With `own_orphans` orphan removal stays ours:
+/// an upsert table's tombstone file is named by a table property, which Glue's orphan deletion
+/// does not read, and a table with `gc.enabled = false` may share files with another table
+/// (ours refuses it, [`crate::engine::confine`]).
+pub fn runner(by: Maintainer, action: Action, own_orphans: bool) -> Runner {
     match (by, action) {
         (Maintainer::S3Tables, Action::Compact | Action::Expire | Action::RemoveOrphans) => Runner::S3Tables,
         (Maintainer::GlueOptimizers, Action::Compact) => Runner::GlueCompactionAndIcestreamDeletes,
         (Maintainer::GlueOptimizers, Action::Expire) => Runner::GlueRetention,
-        (Maintainer::GlueOptimizers, Action::RemoveOrphans) if !upsert => Runner::GlueOrphanFileDeletion,
+        (Maintainer::GlueOptimizers, Action::RemoveOrphans) if !own_orphans => Runner::GlueOrphanFileDeletion,
         _ => Runner::Icestream,
     }
 }
@@ -113,8 +115,8 @@ pub fn runners_markdown() -> String {
     for name in Action::NAMES.iter().filter(|n| **n != "report") {
         let action = Action::parse(name).unwrap_or(Action::Report);
         let glue = match (runner(Maintainer::GlueOptimizers, action, false), runner(Maintainer::GlueOptimizers, action, true)) {
-            (append, upsert) if append == upsert => append.describe().to_string(),
-            (append, upsert) => format!("{}; upsert tables: {}", append.describe(), upsert.describe()),
+            (others, own) if others == own => others.describe().to_string(),
+            (others, own) => format!("{}; upsert tables and tables with `gc.enabled=false`: {}", others.describe(), own.describe()),
         };
         out.push_str(&format!(
             "| `{name}` | {} | {glue} | {} |\n",
@@ -149,11 +151,21 @@ fn days(hours: i64) -> i32 {
     i32::try_from(((hours.max(1) + 23) / 24).max(1)).unwrap_or(i32::MAX)
 }
 
-/// The three optimizers of a table at `location`: snapshot retention from
-/// `snapshot_max_age_hours` and `min_snapshots_to_keep` (expired snapshots' files deleted, as
-/// ours does), orphan deletion from `orphan_margin_hours` under the table's own location, and
-/// off on an upsert table (see [`runner`]).
-pub fn desired(settings: &MaintenanceSettings, role_arn: &str, location: &str, upsert: bool) -> [Optimizer; 3] {
+/// What of a table its optimizers depend on.
+#[derive(Debug, Clone)]
+pub struct TableFacts {
+    pub location: String,
+    /// Upsert table (a tombstone file), or `gc.enabled = false`: see [`runner`].
+    pub own_orphans: bool,
+    /// `gc.enabled` (not false): expired snapshots' files may be deleted.
+    pub gc_enabled: bool,
+}
+
+/// The three optimizers of a table: snapshot retention from `snapshot_max_age_hours` and
+/// `min_snapshots_to_keep` (expired snapshots' files deleted unless `gc.enabled = false`, as
+/// ours does), orphan deletion from `orphan_margin_hours` under the table's own location, off
+/// where orphans stay ours (see [`runner`]).
+pub fn desired(settings: &MaintenanceSettings, role_arn: &str, table: &TableFacts) -> [Optimizer; 3] {
     let base = |kind, enabled| Optimizer {
         kind,
         enabled,
@@ -169,19 +181,22 @@ pub fn desired(settings: &MaintenanceSettings, role_arn: &str, location: &str, u
         Optimizer {
             snapshot_retention_period_in_days: Some(days(settings.snapshot_max_age_hours)),
             number_of_snapshots_to_retain: Some(i32::try_from(settings.min_snapshots_to_keep).unwrap_or(i32::MAX)),
-            clean_expired_files: Some(true),
+            clean_expired_files: Some(table.gc_enabled),
             ..base("retention", true)
         },
         Optimizer {
             orphan_file_retention_period_in_days: Some(days(settings.orphan_margin_hours).max(ORPHAN_MIN_DAYS)),
-            location: Some(location.trim_end_matches('/').to_string()),
-            ..base("orphan_file_deletion", runner(Maintainer::GlueOptimizers, Action::RemoveOrphans, upsert) != Runner::Icestream)
+            location: Some(table.location.trim_end_matches('/').to_string()),
+            ..base(
+                "orphan_file_deletion",
+                runner(Maintainer::GlueOptimizers, Action::RemoveOrphans, table.own_orphans) != Runner::Icestream,
+            )
         },
     ]
 }
 
-/// Who maintains `table` under `request`, and whether it is an upsert table; with
-/// `glue_maintenance=glue`, its optimizers set up first (reported in `out`).
+/// Who maintains `table` under `request`, and whether its orphans stay ours (see [`runner`]);
+/// with `glue_maintenance=glue`, its optimizers set up first (reported in `out`).
 pub async fn set_up(
     catalogs: &Catalogs,
     request: &MaintenanceRequest,
@@ -195,10 +210,12 @@ pub async fn set_up(
         None => return Ok((Maintainer::Icestream, false)),
         Some(role) => role,
     };
-    let upsert = is_upsert(table, config, ident.name()).await?;
-    let want = desired(&request.settings, role, table.metadata().location(), upsert);
+    let gc_enabled = crate::engine::confine::gc_enabled(table.metadata());
+    let own_orphans = !gc_enabled || is_upsert(table, config, ident.name()).await?;
+    let facts = TableFacts { location: table.metadata().location().to_string(), own_orphans, gc_enabled };
+    let want = desired(&request.settings, role, &facts);
     out.glue_optimizers = Some(ensure(catalogs, &ident.namespace().join("."), ident.name(), &want, request.dry_run).await?);
-    Ok((Maintainer::GlueOptimizers, upsert))
+    Ok((Maintainer::GlueOptimizers, own_orphans))
 }
 
 /// An upsert table: one with a tombstone file, or one an upsert pipeline writes (before its
@@ -411,7 +428,8 @@ mod tests {
         let config = Config::from_args(["snapshot_max_age_hours=49", "min_snapshots_to_keep=7", "orphan_margin_hours=72"]).unwrap();
         let settings = MaintenanceSettings::from(&config);
         let role = "arn:aws:iam::123456789012:role/opt";
-        let [compaction, retention, orphans] = desired(&settings, role, "s3://b/wh/ns.db/t/", false);
+        let facts = |location: &str, own_orphans, gc_enabled| TableFacts { location: location.into(), own_orphans, gc_enabled };
+        let [compaction, retention, orphans] = desired(&settings, role, &facts("s3://b/wh/ns.db/t/", false, true));
         assert!(compaction.enabled && compaction.role_arn == role);
         assert_eq!((retention.snapshot_retention_period_in_days, retention.number_of_snapshots_to_retain), (Some(3), Some(7)));
         assert_eq!(retention.clean_expired_files, Some(true));
@@ -420,9 +438,12 @@ mod tests {
         assert_eq!(orphans.location.as_deref(), Some("s3://b/wh/ns.db/t"));
         assert!(orphans.enabled);
         let long = Config::from_args(["orphan_margin_hours=721", "snapshot_max_age_hours=0"]).unwrap();
-        let [_, retention, orphans] = desired(&MaintenanceSettings::from(&long), role, "s3://b/t", true);
+        let [_, retention, orphans] = desired(&MaintenanceSettings::from(&long), role, &facts("s3://b/t", true, true));
         assert_eq!((retention.snapshot_retention_period_in_days, orphans.orphan_file_retention_period_in_days), (Some(1), Some(31)));
         assert!(!orphans.enabled, "an upsert table's tombstone file is no orphan");
+        // gc.enabled = false: snapshots expire, their files stay (as ours), and no orphan goes.
+        let [_, retention, orphans] = desired(&settings, role, &facts("s3://b/t", true, false));
+        assert_eq!((retention.clean_expired_files, orphans.enabled), (Some(false), false));
     }
 
     #[test]
