@@ -6,11 +6,14 @@ orphans to them, while rewrite-manifests still runs; `ours` on the same table do
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from conftest import AWS_ENV
 from test_aws_catalogs import BIN, gen, glue_warehouse, run, summary  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.skipif(not BIN, reason="set ICESTREAM_BIN to the icestream binary (make test does)")
@@ -120,15 +123,43 @@ def test_an_upsert_tables_orphans_stay_ours(moto_endpoint: str, glue_warehouse, 
     event, _ = gen(tmp_path, "cdc", "domain=cdc", "records=300", "accounts=50", "seed=9", "topic=accounts-0")
     pipelines = csv_accounts_pipeline(tmp_path / "pipelines", ["accounts-0"], ns)
     run(moto_endpoint, "ingest", str(event), pipelines, *knobs)
+    # One set up before, otherwise (in the console, say): enabled.
+    catalog = aws_client("glue").get_table(DatabaseName=ns, Name="accounts")["Table"]["CatalogId"]
+    where = {"CatalogId": catalog, "DatabaseName": ns, "TableName": "accounts", "Type": "orphan_file_deletion"}
+    aws_client("glue").create_table_optimizer(**where, TableOptimizerConfiguration={"roleArn": ROLE, "enabled": True})
     glue = [*knobs, pipelines, "glue_maintenance=glue", f"glue_optimizer_role_arn={ROLE}"]
     out = summary(run(moto_endpoint, "maintain", "table=accounts", *glue))
     [table] = out["tables"]
     assert not table.get("error"), table
-    enabled = {o["kind"]: o["enabled"] for o in table["glue_optimizers"]["optimizers"]}
-    assert enabled == {"compaction": True, "retention": True, "orphan_file_deletion": False}, enabled
+    enabled = {o["kind"]: (o["enabled"], o["outcome"]) for o in table["glue_optimizers"]["optimizers"]}
+    assert enabled == {"compaction": (True, "created"), "retention": (True, "created"),
+                       "orphan_file_deletion": (False, "updated")}, enabled
     assert "remove_orphans" in table and not any(s.startswith("remove-orphans") for s in table["skipped"]), table
     assert any(s.startswith("expire: run by Glue") for s in table["skipped"]), table["skipped"]
-    catalog = aws_client("glue").get_table(DatabaseName=ns, Name="accounts")["Table"]["CatalogId"]
-    stored = aws_client("glue").get_table_optimizer(CatalogId=catalog, DatabaseName=ns, TableName="accounts",
-                                                   Type="orphan_file_deletion")["TableOptimizer"]["configuration"]
+    stored = aws_client("glue").get_table_optimizer(**where)["TableOptimizer"]["configuration"]
     assert stored["enabled"] is False, stored
+
+
+def test_maintenance_runs_racing_to_set_up_one_table_create_each_optimizer_once(
+        moto_endpoint: str, glue_warehouse, tmp_path: Path) -> None:
+    """Schedules of one table fire together: each optimizer is created by one run, the others
+    find it (a create that loses the race looks again) and none fails."""
+    warehouse, ns = glue_warehouse
+    knobs = ["catalog=glue", f"warehouse={warehouse}", f"namespace={ns}", "s3_path_style=true"]
+    event, _ = gen(tmp_path, "e", "records=100", "seed=3")
+    run(moto_endpoint, "ingest", str(event), *knobs)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ICESTREAM_", "AWS_"))}
+    env.update(AWS_ENV, AWS_ENDPOINT_URL=moto_endpoint, RUST_LOG="warn", AWS_EC2_METADATA_DISABLED="true")
+    args = [BIN, "maintain", f"table={TABLE}", "action=rewrite-manifests", *knobs, "glue_maintenance=glue",
+            f"glue_optimizer_role_arn={ROLE}"]
+    procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(6)]
+    outcomes: dict[str, list[str]] = {}
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        [table] = json.loads(out.splitlines()[-1])["tables"]
+        assert not table.get("error"), table
+        for o in table["glue_optimizers"]["optimizers"]:
+            outcomes.setdefault(o["kind"], []).append(o["outcome"])
+    for kind, seen in outcomes.items():
+        assert sorted(seen) == ["created"] + ["unchanged"] * 5, (kind, seen)
