@@ -520,6 +520,47 @@ async fn compaction_folds_deletes_in_and_racing_cdc_commits_lose_nothing() {
     assert_matches_oracle(&wh, &changes).await;
 }
 
+/// Under `glue_maintenance=glue` Glue's optimizer packs small files; ours rewrites only the data
+/// files with deletes (folding them in) and leaves every other file where it is.
+#[tokio::test]
+async fn compaction_for_glue_folds_deletes_and_leaves_small_files_without_deletes_alone() {
+    use icestream::services::maintenance::{MaintenanceSettings, compact};
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().to_path_buf();
+    let changes = feed(1500, 150, 7);
+    let log: Log = changes.iter().cloned().enumerate().map(|(i, c)| (i as i64, c)).collect();
+    let p = pipeline(&wh).await;
+    for chunk in log.chunks(250) {
+        p.handle(event(&[(0, chunk)]), deadline()).await.unwrap();
+    }
+    let before = mirror_state(&wh).await;
+    let cfg = config(&wh, &[]);
+    let catalogs = icestream::engine::catalog::Catalogs::connect(&cfg).await.unwrap();
+    let ident = catalogs.ident(TABLE);
+    let settings = MaintenanceSettings::from(&cfg);
+    let ours = compact::compact(&catalogs, &ident, &settings, true, deadline()).await.unwrap();
+    assert!(ours.candidate_files > ours.files_with_deletes && ours.files_with_deletes > 0, "{ours:?}");
+    let live = |t: &iceberg::table::Table| {
+        let t = t.clone();
+        async move {
+            let r = icestream::engine::commit::live_rows::LiveFiles::of(&t).await.unwrap();
+            let with: HashSet<String> = r.deletes_by_data_file.keys().cloned().collect();
+            let without: HashSet<String> = r.data.iter().map(|f| f.file_path().to_string()).filter(|f| !with.contains(f)).collect();
+            (with, without)
+        }
+    };
+    let (with_deletes, without) = live(&load(&wh, TABLE).await).await;
+    let glue = MaintenanceSettings { compact_deletes_only: true, ..settings };
+    let report = compact::compact(&catalogs, &ident, &glue, false, deadline()).await.unwrap();
+    assert_eq!((report.candidate_files, report.files_with_deletes), (with_deletes.len(), with_deletes.len()), "{report:?}");
+    assert!(report.groups_committed > 0, "{report:?}");
+    let table = load(&wh, TABLE).await;
+    assert_eq!(icestream::services::report::report(&table).await.unwrap().delete_files, 0);
+    let (with_after, without_after) = live(&table).await;
+    assert!(with_after.is_empty() && without.is_subset(&without_after), "small files without deletes are Glue's to pack");
+    assert_eq!(mirror_state(&wh).await, before, "compaction changed what readers see");
+}
+
 #[tokio::test]
 async fn maintenance_purges_tombstones_past_their_retention_and_keeps_newer_ones() {
     use icestream::engine::commit::{ChangeSet, Planner};

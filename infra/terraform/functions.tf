@@ -50,6 +50,9 @@ locals {
         ICESTREAM_TOMBSTONE_RETENTION_DAYS = tostring(var.tombstone_retention_days)
       },
       local.glue ? {} : { ICESTREAM_S3TABLES_MAINTENANCE = var.s3tables_maintenance },
+      # Who compacts, expires and removes orphans of Glue tables, and the role Glue's optimizers run as.
+      local.glue ? { ICESTREAM_GLUE_MAINTENANCE = var.glue_maintenance } : {},
+      local.glue_optimizers ? { ICESTREAM_GLUE_OPTIMIZER_ROLE_ARN = local.optimizer_role } : {},
       # A schedule without tables maintains the pipeline file's tables (and dead-letter tables).
       local.pipeline_file != null ? { ICESTREAM_PIPELINES = local.pipelines_uri } : {}
     )
@@ -144,6 +147,11 @@ resource "aws_lambda_function" "this" {
     precondition {
       condition     = var.commit_timeout_ms < local.function_settings[each.key].timeout * 1000
       error_message = "commit_timeout_ms must be shorter than every function timeout."
+    }
+
+    precondition {
+      condition     = var.glue_maintenance == "ours" || local.glue
+      error_message = "glue_maintenance = \"glue\" needs catalog = \"glue\" (S3 Tables maintains its tables itself: see s3tables_maintenance)."
     }
   }
 }

@@ -114,6 +114,18 @@ locals {
       Resource = concat([for t in local.function_tables[f] : "${local.s3_warehouse_arn}/${t}/metadata/*"],
       f == "committer" ? [for t in local.function_tables[f] : "${local.s3_warehouse_arn}/${t}/staged/*"] : [])
     },
+    # Glue's table optimizers (glue_optimizers.tf), set up by maintenance on its tables with
+    # the optimizers' role, passed to Glue and to nothing else.
+    {
+      when     = f == "maintenance" && local.glue_optimizers, Sid = "GlueTableOptimizers",
+      Action   = ["glue:GetTableOptimizer", "glue:CreateTableOptimizer", "glue:UpdateTableOptimizer"],
+      Resource = concat([local.glue_catalog_arn, local.glue_database_arn], [for t in local.function_tables[f] : "${local.glue_table_arn}/${t}"])
+    },
+    {
+      when      = f == "maintenance" && local.glue_optimizers, Sid = "PassGlueOptimizerRole", Action = ["iam:PassRole"],
+      Resource  = [coalesce(local.optimizer_role, "none")]
+      Condition = { StringEquals = { "iam:PassedToService" = ["glue.amazonaws.com"] } }
+    },
     # --- S3 Tables: table ARNs carry ids, so tables are scoped by name (s3tables:tableName)
     {
       when     = !local.glue, Sid = "S3TablesBucketAndNamespace",

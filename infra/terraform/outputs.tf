@@ -127,6 +127,11 @@ output "maintenance_schedule_arns" {
   value       = { for k, v in aws_scheduler_schedule.maintenance : k => v.arn }
 }
 
+output "glue_optimizer_role_arn" {
+  description = "With glue_maintenance = \"glue\": the role the Glue Data Catalog's table optimizers run as (null otherwise)."
+  value       = local.optimizer_role
+}
+
 output "scheduler_role_arn" {
   description = "Role EventBridge Scheduler uses to invoke the maintenance function."
   value       = aws_iam_role.scheduler.arn

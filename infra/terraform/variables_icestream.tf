@@ -205,3 +205,14 @@ variable "s3tables_maintenance" {
     error_message = "s3tables_maintenance must be one of: report, set."
   }
 }
+
+variable "glue_maintenance" {
+  description = "With `catalog = \"glue\"`: `ours` = the maintenance function compacts, expires snapshots and removes orphans; `glue` = the Glue Data Catalog's table optimizers (compaction, retention, orphan_file_deletion) do, running as a role this module creates, and the maintenance function sets them up on each table from the knobs above and runs the rest (knob `glue_maintenance`; docs/maintenance.md lists who runs what). The schedules stay as they are."
+  type        = string
+  default     = "ours"
+
+  validation {
+    condition     = contains(["ours", "glue"], var.glue_maintenance)
+    error_message = "glue_maintenance must be one of: ours, glue."
+  }
+}

@@ -170,6 +170,10 @@ def _requests(run: Run, role: str, resource_kind: str, condition: dict | None, p
         bucket = run.outputs["recover_uri"].removeprefix("s3://").split("/")[0]
         yield (f"arn:aws:s3:::{bucket}" if resource_kind == "failure-bucket" else f"arn:aws:s3:::{bucket}/aws/lambda/x/0/2026/12/04/x"), {}
         return
+    if resource_kind == "glue-optimizer-role":
+        # The role the maintenance function hands to Glue's optimizers: the one in its environment.
+        yield env["ICESTREAM_GLUE_OPTIMIZER_ROLE_ARN"], {condition["key"]: condition["value"]} if condition else {}
+        return
     if resource_kind == "registry-secrets":
         for p in _registry_pipelines(pipeline_file, "confluent"):
             if "registry_secret" in p:
@@ -196,7 +200,8 @@ def iam_problems(run: Run, contract: dict, pipeline_file: Path | None = None) ->
                    "pipeline-file": env_of(fn).get("ICESTREAM_PIPELINES", "").startswith("s3://"),
                    "glue-registry": bool(_registry_pipelines(pipeline_file, "glue")),
                    "registry-secret": any("registry_secret" in p for p in _registry_pipelines(pipeline_file, "confluent")),
-                   "failure-bucket": run.outputs.get("recover_uri") is not None}
+                   "failure-bucket": run.outputs.get("recover_uri") is not None,
+                   "glue-optimizers": env_of(fn).get("ICESTREAM_GLUE_MAINTENANCE") == "glue"}
         policy = policy_of(run, role)
         for call in contract["functions"][role]["calls"]:
             if not applies[call["when"]]:

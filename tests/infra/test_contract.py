@@ -41,6 +41,7 @@ SETUPS = {
     "s3tables_existing_cluster_and_vpc_with_pipelines": PIPELINE_FILE,
     "upsert_changelog_and_registries": UPSERT_FILE,
     "bounded_retries_keep_discarded_batches_in_s3_and_alarm": None,
+    "glue_table_optimizers": PIPELINE_FILE,
 }
 
 
@@ -217,3 +218,26 @@ def test_serialisation_check_catches_a_standard_queue_and_a_throttling_reservati
 
     broken = mutated(runs["queued"], 'aws_sqs_queue.commit_dlq[0]', lambda q: q.update(message_retention_seconds=60))
     assert any("expire at once" in p for p in checks.serialisation_problems(broken, contract))
+
+
+def test_glue_optimizer_grants_are_checked(runs, contract):
+    """glue_maintenance = "glue": maintenance sets up the optimizers on its tables and passes their
+    role to Glue; a missing grant, or PassRole on another role, is reported."""
+    run = runs["glue_table_optimizers"]
+    assert checks.iam_problems(run, contract, PIPELINE_FILE) == []
+    for sid, needle in [("GlueTableOptimizers", "glue:CreateTableOptimizer on arn:aws:glue:"), ("PassGlueOptimizerRole", "iam:PassRole on ")]:
+        broken = mutated(run, 'aws_iam_role_policy.function["maintenance"]', drop_statement(sid))
+        problems = checks.iam_problems(broken, contract, PIPELINE_FILE)
+        assert any(p.startswith(f"maintenance: {needle}") for p in problems), (sid, problems)
+
+    def another_role(values):
+        policy = json.loads(values["policy"])
+        for st in policy["Statement"]:
+            if st["Sid"] == "PassGlueOptimizerRole":
+                st["Resource"] = ["arn:aws:iam::123456789012:role/mock"]
+        values["policy"] = json.dumps(policy)
+    problems = checks.iam_problems(mutated(run, 'aws_iam_role_policy.function["maintenance"]', another_role), contract, PIPELINE_FILE)
+    assert any("iam:PassRole on arn:aws:iam::123456789012:role/icestream-glue-optimizer-1" in p for p in problems), problems
+    # No other deployment grants any of it.
+    assert not any(s["Sid"] in ("GlueTableOptimizers", "PassGlueOptimizerRole")
+                   for s in checks.policy_of(runs["defaults"], "maintenance")["Statement"])

@@ -484,6 +484,8 @@ JSON_POLICIES = {
     ("aws_iam_role_policy", "s3tables_lakeformation"),
     ("aws_iam_role", "scheduler"),
     ("aws_iam_role_policy", "flow_logs"),
+    ("aws_iam_role_policy", "glue_optimizer"),
+    ("aws_iam_role", "glue_optimizer"),
 }
 
 

@@ -29,6 +29,10 @@ d. S3 Tables UpdateTableMetadataLocation answers `namespace` as a string; the AP
    a list of strings, so aws-sdk-s3tables cannot parse the answer and every swap that landed
    reads as ambiguous (the commit reloads the table to settle it: a load per commit that AWS
    does not cost). Patched: S3TablesResponse.update_table_metadata_location answers the list.
+e. Glue table optimizers (Create/Update/GetTableOptimizer) are not implemented. Added, as our
+   own emulation for tests only (moto_glue_optimizers.py): a stored configuration per
+   (catalog, database, table, type), AlreadyExists / EntityNotFound as AWS documents; the
+   optimizers never run.
 """
 
 from __future__ import annotations
@@ -52,6 +56,8 @@ from moto.s3tables import urls as s3tables_urls
 from moto.s3tables.exceptions import BadRequestException
 from moto.s3tables.models import S3TablesBackend
 from moto.s3tables.responses import S3TablesResponse
+
+import moto_glue_optimizers
 
 HOST = "127.0.0.1"
 
@@ -289,6 +295,7 @@ def apply_patches() -> None:
     S3TablesResponse.put_table_bucket_maintenance_configuration = _resp_put_bucket_maintenance
     for path in MAINTENANCE_URL_PATHS:
         s3tables_urls.url_paths[path] = S3TablesResponse.dispatch
+    moto_glue_optimizers.apply()
 
 
 def _port_is_free(port: int) -> bool:

@@ -208,3 +208,40 @@ def test_s3tables_bucket_maintenance_round_trip(s3tables_table) -> None:
     )
     got = s3tables.get_table_bucket_maintenance_configuration(tableBucketARN=bucket_arn)
     assert got["configuration"]["icebergUnreferencedFileRemoval"] == value
+
+
+def test_glue_table_optimizers_are_stored_per_table_and_type(glue_table: tuple[Any, str, str]) -> None:
+    """Our emulation (moto_glue_optimizers.py): Create, Get, Update with AWS's errors."""
+    glue, database, table = glue_table
+    catalog = glue.get_table(DatabaseName=database, Name=table)["Table"]["CatalogId"]
+    where = {"CatalogId": catalog, "DatabaseName": database, "TableName": table}
+    role = "arn:aws:iam::123456789012:role/optimizer"
+    retention = {"roleArn": role, "enabled": True,
+                 "retentionConfiguration": {"icebergConfiguration": {"snapshotRetentionPeriodInDays": 2}}}
+
+    with pytest.raises(ClientError) as missing:
+        glue.get_table_optimizer(**where, Type="retention")
+    assert _error_code(missing.value) == "EntityNotFoundException"
+    with pytest.raises(ClientError) as missing:
+        glue.update_table_optimizer(**where, Type="retention", TableOptimizerConfiguration=retention)
+    assert _error_code(missing.value) == "EntityNotFoundException"
+
+    glue.create_table_optimizer(**where, Type="retention", TableOptimizerConfiguration=retention)
+    with pytest.raises(ClientError) as again:
+        glue.create_table_optimizer(**where, Type="retention", TableOptimizerConfiguration=retention)
+    assert _error_code(again.value) == "AlreadyExistsException"
+    got = glue.get_table_optimizer(**where, Type="retention")["TableOptimizer"]
+    assert (got["type"], got["configuration"]) == ("retention", retention)
+    # Per type: the retention optimizer is not the compaction one.
+    with pytest.raises(ClientError) as other:
+        glue.get_table_optimizer(**where, Type="compaction")
+    assert _error_code(other.value) == "EntityNotFoundException"
+
+    changed = {**retention, "enabled": False}
+    glue.update_table_optimizer(**where, Type="retention", TableOptimizerConfiguration=changed)
+    assert glue.get_table_optimizer(**where, Type="retention")["TableOptimizer"]["configuration"] == changed
+
+    with pytest.raises(ClientError) as no_table:
+        glue.create_table_optimizer(**{**where, "TableName": "nope"}, Type="compaction",
+                                    TableOptimizerConfiguration={"roleArn": role, "enabled": True})
+    assert _error_code(no_table.value) == "EntityNotFoundException"

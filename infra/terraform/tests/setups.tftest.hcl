@@ -603,3 +603,97 @@ run "self_managed_kafka_needs_its_secret" {
 
   expect_failures = [var.self_managed_kafka]
 }
+
+# glue_maintenance = "glue": the role Glue's table optimizers run as, the maintenance role's
+# grants to set them up with it, and the maintenance function's knobs; the schedules as before.
+run "glue_table_optimizers" {
+  command = apply
+
+  variables {
+    pipeline_file    = "tests/fixtures/pipelines/pipelines.toml"
+    glue_maintenance = "glue"
+  }
+
+  # An ARN of its own, so a PassRole on another role (a function's) shows.
+  override_resource {
+    target = aws_iam_role.glue_optimizer
+    values = { arn = "arn:aws:iam::123456789012:role/icestream-glue-optimizer-1" }
+  }
+
+  assert {
+    condition = (
+      jsondecode(aws_iam_role.glue_optimizer[0].assume_role_policy).Statement[0].Principal.Service == "glue.amazonaws.com" &&
+      jsondecode(aws_iam_role.glue_optimizer[0].assume_role_policy).Statement[0].Action == "sts:AssumeRole" &&
+      output.glue_optimizer_role_arn == aws_iam_role.glue_optimizer[0].arn
+    )
+    error_message = "The optimizers' role is trusted by Glue (and output)."
+  }
+
+  assert {
+    condition = alltrue([for t in local.function_tables["maintenance"] : (
+      contains(one([for s in jsondecode(aws_iam_role_policy.glue_optimizer[0].policy).Statement : s.Resource if s.Sid == "ReadWriteDeleteTableFiles"]), "arn:aws:s3:::${local.warehouse_bucket_name}/warehouse/bigdata.db/${t}/*") &&
+      contains(one([for s in jsondecode(aws_iam_role_policy.glue_optimizer[0].policy).Statement : s.Resource if s.Sid == "ReadAndCommitTables"]), "arn:aws:glue:eu-west-1:123456789012:table/bigdata/${t}") &&
+      contains(one([for s in jsondecode(aws_iam_role_policy.glue_optimizer[0].policy).Statement : s.Condition.StringLike["s3:prefix"] if s.Sid == "ListTableLocations"]), "warehouse/bigdata.db/${t}/*")
+    )]) && length(local.function_tables["maintenance"]) > 2
+    error_message = "The optimizers' role reads, writes, lists and deletes under each maintained table's location, and reads and commits those tables."
+  }
+
+  assert {
+    condition = (
+      toset(one([for s in jsondecode(aws_iam_role_policy.glue_optimizer[0].policy).Statement : s.Action if s.Sid == "ReadWriteDeleteTableFiles"])) == toset(["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]) &&
+      toset(one([for s in jsondecode(aws_iam_role_policy.glue_optimizer[0].policy).Statement : s.Action if s.Sid == "ReadAndCommitTables"])) == toset(["glue:GetDatabase", "glue:GetTable", "glue:UpdateTable"]) &&
+      toset(one([for s in jsondecode(aws_iam_role_policy.glue_optimizer[0].policy).Statement : s.Resource if s.Sid == "WriteOptimizerLogs"])) == toset([
+        for k in ["compaction", "retention", "orphan-file-deletion"] : "arn:aws:logs:eu-west-1:123456789012:log-group:/aws-glue/iceberg-${k}/logs:*"
+      ])
+    )
+    error_message = "The optimizers' role has the permissions AWS documents for Iceberg table optimizers, and their log groups."
+  }
+
+  assert {
+    condition = (
+      toset(one([for s in jsondecode(aws_iam_role_policy.function["maintenance"].policy).Statement : s.Action if s.Sid == "GlueTableOptimizers"])) == toset(["glue:GetTableOptimizer", "glue:CreateTableOptimizer", "glue:UpdateTableOptimizer"]) &&
+      alltrue([for t in local.function_tables["maintenance"] : contains(one([for s in jsondecode(aws_iam_role_policy.function["maintenance"].policy).Statement : s.Resource if s.Sid == "GlueTableOptimizers"]), "arn:aws:glue:eu-west-1:123456789012:table/bigdata/${t}")]) &&
+      one([for s in jsondecode(aws_iam_role_policy.function["maintenance"].policy).Statement : s if s.Sid == "PassGlueOptimizerRole"]).Resource == ["arn:aws:iam::123456789012:role/icestream-glue-optimizer-1"] &&
+      one([for s in jsondecode(aws_iam_role_policy.function["maintenance"].policy).Statement : s if s.Sid == "PassGlueOptimizerRole"]).Condition.StringEquals["iam:PassedToService"] == ["glue.amazonaws.com"] &&
+      length([for s in jsondecode(aws_iam_role_policy.function["ingest"].policy).Statement : s if contains(["GlueTableOptimizers", "PassGlueOptimizerRole"], s.Sid)]) == 0
+    )
+    error_message = "Maintenance alone sets up the optimizers on its tables and passes exactly the optimizers' role, to Glue only."
+  }
+
+  assert {
+    condition = (
+      aws_lambda_function.this["maintenance"].environment[0].variables["ICESTREAM_GLUE_MAINTENANCE"] == "glue" &&
+      aws_lambda_function.this["maintenance"].environment[0].variables["ICESTREAM_GLUE_OPTIMIZER_ROLE_ARN"] == "arn:aws:iam::123456789012:role/icestream-glue-optimizer-1" &&
+      !contains(keys(aws_lambda_function.this["ingest"].environment[0].variables), "ICESTREAM_GLUE_MAINTENANCE")
+    )
+    error_message = "The maintenance function gets the choice and the optimizers' role; ingest does not."
+  }
+
+  assert {
+    condition = alltrue(flatten([for a, _ in var.maintenance_schedules : [
+      for t in local.maintenance_tables : contains(keys(aws_scheduler_schedule.maintenance), "${a}-${t}") if a != "purge-tombstones" && a != "audit"
+    ]])) && contains(keys(var.maintenance_schedules), "compact") && contains(keys(var.maintenance_schedules), "expire")
+    error_message = "The schedules stay as they are: every action on every table, those Glue's optimizers run too (each run keeps them set up)."
+  }
+}
+
+run "glue_maintenance_needs_the_glue_catalog" {
+  command = plan
+
+  variables {
+    catalog          = "s3tables"
+    glue_maintenance = "glue"
+  }
+
+  expect_failures = [aws_lambda_function.this]
+}
+
+run "glue_maintenance_is_ours_or_glue" {
+  command = plan
+
+  variables {
+    glue_maintenance = "aws"
+  }
+
+  expect_failures = [var.glue_maintenance]
+}

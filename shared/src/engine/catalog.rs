@@ -261,6 +261,12 @@ impl Catalogs {
         Ok(Some(serde_json::Value::Object(out)))
     }
 
+    /// Glue only: the Glue client the catalog was built with (maintenance's table optimizers).
+    #[cfg(feature = "aws")]
+    pub fn glue_client(&self) -> Option<&aws_sdk_glue::Client> {
+        self.glue.as_ref().map(|g| &g.client)
+    }
+
     pub fn catalog(&self) -> &Arc<dyn Catalog> {
         self.committer.catalog()
     }

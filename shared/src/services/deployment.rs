@@ -14,6 +14,7 @@ use crate::engine::catalog::{
 use crate::engine::queue::sqs::{DEFER_ACTIONS, SEND_ACTIONS};
 use crate::model::pipeline::location::{PIPELINE_FETCH_ACTIONS, PIPELINE_LIST_ACTIONS};
 use crate::model::registry::{GLUE_REGISTRY_ACTIONS, REGISTRY_SECRET_ACTIONS};
+use crate::services::maintenance::glue_optimizers::{GLUE_OPTIMIZER_ACTIONS, PASS_ROLE_ACTIONS};
 use crate::services::recover::{SOURCE_LIST_ACTIONS, SOURCE_READ_ACTIONS};
 
 /// What an action is called on. The test maps each kind to the deployment's ARNs.
@@ -51,6 +52,8 @@ pub enum Resource {
     FailureBucket,
     /// The discarded batches in it (`recover`).
     FailureObjects,
+    /// The role Glue's table optimizers run as (`glue_optimizer_role_arn`).
+    GlueOptimizerRole,
 }
 
 /// When a call happens: always, or only under one catalog or commit mode.
@@ -69,6 +72,8 @@ pub enum When {
     RegistrySecret,
     /// The Kafka mappings discard to an S3 bucket (`on_failure_destination = "s3"`).
     FailureBucket,
+    /// Glue's table optimizers maintain the tables (`glue_maintenance = glue`).
+    GlueOptimizers,
 }
 
 /// A condition key the call itself satisfies, and with what value (e.g. `s3:prefix` = the
@@ -234,6 +239,8 @@ pub const MAINTENANCE: FunctionContract = FunctionContract {
         "min_snapshots_to_keep",
         "orphan_margin_hours",
         "s3tables_maintenance",
+        "glue_maintenance",
+        "glue_optimizer_role_arn",
         "tombstone_retention_days",
         "pipelines",
         "table",
@@ -243,7 +250,17 @@ pub const MAINTENANCE: FunctionContract = FunctionContract {
     ],
     // Without a pipeline file, maintenance looks after every table of the namespace, and
     // `replay-dead-letters` decodes with the pipeline that table/source/dedup describe.
-    optional_knobs: &[LOCAL_ONLY_KNOBS[0], LOCAL_ONLY_KNOBS[2], "s3tables_maintenance", "pipelines", "table", "source", "dedup"],
+    optional_knobs: &[
+        LOCAL_ONLY_KNOBS[0],
+        LOCAL_ONLY_KNOBS[2],
+        "s3tables_maintenance",
+        "glue_maintenance",
+        "glue_optimizer_role_arn",
+        "pipelines",
+        "table",
+        "source",
+        "dedup",
+    ],
     calls: &[
         CATALOG_CALLS,
         &[
@@ -258,6 +275,14 @@ pub const MAINTENANCE: FunctionContract = FunctionContract {
             },
             calls(S3TABLES_MAINTENANCE_ACTIONS, Resource::TableBucketTables, When::S3tables),
             calls(&["s3tables:GetTableBucketMaintenanceConfiguration"], Resource::TableBucket, When::S3tables),
+            // Glue's table optimizers set up on each table, running as the role passed to Glue.
+            calls(GLUE_OPTIMIZER_ACTIONS, Resource::GlueTables, When::GlueOptimizers),
+            Calls {
+                actions: PASS_ROLE_ACTIONS,
+                resource: Resource::GlueOptimizerRole,
+                when: When::GlueOptimizers,
+                condition: Some(Condition { key: "iam:PassedToService", value: "glue.amazonaws.com" }),
+            },
             PIPELINE_FILE_CALLS[0],
             PIPELINE_FILE_CALLS[1],
             // `replay-dead-letters` and `recover` decode with the ingest pipeline, registries too.

@@ -13,6 +13,7 @@ use crate::base::freshness::Freshness;
 use crate::engine::catalog::Catalogs;
 use crate::model::config::{CommitMode, Config};
 use crate::model::pipeline::PipelineSet;
+use crate::services::maintenance::glue_optimizers;
 
 const HOUR_MS: i64 = 3_600_000;
 
@@ -39,6 +40,8 @@ pub struct TableStatus {
     pub dead_letters_last_hour: u64,
     /// Commit requests staged for the committer and not committed yet; `None` with direct commits.
     pub pending_commit_requests: Option<usize>,
+    /// Who runs each maintenance action on the table (`glue_maintenance`, S3 Tables).
+    pub maintained_by: std::collections::BTreeMap<&'static str, crate::services::maintenance::glue_optimizers::Runner>,
 }
 
 /// The status of every pipeline table of `set`, as of `now_ms`.
@@ -69,6 +72,10 @@ pub async fn status(set: &PipelineSet, catalogs: &Catalogs, config: &Config, now
         s.dead_letters_last_hour = appended_since(&dead_letter, now_ms - HOUR_MS).0;
         s.small_files = crate::services::maintenance::compact::small_file_count(&data, config.target_file_size_bytes).await?;
         s.format_version = data.metadata().format_version() as u8;
+        let own_orphans = crate::services::maintenance::tombstones::has_tombstones(&data)
+            || !crate::engine::confine::gc_enabled(data.metadata())
+            || set.pipelines.iter().any(|p| p.table == s.table && p.upsert.is_some());
+        s.maintained_by = glue_optimizers::runners(glue_optimizers::Maintainer::of(config), own_orphans);
         s.delete_files = data.metadata().current_snapshot().map_or(0, |c| summary_count(c.summary(), "total-delete-files"));
         if let CommitMode::Queued { .. } = config.commit_mode {
             let settings = crate::services::maintenance::MaintenanceSettings::from(config);
@@ -137,6 +144,15 @@ pub fn text(statuses: &[TableStatus]) -> String {
         if let Some(n) = s.pending_commit_requests {
             parts.push(format!("{n} pending commit requests"));
         }
+        let elsewhere: Vec<String> = s
+            .maintained_by
+            .iter()
+            .filter(|(_, r)| **r != glue_optimizers::Runner::Icestream)
+            .map(|(a, r)| format!("{a} by {}", r.describe()))
+            .collect();
+        if !elsewhere.is_empty() {
+            parts.push(elsewhere.join(", "));
+        }
         out.push_str(&format!("{}: {}\n", s.table, parts.join("; ")));
     }
     out
@@ -196,5 +212,20 @@ mod tests {
         assert!(of(3, 4).ends_with("; 0 small files; 4 deletion vectors\n"), "{}", of(3, 4));
         assert!(of(2, 4).ends_with("; 0 small files; 4 position delete files\n"), "{}", of(2, 4));
         assert!(of(2, 0).ends_with("; 0 small files\n"));
+    }
+
+    #[test]
+    fn actions_someone_else_runs_are_named() {
+        let by = |maintainer| {
+            let maintained_by = glue_optimizers::runners(maintainer, false);
+            text(&[TableStatus { table: "t".into(), maintained_by, ..Default::default() }])
+        };
+        assert!(by(glue_optimizers::Maintainer::Icestream).ends_with("; 0 small files\n"));
+        let glue = by(glue_optimizers::Maintainer::GlueOptimizers);
+        assert!(
+            glue.contains("expire by Glue's `retention` optimizer") && glue.contains("remove-orphans by Glue's `orphan_file_deletion`"),
+            "{glue}"
+        );
+        assert!(!glue.contains("rewrite-manifests by"), "{glue}");
     }
 }

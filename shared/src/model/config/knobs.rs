@@ -164,6 +164,18 @@ pub const KNOBS: &[Knob] = &[
         help: "With catalog `s3tables`: only `report` the maintenance AWS runs on each table, or `set` it from target_file_size_bytes, snapshot_max_age_hours and min_snapshots_to_keep",
     },
     Knob {
+        key: "glue_maintenance",
+        default: "ours",
+        allowed: Allowed::OneOf(&["ours", "glue"]),
+        help: "With catalog `glue`: `ours` = maintenance compacts, expires snapshots and removes orphans itself; `glue` = it sets up the Glue Data Catalog's table optimizers (compaction, retention, orphan_file_deletion) on each table it maintains, from the knobs above, and leaves those actions to them (docs/maintenance.md)",
+    },
+    Knob {
+        key: "glue_optimizer_role_arn",
+        default: "",
+        allowed: Allowed::OptionalText,
+        help: "With glue_maintenance=glue (required then): the IAM role Glue's table optimizers run as, arn:<partition>:iam::<account>:role/<name>",
+    },
+    Knob {
         key: "tombstone_retention_days",
         default: "7",
         allowed: Allowed::Integer { min: 1, max: 36_500 },

@@ -132,6 +132,8 @@ pub struct Config {
     pub orphan_margin_hours: i64,
     /// S3 Tables: write the managed maintenance settings from the knobs (else only report them).
     pub s3tables_maintenance_set: bool,
+    /// Glue: the role Glue's table optimizers run as, when they maintain the tables (`glue_maintenance=glue`).
+    pub glue_optimizer_role: Option<String>,
     pub tombstone_retention_days: i64,
     pub log_format: String,
 }
@@ -214,6 +216,7 @@ impl Config {
             min_snapshots_to_keep: s.parse("min_snapshots_to_keep")?,
             orphan_margin_hours: s.parse("orphan_margin_hours")?,
             s3tables_maintenance_set: s.get("s3tables_maintenance") == "set",
+            glue_optimizer_role: glue_optimizer_role(s)?,
             tombstone_retention_days: s.parse("tombstone_retention_days")?,
             log_format: s.get("log_format").to_string(),
         }
@@ -274,6 +277,27 @@ fn commit_mode(s: &Settings) -> Result<CommitMode> {
         #[cfg(feature = "aws")]
         "queued" => Ok(CommitMode::Queued { queue_url: url.to_string() }),
         _ => Ok(CommitMode::Direct),
+    }
+}
+
+/// `glue_maintenance=glue` with its role: only on the Glue catalog, and never without a role ARN.
+fn glue_optimizer_role(s: &Settings) -> Result<Option<String>> {
+    let arn = s.get("glue_optimizer_role_arn").trim();
+    if s.get("glue_maintenance") != "glue" {
+        return Ok(None);
+    }
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    let is_role = matches!(parts.as_slice(), ["arn", partition, "iam", "", account, resource]
+        if partition.starts_with("aws") && !account.is_empty() && resource.strip_prefix("role/").is_some_and(|n| !n.is_empty()));
+    match (s.get("catalog"), is_role) {
+        ("glue", true) => Ok(Some(arn.to_string())),
+        ("glue", false) => Err(Error::Config(format!(
+            "bad value {arn:?} for `glue_optimizer_role_arn` (ICESTREAM_GLUE_OPTIMIZER_ROLE_ARN): glue_maintenance=glue needs the \
+             role Glue's table optimizers run as, arn:<partition>:iam::<account>:role/<name>"
+        ))),
+        (catalog, _) => Err(Error::Config(format!(
+            "`glue_maintenance` (ICESTREAM_GLUE_MAINTENANCE) = glue needs catalog=glue, not {catalog}: the table optimizers are the Glue Data Catalog's"
+        ))),
     }
 }
 

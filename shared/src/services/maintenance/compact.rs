@@ -162,7 +162,8 @@ async fn plan_groups(table: &Table, settings: &MaintenanceSettings, report: &mut
             continue;
         }
         let deletes: Vec<DataFile> = live.deletes_by_data_file.get(file.file_path()).cloned().unwrap_or_default();
-        if file.file_size_in_bytes() < threshold || !deletes.is_empty() {
+        let small = file.file_size_in_bytes() < threshold && !settings.compact_deletes_only;
+        if small || !deletes.is_empty() {
             by_partition.entry(key).or_default().push(Candidate {
                 path: file.file_path().to_string(),
                 size: file.file_size_in_bytes(),

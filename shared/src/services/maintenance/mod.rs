@@ -5,6 +5,7 @@
 
 pub mod compact;
 pub mod expire;
+pub mod glue_optimizers;
 pub mod managed;
 pub mod orphans;
 pub mod rewrite_manifests;
@@ -94,6 +95,8 @@ pub struct MaintenanceSettings {
     pub tombstone_retention_days: i64,
     /// S3 Tables: the table bucket, if the managed maintenance settings are to be written.
     pub s3tables_set_in_bucket: Option<String>,
+    /// Compaction rewrites only data files with deletes to fold in (Glue's optimizer packs the rest).
+    pub compact_deletes_only: bool,
     /// "Now" for hot partitions, retention and the orphan margin.
     pub clock: crate::base::clock::Clock,
     /// The whole configuration: `replay-dead-letters` builds the ingest pipeline from it.
@@ -113,6 +116,7 @@ impl From<&Config> for MaintenanceSettings {
             tombstone_retention_days: c.tombstone_retention_days,
             s3tables_set_in_bucket: (c.catalog == crate::model::config::CatalogKind::S3Tables && c.s3tables_maintenance_set)
                 .then(|| c.warehouse.clone()),
+            compact_deletes_only: false,
             clock: crate::base::clock::Clock::System,
             config: c.clone(),
         }
@@ -272,6 +276,9 @@ pub struct TableMaintenance {
     /// S3 Tables: the maintenance AWS runs; the actions it covers are skipped here.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub managed_by_aws: Option<serde_json::Value>,
+    /// `glue_maintenance=glue`: the table's Glue optimizers, as this run left them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub glue_optimizers: Option<glue_optimizers::GlueOptimizersReport>,
     /// Actions not run, and why.
     pub skipped: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -366,12 +373,16 @@ async fn maintain_table(
         managed::set_table_maintenance(bucket, &catalogs.namespace.join("."), name, &request.settings).await?;
     }
     out.managed_by_aws = catalogs.managed_maintenance(name).await?;
+    let (by, upsert) = glue_optimizers::set_up(catalogs, request, &table, &ident, out).await?;
     let mut errors = Vec::new();
     for action in &request.actions {
-        if out.managed_by_aws.is_some() && matches!(action, Action::Compact | Action::Expire | Action::RemoveOrphans) {
-            out.skipped.push(format!("{}: run by S3 Tables' managed maintenance", action_name(*action)));
+        let runs = glue_optimizers::runner(by, *action, upsert);
+        if runs.skips() {
+            out.skipped.push(format!("{}: run by {}", action_name(*action), runs.describe()));
             continue;
         }
+        let request = glue_optimizers::request_for(runs, request, out);
+        let request = request.as_ref();
         // Compaction checks the budget itself and reports the groups it leaves.
         if Instant::now() >= deadline && *action != Action::Compact {
             out.skipped.push(format!("{}: no time left in this invocation", action_name(*action)));
@@ -473,7 +484,7 @@ async fn run_action(
     Ok(())
 }
 
-fn action_name(action: Action) -> &'static str {
+pub(crate) fn action_name(action: Action) -> &'static str {
     match action {
         Action::PurgeTombstones => "purge-tombstones",
         Action::Compact => "compact",
