@@ -8,14 +8,16 @@
 //! Keys of any primitive types are compared as Arrow row-format bytes (`arrow-row`), so one
 //! code path serves every schema.
 
-use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 
 use arrow_array::{ArrayRef, BooleanArray, RecordBatch};
 use arrow_row::{RowConverter, Rows, SortField};
 use arrow_select::filter::filter_record_batch;
 
 use crate::base::error::{Error, Result};
+use crate::engine::commit::deduped::DedupedOffsets;
+use crate::model::event::TopicPartition;
 use crate::model::tables::lineage;
 
 /// The key columns of a batch, as comparable rows.
@@ -85,6 +87,23 @@ pub fn dedup_batch(batch: &RecordBatch, key: &[String]) -> Result<(RecordBatch, 
         keep[row] = true;
     }
     Ok((filter_record_batch(batch, &BooleanArray::from(keep))?, dropped))
+}
+
+/// The offsets of `before`'s rows that `after` (a filtered copy) no longer has: what dedup
+/// dropped, for the table to record ([`crate::engine::commit::deduped`]).
+pub fn dropped(before: &RecordBatch, after: &RecordBatch) -> Result<DedupedOffsets> {
+    if before.num_rows() == after.num_rows() {
+        return Ok(DedupedOffsets::default());
+    }
+    let lineage_of = |batch: &RecordBatch| -> Result<Vec<(String, i32, i64)>> {
+        let columns = crate::engine::columns::Columns::new(batch, "dedup");
+        let (topics, partitions, offsets) =
+            (columns.strings(lineage::TOPIC)?, columns.i32(lineage::PARTITION)?, columns.i64(lineage::OFFSET)?);
+        Ok((0..batch.num_rows()).map(|i| (topics.value(i).to_string(), partitions.value(i), offsets.value(i))).collect())
+    };
+    let kept: HashSet<(String, i32, i64)> = lineage_of(after)?.into_iter().collect();
+    let gone = lineage_of(before)?.into_iter().filter(|row| !kept.contains(row));
+    Ok(DedupedOffsets::of(gone.map(|(topic, partition, offset)| (TopicPartition { topic, partition }, offset))))
 }
 
 #[cfg(test)]
