@@ -366,3 +366,40 @@ def test_a_glue_version_of_another_schema_is_a_dead_letter_not_a_table_change(
     assert (s["written"], s["dead_letter"], s["schema_changes"]) == (1, 2, 0), s
     assert_refused_as_another_subjects(warehouse, 1, f"schema version {foreign}", "shop_bound/payments", "shop_bound/orders")
     assert_refused_as_another_subjects(warehouse, 2, f"schema version {elsewhere}", "elsewhere/orders", "shop_bound/orders")
+
+
+def test_zlib_frames_past_the_batch_inflation_budget_are_dead_letters_and_memory_stays_bounded(
+    tmp_path: Path, aws_client: Callable[[str], Any], moto_endpoint: str
+) -> None:
+    """Issue 52: Glue-framed zlib payloads of ~60 KB that inflate to 60 MiB each (a v1 record
+    whose `name` is 60 MiB of text). 24 of them in one event took the ingest process to ~3 GB
+    peak RSS (the issue: 2.17 GB for 16; every payload inflated and decoded). Now a batch
+    inflates at most 256 MiB: four records land, the rest are dead letters without being
+    inflated, and the peak stays near what those four take (~550 MB in a debug build)."""
+    versions = glue_schema(aws_client("glue"), "shop_zlib", "AVRO", {"v1": avro_schema("v1")})
+    inflated = 60 << 20
+    datum = avro_datum("v1", {**record("v1", 0), "name": "a" * (inflated - 100)})
+    bomb = glue_frame(versions["v1"], datum, zlib_compressed=True)
+    assert len(bomb) < 100_000, len(bomb)
+    count = 24
+    ev = write_event(tmp_path / "bombs.json", "shop.orders", [(0, o, "v1", o) for o in range(count)], lambda v, i: bomb)
+    pipeline = glue_pipeline(tmp_path, "shop_zlib", "shop.orders", "avro")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ICESTREAM_")}
+    env.update(AWS_ENV, AWS_ENDPOINT_URL=moto_endpoint, RUST_LOG="warn")
+    with open(tmp_path / "out", "w") as out, open(tmp_path / "err", "w") as err:
+        child = subprocess.Popen([BIN, "ingest", str(ev), f"pipelines={pipeline}", f"warehouse={tmp_path / 'wh'}"],
+                                 stdout=out, stderr=err, env=env)
+        # This child's own figures (getrusage(RUSAGE_CHILDREN) would fold in earlier tests').
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+    assert child.returncode == 0, (tmp_path / "err").read_text()
+    peak_mb = usage.ru_maxrss / 1024  # kilobytes on Linux
+    # Generous: twice what the budget admits takes, a third of what holding them all took.
+    assert peak_mb < 1024, f"peak RSS {peak_mb:.0f} MB for {count} records of {inflated >> 20} MiB inflated each"
+    s = json.loads((tmp_path / "out").read_text().strip().splitlines()[-1])
+    within = (256 << 20) // inflated
+    assert (s["written"], s["dead_letter"]) == (within, count - within), s
+    dead = readers.pyiceberg_sql_table(tmp_path / "wh", NAMESPACE, "orders_dead_letter").scan().to_arrow().to_pylist()
+    assert all("inflation budget" in d["error"] for d in dead), sorted({d["error"][:160] for d in dead})
+    assert sorted(d["kafka_offset"] for d in dead) == list(range(within, count)), "the first records inflated are the ones that land"
+    assert all(d["raw_value"] == bomb for d in dead), "the dead letter keeps the value as it came, not inflated"
