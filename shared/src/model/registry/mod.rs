@@ -231,14 +231,14 @@ impl Registry {
         match self.registered(id).await {
             Err(Error::RegistryNotFound(m)) => Ok(Err(format!("the registry has no {id}: {m}"))),
             Ok(registered) if !registered.subjects.iter().any(|s| self.spec.accepts(s, topics, field)) => {
-                let (kind, theirs) = match &self.spec {
-                    RegistrySpec::Glue { .. } => ("Glue schema", registered.subjects.join(", ")),
-                    RegistrySpec::Confluent { .. } if registered.subjects.is_empty() => ("subject", "none".into()),
-                    RegistrySpec::Confluent { .. } => ("subject", registered.subjects.join(", ")),
+                let kind = match (&self.spec, registered.subjects.len()) {
+                    (RegistrySpec::Glue { .. }, _) => "Glue schema",
+                    (RegistrySpec::Confluent { .. }, 1) => "subject",
+                    (RegistrySpec::Confluent { .. }, _) => "subjects",
                 };
+                let theirs = if registered.subjects.is_empty() { "none".to_string() } else { registered.subjects.join(", ") };
                 Ok(Err(format!(
-                    "{id} ({}) belongs to {kind} {theirs}, not to one this pipeline reads ({}): refused, the table does not take another subject's schema",
-                    registered.version,
+                    "{id} is registered under {kind} {theirs}, not under this pipeline's ({}): another subject's schema may not change the table",
                     self.spec.accepted(topics, field)
                 )))
             }
