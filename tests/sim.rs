@@ -486,6 +486,7 @@ impl World {
             files: files.len() as u64,
             bytes: files.iter().map(|f| f.file_size_in_bytes()).sum(),
             oldest_record_ms: None,
+            deduped: Vec::new(),
         };
         // Staged under the name that binds it to the request (an empty one when no row is left).
         let name = request.manifest_uuid(files.iter().map(|f| f.file_path()));

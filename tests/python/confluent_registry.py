@@ -9,6 +9,7 @@ Routes:
 - POST /subjects/{subject}/versions            register {"schema", "schemaType", "references"} -> {"id"}
 - POST /subjects/{subject}                     look a schema up -> {"subject", "id", "version", "schema"}
 - GET  /schemas/ids/{id}                       {"schema", "schemaType", "references"} (schemaType absent for AVRO)
+- GET  /schemas/ids/{id}/versions              [{"subject", "version"}]: where the id is registered
 - GET  /subjects/{subject}/versions/latest     {"subject", "id", "version", "schema", "schemaType"}
 - GET  /subjects/{subject}/versions/{n}        the same for version n
 - GET  /subjects                               subject names
@@ -116,6 +117,12 @@ class ConfluentRegistry:
                 if entry["schemaType"] != "AVRO":
                     out["schemaType"] = entry["schemaType"]
                 return self._reply(req, 200, out)
+            if method == "GET" and parts[:2] == ["schemas", "ids"] and len(parts) == 4 and parts[3] == "versions":
+                schema_id = int(parts[2])
+                if not 1 <= schema_id <= len(self.schemas):
+                    return self._reply(req, 404, {"error_code": 40403, "message": "Schema not found"})
+                found = [{"subject": s, "version": ids.index(schema_id) + 1} for s, ids in sorted(self.subjects.items()) if schema_id in ids]
+                return self._reply(req, 200, found)
             if method == "GET" and parts == ["subjects"]:
                 return self._reply(req, 200, sorted(self.subjects))
             if parts[:1] == ["subjects"] and len(parts) >= 2:

@@ -157,11 +157,12 @@ def test_confluent_writers_v1_to_v4_interleaved_evolve_the_table(fmt: str, tmp_p
     s1a, s1b = (json.loads(line) for line in out.stdout.strip().splitlines()[-2:])
     assert (s1a["written"] + s1b["written"], s1a["dead_letter"] + s1b["dead_letter"]) == (len(first), 0), (s1a, s1b)
     assert s1a["schema_changes"] == 1 and s1b["schema_changes"] == 0, (s1a, s1b)
-    assert (s1a["registry_calls"], s1b["registry_calls"]) == (2, 0), f"one fetch per writer schema (v1, v2), then cached: {s1a} {s1b}"
+    # Two calls per writer schema: the schema and the subjects it is registered under.
+    assert (s1a["registry_calls"], s1b["registry_calls"]) == (4, 0), f"one fetch per writer schema (v1, v2), then cached: {s1a} {s1b}"
     e2 = write_event(tmp_path / "e2.json", topic, second, produce)
     s2 = summary(icestream("ingest", str(e2), *knobs))
     assert (s2["written"], s2["dead_letter"], s2["schema_rejects"], s2["schema_changes"]) == (6, 2, 2, 1), s2
-    assert s2["registry_calls"] == 4, f"a cold instance fetches each of v1..v4 once: {s2}"
+    assert s2["registry_calls"] == 8, f"a cold instance fetches each of v1..v4 once: {s2}"
     # A redelivery adds nothing; the table and its dead letters hold each record once.
     s3 = summary(icestream("ingest", str(e2), *knobs))
     assert (s3["written"], s3["dead_letter"], s3["skipped_replay"]) == (0, 0, len(second)), s3
@@ -309,3 +310,96 @@ def test_records_the_mapping_validated_arrive_as_json_or_source_with_value_schem
         assert summary(icestream("ingest", str(bad), f"pipelines={pipeline}", f"warehouse={warehouse}"))["dead_letter"] == 1
     finally:
         registry.stop()
+
+
+def assert_refused_as_another_subjects(warehouse: Path, offset: int, *names: str) -> None:
+    """The record at `offset` of partition 0 is a dead letter naming each of `names`; the table
+    kept its v1 columns (the other subject's `note` was not added)."""
+    dead = readers.pyiceberg_sql_table(warehouse, NAMESPACE, "orders_dead_letter").scan().to_arrow().to_pylist()
+    reason = [d["error"] for d in dead if (d["kafka_partition"], d["kafka_offset"]) == (0, offset)]
+    assert reason and all(n in reason[0] for n in names), (reason, names)
+    schema = readers.pyiceberg_sql_table(warehouse, NAMESPACE, "orders").schema()
+    assert "note" not in [f.name for f in schema.fields], f"another subject's schema evolved the table: {schema}"
+    rows = read_rows(warehouse, "orders")[0][1]
+    assert [(r["kafka_partition"], r["kafka_offset"]) for r in rows] == [(0, 0)], rows
+
+
+def test_a_confluent_id_of_another_subject_is_a_dead_letter_not_a_table_change(tmp_path: Path) -> None:
+    """Issue 52: an id is read only under the pipeline's subject (`<topic>-value` here). A
+    producer framing its record with the id of `payments-value` (a schema with an extra column)
+    gets a dead letter naming the id, its subject and the pipeline's; the table is unchanged."""
+    registry = ConfluentRegistry().start()
+    try:
+        topic = "shop.orders.bound"
+        own = registry.register(f"{topic}-value", avro_schema("v1"))
+        foreign = registry.register("payments-value", avro_schema("v2"))
+        frame = lambda schema_id, v, i: b"\x00" + schema_id.to_bytes(4, "big") + avro_datum(v, record(v, i))  # noqa: E731
+        produce = lambda v, i: frame(own, v, i) if v == "v1" else frame(foreign, v, i)  # noqa: E731
+        pipeline = confluent_pipeline(tmp_path, "avro", topic, registry.url, initial="v1")
+        warehouse = tmp_path / "wh"
+        ev = write_event(tmp_path / "e.json", topic, [(0, 0, "v1", 0), (0, 1, "v2", 1)], produce)
+        s = summary(icestream("ingest", str(ev), f"pipelines={pipeline}", f"warehouse={warehouse}"))
+        assert (s["written"], s["dead_letter"], s["schema_changes"]) == (1, 1, 0), s
+        assert_refused_as_another_subjects(warehouse, 1, f"schema id {foreign}", "payments-value", f"{topic}-value")
+    finally:
+        registry.stop()
+
+
+def test_a_glue_version_of_another_schema_is_a_dead_letter_not_a_table_change(
+    tmp_path: Path, aws_client: Callable[[str], Any], moto_endpoint: str
+) -> None:
+    """Issue 52, Glue: a schema version id belongs to one schema of one registry; the pipeline
+    reads `registry_schema = "orders"` of registry `shop_bound`. A version of schema `payments`
+    (same registry) and one of a schema `orders` in another registry are both refused."""
+    glue = aws_client("glue")
+    own = glue_schema(glue, "shop_bound", "AVRO", {"v1": avro_schema("v1")})["v1"]
+    foreign = glue.create_schema(RegistryId={"RegistryName": "shop_bound"}, SchemaName="payments", DataFormat="AVRO",
+                                 Compatibility="NONE", SchemaDefinition=avro_schema("v2"))["SchemaVersionId"]
+    elsewhere = glue_schema(glue, "elsewhere", "AVRO", {"v2": avro_schema("v2")})["v2"]
+    ids = {0: own, 1: foreign, 2: elsewhere}
+    produce = lambda v, i: glue_frame(ids[i], avro_datum(v, record(v, i)))  # noqa: E731
+    pipeline = glue_pipeline(tmp_path, "shop_bound", "shop.orders", "avro")
+    env = {**AWS_ENV, "AWS_ENDPOINT_URL": moto_endpoint}
+    warehouse = tmp_path / "wh"
+    ev = write_event(tmp_path / "e.json", "shop.orders", [(0, 0, "v1", 0), (0, 1, "v2", 1), (0, 2, "v2", 2)], produce)
+    s = summary(icestream("ingest", str(ev), f"pipelines={pipeline}", f"warehouse={warehouse}", env=env))
+    assert (s["written"], s["dead_letter"], s["schema_changes"]) == (1, 2, 0), s
+    assert_refused_as_another_subjects(warehouse, 1, f"schema version {foreign}", "shop_bound/payments", "shop_bound/orders")
+    assert_refused_as_another_subjects(warehouse, 2, f"schema version {elsewhere}", "elsewhere/orders", "shop_bound/orders")
+
+
+def test_zlib_frames_past_the_batch_inflation_budget_are_dead_letters_and_memory_stays_bounded(
+    tmp_path: Path, aws_client: Callable[[str], Any], moto_endpoint: str
+) -> None:
+    """Issue 52: Glue-framed zlib payloads of ~60 KB that inflate to 60 MiB each (a v1 record
+    whose `name` is 60 MiB of text). 24 of them in one event took the ingest process to ~3 GB
+    peak RSS (the issue: 2.17 GB for 16; every payload inflated and decoded). Now a batch
+    inflates at most 256 MiB: four records land, the rest are dead letters without being
+    inflated, and the peak stays near what those four take (~550 MB in a debug build)."""
+    versions = glue_schema(aws_client("glue"), "shop_zlib", "AVRO", {"v1": avro_schema("v1")})
+    inflated = 60 << 20
+    datum = avro_datum("v1", {**record("v1", 0), "name": "a" * (inflated - 100)})
+    bomb = glue_frame(versions["v1"], datum, zlib_compressed=True)
+    assert len(bomb) < 100_000, len(bomb)
+    count = 24
+    ev = write_event(tmp_path / "bombs.json", "shop.orders", [(0, o, "v1", o) for o in range(count)], lambda v, i: bomb)
+    pipeline = glue_pipeline(tmp_path, "shop_zlib", "shop.orders", "avro")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ICESTREAM_")}
+    env.update(AWS_ENV, AWS_ENDPOINT_URL=moto_endpoint, RUST_LOG="warn")
+    with open(tmp_path / "out", "w") as out, open(tmp_path / "err", "w") as err:
+        child = subprocess.Popen([BIN, "ingest", str(ev), f"pipelines={pipeline}", f"warehouse={tmp_path / 'wh'}"],
+                                 stdout=out, stderr=err, env=env)
+        # This child's own figures (getrusage(RUSAGE_CHILDREN) would fold in earlier tests').
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+    assert child.returncode == 0, (tmp_path / "err").read_text()
+    peak_mb = usage.ru_maxrss / 1024  # kilobytes on Linux
+    # Generous: twice what the budget admits takes, a third of what holding them all took.
+    assert peak_mb < 1024, f"peak RSS {peak_mb:.0f} MB for {count} records of {inflated >> 20} MiB inflated each"
+    s = json.loads((tmp_path / "out").read_text().strip().splitlines()[-1])
+    within = (256 << 20) // inflated
+    assert (s["written"], s["dead_letter"]) == (within, count - within), s
+    dead = readers.pyiceberg_sql_table(tmp_path / "wh", NAMESPACE, "orders_dead_letter").scan().to_arrow().to_pylist()
+    assert all("inflation budget" in d["error"] for d in dead), sorted({d["error"][:160] for d in dead})
+    assert sorted(d["kafka_offset"] for d in dead) == list(range(within, count)), "the first records inflated are the ones that land"
+    assert all(d["raw_value"] == bomb for d in dead), "the dead letter keeps the value as it came, not inflated"

@@ -8,14 +8,16 @@
 //! Keys of any primitive types are compared as Arrow row-format bytes (`arrow-row`), so one
 //! code path serves every schema.
 
-use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 
-use arrow_array::{ArrayRef, BooleanArray, RecordBatch};
+use arrow_array::{ArrayRef, BooleanArray, Int32Array, Int64Array, RecordBatch, StringArray};
 use arrow_row::{RowConverter, Rows, SortField};
 use arrow_select::filter::filter_record_batch;
 
 use crate::base::error::{Error, Result};
+use crate::engine::commit::deduped::DedupedOffsets;
+use crate::model::event::TopicPartition;
 use crate::model::tables::lineage;
 
 /// The key columns of a batch, as comparable rows.
@@ -87,6 +89,26 @@ pub fn dedup_batch(batch: &RecordBatch, key: &[String]) -> Result<(RecordBatch, 
     Ok((filter_record_batch(batch, &BooleanArray::from(keep))?, dropped))
 }
 
+/// The offsets of `before`'s rows that `after` (a filtered copy) no longer has: what dedup
+/// dropped, for the table to record ([`crate::engine::commit::deduped`]).
+pub fn dropped(before: &RecordBatch, after: &RecordBatch) -> Result<DedupedOffsets> {
+    if before.num_rows() == after.num_rows() {
+        return Ok(DedupedOffsets::default());
+    }
+    let lineage_of = |batch: &RecordBatch| -> Result<(StringArray, Int32Array, Int64Array)> {
+        let columns = crate::engine::columns::Columns::new(batch, "dedup");
+        Ok((columns.strings(lineage::TOPIC)?, columns.i32(lineage::PARTITION)?, columns.i64(lineage::OFFSET)?))
+    };
+    let ((topics, partitions, offsets), (kept_topics, kept_partitions, kept_offsets)) = (lineage_of(before)?, lineage_of(after)?);
+    // Borrowed from the arrays: only the dropped rows' topics are copied.
+    let kept: HashSet<(&str, i32, i64)> =
+        (0..after.num_rows()).map(|i| (kept_topics.value(i), kept_partitions.value(i), kept_offsets.value(i))).collect();
+    let gone = (0..before.num_rows()).filter(|i| !kept.contains(&(topics.value(*i), partitions.value(*i), offsets.value(*i))));
+    Ok(DedupedOffsets::of(
+        gone.map(|i| (TopicPartition { topic: topics.value(i).to_string(), partition: partitions.value(i) }, offsets.value(i))),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -106,6 +128,7 @@ mod tests {
             Field::new("order_id", DataType::Int64, false),
             Field::new(lineage::PARTITION, DataType::Int32, false),
             Field::new(lineage::OFFSET, DataType::Int64, false),
+            Field::new(lineage::TOPIC, DataType::Utf8, false),
         ]);
         RecordBatch::try_new(
             Arc::new(schema),
@@ -114,6 +137,7 @@ mod tests {
                 Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
                 Arc::new(Int32Array::from(vec![0; rows.len()])),
                 Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
+                Arc::new(StringArray::from_iter_values(rows.iter().map(|_| "t"))),
             ],
         )
         .unwrap()
@@ -128,6 +152,17 @@ mod tests {
         let mut offsets: Vec<i64> = out.column(3).as_primitive::<Int64Type>().values().to_vec();
         offsets.sort();
         assert_eq!(offsets, [5, 6, 7]);
+    }
+
+    #[test]
+    fn the_offsets_dedup_dropped_are_named() {
+        let key = ["customer".to_string(), "order_id".to_string()];
+        let before = batch(&[("a", 1, 8), ("a", 1, 9), ("a", 2, 6), ("b", 1, 7), ("a", 1, 5)]);
+        let (after, _) = dedup_batch(&before, &key).unwrap();
+        let gone = dropped(&before, &after).unwrap();
+        let tp = TopicPartition { topic: "t".into(), partition: 0 };
+        assert_eq!(gone.0[&tp], [(8, 9)]);
+        assert!(dropped(&after, &after).unwrap().is_empty());
     }
 
     #[test]

@@ -21,6 +21,7 @@ use crate::base::error::Result;
 use crate::base::freshness::{Freshness, RecordTimes};
 use crate::engine::catalog::Catalogs;
 use crate::engine::commit::append::{OffsetAppend, rows_not_held, target_schema};
+use crate::engine::commit::deduped::DedupedOffsets;
 use crate::engine::commit::gaps::TakenGaps;
 use crate::engine::commit::staged::write_staged_manifest;
 use crate::engine::commit::{ChangeSet, Planner, Watermarks};
@@ -68,6 +69,8 @@ pub struct Append<'a> {
     pub record_times: Option<&'a RecordTimes>,
     /// The writer schemas of the rows (none for dead letters): the table evolves to take them.
     pub writers: Vec<Arc<SourceSchema>>,
+    /// Offsets within `ranges` that dedup dropped: recorded with the commit.
+    pub deduped: DedupedOffsets,
 }
 
 /// The configured way appends reach their table, built once per process.
@@ -171,12 +174,13 @@ impl Planner for EvolveSchema<'_> {
 }
 
 async fn direct(catalogs: &Catalogs, config: &Config, append: Append<'_>, deadline: Instant) -> Result<Appended> {
-    let Append { ident, table, rows, ranges, writers, record_times, .. } = append;
+    let Append { ident, table, rows, ranges, writers, record_times, deduped, .. } = append;
     if rows.num_rows() == 0 {
         return Ok(Appended::default());
     }
     let mut planner = OffsetAppend::new(rows, ranges.clone(), &config.compression, config.target_file_size_bytes, config.fail_point)
-        .with_writers(writers);
+        .with_writers(writers)
+        .with_deduped(deduped);
     planner.record_times = record_times.cloned();
     let outcome = match table {
         Some(table) => catalogs.committer.commit_to(table, deadline, &mut planner).await?,
@@ -227,7 +231,7 @@ impl Staged {
 }
 
 async fn stage(catalogs: &Catalogs, config: &Config, append: Append<'_>, deadline: Instant) -> Result<Staged> {
-    let Append { ident, table, rows, ranges, oldest_record_ms, writers, .. } = append;
+    let Append { ident, table, rows, ranges, oldest_record_ms, writers, deduped, .. } = append;
     let mut table = match table {
         Some(table) => table,
         None => catalogs.catalog().load_table(ident).await?,
@@ -277,6 +281,7 @@ async fn stage(catalogs: &Catalogs, config: &Config, append: Append<'_>, deadlin
         files: appended.files as u64,
         bytes: appended.bytes,
         oldest_record_ms,
+        deduped: CommitRequest::deduped_from(&deduped),
     };
     Ok(Staged { appended, request: Some(request), table, encoded })
 }

@@ -128,7 +128,7 @@ impl WriterPlan {
                     }
                 }
                 for key in seen {
-                    let writer = registry.writer(key.0, key.1.as_ref(), pipeline.format).await?;
+                    let writer = registry.writer(key.0, key.1.as_ref(), pipeline.format, &pipeline.topics).await?;
                     let writer = if key.2 { writer.map(|w| Arc::new(w.as_json())) } else { writer };
                     candidates.push((Some(key), writer));
                 }

@@ -19,6 +19,7 @@ use iceberg::arrow::schema_to_arrow_schema;
 use iceberg::spec::{DataFile, Schema, SchemaRef};
 use iceberg::table::Table;
 
+use super::deduped::DedupedOffsets;
 use super::gaps::TakenGaps;
 use super::{ChangeSet, Planner, Watermarks};
 use crate::base::error::{Error, Result};
@@ -59,6 +60,8 @@ pub struct OffsetAppend {
     pub record_times: Option<RecordTimes>,
     /// The ages recorded by the last plan.
     pub freshness: Option<Freshness>,
+    /// Offsets dedup dropped from the rows: recorded in the table with them.
+    deduped: DedupedOffsets,
     started: Instant,
 }
 
@@ -89,6 +92,7 @@ impl OffsetAppend {
             bytes_planned: 0,
             record_times: None,
             freshness: None,
+            deduped: DedupedOffsets::default(),
             started: Instant::now(),
         }
     }
@@ -98,6 +102,12 @@ impl OffsetAppend {
     /// Rows decoded with these writer schemas: the commit evolves the table to take them.
     pub fn with_writers(mut self, writers: Vec<Arc<SourceSchema>>) -> Self {
         self.writers = writers;
+        self
+    }
+
+    /// Offsets dedup dropped from the rows: the commit records them ([`super::deduped`]).
+    pub fn with_deduped(mut self, deduped: DedupedOffsets) -> Self {
+        self.deduped = deduped;
         self
     }
 }
@@ -194,6 +204,7 @@ impl Planner for OffsetAppend {
         }
         let mut change = ChangeSet::append(files);
         change.watermarks = self.covers.clone();
+        change.properties.extend(DedupedOffsets::from_properties(table.metadata().properties()).property_updates(&self.deduped));
         change.schema = evolved;
         let latency = self.started.elapsed().as_millis() as u64;
         self.freshness = self.record_times.as_ref().and_then(|t| t.at(chrono::Utc::now().timestamp_millis(), latency));

@@ -9,6 +9,7 @@
 //! use this one loop.
 
 pub mod append;
+pub mod deduped;
 pub mod deletes;
 pub mod dv;
 pub mod gaps;

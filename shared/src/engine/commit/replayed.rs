@@ -57,35 +57,49 @@ impl ReplayedOffsets {
 
 /// `"5,17-20"` for {5, 17, 18, 19, 20}.
 fn format_ranges(offsets: &BTreeSet<i64>) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut iter = offsets.iter().copied().peekable();
-    while let Some(start) = iter.next() {
-        let mut end = start;
-        while iter.peek() == Some(&(end + 1)) {
-            end += 1;
-            iter.next();
+    let mut ranges: Vec<(i64, i64)> = Vec::new();
+    for o in offsets {
+        match ranges.last_mut() {
+            Some((_, end)) if *end + 1 == *o => *end = *o,
+            _ => ranges.push((*o, *o)),
         }
-        parts.push(if start == end { start.to_string() } else { format!("{start}-{end}") });
     }
-    parts.join(",")
+    write_ranges(&ranges)
 }
 
 fn parse_ranges(text: &str) -> Option<BTreeSet<i64>> {
     let mut out = BTreeSet::new();
+    for (a, b) in read_ranges(text)? {
+        if b - a > 10_000_000 {
+            return None;
+        }
+        out.extend(a..=b);
+    }
+    Some(out)
+}
+
+/// `"5,17-20"` for the ranges 5..=5 and 17..=20 (the form of every offset-list property).
+pub(super) fn write_ranges(ranges: &[(i64, i64)]) -> String {
+    let parts: Vec<String> = ranges.iter().map(|(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect();
+    parts.join(",")
+}
+
+/// The ranges of `"5,17-20"`; `None` when it is not such a list (not ours).
+pub(super) fn read_ranges(text: &str) -> Option<Vec<(i64, i64)>> {
+    let mut out = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         // A leading '-' would be a negative offset, which Kafka never has.
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) = (a.parse::<i64>().ok()?, b.parse::<i64>().ok()?);
-                if a > b || b - a > 10_000_000 {
-                    return None;
-                }
-                out.extend(a..=b);
-            }
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (a.parse::<i64>().ok()?, b.parse::<i64>().ok()?),
             None => {
-                out.insert(part.parse().ok()?);
+                let o = part.parse::<i64>().ok()?;
+                (o, o)
             }
+        };
+        if a > b {
+            return None;
         }
+        out.push((a, b));
     }
     Some(out)
 }

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::base::error::{Error, Result};
+use crate::engine::commit::deduped::DedupedOffsets;
 use crate::model::event::TopicPartition;
 
 /// Format version of [`CommitRequest`]; a committer refuses versions it does not know.
@@ -47,6 +48,10 @@ pub struct CommitRequest {
     pub bytes: u64,
     /// Kafka timestamp of the oldest record covered, epoch milliseconds.
     pub oldest_record_ms: Option<i64>,
+    /// Offsets within `ranges` that dedup dropped (no row, no dead letter): the committer
+    /// records them with the commit ([`crate::engine::commit::deduped`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deduped: Vec<OffsetRange>,
 }
 
 impl CommitRequest {
@@ -75,6 +80,17 @@ impl CommitRequest {
         if self.ranges_by_partition().len() != self.ranges.len() {
             return bad("a topic-partition appears twice".into());
         }
+        let ranges = self.ranges_by_partition();
+        let within = |r: &OffsetRange| {
+            let tp = TopicPartition { topic: r.topic.clone(), partition: r.partition };
+            r.first <= r.last && ranges.get(&tp).is_some_and(|(first, last)| *first <= r.first && r.last <= *last)
+        };
+        if let Some(r) = self.deduped.iter().find(|r| !within(r)) {
+            return bad(format!(
+                "deduplicated offsets {}-{} {}..={} lie outside the request's ranges",
+                r.topic, r.partition, r.first, r.last
+            ));
+        }
         match &self.manifest {
             Some(m) if !m.is_empty() => Ok(()),
             _ => bad(format!("manifest {:?} is missing: every request names its writer's staged manifest", self.manifest)),
@@ -97,6 +113,9 @@ impl CommitRequest {
             files: u64,
             bytes: u64,
             oldest_record_ms: Option<i64>,
+            // Left out when empty: a request without drops is named as before.
+            #[serde(skip_serializing_if = "<[OffsetRange]>::is_empty")]
+            deduped: &'a [OffsetRange],
             data_files: Vec<&'a str>,
         }
         let mut data_files: Vec<&str> = data_files.into_iter().collect();
@@ -110,6 +129,7 @@ impl CommitRequest {
             files: self.files,
             bytes: self.bytes,
             oldest_record_ms: self.oldest_record_ms,
+            deduped: &self.deduped,
             data_files,
         };
         let mut digest = Sha256::new();
@@ -123,6 +143,24 @@ impl CommitRequest {
     /// First and last offset per topic-partition.
     pub fn ranges_by_partition(&self) -> BTreeMap<TopicPartition, (i64, i64)> {
         self.ranges.iter().map(|r| (TopicPartition { topic: r.topic.clone(), partition: r.partition }, (r.first, r.last))).collect()
+    }
+
+    /// What dedup dropped, as the request carries it.
+    pub fn deduped_from(deduped: &DedupedOffsets) -> Vec<OffsetRange> {
+        let ranges = deduped.0.iter().flat_map(|(tp, ranges)| ranges.iter().map(move |r| (tp, r)));
+        ranges
+            .map(|(tp, (first, last))| OffsetRange { topic: tp.topic.clone(), partition: tp.partition, first: *first, last: *last })
+            .collect()
+    }
+
+    /// The offsets dedup dropped, as the committer records them.
+    pub fn deduped(&self) -> DedupedOffsets {
+        let mut out = DedupedOffsets::default();
+        for r in &self.deduped {
+            let tp = TopicPartition { topic: r.topic.clone(), partition: r.partition };
+            out.0.entry(tp).or_default().push((r.first, r.last));
+        }
+        out
     }
 
     /// Ranges from the first and last offset per topic-partition.
@@ -185,6 +223,7 @@ mod tests {
             files: 1,
             bytes: 100,
             oldest_record_ms: Some(1),
+            deduped: vec![OffsetRange { topic: "a.b".into(), partition: 3, first: 12, last: 13 }],
         }
     }
 
@@ -204,6 +243,14 @@ mod tests {
                 "first <= last",
             ),
             (CommitRequest { ranges: [request().ranges, request().ranges].concat(), ..request() }, "appears twice"),
+            (
+                CommitRequest { deduped: vec![OffsetRange { topic: "a.b".into(), partition: 3, first: 20, last: 21 }], ..request() },
+                "outside the request's ranges",
+            ),
+            (
+                CommitRequest { deduped: vec![OffsetRange { topic: "a.b".into(), partition: 4, first: 12, last: 12 }], ..request() },
+                "outside the request's ranges",
+            ),
         ] {
             let err = CommitRequest::parse(&serde_json::to_string(&broken).unwrap()).unwrap_err().to_string();
             assert!(err.contains(says) && err.contains("bigdata.t"), "{err}");
@@ -219,7 +266,8 @@ mod tests {
         assert_eq!(name.get_version_num(), 8);
         let mut far = r.clone();
         far.ranges[0].last = 9_000_000_000_000_000_000;
-        for other in [far, CommitRequest { records: 6, ..r.clone() }, CommitRequest { table: "u".into(), ..r.clone() }] {
+        let no_drops = CommitRequest { deduped: vec![], ..r.clone() };
+        for other in [far, CommitRequest { records: 6, ..r.clone() }, CommitRequest { table: "u".into(), ..r.clone() }, no_drops] {
             assert_ne!(other.manifest_uuid(files), name, "{other:?}");
         }
         assert_ne!(r.manifest_uuid(["file:///w/t/data/a.parquet"]), name);

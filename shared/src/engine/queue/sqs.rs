@@ -239,6 +239,7 @@ mod tests {
             files: 0,
             bytes: 0,
             oldest_record_ms: None,
+            deduped: Vec::new(),
         }
     }
 

@@ -60,6 +60,21 @@ impl Topics {
     }
 }
 
+/// A writer id is read only under the subjects of the pipeline's topics.
+impl crate::model::registry::TopicClaims for Topics {
+    fn claims(&self, topic: &str) -> bool {
+        Topics::claims(self, topic)
+    }
+
+    fn describe(&self, name: &dyn Fn(&str) -> String) -> String {
+        match self {
+            Topics::Exact(names) => names.iter().map(|t| name(t)).collect::<Vec<_>>().join(", "),
+            Topics::Pattern(re) => format!("{} of topics matching /{}/", name("<topic>"), re.as_str()),
+            Topics::Any => format!("{} of any topic", name("<topic>")),
+        }
+    }
+}
+
 impl std::fmt::Display for Topics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -470,7 +485,7 @@ fn registry_spec(spec: &PipelineSpec) -> std::result::Result<Option<RegistrySpec
             if registry_name.is_empty() || registry_name.len() > 255 {
                 return Err(format!("key `registry_name`: {registry_name:?} is not a Glue registry name (1 to 255 characters)"));
             }
-            Ok(Some(RegistrySpec::Glue { registry_name }))
+            Ok(Some(RegistrySpec::Glue { registry_name, subject: spec.registry_schema.clone() }))
         }
         Some("confluent") => {
             if spec.registry_name.is_some() {
@@ -480,20 +495,18 @@ fn registry_spec(spec: &PipelineSpec) -> std::result::Result<Option<RegistrySpec
                 spec.registry_url.clone().ok_or("key `registry_url`: required with registry = \"confluent\" (http(s)://host[:port])")?;
             crate::model::registry::confluent::check_url(&url, spec.registry_insecure == Some(true))
                 .map_err(|e| format!("key `registry_url`: {e}"))?;
-            Ok(Some(RegistrySpec::Confluent { url, secret: spec.registry_secret.clone() }))
+            Ok(Some(RegistrySpec::Confluent { url, secret: spec.registry_secret.clone(), subject: spec.registry_schema.clone() }))
         }
         Some(other) => Err(format!("key `registry`: {other:?} is not allowed: allowed are glue | confluent")),
     }
 }
 
 /// The registry subject of a pipeline's values: `registry_schema`, else the first topic's
-/// `<topic>-value` on Confluent (the serializers' default naming) and `<topic>` on Glue.
+/// (see [`RegistrySpec::value_subject`]).
 fn registry_subject(spec: &PipelineSpec, registry: &RegistrySpec) -> Option<String> {
-    match (&spec.registry_schema, spec.topics.first(), registry) {
-        (Some(subject), _, _) => Some(subject.clone()),
-        (None, Some(topic), RegistrySpec::Confluent { .. }) => Some(format!("{topic}-value")),
-        (None, Some(topic), RegistrySpec::Glue { .. }) => Some(topic.clone()),
-        (None, None, _) => None,
+    match spec.topics.first() {
+        Some(topic) => Some(registry.value_subject(topic)),
+        None => registry.configured_subject().map(str::to_string),
     }
 }
 

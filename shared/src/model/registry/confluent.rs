@@ -1,6 +1,7 @@
 //! A Confluent-compatible schema registry over its REST API: `GET /schemas/ids/{id}` for a
-//! frame's writer schema, `GET /subjects/{subject}/versions/latest` for a pipeline's initial
-//! schema. Basic auth (`user:password`) from a Secrets Manager secret or the `registry_auth` knob.
+//! frame's writer schema and `GET /schemas/ids/{id}/versions` for the subjects it is registered
+//! under (the pipeline reads only its own: [`super::subjects`]), `GET
+//! /subjects/{subject}/versions/latest` for a pipeline's initial schema. Basic auth (`user:password`) from a Secrets Manager secret or the `registry_auth` knob.
 
 use std::time::Duration;
 
@@ -46,6 +47,12 @@ struct SchemaResponse {
     version: Option<u32>,
     #[serde(default)]
     references: Vec<serde_json::Value>,
+}
+
+/// One entry of `GET /schemas/ids/{id}/versions`.
+#[derive(Deserialize)]
+struct SubjectVersion {
+    subject: String,
 }
 
 /// Whether a registry URL may be used: `https://`, or `http://` on this host (loopback: the
@@ -102,7 +109,18 @@ impl ConfluentRegistry {
 
     pub async fn by_id(&self, id: u32) -> Result<RegisteredSchema> {
         let response = self.get(&format!("/schemas/ids/{id}")).await?;
-        to_registered(response, &format!("schema id {id}"), Some(id))
+        let mut registered = to_registered(response, &format!("schema id {id}"), Some(id))?;
+        // Soft-deleted versions included: records written before a delete stay readable.
+        let versions: Vec<SubjectVersion> = self.get(&format!("/schemas/ids/{id}/versions?deleted=true")).await.map_err(|e| match e {
+            // The id exists (just read): a 404 here is a registry without the route (before
+            // Confluent 5.5), which cannot tie the id to a subject. Not the record's fault.
+            Error::RegistryNotFound(m) => Error::Registry(format!(
+                "schema id {id}: the registry does not list its subjects ({m}); needed to check it belongs to the pipeline's subject"
+            )),
+            other => other,
+        })?;
+        registered.subjects = versions.into_iter().map(|v| v.subject).collect();
+        Ok(registered)
     }
 
     pub async fn latest(&self, subject: &str) -> Result<RegisteredSchema> {
@@ -111,10 +129,12 @@ impl ConfluentRegistry {
             .map(|b| if b.is_ascii_alphanumeric() || b"-._".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
             .collect();
         let response = self.get(&format!("/subjects/{encoded}/versions/latest")).await?;
-        to_registered(response, &format!("subject {subject:?}"), None)
+        let mut registered = to_registered(response, &format!("subject {subject:?}"), None)?;
+        registered.subjects = vec![subject.to_string()];
+        Ok(registered)
     }
 
-    async fn get(&self, path: &str) -> Result<SchemaResponse> {
+    async fn get<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T> {
         let url = format!("{}{path}", self.base);
         let unreachable = |e: String| Error::Registry(format!("GET {url}: {e}"));
         let mut request = hyper::Request::get(&url).header("Accept", "application/vnd.schemaregistry.v1+json, application/json");
@@ -144,7 +164,7 @@ impl ConfluentRegistry {
             }
             return Err(unreachable(format!("HTTP {status}: {text}")));
         }
-        serde_json::from_slice(&body).map_err(|e| unreachable(format!("not a schema response: {e}")))
+        serde_json::from_slice(&body).map_err(|e| unreachable(format!("not the expected response: {e}")))
     }
 }
 
@@ -163,7 +183,7 @@ fn to_registered(response: SchemaResponse, what: &str, id: Option<u32>) -> Resul
     }
     let id = response.id.or(id).map(|i| i.to_string()).unwrap_or_default();
     let version = response.version.map(|v| format!(" v{v}")).unwrap_or_default();
-    Ok(RegisteredSchema { format, text: response.schema, version: format!("Confluent id {id}{version}") })
+    Ok(RegisteredSchema { format, text: response.schema, version: format!("Confluent id {id}{version}"), subjects: Vec::new() })
 }
 
 /// `user:password` from a Secrets Manager secret: JSON `{"username": …, "password": …}` or the

@@ -1,5 +1,6 @@
-//! The AWS Glue Schema Registry: `GetSchemaVersion` by version id (what a frame names), or the
-//! latest version of a schema (the table's initial schema when the pipeline gives none).
+//! The AWS Glue Schema Registry: `GetSchemaVersion` by version id (what a frame names; its
+//! `SchemaArn` says which registry and schema it belongs to), or the latest version of a schema
+//! (the table's initial schema when the pipeline gives none).
 
 use aws_sdk_glue::error::ProvideErrorMetadata;
 use aws_sdk_glue::operation::get_schema_version::GetSchemaVersionOutput;
@@ -57,9 +58,17 @@ fn registered(out: GetSchemaVersionOutput) -> Result<RegisteredSchema> {
         Error::Registry(format!("Glue schema version {id} has data format {format_name:?} (expected AVRO, PROTOBUF or JSON)"))
     })?;
     let text = out.schema_definition().ok_or_else(|| Error::Registry(format!("Glue schema version {id} has no definition")))?;
+    // `arn:<partition>:glue:<region>:<account>:schema/<registry>/<schema>`.
+    let arn = out.schema_arn().unwrap_or_default();
+    let schema = arn
+        .rsplit_once(":schema/")
+        .map(|(_, names)| names.to_string())
+        .filter(|names| names.split('/').count() == 2)
+        .ok_or_else(|| Error::Registry(format!("Glue schema version {id}: SchemaArn {arn:?} does not name its registry and schema")))?;
     Ok(RegisteredSchema {
         format,
         text: text.to_string(),
         version: format!("Glue version {id} (#{})", out.version_number().unwrap_or_default()),
+        subjects: vec![schema],
     })
 }

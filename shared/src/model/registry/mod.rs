@@ -3,14 +3,16 @@
 //! the AWS Glue Schema Registry (`registry = "glue"`) and a Confluent-compatible REST one
 //! (`registry = "confluent"`).
 //!
-//! A registry that cannot be reached, or does not know an id, fails the invocation (the mapping
-//! retries; nothing was written). A schema that cannot be used (another format, a Protobuf
+//! A registry that cannot be reached fails the invocation (the mapping retries; nothing was
+//! written). An id the registry does not have, one registered under a subject that is not the
+//! pipeline's ([`subjects`]), or a schema that cannot be used (another format, a Protobuf
 //! message index it does not have) makes the record a dead letter with the reason.
 
 pub mod confluent;
 pub mod frame;
 #[cfg(feature = "aws")]
 pub mod glue;
+pub mod subjects;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,6 +24,7 @@ use prost_reflect::{FileDescriptor, MessageDescriptor};
 use crate::model::schema::protobuf::ProtoSchema;
 use crate::model::schema::{Format, SourceSchema};
 pub use frame::{Frame, MessageIndex, WriterId};
+pub use subjects::{Field, TopicClaims};
 
 /// What the Glue registry client calls (`glue.rs`), on the registry and its schemas.
 pub const GLUE_REGISTRY_ACTIONS: &[&str] = &["glue:GetSchemaVersion"];
@@ -31,11 +34,12 @@ pub const REGISTRY_SECRET_ACTIONS: &[&str] = &["secretsmanager:GetSecretValue"];
 /// A pipeline's registry, as its file declares it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RegistrySpec {
-    /// `registry = "glue"`, `registry_name` (default `default-registry`).
-    Glue { registry_name: String },
+    /// `registry = "glue"`, `registry_name` (default `default-registry`); `subject`: the
+    /// `registry_schema` (a schema name), if configured.
+    Glue { registry_name: String, subject: Option<String> },
     /// `registry = "confluent"`, `registry_url`; basic-auth credentials from `registry_secret`
-    /// (a Secrets Manager secret) or the `registry_auth` knob.
-    Confluent { url: String, secret: Option<String> },
+    /// (a Secrets Manager secret) or the `registry_auth` knob; `subject`: `registry_schema`.
+    Confluent { url: String, secret: Option<String>, subject: Option<String> },
 }
 
 impl RegistrySpec {
@@ -89,6 +93,9 @@ pub struct RegisteredSchema {
     pub text: String,
     /// Registry-side name of the version (Confluent id, Glue version id and number).
     pub version: String,
+    /// The subjects it is registered under (Confluent), or its schema as `registry/schema`
+    /// (Glue): what [`subjects`] checks.
+    pub subjects: Vec<String>,
 }
 
 /// Where registered schemas come from (one per process: the Glue client's size is no cost).
@@ -120,12 +127,12 @@ impl Registry {
     pub async fn connect(spec: &RegistrySpec, auth: Option<&str>) -> Result<Self> {
         let source = match spec {
             #[cfg(feature = "aws")]
-            RegistrySpec::Glue { registry_name } => {
+            RegistrySpec::Glue { registry_name, .. } => {
                 Source::Glue(glue::GlueRegistry::new(&crate::base::aws::sdk_config().await, registry_name))
             }
             #[cfg(not(feature = "aws"))]
             RegistrySpec::Glue { .. } => return Err(Error::not_built("registry = \"glue\" (the Glue Schema Registry)", "aws")),
-            RegistrySpec::Confluent { url, secret } => {
+            RegistrySpec::Confluent { url, secret, .. } => {
                 let auth = match secret {
                     #[cfg(feature = "aws")]
                     Some(secret) => Some(confluent::secret_auth(&crate::base::aws::sdk_config().await, secret).await?),
@@ -182,23 +189,25 @@ impl Registry {
         Ok((registered.version, source))
     }
 
-    /// The writer schema of a frame, as the pipeline's `format` reads it: `Ok(Err(reason))` when
-    /// the registry has it but it cannot be used (the record is a dead letter), `Err` when the
-    /// registry cannot say (the invocation fails and is retried).
+    /// The writer schema of a frame of a record of `topics`, as the pipeline's `format` reads
+    /// it: `Ok(Err(reason))` when the registry has it but it cannot be used (the record is a
+    /// dead letter), `Err` when the registry cannot say (the invocation fails and is retried).
     pub async fn writer(
         &self,
         id: WriterId,
         message: Option<&MessageIndex>,
         format: Format,
+        topics: &dyn TopicClaims,
     ) -> Result<std::result::Result<Arc<SourceSchema>, String>> {
+        // The subject rule first, on every call: the compiled cache is by id, not by pipeline.
+        let registered = match self.registered_or_reason(id, topics, Field::Value).await? {
+            Ok(registered) => registered,
+            Err(reason) => return Ok(Err(reason)),
+        };
         let key = (id, message.cloned());
         if let Some(hit) = self.compiled.lock().map_err(poisoned)?.get(&key) {
             return Ok(hit.clone());
         }
-        let registered = match self.registered_or_reason(id).await? {
-            Ok(registered) => registered,
-            Err(reason) => return Ok(Err(reason)),
-        };
         let compiled =
             compile(&registered, message, format).map(Arc::new).map_err(|e| format!("writer {id} ({}): {e}", registered.version));
         let mut cache = self.compiled.lock().map_err(poisoned)?;
@@ -209,12 +218,30 @@ impl Registry {
         Ok(compiled)
     }
 
-    /// The schema registered under `id`, or, when the registry answers it has none, why its
-    /// records are dead letters (the registry's answer, not an outage; not cached: an id
-    /// registered later reads then). `Err` when the registry cannot say.
-    pub async fn registered_or_reason(&self, id: WriterId) -> Result<std::result::Result<Arc<RegisteredSchema>, String>> {
+    /// The schema registered under `id`, read from `field` of records of `topics`; or why its
+    /// records are dead letters: the registry answers it has none (not an outage; not cached:
+    /// an id registered later reads then), or it is registered under no subject of the
+    /// pipeline ([`subjects`]). `Err` when the registry cannot say.
+    pub async fn registered_or_reason(
+        &self,
+        id: WriterId,
+        topics: &dyn TopicClaims,
+        field: Field,
+    ) -> Result<std::result::Result<Arc<RegisteredSchema>, String>> {
         match self.registered(id).await {
             Err(Error::RegistryNotFound(m)) => Ok(Err(format!("the registry has no {id}: {m}"))),
+            Ok(registered) if !registered.subjects.iter().any(|s| self.spec.accepts(s, topics, field)) => {
+                let kind = match (&self.spec, registered.subjects.len()) {
+                    (RegistrySpec::Glue { .. }, _) => "Glue schema",
+                    (RegistrySpec::Confluent { .. }, 1) => "subject",
+                    (RegistrySpec::Confluent { .. }, _) => "subjects",
+                };
+                let theirs = if registered.subjects.is_empty() { "none".to_string() } else { registered.subjects.join(", ") };
+                Ok(Err(format!(
+                    "{id} is registered under {kind} {theirs}, not under this pipeline's ({}): another subject's schema may not change the table",
+                    self.spec.accepted(topics, field)
+                )))
+            }
             other => other.map(Ok),
         }
     }
@@ -224,11 +251,17 @@ impl Registry {
         if let Some(hit) = self.texts.lock().map_err(poisoned)?.get(&id) {
             return Ok(hit.clone());
         }
-        self.calls.fetch_add(1, Ordering::Relaxed);
         let fetched = match (&self.source, id) {
             #[cfg(feature = "aws")]
-            (Source::Glue(g), WriterId::Glue(version)) => g.by_version_id(version).await,
-            (Source::Confluent(c), WriterId::Confluent(id)) => c.by_id(id).await,
+            (Source::Glue(g), WriterId::Glue(version)) => {
+                self.calls.fetch_add(1, Ordering::Relaxed);
+                g.by_version_id(version).await
+            }
+            // The schema, then the subjects it is registered under: two calls.
+            (Source::Confluent(c), WriterId::Confluent(id)) => {
+                self.calls.fetch_add(2, Ordering::Relaxed);
+                c.by_id(id).await
+            }
             (_, other) => return Err(Error::Registry(format!("{other} does not belong to a {} registry", self.spec.kind()))),
         };
         let fetched = Arc::new(fetched.map_err(|e| match e {

@@ -398,6 +398,7 @@ pub async fn ingest(
         oldest_record_ms: oldest_timestamp_ms,
         writers: vec![],
         record_times: None,
+        deduped: Default::default(),
     };
     let appended = sink.append(catalogs, config, append, deadline).await?;
     out.commit_ms += started.elapsed().as_millis() as u64;

@@ -14,7 +14,7 @@ use iceberg::spec::{Schema, TableMetadata};
 use crate::base::error::{Error, Result};
 use crate::model::event::{KafkaRecordIn, TopicPartition};
 use crate::model::pipeline::Pipeline;
-use crate::model::registry::{MessageIndex, Registry, RegistrySpec, WriterId};
+use crate::model::registry::{Field, MessageIndex, Registry, RegistrySpec, WriterId};
 use crate::model::schema::debezium::DebeziumAvro;
 use crate::model::schema::debezium_proto::DebeziumProto;
 use crate::model::schema::{Format, SourceSchema};
@@ -125,7 +125,7 @@ impl RegistryEnvelopes {
         let mut last = table.last_column_id();
         let declared = pipeline.upsert.as_ref().map(|u| u.declared_row.clone()).unwrap_or_default();
         for (id, message) in ids {
-            let registered = match registry.registered_or_reason(id).await? {
+            let registered = match registry.registered_or_reason(id, &pipeline.topics, Field::Value).await? {
                 Ok(registered) => registered,
                 Err(reason) => {
                     out.by_id.push(((id, message), Err(reason)));

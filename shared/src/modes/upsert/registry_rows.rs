@@ -17,7 +17,7 @@ use super::registry_envelopes::registry_of;
 use crate::base::error::Result;
 use crate::model::event::{KafkaRecordIn, TopicPartition};
 use crate::model::pipeline::{Pipeline, format_name};
-use crate::model::registry::{MessageIndex, Registry, RegistrySpec, WriterId};
+use crate::model::registry::{Field, MessageIndex, Registry, RegistrySpec, WriterId};
 use crate::model::schema::{Format, SourceSchema};
 use crate::modes::writer_plan::WriterPlan;
 
@@ -54,7 +54,7 @@ impl RegistryRows {
         let mut keys: Vec<(KeyWriter, std::result::Result<KeyReader, String>)> = Vec::new();
         for key in partitions.values().flatten().filter(|r| r.value.is_none()).filter_map(|r| r.key.as_deref()) {
             let Ok(writer) = spec.writer_of(key) else { continue };
-            let registered = match registry.registered_or_reason(writer).await? {
+            let registered = match registry.registered_or_reason(writer, &pipeline.topics, Field::Key).await? {
                 Ok(registered) => registered,
                 Err(reason) => {
                     if !keys.iter().any(|(known, _)| known.0 == writer) {

@@ -5,9 +5,10 @@
 //! again), and the offsets between a partition's first held offset and its watermark that
 //! neither table holds are listed as gaps. Only the lineage columns are read.
 //!
-//! The gaps' causes need the broker (compacted away, transaction markers, deleted by retention
-//! before they were read, dropped by dedup): the CLI asks it (`bootstrap=`) and fills them in
-//! with [`AuditReport::explain_gaps`].
+//! Offsets the writer's dedup dropped are recorded in the table with the commit
+//! ([`crate::engine::commit::deduped`]) and listed as `deduplicated`. Other gaps' causes need
+//! the broker (compacted away, transaction markers, deleted by retention before they were
+//! read): the CLI asks it (`bootstrap=`) and fills them in with [`AuditReport::explain_gaps`].
 
 pub mod offsets;
 
@@ -20,6 +21,7 @@ use serde::Serialize;
 use crate::base::error::{Error, Result};
 use crate::engine::catalog::Catalogs;
 use crate::engine::commit::Watermarks;
+use crate::engine::commit::deduped::DedupedOffsets;
 use crate::engine::commit::gaps::TakenGaps;
 use crate::engine::commit::replayed::ReplayedOffsets;
 use crate::model::event::TopicPartition;
@@ -119,6 +121,9 @@ pub enum GapCause {
     TransactionMarkers,
     /// The broker holds the records and the pipeline dedups on its key: dropped as repeats.
     DroppedByDedup,
+    /// The writer's dedup dropped them as repeats of a key, and recorded them in the table with
+    /// the commit (no broker needed).
+    Deduplicated,
     /// The broker holds the records and nothing explains their absence: lost. Fails the audit.
     Lost,
     /// The queued committer moved the watermark past them after waiting for a request that did
@@ -190,6 +195,7 @@ pub async fn audit_of(catalogs: &Catalogs, target: &AuditTarget) -> Result<Audit
         dead_letter_marks: &Watermarks::from_properties(dead_letter.metadata().properties()),
         replayed: &ReplayedOffsets::from_properties(properties),
         skipped: &TakenGaps::from_properties(properties),
+        deduped: &DedupedOffsets::from_properties(properties),
     };
     let mut report = check(&tables);
     report.table = data_ident.to_string();
@@ -207,6 +213,8 @@ pub struct Tables<'a> {
     pub replayed: &'a ReplayedOffsets,
     /// Offsets the queued committer moved past without a request bringing them.
     pub skipped: &'a TakenGaps,
+    /// Offsets the writer's dedup dropped.
+    pub deduped: &'a DedupedOffsets,
 }
 
 /// The audit's rules on held offsets, watermarks and replay marks.
@@ -290,10 +298,16 @@ pub fn check(t: &Tables<'_>) -> AuditReport {
         let before_first = p.first_offset.unwrap_or(i64::MAX);
         missing.extend(skipped.iter().filter(|(from, _)| *from < before_first).map(|(from, to)| (*from, (*to).min(before_first - 1))));
         missing.sort_unstable();
+        let deduped = t.deduped.0.get(tp).map_or(&[][..], Vec::as_slice);
         for (from, to) in missing {
             for (from, to, by_committer) in split_by(from, to, &skipped) {
-                let cause = by_committer.then_some(GapCause::SkippedByCommitter);
-                p.gap_offsets += add_gap(&mut report, tp, from, to, cause);
+                if by_committer {
+                    p.gap_offsets += add_gap(&mut report, tp, from, to, Some(GapCause::SkippedByCommitter));
+                    continue;
+                }
+                for (from, to, by_dedup) in split_by(from, to, deduped) {
+                    p.gap_offsets += add_gap(&mut report, tp, from, to, by_dedup.then_some(GapCause::Deduplicated));
+                }
             }
         }
         if let (Some(first), Some(last)) = (above.first(), above.last()) {

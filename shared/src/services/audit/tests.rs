@@ -23,11 +23,44 @@ fn marks(entries: &[(i32, i64)]) -> Watermarks {
 }
 
 fn run(data: &HeldOffsets, dead: &HeldOffsets, mark: &Watermarks, dead_mark: &Watermarks, replayed: &ReplayedOffsets) -> AuditReport {
-    check(&Tables { data, dead_letters: dead, marks: mark, dead_letter_marks: dead_mark, replayed, skipped: &TakenGaps::default() })
+    check(&Tables {
+        data,
+        dead_letters: dead,
+        marks: mark,
+        dead_letter_marks: dead_mark,
+        replayed,
+        skipped: &TakenGaps::default(),
+        deduped: &Default::default(),
+    })
 }
 
 /// Issue 51: the committer moved past a partition's first 331 offsets (and 10 more inside) with
 /// no request bringing them. The tables alone cannot see the first ones; the records can.
+/// Issue 46: the offsets the writer's dedup dropped are recorded with the commit; the audit
+/// lists them as `deduplicated` (no broker asked) and the others stay unexplained.
+#[test]
+fn offsets_dedup_dropped_are_listed_as_deduplicated() {
+    use crate::engine::commit::deduped::DedupedOffsets;
+    let data = held(&[(0, &(0..10).chain(15..20).collect::<Vec<_>>())]);
+    let mark = marks(&[(0, 19)]);
+    let deduped = DedupedOffsets::of([(tp(0), 10), (tp(0), 11), (tp(0), 13)]);
+    let none = HeldOffsets::default();
+    let r = check(&Tables {
+        data: &data,
+        dead_letters: &none,
+        marks: &mark,
+        dead_letter_marks: &Watermarks::default(),
+        replayed: &Default::default(),
+        skipped: &Default::default(),
+        deduped: &deduped,
+    });
+    let listed: Vec<(i64, i64, Option<GapCause>)> = r.gaps.iter().map(|g| (g.from, g.to, g.cause)).collect();
+    let dedup = Some(GapCause::Deduplicated);
+    assert_eq!(listed, [(10, 11, dedup), (12, 12, None), (13, 13, dedup), (14, 14, None)]);
+    assert_eq!((r.verdict, r.gap_offsets), (Verdict::Pass, 5));
+    assert!(r.verdict_line().contains("3 deduplicated, 2 unexplained"), "{}", r.verdict_line());
+}
+
 #[test]
 fn offsets_the_committer_skipped_fail_the_audit_even_before_the_first_held_offset() {
     use crate::engine::commit::gaps::GapReason;
@@ -45,6 +78,7 @@ fn offsets_the_committer_skipped_fail_the_audit_even_before_the_first_held_offse
         dead_letter_marks: &Watermarks::default(),
         replayed: &Default::default(),
         skipped: &skipped,
+        deduped: &Default::default(),
     });
     assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
     assert_eq!(r.gap_offsets, 331 + 10);

@@ -272,6 +272,7 @@ impl IngestPipeline {
         summary.schema_rejects += decoded.schema_rejects;
         let mut rows = decoded.rows(data_schema)?;
         let rejects = decoded.rejects.finish(tables.dead_letter_schema.clone())?;
+        let before_dedup = (pipeline.dedup != Dedup::None).then(|| rows.clone());
         if pipeline.dedup != Dedup::None {
             let (kept, dropped) = crate::modes::dedup::dedup_batch(&rows, &pipeline.key)?;
             rows = kept;
@@ -283,17 +284,25 @@ impl IngestPipeline {
             rows = kept;
             summary.duplicates += dropped;
         }
+        // Neither table will hold the dropped offsets: the data commit records them for the audit.
+        let deduped = match &before_dedup {
+            Some(before) => crate::modes::dedup::dropped(before, &rows)?,
+            None => Default::default(),
+        };
 
         // Dead letters first: if we crash between the two commits, the replay finds them by
         // the dead-letter watermark and keeps every offset in exactly one table.
         // Queued mode sends a request even with no row left, so the watermarks stay contiguous.
         // Each table was loaded once above: that load starts its commit.
         let schema_before = data_table.metadata().current_schema_id();
-        let appends = [(&tables.dead_letter, dead_letter_table, rejects, vec![]), (&tables.data, data_table, rows, plan.writers.clone())];
+        let appends = [
+            (&tables.dead_letter, dead_letter_table, rejects, vec![], Default::default()),
+            (&tables.data, data_table, rows, plan.writers.clone(), deduped),
+        ];
         let mut metrics = TableMetrics { table: tables.data.name().to_string(), ..Default::default() };
         let appends = appends
             .into_iter()
-            .map(|(ident, table, rows, writers)| Append {
+            .map(|(ident, table, rows, writers, deduped)| Append {
                 ident,
                 table: Some(table),
                 rows,
@@ -301,6 +310,7 @@ impl IngestPipeline {
                 oldest_record_ms: decoded.oldest_timestamp_ms,
                 record_times: Some(&decoded.record_times),
                 writers,
+                deduped,
             })
             .collect();
         let commit_started = Instant::now();

@@ -38,6 +38,7 @@ use super::validate::Admission;
 use crate::base::error::Result;
 use crate::engine::catalog::Catalogs;
 use crate::engine::commit::append::rows_not_held;
+use crate::engine::commit::deduped::DedupedOffsets;
 use crate::engine::commit::gaps::{GapReason, TakenGaps};
 use crate::engine::commit::live_rows::read_data_file;
 use crate::engine::commit::staged::remove_staged_manifests;
@@ -434,6 +435,12 @@ impl Planner for QueuedAppend {
             }
             let taken = decision.fates.iter().filter(|f| matches!(f, Fate::Commit { .. })).count();
             let gap_updates = decision.gaps.property_updates(&table_gaps, now_ms);
+            // What dedup dropped from the requests taken, recorded with them.
+            let mut deduped = DedupedOffsets::default();
+            for (p, _) in self.pending.iter().zip(&decision.fates).filter(|(_, f)| matches!(f, Fate::Commit { .. })) {
+                deduped.extend(&p.request.deduped());
+            }
+            let deduped_updates = DedupedOffsets::from_properties(table.metadata().properties()).property_updates(&deduped);
             self.fates = decision.fates;
             (self.gap_offsets_taken, self.gap_offsets_filled) = (decision.gap_offsets_taken, decision.gap_offsets_filled);
             self.rows = files.iter().map(DataFile::record_count).sum();
@@ -445,6 +452,7 @@ impl Planner for QueuedAppend {
             let mut change = ChangeSet::append(files);
             change.watermarks = decision.covers;
             change.properties.extend(gap_updates);
+            change.properties.extend(deduped_updates);
             change.summary.insert(SUMMARY_REQUESTS.to_string(), taken.to_string());
             return Ok(Some(change));
         }
@@ -469,6 +477,7 @@ mod tests {
             files: 0,
             bytes: 0,
             oldest_record_ms: None,
+            deduped: Vec::new(),
         };
         Pending { id: id.into(), receive_count, request }
     }

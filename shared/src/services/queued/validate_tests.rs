@@ -87,6 +87,7 @@ impl Fixture {
             files: files.len() as u64,
             bytes: files.iter().map(DataFile::file_size_in_bytes).sum(),
             oldest_record_ms: None,
+            deduped: Vec::new(),
         };
         let name = request.manifest_uuid(files.iter().map(DataFile::file_path));
         request.manifest = Some(write_staged_manifest(&self.table(table).await, files, &name).await.unwrap());
