@@ -18,6 +18,7 @@ use crate::model::evolve::{add_kafka_columns, evolve};
 use crate::model::pipeline::Pipeline;
 use crate::model::registry::frame::InflateBudget;
 use crate::model::registry::{MessageIndex, Registry, WriterId};
+use crate::model::schema::infer::Inference;
 use crate::model::schema::{Format, SourceSchema};
 
 /// A record's writer, as its frame or the mapping's metadata names it, and whether the value is
@@ -78,6 +79,9 @@ pub struct WriterPlan {
     pub evolves: bool,
     /// What the batch's compressed payloads may still inflate to.
     inflate: InflateBudget,
+    /// `schema = "infer"`: the columns the batch's values and the table say; a value that
+    /// conflicts with them is a dead letter.
+    inferred: Option<Inference>,
 }
 
 /// [`evolve`] for a table: also refuses a new column named like one of its partition fields
@@ -95,6 +99,18 @@ pub fn evolve_table(
         return Err(format!("field `{}`: new in the writer schema, but the table has a partition field of that name", clash.name));
     }
     Ok(evolved)
+}
+
+/// The columns of a `schema = "infer"` batch: the table's, with every field its values add
+/// (a value that conflicts is left out, and is a dead letter when read).
+fn infer<'r>(table: &TableMetadata, records: impl Iterator<Item = &'r KafkaRecordIn>) -> Inference {
+    let partition_names = table.partition_specs_iter().flat_map(|s| s.fields().iter().map(|f| f.name.clone())).collect();
+    let mut inference = Inference::from_table(table.current_schema(), partition_names);
+    for value in records.filter(|r| r.value_error.is_none()).filter_map(|r| r.value.as_deref()) {
+        // A conflict is found again when the record is read (`WriterPlan::read`).
+        let _ = inference.add(value);
+    }
+    inference
 }
 
 /// How a record's value is read.
@@ -116,7 +132,13 @@ impl WriterPlan {
     ) -> Result<Self> {
         let (current, last_column_id) = (table.current_schema().as_ref(), table.last_column_id());
         let mut candidates: Vec<(Option<WriterKey>, std::result::Result<Arc<SourceSchema>, String>)> = Vec::new();
+        let mut inferred = None;
         match (registry, &pipeline.registry) {
+            _ if pipeline.infer => {
+                let inference = infer(table, records);
+                candidates.push((None, Ok(Arc::new(SourceSchema::Json(inference.schema())))));
+                inferred = Some(inference);
+            }
             (Some(registry), Some(_)) => {
                 let mut seen: Vec<WriterKey> = Vec::new();
                 for record in records {
@@ -149,6 +171,7 @@ impl WriterPlan {
             target: current.clone(),
             evolves: false,
             inflate: InflateBudget::per_batch(),
+            inferred,
         };
         let mut last = last_column_id;
         for (key, writer) in candidates {
@@ -184,6 +207,9 @@ impl WriterPlan {
 
     /// How to read `value`, the value of `record` of `pipeline`.
     pub fn read<'a>(&self, pipeline: &Pipeline, record: &KafkaRecordIn, value: &'a [u8]) -> Framed<'a> {
+        if let Some(Err(reason)) = self.inferred.as_ref().map(|i| i.check(value)) {
+            return Framed::Reject(format!("schema: {reason}"));
+        }
         if pipeline.registry.is_none() {
             // The mapping validated it and hands it over as JSON: the same schema, read as JSON.
             let as_json = record.value_schema.is_some() && pipeline.format != Format::Json && is_json_object(value);

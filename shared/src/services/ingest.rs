@@ -211,6 +211,16 @@ impl IngestPipeline {
         Ok(Some(made))
     }
 
+    /// [`Self::instance`] for a topic whose table exists already (`None`: no pattern claims
+    /// the topic, or its table was never made): recovering its records creates nothing.
+    pub(crate) async fn existing_instance(&self, topic: &str) -> Result<Option<Arc<(Pipeline, PipelineTables)>>> {
+        let Some(table) = self.set.pattern_table(topic) else { return Ok(None) };
+        if !self.catalogs.catalog().table_exists(&self.catalogs.ident(&table)).await? {
+            return Ok(None);
+        }
+        self.instance(topic).await
+    }
+
     pub fn config(&self) -> &Config {
         &self.config
     }

@@ -14,13 +14,14 @@ pub mod upsert;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use iceberg::spec::{FormatVersion, NestedField, NestedFieldRef, PrimitiveType, Schema, Type};
+use iceberg::spec::{FormatVersion, NestedField, NestedFieldRef, PrimitiveType, Schema, Transform, Type};
 use regex::Regex;
 
 use crate::base::error::{Error, Result};
 use crate::model::config::{Config, Dedup, Source};
 use crate::model::evolve::add_kafka_columns;
 use crate::model::registry::{Registry, RegistrySpec};
+use crate::model::schema::infer::INFER;
 use crate::model::schema::{Format, SourceSchema};
 use crate::model::tables::kafka::{self, KafkaColumns};
 use crate::model::tables::{self, TableDef, lineage};
@@ -98,6 +99,9 @@ pub struct Pipeline {
     /// `kafka_columns`: the metadata columns of the pipeline's table (its dead-letter table
     /// keeps the timestamp ones).
     pub kafka_columns: KafkaColumns,
+    /// `schema = "infer"`: the columns come from the values (`source` holds only the declared
+    /// timestamp fields).
+    pub infer: bool,
 }
 
 /// A timestamp or time finer than the columns' microseconds (JSON text with nanoseconds, a
@@ -201,6 +205,7 @@ impl PipelineSet {
         let namespace = parsed.namespace.unwrap_or_else(|| config.namespace.clone());
         let set = Self { file: Some(shown.to_string()), namespace, pipelines, templates, base };
         set.check_claims()?;
+        set.check_pattern_claims()?;
         Ok(set)
     }
 
@@ -312,7 +317,17 @@ impl PipelineSet {
         let mut claims = self.pipelines.iter().enumerate().filter(|(_, p)| p.topics.claims(topic));
         let file = self.file.as_deref().unwrap_or("the knobs");
         match (claims.next(), claims.next()) {
-            (Some((i, _)), None) => Ok(i),
+            (Some((i, p)), None) => match self.pattern_templates(topic).next() {
+                // Only a pipeline's own pattern can meet a template's: exact topics are refused at start.
+                Some((_, spec)) => Err(Error::Routing(format!(
+                    "topic {topic:?} is claimed by two pipelines in {file}: `{}` ({}) and `{}` (topics matching /{}/)",
+                    p.table,
+                    p.topics,
+                    spec.table,
+                    spec.topic_pattern.as_deref().unwrap_or_default()
+                ))),
+                None => Ok(i),
+            },
             (None, _) => Err(Error::Routing(format!(
                 "topic {topic:?} is claimed by no pipeline in {file} (tables: {})",
                 self.pipelines.iter().map(|p| p.table.as_str()).collect::<Vec<_>>().join(", ")
@@ -395,7 +410,9 @@ fn resolve(
         return Err(format!("key `message`: only for format = \"protobuf\", not {:?}", spec.format));
     }
     let mut declared_row = None;
+    let infer = spec.schema.as_deref() == Some(INFER);
     let source = match (fetched, spec.schema.as_deref()) {
+        (_, Some(INFER)) => inferred(spec, format, registry.is_some())?,
         (Some(source), _) => source,
         (None, Some(schema_path)) if format == Format::Protobuf && debezium_upsert(spec) => {
             // Protobuf cannot declare dates, uuids, decimals or a timestamp's unit: the row is
@@ -425,10 +442,54 @@ fn resolve(
         (Some(other), _) => return Err(format!("key `unknown_fields`: {other:?} is not allowed: allowed are ignore | dead_letter")),
     }
     let mut pipeline = build(spec, format, source, registry, config)?;
+    pipeline.infer = infer;
     if let (Some(upsert), Some(declared)) = (pipeline.upsert.as_mut(), declared_row) {
         upsert.declared_row = declared;
     }
     Ok(pipeline)
+}
+
+/// The source of a `schema = "infer"` pipeline: its declared timestamp fields (`event_time`
+/// and the partition sources, whose RFC 3339 strings or epoch milliseconds become timestamptz
+/// columns); the other columns come from the values. Refused where the columns must be known
+/// before any value: a key, an upsert, a registry, another format.
+fn inferred(spec: &PipelineSpec, format: Format, registry: bool) -> std::result::Result<SourceSchema, String> {
+    let refuse = |key: &str, why: &str| Err(format!("key `{key}`: {why} (schema = \"infer\" takes its columns from the values)"));
+    if format != Format::Json {
+        return refuse("schema", &format!("\"infer\" only with format = \"json\", not {:?}", spec.format));
+    }
+    if registry {
+        return refuse("registry", "not with schema = \"infer\": a registry's schemas are the values' schemas; allowed is no registry");
+    }
+    if spec.mode.as_deref().is_some_and(|m| m != "append") {
+        return refuse("mode", "only mode = \"append\" with schema = \"infer\": an upsert table needs its key and order columns declared");
+    }
+    if !spec.key.is_empty() {
+        return refuse("key", "not with schema = \"infer\": a key column must be declared in a schema file");
+    }
+    if spec.unknown_fields.is_some() {
+        return refuse("unknown_fields", "not with schema = \"infer\": every field a value has becomes a column");
+    }
+    let mut timestamps: Vec<String> = spec.event_time.iter().cloned().collect();
+    let parsed: Vec<partition::PartitionField> =
+        spec.partition_by.iter().map(|e| partition::parse(e)).collect::<std::result::Result<_, _>>()?;
+    for field in &parsed {
+        let time = matches!(field.transform, Transform::Year | Transform::Month | Transform::Day | Transform::Hour);
+        if time && !timestamps.contains(&field.column) {
+            timestamps.push(field.column.clone());
+        }
+    }
+    if let Some(other) = parsed.iter().find(|f| !timestamps.contains(&f.column)) {
+        return refuse(
+            "partition_by",
+            &format!(
+                "{:?} is not known before any value: with schema = \"infer\" a partition source is a timestamp field, \
+                 the source of year|month|day|hour or `event_time`",
+                other.column
+            ),
+        );
+    }
+    crate::model::schema::infer::declared(&timestamps).map(SourceSchema::Json).map_err(|e| format!("key `partition_by`: {e}"))
 }
 
 /// Whether a spec is an upsert of Debezium envelopes.
@@ -662,6 +723,7 @@ fn build(
         registry,
         upsert,
         kafka_columns,
+        infer: false,
     })
 }
 
