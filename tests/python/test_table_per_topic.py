@@ -73,7 +73,7 @@ def normalize(row: dict) -> dict:
     for k, v in list(out.items()):
         if isinstance(v, (bytes, bytearray, memoryview)):
             out[k] = bytes(v)
-        if isinstance(v, dict):
+        if isinstance(v, dict) and k == "kafka_headers":
             out[k] = {hk: bytes(hv) for hk, hv in v.items()}
         if isinstance(v, dt.datetime):
             out[k] = v.astimezone(UTC)
@@ -131,3 +131,152 @@ def test_a_pattern_writes_a_table_per_topic_with_its_kafka_columns(tmp_path: Pat
     assert check.returncode == 0, check.stderr
     made = [(t["topic"], t["table"]) for t in json.loads(check.stdout)["topic_tables"]]
     assert made == [("shop.a", "raw_shop_a"), ("shop.B-1", "raw_shop_b_1")], made
+
+
+# Five topics of schemaless JSON (`schema = "infer"`) through one pattern: each topic's columns come
+# from its values. Orders and sensors gain fields (nested ones too) in the second event; refunds mix
+# integers and fractions within the first batch (double from the start); the sensors' `reading` is
+# an integer column that later meets fractions: Iceberg cannot widen a long to a double, so those
+# records are dead letters naming the field, the column's type and the value (docs/pipelines.md).
+INFER_TOPICS = {
+    "shop.Orders": "raw_shop_orders",
+    "shop.refunds-eu": "raw_shop_refunds_eu",
+    "shop.clicks": "raw_shop_clicks",
+    "iot.Sensors": "raw_iot_sensors",
+    "iot.gps": "raw_iot_gps",
+}
+BASE_MS = 1714564800000
+
+
+def iso(ms: int, offset_hours: int = 0) -> str:
+    zone = dt.timezone(dt.timedelta(hours=offset_hours))
+    return dt.datetime.fromtimestamp(ms / 1000, zone).isoformat()
+
+
+def schemaless(topic: str, o: int) -> dict:
+    """What the producer of `topic` sent at offset `o` (offsets 0-3: first event; 4-9: second)."""
+    ms = BASE_MS + 3_600_000 * o
+    later = o >= 4
+    if topic == "shop.Orders":
+        value = {"id": o, "note": f"order {o}", "ts": iso(ms, 2), "customer": {"id": 100 + o, "country": "DE" if o % 2 else "FR"}}
+        if later:
+            value["coupon"] = None if o == 5 else f"C{o}"
+            value["customer"]["vip"] = o % 3 == 0
+        return value
+    if topic == "shop.refunds-eu":
+        return {"id": o, "amount": o if o % 2 == 0 else o + 0.25, "ts": ms}
+    if topic == "shop.clicks":
+        return {"id": o, "tags": [f"t{i}" for i in range(o % 3)], "ts": ms, "page": None}
+    if topic == "iot.Sensors":
+        value: dict[str, Any] = {"id": o, "reading": 10 * o, "ts": ms}
+        if later:
+            value["unit"] = "mV"
+            value["dims"] = [o, o + 1]
+            if o in (6, 9):
+                value["reading"] = o + 0.5
+        return value
+    return {"id": o, "lat": 48.1 + o / 100, "lon": 11.5, "fix": o % 2 == 0, "alt": None if o % 2 else 500 + o}
+
+
+def dead_lettered(topic: str, o: int) -> bool:
+    return topic == "iot.Sensors" and o in (6, 9)
+
+
+def infer_event(offsets: range) -> dict:
+    records: dict[str, list[dict]] = {}
+    for topic in INFER_TOPICS:
+        items = []
+        for o in offsets:
+            r = record(topic, o)
+            items.append({
+                "topic": topic, "partition": 0, "offset": o, "timestamp": r["timestamp"], "timestampType": r["timestampType"],
+                "key": None if r["key"] is None else base64.b64encode(r["key"]).decode(),
+                "value": base64.b64encode(json.dumps(schemaless(topic, o)).encode()).decode(),
+                "headers": [{name: [b - 256 if b > 127 else b for b in value]} for name, value in r["headers"].items()],
+            })
+        records[f"{topic}-0"] = items
+    return {"eventSource": "aws:kafka", "records": records}
+
+
+def as_read(value: Any, read: Any) -> Any:
+    """The producer's `value` as a reader returns it: fields it lacks (or sent null) read as null, `ts` as a UTC time."""
+    if isinstance(read, dict) and (value is None or isinstance(value, dict)):
+        value = value or {}
+        return {k: as_read(value.get(k), read[k]) for k in read} if value or any(v is not None for v in read.values()) else None
+    return value
+
+
+def infer_expected(topic: str, o: int) -> dict:
+    r = record(topic, o)
+    value = dict(schemaless(topic, o))
+    if "ts" in value:
+        value["ts"] = dt.datetime.fromtimestamp(BASE_MS / 1000 + 3600 * o, UTC)
+    return value | {
+        "kafka_topic": topic, "kafka_partition": 0, "kafka_offset": o,
+        "kafka_timestamp": dt.datetime.fromtimestamp(r["timestamp"] / 1000, UTC), "kafka_key": r["key"], "kafka_headers": r["headers"],
+    }
+
+
+def check_rows(rows: list[dict], topic: str, reader: str) -> None:
+    want_offsets = [o for o in range(10) if not dead_lettered(topic, o)]
+    assert [r["kafka_offset"] for r in rows] == want_offsets, (reader, topic, [r["kafka_offset"] for r in rows])
+    # `ts` is declared (event_time, partition source): there from the start; `page` is only ever null.
+    columns = set().union(*(schemaless(topic, o).keys() for o in want_offsets)) - {"page"} | {"ts"}
+    for row in rows:
+        want = infer_expected(topic, row["kafka_offset"])
+        assert set(row) == columns | {"kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp", "kafka_key", "kafka_headers"}, (reader, topic, set(row))
+        for name, read in row.items():
+            assert as_read(want.get(name), read) == read, (reader, topic, row["kafka_offset"], name, want.get(name), read)
+            if name in want and not isinstance(read, dict):
+                assert read == want[name], (reader, topic, row["kafka_offset"], name, want[name], read)
+
+
+def test_one_pattern_of_schemaless_json_writes_five_tables_whose_columns_come_from_the_values(tmp_path: Path) -> None:
+    wh = tmp_path / "wh"
+    pipelines = tmp_path / "pipelines.toml"
+    pipelines.write_text(
+        f'namespace = "{NAMESPACE}"\n[[pipeline]]\ntable = "raw_{{topic}}"\ntopic_pattern = "(shop|iot)\\\\..+"\nformat = "json"\n'
+        'schema = "infer"\nevent_time = "ts"\npartition_by = ["day(ts)"]\nkafka_columns = ["timestamp", "key", "headers"]\n'
+    )
+    args = [f"warehouse={wh}", f"pipelines={pipelines}"]
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    first.write_text(json.dumps(infer_event(range(0, 4))))
+    second.write_text(json.dumps(infer_event(range(4, 10))))
+
+    summary = icestream("ingest", str(first), *args)
+    assert (summary["written"], summary["dead_letter"], summary["tables"]) == (20, 0, 5), summary
+    summary = icestream("ingest", str(second), *args)
+    assert (summary["written"], summary["dead_letter"], summary["tables"]) == (28, 2, 5), summary
+    # Orders (coupon, customer.vip) and sensors (unit, dims) gained columns with their rows.
+    assert summary["schema_changes"] == 2, summary
+
+    for topic, table in INFER_TOPICS.items():
+        loaded = readers.pyiceberg_sql_table(wh, NAMESPACE, table)
+        py = sorted((normalize(r) for r in loaded.scan().to_arrow().to_pylist()), key=lambda r: r["kafka_offset"])
+        duck = sorted((normalize(r) for r in readers.duckdb_scan(readers.metadata_location_sql(wh, NAMESPACE, table)).to_pylist()), key=lambda r: r["kafka_offset"])
+        check_rows(py, topic, "pyiceberg")
+        check_rows(duck, topic, "duckdb")
+        types = {f.name: str(f.field_type) for f in loaded.schema().fields}
+        assert types["ts"] == "timestamptz", types
+        assert [f.name for f in loaded.spec().fields] == ["ts_day"]
+    types = {f.name: str(f.field_type) for f in readers.pyiceberg_sql_table(wh, NAMESPACE, "raw_shop_refunds_eu").schema().fields}
+    assert types["amount"] == "double", "integers and fractions in one batch: double from the start"
+    types = {f.name: str(f.field_type) for f in readers.pyiceberg_sql_table(wh, NAMESPACE, "raw_iot_sensors").schema().fields}
+    assert types["reading"] == "long", types
+
+    # The fractions that met the long column are dead letters naming the field, the type and the value.
+    dead = readers.pyiceberg_sql_table(wh, NAMESPACE, "raw_iot_sensors_dead_letter").scan().to_arrow().to_pylist()
+    assert sorted(d["kafka_offset"] for d in dead) == [6, 9], dead
+    for d in dead:
+        assert "field `reading`" in d["error"] and "long" in d["error"] and f"{d['kafka_offset']}.5" in d["error"], d["error"]
+        assert json.loads(d["raw_value"]) == schemaless("iot.Sensors", d["kafka_offset"])
+
+    # A replay of both events adds nothing.
+    for path in (first, second):
+        summary = icestream("ingest", str(path), *args)
+        assert summary["written"] == 0 and summary["dead_letter"] == 0 and summary["skipped_replay"] == summary["records"], summary
+
+    check = subprocess.run([BIN, "pipelines", "check", str(pipelines), "topics=shop.a,iot.b"], capture_output=True, text=True,
+                           env={k: v for k, v in os.environ.items() if not k.startswith("ICESTREAM_")})
+    assert check.returncode == 0, check.stderr
+    assert "inferred from the values" in check.stdout, check.stdout
