@@ -280,3 +280,32 @@ def test_one_pattern_of_schemaless_json_writes_five_tables_whose_columns_come_fr
                            env={k: v for k, v in os.environ.items() if not k.startswith("ICESTREAM_")})
     assert check.returncode == 0, check.stderr
     assert "inferred from the values" in check.stdout, check.stdout
+
+
+def test_recover_routes_a_patterns_topics_to_their_tables_once(tmp_path: Path) -> None:
+    """A batch the mapping discarded to its on-failure destination, recovered from a local copy of
+    the bucket: each topic's records go to the table the template gives it, once."""
+    wh = tmp_path / "wh"
+    (tmp_path / "event.schema.json").write_text(json.dumps(SCHEMA))
+    pipelines = tmp_path / "pipelines.toml"
+    pipelines.write_text(f'namespace = "{NAMESPACE}"\n[[pipeline]]\ntable = "raw_{{topic}}"\ntopic_pattern = "shop\\\\..+"\nformat = "json"\nschema = "event.schema.json"\n')
+    args = [f"warehouse={wh}", f"pipelines={pipelines}"]
+    for name, offsets in (("before", range(0, 3)), ("after", range(6, 10))):
+        (tmp_path / f"{name}.json").write_text(json.dumps(event(offsets)))
+        icestream("ingest", str(tmp_path / f"{name}.json"), *args)
+    failures = tmp_path / "failures" / "aws" / "lambda" / "mapping"
+    failures.mkdir(parents=True)
+    (failures / "discarded").write_text(json.dumps({
+        "requestContext": {"condition": "RetryAttemptsExhausted"}, "KafkaBatchInfo": {"batchSize": 9},
+        "payload": json.dumps(event(range(3, 6))),
+    }))
+
+    report = icestream("recover", str(tmp_path / "failures"), *args)
+    assert report["unrouted"] == {}, report
+    assert sorted((t["table"].split(".")[-1], t["recovered"]) for t in report["tables"]) == sorted((t, 3) for t in TOPICS.values()), report
+    for topic, table in TOPICS.items():
+        rows = readers.pyiceberg_sql_table(wh, NAMESPACE, table).scan().to_arrow().to_pylist()
+        assert sorted(r["kafka_offset"] for r in rows) == list(range(10)), table
+        assert all(r["id"] == r["kafka_offset"] and r["note"] == f"{topic} #{r['id']}" for r in rows)
+    again = icestream("recover", str(tmp_path / "failures"), *args)
+    assert [(t["recovered"], t["already_held"]) for t in again["tables"]] == [(0, 3)] * 3, again
