@@ -458,9 +458,8 @@ fn unknown_fields_of_json_values_are_ignored_or_dead_letters_naming_the_field() 
 
 #[test]
 fn an_inferred_schema_declares_its_timestamps_and_refuses_what_needs_columns_before_any_value() {
-    let file = |extra: &str| {
-        format!("[[pipeline]]\ntable = \"clicks\"\ntopics = [\"clicks\"]\nformat = \"json\"\nschema = \"infer\"\n{extra}\n")
-    };
+    let file =
+        |extra: &str| format!("[[pipeline]]\ntable = \"clicks\"\ntopics = [\"clicks\"]\nformat = \"json\"\nschema = \"infer\"\n{extra}\n");
     let set = load(&[("pipelines.toml", &file("event_time = \"at\"\npartition_by = [\"day(event.ts)\", \"identity(at)\"]"))]).unwrap();
     let p = &set.pipelines[0];
     assert!(p.infer);
@@ -490,8 +489,9 @@ fn an_exact_topic_a_pattern_also_claims_is_refused_at_start_and_two_patterns_per
     };
     let e = load_err(&[("pipelines.toml", &format!("{}{}", orders(""), template("raw_{topic}", "shop\\\\..*"))), schema]);
     assert!(e.contains("topic \"shop.orders\" is claimed by two pipelines: `orders` and `raw_{topic}`"), "{e}");
-    let set = load(&[("pipelines.toml", &format!("{}{}", template("raw_{topic}", "shop\\\\..*"), template("all_{topic}", ".*\\\\.eu"))), schema])
-        .unwrap();
+    let set =
+        load(&[("pipelines.toml", &format!("{}{}", template("raw_{topic}", "shop\\\\..*"), template("all_{topic}", ".*\\\\.eu"))), schema])
+            .unwrap();
     let e = crate::testkit::block_on(set.instantiate("shop.eu", &BTreeMap::new(), &config())).unwrap_err().to_string();
     assert!(e.contains("\"shop.eu\" is claimed by two pipelines") && e.contains("`raw_{topic}`") && e.contains("`all_{topic}`"), "{e}");
     assert!(set.check_route("shop.eu").is_err() && set.check_route("shop.us").is_ok());
