@@ -15,10 +15,10 @@ use iceberg::spec::{Schema, TableMetadata};
 use crate::base::error::{Error, Result};
 use crate::model::event::KafkaRecordIn;
 use crate::model::evolve::{add_kafka_columns, evolve};
+use crate::model::infer::Inference;
 use crate::model::pipeline::Pipeline;
 use crate::model::registry::frame::InflateBudget;
 use crate::model::registry::{MessageIndex, Registry, WriterId};
-use crate::model::schema::infer::Inference;
 use crate::model::schema::{Format, SourceSchema};
 
 /// A record's writer, as its frame or the mapping's metadata names it, and whether the value is

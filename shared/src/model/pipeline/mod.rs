@@ -20,8 +20,8 @@ use regex::Regex;
 use crate::base::error::{Error, Result};
 use crate::model::config::{Config, Dedup, Source};
 use crate::model::evolve::add_kafka_columns;
+use crate::model::infer::INFER;
 use crate::model::registry::{Registry, RegistrySpec};
-use crate::model::schema::infer::INFER;
 use crate::model::schema::{Format, SourceSchema};
 use crate::model::tables::kafka::{self, KafkaColumns};
 use crate::model::tables::{self, TableDef, lineage};
@@ -489,7 +489,7 @@ fn inferred(spec: &PipelineSpec, format: Format, registry: bool) -> std::result:
             ),
         );
     }
-    crate::model::schema::infer::declared(&timestamps).map(SourceSchema::Json).map_err(|e| format!("key `partition_by`: {e}"))
+    crate::model::infer::declared(&timestamps).map(SourceSchema::Json).map_err(|e| format!("key `partition_by`: {e}"))
 }
 
 /// Whether a spec is an upsert of Debezium envelopes.

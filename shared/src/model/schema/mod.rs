@@ -8,7 +8,6 @@
 pub mod avro;
 pub mod debezium;
 pub mod debezium_proto;
-pub mod infer;
 pub mod json_schema;
 pub mod protobuf;
 

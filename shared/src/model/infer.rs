@@ -12,8 +12,8 @@
 use iceberg::spec::{PrimitiveType, Schema, Type};
 use serde_json::{Map, Value};
 
-use super::json_schema::JsonSchema;
-use super::{Field, Prim, Ty, join};
+use crate::model::schema::json_schema::JsonSchema;
+use crate::model::schema::{Field, Prim, Ty, join};
 use crate::model::tables::is_written_by_icestream;
 
 /// `schema = "infer"` as the pipeline file spells it.
@@ -324,5 +324,4 @@ fn merge(node: &mut Node, value: &Value, path: &str) -> Result<(), String> {
 }
 
 #[cfg(test)]
-#[path = "infer_tests.rs"]
 mod tests;
