@@ -16,6 +16,9 @@ use crate::model::schema::json_schema::JsonSchema;
 use crate::model::schema::{Field, Prim, Ty, join};
 use crate::model::tables::is_written_by_icestream;
 
+/// The largest magnitude up to which every integer is a double (2^53).
+const EXACT_IN_DOUBLE: u64 = 1 << 53;
+
 /// `schema = "infer"` as the pipeline file spells it.
 pub const INFER: &str = "infer";
 
@@ -246,7 +249,11 @@ fn leaf(p: Prim, fixed: bool, kind: Prim, value: &Value, path: &str) -> Result<O
     use Prim as P;
     match (p, kind) {
         (a, b) if a == b => Ok(None),
+        // A double holds every integer up to 2^53 exactly; a larger one would land rounded.
         (P::Long, P::Double) if !fixed => Ok(Some(P::Double)),
+        (P::Double, P::Long) if value.as_i64().is_none_or(|v| v.unsigned_abs() > EXACT_IN_DOUBLE) => Err(format!(
+            "field `{path}`: {value} is beyond 2^53 and the column is double, which cannot hold it exactly (schema = \"infer\")"
+        )),
         (P::Double, P::Long) | (P::Int, P::Long) | (P::Timestamptz, P::Long) => Ok(None),
         // The JSON reader reads a whole number written with a fraction or exponent (`3.0`)
         // into an integer column exactly, from its text.

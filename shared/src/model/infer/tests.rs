@@ -49,6 +49,12 @@ fn a_conflict_is_a_dead_letter_naming_the_field_and_both_types_and_folds_nothing
     assert!(!columns(&inference).contains("added"), "nothing of a refused record is folded");
     let e = results[2].as_ref().unwrap_err();
     assert!(e.contains("field `n`") && e.contains("list") && e.contains("long"), "{e}");
+    // An integer beyond 2^53 would land rounded in a double column: refused, not rounded.
+    let (inference, results) = folded(&[r#"{"x": 0.5}"#, r#"{"x": 9007199254740993}"#, r#"{"x": 9007199254740992}"#]);
+    let e = results[1].as_ref().unwrap_err();
+    assert!(e.contains("field `x`") && e.contains("9007199254740993") && e.contains("double"), "{e}");
+    assert!(results[2].is_ok() && inference.check(br#"{"x": 18446744073709551615}"#).is_err());
+    let (inference, _) = folded(&[r#"{"customer": {"id": 7}, "n": 1}"#]);
     // Read again, the refused records are refused still; the folded one fits.
     assert!(inference.check(br#"{"customer": "x", "added": true}"#).is_err());
     assert!(inference.check(br#"{"customer": {"id": 8}, "n": 2}"#).is_ok());
