@@ -136,8 +136,10 @@ def test_a_pattern_writes_a_table_per_topic_with_its_kafka_columns(tmp_path: Pat
 # Five topics of schemaless JSON (`schema = "infer"`) through one pattern: each topic's columns come
 # from its values. Orders and sensors gain fields (nested ones too) in the second event; refunds mix
 # integers and fractions within the first batch (double from the start); the sensors' `reading` is
-# an integer column that later meets fractions: Iceberg cannot widen a long to a double, so those
-# records are dead letters naming the field, the column's type and the value (docs/pipelines.md).
+# a long column that later meets fractions: Iceberg cannot promote long to double, so the commit of
+# those rows replaces the column (a double under a new field id) and rewrites the rows before them
+# with their values as doubles, every value exact; an integer beyond 2^53 cannot be a double
+# exactly, and is a dead letter naming the field (docs/pipelines.md).
 INFER_TOPICS = {
     "shop.Orders": "raw_shop_orders",
     "shop.refunds-eu": "raw_shop_refunds_eu",
@@ -174,12 +176,14 @@ def schemaless(topic: str, o: int) -> dict:
             value["dims"] = [o, o + 1]
             if o in (6, 9):
                 value["reading"] = o + 0.5
+            if o == 8:
+                value["reading"] = 2**53 + 1
         return value
     return {"id": o, "lat": 48.1 + o / 100, "lon": 11.5, "fix": o % 2 == 0, "alt": None if o % 2 else 500 + o}
 
 
 def dead_lettered(topic: str, o: int) -> bool:
-    return topic == "iot.Sensors" and o in (6, 9)
+    return topic == "iot.Sensors" and o == 8
 
 
 def infer_event(offsets: range) -> dict:
@@ -246,7 +250,7 @@ def test_one_pattern_of_schemaless_json_writes_five_tables_whose_columns_come_fr
     summary = icestream("ingest", str(first), *args)
     assert (summary["written"], summary["dead_letter"], summary["tables"]) == (20, 0, 5), summary
     summary = icestream("ingest", str(second), *args)
-    assert (summary["written"], summary["dead_letter"], summary["tables"]) == (28, 2, 5), summary
+    assert (summary["written"], summary["dead_letter"], summary["tables"]) == (29, 1, 5), summary
     # Orders (coupon, customer.vip) and sensors (unit, dims) gained columns with their rows.
     assert summary["schema_changes"] == 2, summary
 
@@ -261,15 +265,22 @@ def test_one_pattern_of_schemaless_json_writes_five_tables_whose_columns_come_fr
         assert [f.name for f in loaded.spec().fields] == ["ts_day"]
     types = {f.name: str(f.field_type) for f in readers.pyiceberg_sql_table(wh, NAMESPACE, "raw_shop_refunds_eu").schema().fields}
     assert types["amount"] == "double", "integers and fractions in one batch: double from the start"
-    types = {f.name: str(f.field_type) for f in readers.pyiceberg_sql_table(wh, NAMESPACE, "raw_iot_sensors").schema().fields}
-    assert types["reading"] == "long", types
+    # The long column became a double in the commit of the rows that needed it: one snapshot per
+    # batch, the second an overwrite of every file before it; the old field id is gone.
+    sensors = readers.pyiceberg_sql_table(wh, NAMESPACE, "raw_iot_sensors")
+    reading = sensors.schema().find_field("reading")
+    assert str(reading.field_type) == "double", sensors.schema()
+    old_ids = {f.field_id for schema in sensors.metadata.schemas for f in schema.fields if f.name == "reading" and str(f.field_type) == "long"}
+    assert old_ids and reading.field_id not in old_ids, sensors.metadata.schemas
+    snapshots = sensors.metadata.snapshots
+    assert len(snapshots) == 2 and snapshots[-1].summary.operation.value == "overwrite", snapshots
+    assert snapshots[-1].summary["icestream.replaced-columns"] == "reading"
 
-    # The fractions that met the long column are dead letters naming the field, the type and the value.
+    # The integer beyond 2^53 met the double column: a dead letter naming the field and the value.
     dead = readers.pyiceberg_sql_table(wh, NAMESPACE, "raw_iot_sensors_dead_letter").scan().to_arrow().to_pylist()
-    assert sorted(d["kafka_offset"] for d in dead) == [6, 9], dead
-    for d in dead:
-        assert "field `reading`" in d["error"] and "long" in d["error"] and f"{d['kafka_offset']}.5" in d["error"], d["error"]
-        assert json.loads(d["raw_value"]) == schemaless("iot.Sensors", d["kafka_offset"])
+    assert [d["kafka_offset"] for d in dead] == [8], dead
+    assert "field `reading`" in dead[0]["error"] and str(2**53 + 1) in dead[0]["error"] and "double" in dead[0]["error"], dead[0]["error"]
+    assert json.loads(dead[0]["raw_value"]) == schemaless("iot.Sensors", 8)
 
     # A replay of both events adds nothing.
     for path in (first, second):

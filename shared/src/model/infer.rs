@@ -28,6 +28,9 @@ pub(crate) struct Inference {
     root: Vec<(String, Node)>,
     /// Top-level names no value may add (the table's partition fields).
     reserved: Vec<String>,
+    /// Top-level `long` columns of the table that become `double` when a value has a fraction
+    /// (the commit replaces them, `crate::engine::commit::replace_column`).
+    replaceable: Vec<String>,
 }
 
 /// One column as inferred so far.
@@ -48,16 +51,20 @@ enum Node {
 
 impl Inference {
     /// Starting from the table's columns (the lineage and Kafka metadata columns aside); the
-    /// names in `reserved` (its partition fields) cannot be added.
-    pub fn from_table(schema: &Schema, reserved: Vec<String>) -> Self {
+    /// names in `reserved` (its partition fields) cannot be added; the `long` columns named in
+    /// `replaceable` become `double` when a value has a fraction, the others stay `long`.
+    pub fn from_table(schema: &Schema, reserved: Vec<String>, replaceable: Vec<String>) -> Self {
         let root = schema
             .as_struct()
             .fields()
             .iter()
             .filter(|f| !is_written_by_icestream(&f.name))
-            .map(|f| (f.name.clone(), of_type(&f.field_type)))
+            .map(|f| match of_type(&f.field_type) {
+                Node::Prim(Prim::Long, true) if replaceable.contains(&f.name) => (f.name.clone(), Node::Prim(Prim::Long, false)),
+                node => (f.name.clone(), node),
+            })
             .collect();
-        Inference { root, reserved }
+        Inference { root, reserved, replaceable }
     }
 
     /// Folds one value in. `Err`: why the record is a dead letter (nothing of it is folded).
@@ -91,7 +98,14 @@ impl Inference {
 
     /// The inferred columns as the JSON writer schema of the batch.
     pub fn schema(&self) -> JsonSchema {
-        JsonSchema::of_fields(self.fields())
+        let mut schema = JsonSchema::of_fields(self.fields());
+        schema.replace_long = self
+            .replaceable
+            .iter()
+            .filter(|name| self.root.iter().any(|(n, node)| n == *name && *node == Node::Prim(Prim::Double, false)))
+            .cloned()
+            .collect();
+        schema
     }
 
     fn fits(&self, object: &Map<String, Value>) -> bool {

@@ -15,6 +15,7 @@ use iceberg::spec::{Schema, TableMetadata};
 use crate::base::error::{Error, Result};
 use crate::model::event::KafkaRecordIn;
 use crate::model::evolve::{add_kafka_columns, evolve};
+use crate::engine::commit::replace_column::replace_columns;
 use crate::model::infer::Inference;
 use crate::model::pipeline::Pipeline;
 use crate::model::registry::frame::InflateBudget;
@@ -103,9 +104,9 @@ pub fn evolve_table(
 
 /// The columns of a `schema = "infer"` batch: the table's, with every field its values add
 /// (a value that conflicts is left out, and is a dead letter when read).
-fn infer<'r>(table: &TableMetadata, records: impl Iterator<Item = &'r KafkaRecordIn>) -> Inference {
+fn infer<'r>(table: &TableMetadata, records: impl Iterator<Item = &'r KafkaRecordIn>, replaceable: &[String]) -> Inference {
     let partition_names = table.partition_specs_iter().flat_map(|s| s.fields().iter().map(|f| f.name.clone())).collect();
-    let mut inference = Inference::from_table(table.current_schema(), partition_names);
+    let mut inference = Inference::from_table(table.current_schema(), partition_names, replaceable.to_vec());
     for value in records.filter(|r| r.value_error.is_none()).filter_map(|r| r.value.as_deref()) {
         // A conflict is found again when the record is read (`WriterPlan::read`).
         let _ = inference.add(value);
@@ -123,19 +124,23 @@ pub enum Framed<'a> {
 
 impl WriterPlan {
     /// Plan for `records` (those not already in the tables) against `table` as loaded.
-    /// Registry lookups that fail fail the plan.
+    /// Registry lookups that fail fail the plan. `replaceable`: the table's `long` columns a
+    /// `schema = "infer"` batch may turn into `double`s (an ingest's direct commit replaces them,
+    /// [`crate::engine::commit::replace_column`]); elsewhere none, and a fraction there is a
+    /// dead letter.
     pub async fn new<'r>(
         pipeline: &Pipeline,
         registry: Option<&Registry>,
         records: impl Iterator<Item = &'r KafkaRecordIn>,
         table: &TableMetadata,
+        replaceable: &[String],
     ) -> Result<Self> {
         let (current, last_column_id) = (table.current_schema().as_ref(), table.last_column_id());
         let mut candidates: Vec<(Option<WriterKey>, std::result::Result<Arc<SourceSchema>, String>)> = Vec::new();
         let mut inferred = None;
         match (registry, &pipeline.registry) {
             _ if pipeline.infer => {
-                let inference = infer(table, records);
+                let inference = infer(table, records, replaceable);
                 candidates.push((None, Ok(Arc::new(SourceSchema::Json(inference.schema())))));
                 inferred = Some(inference);
             }
@@ -177,6 +182,12 @@ impl WriterPlan {
         for (key, writer) in candidates {
             let accepted = writer.and_then(|w| {
                 let mut trial = last;
+                // As the commit does: the replaced columns first, then the evolution.
+                if let Some(schema) = replace_columns(&plan.target, w.replaced_columns(), &mut trial).map_err(|e| e.to_string())? {
+                    plan.target = schema;
+                    plan.evolves = true;
+                    last = trial;
+                }
                 if let Some(schema) = evolve_table(table, &plan.target, &w, &mut trial)? {
                     plan.target = schema;
                     plan.evolves = true;
@@ -203,6 +214,14 @@ impl WriterPlan {
             plan.evolves = true;
         }
         Ok(plan)
+    }
+
+    /// The `long` columns the batch's writers need as `double`s (`schema = "infer"`).
+    pub fn replaced_columns(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.writers.iter().flat_map(|w| w.replaced_columns().iter().cloned()).collect();
+        names.sort();
+        names.dedup();
+        names
     }
 
     /// How to read `value`, the value of `record` of `pipeline`.

@@ -39,7 +39,7 @@ async fn table_v1(dir: &tempfile::TempDir) -> (Catalogs, Table) {
 
 /// Rows of `writer` decoded against `table` (evolved for it), at `offsets` of partition 0.
 fn rows(table: &Table, writer: &Arc<SourceSchema>, values: &[&str], first_offset: i64) -> RecordBatch {
-    let (schema, _) = target_schema(table, std::slice::from_ref(writer), Default::default()).unwrap();
+    let (schema, _, _) = target_schema(table, std::slice::from_ref(writer), Default::default()).unwrap();
     let layout = Arc::new(schema_to_arrow_schema(&schema).unwrap());
     let decoded: Vec<_> = layout.fields().iter().filter(|f| !lineage::is_lineage(f.name())).cloned().collect();
     let mut decoder = RecordDecoder::new(writer, Arc::new(ArrowSchema::new(decoded))).unwrap();

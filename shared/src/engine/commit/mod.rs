@@ -15,6 +15,7 @@ pub mod gaps;
 pub mod manifest;
 pub mod manifest_cache;
 pub mod pointer;
+pub mod replace_column;
 pub mod replayed;
 pub mod row_delta;
 pub mod row_lineage;

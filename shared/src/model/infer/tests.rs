@@ -8,7 +8,7 @@ fn empty() -> Schema {
 }
 
 fn folded(values: &[&str]) -> (Inference, Vec<Result<(), String>>) {
-    let mut inference = Inference::from_table(&empty(), vec![]);
+    let mut inference = Inference::from_table(&empty(), vec![], vec![]);
     let results = values.iter().map(|v| inference.add(v.as_bytes())).collect();
     (inference, results)
 }
@@ -70,7 +70,7 @@ fn a_long_column_of_the_table_refuses_a_fraction_naming_the_field_the_type_and_t
         ])
         .build()
         .unwrap();
-    let mut inference = Inference::from_table(&table, vec!["ts_day".into()]);
+    let mut inference = Inference::from_table(&table, vec!["ts_day".into()], vec![]);
     let e = inference.add(br#"{"reading": 2.5}"#).unwrap_err();
     assert!(e.contains("field `reading`") && e.contains("2.5") && e.contains("long"), "{e}");
     // A whole number written with a fraction is the integer it is; timestamps take strings and epoch ms.
