@@ -3,11 +3,12 @@
 //! structs, arrays a list of their elements' common type; a null leaves the column optional (a
 //! field seen only as null, `{}` or inside an empty array has no column yet: its rows read null
 //! either way). A batch's values are folded in order into what the table already has: a field
-//! seen with integers and fractions within the batch is `double` from the start, but a `long`
-//! column stays `long` (Iceberg cannot widen a long to a double), so a fraction there is a dead
-//! letter naming the field, the column's type and the value; any other conflict (a string where
-//! a struct is) is a dead letter naming the field and both types. Nothing a producer sends is
-//! dropped: every field of a record that lands has a column.
+//! seen with integers and fractions within the batch is `double` from the start; a `long` column
+//! of the table the caller names replaceable becomes `double` (the commit replaces it:
+//! `crate::engine::commit::replace_column`), any other stays `long`, and a fraction there is a
+//! dead letter naming the field, the column's type and the value; any other conflict (a string
+//! where a struct is) is a dead letter naming the field and both types. Nothing a producer sends
+//! is dropped: every field of a record that lands has a column.
 
 use iceberg::spec::{PrimitiveType, Schema, Type};
 use serde_json::{Map, Value};
@@ -273,8 +274,8 @@ fn leaf(p: Prim, fixed: bool, kind: Prim, value: &Value, path: &str) -> Result<O
         // into an integer column exactly, from its text.
         (P::Long | P::Int, P::Double) if value.as_f64().is_some_and(|f| f.fract() == 0.0) => Ok(None),
         (P::Long, P::Double) => Err(format!(
-            "field `{path}`: {value} is not an integer and the column is long: Iceberg cannot widen a long column to double, \
-             so the record is a dead letter (schema = \"infer\"; see docs/pipelines.md)"
+            "field `{path}`: {value} is not an integer and the column is long, which cannot be replaced by a double here \
+             (schema = \"infer\"; see docs/pipelines.md)"
         )),
         // Strings the JSON reader parses into these (a value it cannot parse is refused there).
         (P::Timestamptz | P::Timestamp | P::Date | P::Time | P::Uuid | P::Decimal { .. }, P::String) => Ok(None),

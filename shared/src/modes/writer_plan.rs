@@ -13,9 +13,9 @@ use std::sync::Arc;
 use iceberg::spec::{Schema, TableMetadata};
 
 use crate::base::error::{Error, Result};
+use crate::engine::commit::replace_column::replace_columns;
 use crate::model::event::KafkaRecordIn;
 use crate::model::evolve::{add_kafka_columns, evolve};
-use crate::engine::commit::replace_column::replace_columns;
 use crate::model::infer::Inference;
 use crate::model::pipeline::Pipeline;
 use crate::model::registry::frame::InflateBudget;

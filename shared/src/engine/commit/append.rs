@@ -110,7 +110,11 @@ impl OffsetAppend {
 /// `kafka`: its current one, or the evolved one the commit adds (`Some` in the second place);
 /// third, the `long` columns the commit replaces by `double`s (the writers of `schema =
 /// "infer"` ask for them): such a commit also rewrites every live file ([`Rewrite`]).
-pub fn target_schema(table: &Table, writers: &[Arc<SourceSchema>], kafka: KafkaColumns) -> Result<(SchemaRef, Option<Schema>, Vec<String>)> {
+pub fn target_schema(
+    table: &Table,
+    writers: &[Arc<SourceSchema>],
+    kafka: KafkaColumns,
+) -> Result<(SchemaRef, Option<Schema>, Vec<String>)> {
     let metadata = table.metadata();
     let mut names: Vec<String> = writers.iter().flat_map(|w| w.replaced_columns().iter().cloned()).collect();
     names.sort();

@@ -144,7 +144,13 @@ impl Rewrite {
         Ok(())
     }
 
-    async fn rewrite(&self, table: &Table, live: &LiveFiles, target: &SchemaRef, replaced: &[String]) -> Result<Vec<iceberg::spec::DataFile>> {
+    async fn rewrite(
+        &self,
+        table: &Table,
+        live: &LiveFiles,
+        target: &SchemaRef,
+        replaced: &[String],
+    ) -> Result<Vec<iceberg::spec::DataFile>> {
         if live.data.is_empty() {
             return Ok(vec![]);
         }
@@ -170,7 +176,8 @@ impl Rewrite {
             }
         }
         let files = write_data_files_as(table, written, &batches, &self.compression, self.target_file_size).await?;
-        let (rows_in, rows_out) = (batches.iter().map(|b| b.num_rows() as u64).sum::<u64>(), files.iter().map(|f| f.record_count()).sum::<u64>());
+        let (rows_in, rows_out) =
+            (batches.iter().map(|b| b.num_rows() as u64).sum::<u64>(), files.iter().map(|f| f.record_count()).sum::<u64>());
         if rows_in != rows_out {
             return Err(Error::Invariant(format!("replacing columns read {rows_in} rows but wrote {rows_out}: not committed")));
         }
@@ -200,3 +207,6 @@ fn as_doubles(batch: &RecordBatch, names: &[String], path: &str) -> Result<Recor
     }
     Ok(RecordBatch::try_new(Arc::new(ArrowSchema::new(fields)), columns)?)
 }
+
+#[cfg(test)]
+mod tests;

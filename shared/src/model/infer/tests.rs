@@ -90,3 +90,26 @@ fn declared_timestamps_nest_into_structs() {
     assert_eq!(schema.field_by_name("ts").unwrap().field_type.to_string(), "timestamptz");
     assert!(declared(&["a".into(), "a.b".into()]).is_err());
 }
+
+#[test]
+fn a_replaceable_long_column_meeting_a_fraction_asks_for_a_double() {
+    let table = Schema::builder()
+        .with_fields(vec![
+            NestedField::optional(1, "reading", Type::Primitive(PrimitiveType::Long)).into(),
+            NestedField::optional(2, "count", Type::Primitive(PrimitiveType::Long)).into(),
+        ])
+        .build()
+        .unwrap();
+    let mut inference = Inference::from_table(&table, vec![], vec!["reading".into()]);
+    inference.add(br#"{"reading": 2.5, "count": 1}"#).unwrap();
+    assert!(inference.add(br#"{"count": 1.5}"#).unwrap_err().contains("field `count`"), "only the replaceable columns");
+    let e = inference.add(br#"{"reading": 9007199254740993}"#).unwrap_err();
+    assert!(e.contains("field `reading`") && e.contains("double"), "{e}");
+    let schema = inference.schema();
+    assert_eq!(schema.replace_long, ["reading"]);
+    assert_eq!(columns(&inference), "reading double; count long");
+    // Integers alone leave it long: nothing to replace.
+    let mut integers = Inference::from_table(&table, vec![], vec!["reading".into()]);
+    integers.add(br#"{"reading": 3}"#).unwrap();
+    assert!(integers.schema().replace_long.is_empty());
+}
