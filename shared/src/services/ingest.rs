@@ -354,7 +354,7 @@ impl IngestPipeline {
         let mut plan = WriterPlan::new(pipeline, tables.registry.as_ref(), unseen(), data_table.metadata(), &replaceable).await?;
         let wanted = plan.replaced_columns();
         if !wanted.is_empty() {
-            let exact = crate::engine::commit::replace_column::exact_as_double(&data_table, &wanted).await?;
+            let exact = crate::engine::commit::replace_column::can_replace(&data_table, &wanted).await?;
             if exact.len() < wanted.len() {
                 replaceable.retain(|c| !wanted.contains(c) || exact.contains(c));
                 plan = WriterPlan::new(pipeline, tables.registry.as_ref(), unseen(), data_table.metadata(), &replaceable).await?;

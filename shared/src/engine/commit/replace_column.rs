@@ -5,7 +5,11 @@
 //! of the table is rewritten with that column's values cast to double under the new id: the
 //! rows otherwise as they were (lineage and Kafka columns kept, v3 row ids kept), every value
 //! exact (a column is replaced only while all its values are within ±2^53, as its files'
-//! bounds show). One snapshot removes the old files and adds the rewritten ones with the batch's.
+//! bounds show, and while the table is small enough to rewrite in one invocation). One
+//! snapshot removes the old files and adds the rewritten ones with the batch's.
+//!
+//! Only an ingest's direct commit replaces a column: a queued writer's staged files, or a
+//! replay's rows, decoded for the old field id could land after it and read null there.
 //!
 //! The rewrite is planned again on every commit attempt against the table as it is then (a
 //! file another writer added meanwhile is rewritten too); files of an attempt that lost are
@@ -32,6 +36,11 @@ use crate::model::tables::is_written_by_icestream;
 
 /// The largest magnitude up to which every integer is a double (2^53).
 const EXACT_IN_DOUBLE: i64 = 1 << 53;
+
+/// The most Parquet bytes a replacement rewrites: the whole table is read into memory and
+/// written again within the ingest invocation, so only a young table's worth (a larger table
+/// keeps the column `long`, and the fraction is a dead letter).
+pub const MAX_REWRITE_BYTES: u64 = 64 << 20;
 
 /// `current` with each top-level `long` column of `names` replaced by an optional `double` of
 /// the same name at the same place, its id after `last_column_id` (which moves past it).
@@ -63,7 +72,7 @@ pub fn replace_columns(current: &Schema, names: &[String], last_column_id: &mut 
 }
 
 /// The top-level `long` columns of a table that may become `double`: not icestream's, no
-/// partition source, sort column or key. Whether their values allow it: [`exact_as_double`].
+/// partition source, sort column or key. Whether the table allows it now: [`can_replace`].
 pub fn candidates(metadata: &TableMetadata) -> Vec<String> {
     let used: HashSet<i32> = metadata
         .partition_specs_iter()
@@ -81,12 +90,16 @@ pub fn candidates(metadata: &TableMetadata) -> Vec<String> {
         .collect()
 }
 
-/// Those of `names` (top-level `long` columns) whose every value a double holds exactly, as the
-/// live files' bounds show (within ±2^53); a file without bounds for the column, or a table with
-/// delete files, keeps it `long`.
-pub async fn exact_as_double(table: &Table, names: &[String]) -> Result<Vec<String>> {
+/// Those of `names` (top-level `long` columns) that can be replaced now: every value a double
+/// holds exactly, as the live files' bounds show (within ±2^53), and the table small enough to be
+/// rewritten within one invocation ([`MAX_REWRITE_BYTES`]). A file without bounds for the
+/// column, or a table with delete files, keeps it `long`.
+pub async fn can_replace(table: &Table, names: &[String]) -> Result<Vec<String>> {
     let live = LiveFiles::of(table).await?;
     if live.has_equality_deletes || !live.unscoped_deletes.is_empty() || !live.deletes_by_data_file.is_empty() {
+        return Ok(vec![]);
+    }
+    if live.data.iter().map(|f| f.file_size_in_bytes()).sum::<u64>() > MAX_REWRITE_BYTES {
         return Ok(vec![]);
     }
     let exact = |bound: Option<&Datum>| match bound.map(Datum::literal) {
