@@ -320,3 +320,33 @@ def test_recover_routes_a_patterns_topics_to_their_tables_once(tmp_path: Path) -
         assert all(r["id"] == r["kafka_offset"] and r["note"] == f"{topic} #{r['id']}" for r in rows)
     again = icestream("recover", str(tmp_path / "failures"), *args)
     assert [(t["recovered"], t["already_held"]) for t in again["tables"]] == [(0, 3)] * 3, again
+
+
+def test_queued_writers_evolve_an_inferred_table_and_keep_a_long_column_long(moto_endpoint: str, aws_client: Any, tmp_path: Path) -> None:
+    """commit_mode=queued: a writer's staged files could land after a column replacement and read
+    null there, so a queued pipeline never replaces a column: the fractions that meet the long
+    column are dead letters naming the field, its type and the value; new fields still evolve the
+    table, and every other value lands exact (2^53 + 1 in the long column too)."""
+    from test_queued_commits import Setup
+
+    setup = Setup(moto_endpoint, aws_client, tmp_path, "local")
+    pipelines = tmp_path / "pipelines.toml"
+    pipelines.write_text('[[pipeline]]\ntable = "raw_{topic}"\ntopic_pattern = "iot\\\\..+"\nformat = "json"\nschema = "infer"\n')
+    setup.queued.append(f"pipelines={pipelines}")
+    for name, offsets in (("first", range(0, 4)), ("second", range(4, 10))):
+        event = infer_event(offsets)
+        event["records"] = {k: v for k, v in event["records"].items() if k.startswith("iot.Sensors")}
+        (tmp_path / f"{name}.json").write_text(json.dumps(event))
+        setup.ingest(tmp_path / f"{name}.json")
+        setup.drain()
+    table = setup.table("raw_iot_sensors")
+    assert str(table.schema().find_field("reading").field_type) == "long"
+    rows = {r["kafka_offset"]: r for r in table.scan().to_arrow().to_pylist()}
+    assert sorted(rows) == [0, 1, 2, 3, 4, 5, 7, 8], sorted(rows)
+    for o, row in rows.items():
+        value = schemaless("iot.Sensors", o)
+        assert (row["reading"], row["unit"], row["dims"]) == (value["reading"], value.get("unit"), value.get("dims")), (o, row)
+    dead = {d["kafka_offset"]: d["error"] for d in setup.table("raw_iot_sensors_dead_letter").scan().to_arrow().to_pylist()}
+    assert sorted(dead) == [6, 9], dead
+    for o, error in dead.items():
+        assert "field `reading`" in error and f"{o}.5" in error and "long" in error, error
