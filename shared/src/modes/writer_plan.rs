@@ -11,9 +11,10 @@
 use std::sync::Arc;
 
 use iceberg::spec::{Schema, TableMetadata};
+use iceberg::table::Table;
 
 use crate::base::error::{Error, Result};
-use crate::engine::commit::replace_column::replace_columns;
+use crate::engine::commit::replace_column::{self, replace_columns};
 use crate::model::event::KafkaRecordIn;
 use crate::model::evolve::{add_kafka_columns, evolve};
 use crate::model::infer::Inference;
@@ -214,6 +215,34 @@ impl WriterPlan {
             plan.evolves = true;
         }
         Ok(plan)
+    }
+
+    /// [`Self::new`] for an ingest batch (`records` gives its records afresh): a direct commit
+    /// may replace an inferred `long` column by a `double` where the table allows
+    /// ([`replace_column::can_replace`], read only when a batch asks for it); queued, files
+    /// staged for the old column could land after it, so a fraction there is a dead letter.
+    pub async fn for_ingest<'r, I: Iterator<Item = &'r KafkaRecordIn>>(
+        pipeline: &Pipeline,
+        registry: Option<&Registry>,
+        records: impl Fn() -> I,
+        table: &Table,
+        direct: bool,
+    ) -> Result<Self> {
+        let mut replaceable = match pipeline.infer && direct {
+            true => replace_column::candidates(table.metadata()),
+            false => vec![],
+        };
+        let plan = Self::new(pipeline, registry, records(), table.metadata(), &replaceable).await?;
+        let wanted = plan.replaced_columns();
+        if wanted.is_empty() {
+            return Ok(plan);
+        }
+        let allowed = replace_column::can_replace(table, &wanted).await?;
+        if allowed.len() == wanted.len() {
+            return Ok(plan);
+        }
+        replaceable.retain(|c| !wanted.contains(c) || allowed.contains(c));
+        Self::new(pipeline, registry, records(), table.metadata(), &replaceable).await
     }
 
     /// The `long` columns the batch's writers need as `double`s (`schema = "infer"`).

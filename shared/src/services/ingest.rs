@@ -344,22 +344,7 @@ impl IngestPipeline {
             })
         };
         let calls_before = tables.registry.as_ref().map_or(0, Registry::calls);
-        // A direct commit may replace an inferred `long` column by a `double` when its values
-        // allow (queued: files staged for the old column could land after it, so a fraction there
-        // is a dead letter); the live files' bounds are read only when a batch asks for it.
-        let mut replaceable = match pipeline.infer && !queued {
-            true => crate::engine::commit::replace_column::candidates(data_table.metadata()),
-            false => vec![],
-        };
-        let mut plan = WriterPlan::new(pipeline, tables.registry.as_ref(), unseen(), data_table.metadata(), &replaceable).await?;
-        let wanted = plan.replaced_columns();
-        if !wanted.is_empty() {
-            let exact = crate::engine::commit::replace_column::can_replace(&data_table, &wanted).await?;
-            if exact.len() < wanted.len() {
-                replaceable.retain(|c| !wanted.contains(c) || exact.contains(c));
-                plan = WriterPlan::new(pipeline, tables.registry.as_ref(), unseen(), data_table.metadata(), &replaceable).await?;
-            }
-        }
+        let plan = WriterPlan::for_ingest(pipeline, tables.registry.as_ref(), unseen, &data_table, !queued).await?;
         summary.registry_calls += tables.registry.as_ref().map_or(0, Registry::calls) - calls_before;
         let data_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(&plan.target)?);
         let decoded_fields: Vec<_> = data_schema.fields().iter().filter(|f| !is_written_by_icestream(f.name())).cloned().collect();
