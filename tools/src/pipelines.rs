@@ -10,6 +10,7 @@ use icestream::Config;
 use icestream::engine::catalog::Catalogs;
 use icestream::model::config::{Allowed, Knob, Settings};
 use icestream::model::evolve::evolve_for;
+use icestream::model::infer::INFER;
 use icestream::model::pipeline::{Pipeline, PipelineSet, Topics, format_name};
 use icestream::model::registry::Registry;
 use icestream::model::tables::TableDef;
@@ -71,7 +72,7 @@ pub async fn check(file: String, args: Vec<String>) -> Result<()> {
             let made: Vec<String> =
                 per_topic.iter().filter(|(t, ..)| *t == spec.table).map(|(_, topic, table)| format!("{topic} -> {table}")).collect();
             let claims = spec.topic_pattern.as_ref().map_or_else(|| spec.topics.join(", "), |p| format!("topics matching /{p}/"));
-            print!("\ntable per topic `{}` ({claims}): ", spec.table);
+            print!("\ntable per topic `{}` ({claims}){}: ", spec.table, inferred_text(spec.schema.as_deref() == Some(INFER)));
             match (made.is_empty(), topics.is_empty()) {
                 (false, _) => println!("{}", made.join(", ")),
                 (true, true) => println!("give topics=a,b,c to see the tables it would create"),
@@ -224,6 +225,7 @@ fn pipeline_json(p: &Pipeline) -> Value {
         "key": p.key,
         "dedup": p.dedup.to_string(),
         "event_time": p.event_time,
+        "schema_inferred": p.infer,
     })
 }
 
@@ -268,6 +270,9 @@ pub fn text(set: &PipelineSet) -> String {
             set.namespace,
             p.dead_letter.name
         );
+        if p.infer {
+            out += &format!("  {}; at start the table has:\n", inferred_text(true).trim_start_matches(", "));
+        }
         out += "  schema (field id, name, type):\n";
         for f in p.def.schema.as_struct().fields() {
             field_text(f, 2, &mut out);
@@ -286,6 +291,11 @@ pub fn text(set: &PipelineSet) -> String {
         out += &format!("  key: [{}]  dedup: {}\n", p.key.join(", "), p.dedup);
     }
     out
+}
+
+/// What `pipelines check` says of a pipeline whose schema is `schema = "infer"`.
+fn inferred_text(infer: bool) -> &'static str {
+    if infer { ", schema inferred from the values (schema = \"infer\": every field becomes a column as it first appears)" } else { "" }
 }
 
 fn field_text(f: &NestedFieldRef, depth: usize, out: &mut String) {

@@ -4,6 +4,7 @@
 pub mod config;
 pub mod event;
 pub mod evolve;
+pub mod infer;
 pub mod pipeline;
 pub mod registry;
 pub mod schema;

@@ -17,7 +17,7 @@ use iceberg::arrow::schema_to_arrow_schema;
 use iceberg::spec::Operation;
 use iceberg::table::Table;
 
-use crate::base::error::Result;
+use crate::base::error::{Error, Result};
 use crate::base::freshness::{Freshness, RecordTimes};
 use crate::engine::catalog::Catalogs;
 use crate::engine::commit::append::{OffsetAppend, rows_not_held, target_schema};
@@ -167,9 +167,18 @@ pub(crate) struct EvolveSchema<'a> {
 
 impl Planner for EvolveSchema<'_> {
     async fn plan(&mut self, table: &Table, _attempt: u32) -> Result<Option<ChangeSet>> {
-        Ok(target_schema(table, self.writers, self.kafka)?
-            .1
-            .map(|schema| ChangeSet { schema: Some(schema), ..ChangeSet::new(Operation::Append) }))
+        let (_, evolved, replaced) = target_schema(table, self.writers, self.kafka)?;
+        refuse_replacing(&replaced, "a queued writer")?;
+        Ok(evolved.map(|schema| ChangeSet { schema: Some(schema), ..ChangeSet::new(Operation::Append) }))
+    }
+}
+
+/// A commit that is not an ingest's direct append never replaces a column: files staged (or
+/// decoded) for the column's old id could land after it and read null there.
+pub(crate) fn refuse_replacing(replaced: &[String], who: &str) -> Result<()> {
+    match replaced {
+        [] => Ok(()),
+        columns => Err(Error::Invariant(format!("{who} was asked to replace columns {columns:?}: only a direct ingest commit does"))),
     }
 }
 

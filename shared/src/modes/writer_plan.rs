@@ -11,10 +11,13 @@
 use std::sync::Arc;
 
 use iceberg::spec::{Schema, TableMetadata};
+use iceberg::table::Table;
 
 use crate::base::error::{Error, Result};
+use crate::engine::commit::replace_column::{self, replace_columns};
 use crate::model::event::KafkaRecordIn;
 use crate::model::evolve::{add_kafka_columns, evolve};
+use crate::model::infer::Inference;
 use crate::model::pipeline::Pipeline;
 use crate::model::registry::frame::InflateBudget;
 use crate::model::registry::{MessageIndex, Registry, WriterId};
@@ -78,6 +81,9 @@ pub struct WriterPlan {
     pub evolves: bool,
     /// What the batch's compressed payloads may still inflate to.
     inflate: InflateBudget,
+    /// `schema = "infer"`: the columns the batch's values and the table say; a value that
+    /// conflicts with them is a dead letter.
+    inferred: Option<Inference>,
 }
 
 /// [`evolve`] for a table: also refuses a new column named like one of its partition fields
@@ -97,6 +103,18 @@ pub fn evolve_table(
     Ok(evolved)
 }
 
+/// The columns of a `schema = "infer"` batch: the table's, with every field its values add
+/// (a value that conflicts is left out, and is a dead letter when read).
+fn infer<'r>(table: &TableMetadata, records: impl Iterator<Item = &'r KafkaRecordIn>, replaceable: &[String]) -> Inference {
+    let partition_names = table.partition_specs_iter().flat_map(|s| s.fields().iter().map(|f| f.name.clone())).collect();
+    let mut inference = Inference::from_table(table.current_schema(), partition_names, replaceable.to_vec());
+    for value in records.filter(|r| r.value_error.is_none()).filter_map(|r| r.value.as_deref()) {
+        // A conflict is found again when the record is read (`WriterPlan::read`).
+        let _ = inference.add(value);
+    }
+    inference
+}
+
 /// How a record's value is read.
 pub enum Framed<'a> {
     /// Decode `payload` with reader `usize`.
@@ -107,16 +125,26 @@ pub enum Framed<'a> {
 
 impl WriterPlan {
     /// Plan for `records` (those not already in the tables) against `table` as loaded.
-    /// Registry lookups that fail fail the plan.
+    /// Registry lookups that fail fail the plan. `replaceable`: the table's `long` columns a
+    /// `schema = "infer"` batch may turn into `double`s (an ingest's direct commit replaces them,
+    /// [`crate::engine::commit::replace_column`]); elsewhere none, and a fraction there is a
+    /// dead letter.
     pub async fn new<'r>(
         pipeline: &Pipeline,
         registry: Option<&Registry>,
         records: impl Iterator<Item = &'r KafkaRecordIn>,
         table: &TableMetadata,
+        replaceable: &[String],
     ) -> Result<Self> {
         let (current, last_column_id) = (table.current_schema().as_ref(), table.last_column_id());
         let mut candidates: Vec<(Option<WriterKey>, std::result::Result<Arc<SourceSchema>, String>)> = Vec::new();
+        let mut inferred = None;
         match (registry, &pipeline.registry) {
+            _ if pipeline.infer => {
+                let inference = infer(table, records, replaceable);
+                candidates.push((None, Ok(Arc::new(SourceSchema::Json(inference.schema())))));
+                inferred = Some(inference);
+            }
             (Some(registry), Some(_)) => {
                 let mut seen: Vec<WriterKey> = Vec::new();
                 for record in records {
@@ -149,11 +177,18 @@ impl WriterPlan {
             target: current.clone(),
             evolves: false,
             inflate: InflateBudget::per_batch(),
+            inferred,
         };
         let mut last = last_column_id;
         for (key, writer) in candidates {
             let accepted = writer.and_then(|w| {
                 let mut trial = last;
+                // As the commit does: the replaced columns first, then the evolution.
+                if let Some(schema) = replace_columns(&plan.target, w.replaced_columns(), &mut trial).map_err(|e| e.to_string())? {
+                    plan.target = schema;
+                    plan.evolves = true;
+                    last = trial;
+                }
                 if let Some(schema) = evolve_table(table, &plan.target, &w, &mut trial)? {
                     plan.target = schema;
                     plan.evolves = true;
@@ -182,8 +217,47 @@ impl WriterPlan {
         Ok(plan)
     }
 
+    /// [`Self::new`] for an ingest batch (`records` gives its records afresh): a direct commit
+    /// may replace an inferred `long` column by a `double` where the table allows
+    /// ([`replace_column::can_replace`], read only when a batch asks for it); queued, files
+    /// staged for the old column could land after it, so a fraction there is a dead letter.
+    pub async fn for_ingest<'r, I: Iterator<Item = &'r KafkaRecordIn>>(
+        pipeline: &Pipeline,
+        registry: Option<&Registry>,
+        records: impl Fn() -> I,
+        table: &Table,
+        direct: bool,
+    ) -> Result<Self> {
+        let mut replaceable = match pipeline.infer && direct {
+            true => replace_column::candidates(table.metadata()),
+            false => vec![],
+        };
+        let plan = Self::new(pipeline, registry, records(), table.metadata(), &replaceable).await?;
+        let wanted = plan.replaced_columns();
+        if wanted.is_empty() {
+            return Ok(plan);
+        }
+        let allowed = replace_column::can_replace(table, &wanted).await?;
+        if allowed.len() == wanted.len() {
+            return Ok(plan);
+        }
+        replaceable.retain(|c| !wanted.contains(c) || allowed.contains(c));
+        Self::new(pipeline, registry, records(), table.metadata(), &replaceable).await
+    }
+
+    /// The `long` columns the batch's writers need as `double`s (`schema = "infer"`).
+    pub fn replaced_columns(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.writers.iter().flat_map(|w| w.replaced_columns().iter().cloned()).collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
     /// How to read `value`, the value of `record` of `pipeline`.
     pub fn read<'a>(&self, pipeline: &Pipeline, record: &KafkaRecordIn, value: &'a [u8]) -> Framed<'a> {
+        if let Some(Err(reason)) = self.inferred.as_ref().map(|i| i.check(value)) {
+            return Framed::Reject(format!("schema: {reason}"));
+        }
         if pipeline.registry.is_none() {
             // The mapping validated it and hands it over as JSON: the same schema, read as JSON.
             let as_json = record.value_schema.is_some() && pipeline.format != Format::Json && is_json_object(value);

@@ -36,8 +36,9 @@ use crate::base::error::{Error, Result};
 use crate::engine::commit::Watermarks;
 use crate::engine::commit::replayed::ReplayedOffsets;
 use crate::model::event::{KafkaRecordIn, TopicPartition, parse_event};
+use crate::model::pipeline::Pipeline;
 use crate::modes::recovery::dead_lettered_offsets;
-use crate::services::ingest::IngestPipeline;
+use crate::services::ingest::{IngestPipeline, PipelineTables};
 use crate::services::replay::{append_marked, decode_again};
 
 /// What reading the on-failure bucket calls (`crate::services::deployment`: the maintenance function).
@@ -59,7 +60,7 @@ pub struct RecoverReport {
     pub without_payload: Vec<String>,
     /// Distinct Kafka records found (an offset in two objects counts once).
     pub records: usize,
-    /// Records of topics no pipeline claims, by topic.
+    /// Records of topics no pipeline claims (or a pattern's whose table was never made), by topic.
     pub unrouted: BTreeMap<String, usize>,
     pub tables: Vec<TableRecovery>,
     /// More than [`MAX_OBJECTS`] objects: the rest wait for the next run.
@@ -167,20 +168,37 @@ pub async fn recover(pipeline: &IngestPipeline, source: &str, dry_run: bool, dea
     }
     report.records = records.values().map(BTreeMap::len).sum();
 
-    // Routed as ingest routes; a topic no pipeline claims is reported (its records stay).
+    // Routed as ingest routes (a pattern's topic to the table its template gives it); a topic
+    // no pipeline claims, or whose table was never made, is reported (its records stay).
     let set = pipeline.pipelines();
-    let mut routed: BTreeMap<usize, BTreeMap<TopicPartition, Vec<KafkaRecordIn>>> = BTreeMap::new();
+    let mut routed: BTreeMap<(usize, String), BTreeMap<TopicPartition, Vec<KafkaRecordIn>>> = BTreeMap::new();
     for (tp, list) in records {
-        match set.route(&tp.topic) {
-            Ok(index) => {
-                routed.entry(index).or_default().insert(tp, list.into_values().collect());
+        let key = match set.route(&tp.topic) {
+            Ok(index) => (index, String::new()),
+            Err(_) if set.pattern_table(&tp.topic).is_some() => (usize::MAX, tp.topic.clone()),
+            Err(_) => {
+                *report.unrouted.entry(tp.topic.clone()).or_default() += list.len();
+                continue;
             }
-            Err(_) => *report.unrouted.entry(tp.topic.clone()).or_default() += list.len(),
-        }
+        };
+        routed.entry(key).or_default().insert(tp, list.into_values().collect());
     }
-    for (index, partitions) in routed {
-        let table = set.pipelines[index].table.clone();
-        let out = recover_table(pipeline, &table, partitions, dry_run, deadline).await?;
+    for ((index, topic), partitions) in routed {
+        let out = match set.pipelines.get(index) {
+            Some(spec) => {
+                let (spec, tables) = pipeline
+                    .pipeline_of(&spec.table)
+                    .ok_or_else(|| Error::Invariant(format!("recover: no pipeline writes {}", spec.table)))?;
+                recover_table(pipeline, spec, tables, partitions, dry_run, deadline).await?
+            }
+            None => match pipeline.existing_instance(&topic).await? {
+                Some(instance) => recover_table(pipeline, &instance.0, &instance.1, partitions, dry_run, deadline).await?,
+                None => {
+                    *report.unrouted.entry(topic).or_default() += partitions.values().map(Vec::len).sum::<usize>();
+                    continue;
+                }
+            },
+        };
         report.tables.push(out);
     }
     report.duration_ms = started.elapsed().as_millis() as u64;
@@ -190,12 +208,12 @@ pub async fn recover(pipeline: &IngestPipeline, source: &str, dry_run: bool, dea
 
 async fn recover_table(
     pipeline: &IngestPipeline,
-    table: &str,
+    spec: &Pipeline,
+    tables: &PipelineTables,
     mut partitions: BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
     dry_run: bool,
     deadline: Instant,
 ) -> Result<TableRecovery> {
-    let (spec, tables) = pipeline.pipeline_of(table).ok_or_else(|| Error::Invariant(format!("recover: no pipeline writes {table}")))?;
     let mut out = TableRecovery { table: tables.data.to_string(), matched: partitions.values().map(Vec::len).sum(), ..Default::default() };
     if spec.upsert.is_some() {
         out.skipped = Some(

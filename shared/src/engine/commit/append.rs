@@ -16,11 +16,12 @@ use arrow_array::types::{Int32Type, Int64Type};
 use arrow_array::{BooleanArray, RecordBatch};
 use arrow_select::filter::filter_record_batch;
 use iceberg::arrow::schema_to_arrow_schema;
-use iceberg::spec::{DataFile, Schema, SchemaRef};
+use iceberg::spec::{DataFile, PrimitiveType, Schema, SchemaRef, Type};
 use iceberg::table::Table;
 
 use super::deduped::DedupedOffsets;
 use super::gaps::TakenGaps;
+use super::replace_column::{Rewrite, replace_columns};
 use super::{ChangeSet, Planner, Watermarks};
 use crate::base::error::{Error, Result};
 use crate::base::freshness::{Freshness, RecordTimes};
@@ -46,6 +47,8 @@ pub struct OffsetAppend {
     /// The writer schemas the rows were decoded with: each attempt folds them onto the table's
     /// schema as it is then (evolution re-planned, never replayed blindly).
     writers: Vec<Arc<SourceSchema>>,
+    /// The live files rewritten when the commit replaces a column ([`target_schema`]).
+    rewrite: Rewrite,
     /// Table watermarks (of our partitions) and the schema the cached files were written for.
     cached: Option<(Vec<Option<i64>>, SchemaRef, Vec<DataFile>, usize)>,
     /// Rows dropped because the table already held them, as of the last plan.
@@ -85,6 +88,7 @@ impl OffsetAppend {
             target_file_size,
             fail_point,
             writers: Vec::new(),
+            rewrite: Rewrite::new(compression, target_file_size),
             cached: None,
             skipped_replay: 0,
             rows_planned: 0,
@@ -113,14 +117,28 @@ impl OffsetAppend {
 }
 
 /// The schema `table` must have to take rows of `writers` with the Kafka metadata columns
-/// `kafka`: its current one, or the evolved one the commit adds (`Some` in the second place).
-pub fn target_schema(table: &Table, writers: &[Arc<SourceSchema>], kafka: KafkaColumns) -> Result<(SchemaRef, Option<Schema>)> {
+/// `kafka`: its current one, or the evolved one the commit adds (`Some` in the second place);
+/// third, the `long` columns the commit replaces by `double`s (the writers of `schema =
+/// "infer"` ask for them): such a commit also rewrites every live file ([`Rewrite`]).
+pub fn target_schema(
+    table: &Table,
+    writers: &[Arc<SourceSchema>],
+    kafka: KafkaColumns,
+) -> Result<(SchemaRef, Option<Schema>, Vec<String>)> {
     let metadata = table.metadata();
-    let evolved = evolve_for(metadata.current_schema(), metadata.last_column_id(), writers, kafka)
+    let mut names: Vec<String> = writers.iter().flat_map(|w| w.replaced_columns().iter().cloned()).collect();
+    names.sort();
+    names.dedup();
+    let mut last = metadata.last_column_id();
+    let replaced = replace_columns(metadata.current_schema(), &names, &mut last)?;
+    let base = replaced.as_ref().unwrap_or(metadata.current_schema());
+    let evolved = evolve_for(base, last, writers, kafka)
         .map_err(|e| Error::Schema(format!("table {} cannot take the batch's rows: {e}", table.identifier())))?;
-    Ok(match evolved {
-        Some(schema) => (Arc::new(schema.clone()), Some(schema)),
-        None => (metadata.current_schema().clone(), None),
+    let current = metadata.current_schema();
+    names.retain(|n| current.field_by_name(n).is_some_and(|f| *f.field_type == Type::Primitive(PrimitiveType::Long)));
+    Ok(match evolved.or(replaced) {
+        Some(schema) => (Arc::new(schema.clone()), Some(schema), names),
+        None => (current.clone(), None, vec![]),
     })
 }
 
@@ -173,7 +191,7 @@ impl Planner for OffsetAppend {
         }
         // The metadata columns the rows carry: an existing table gains them in this swap.
         let kafka = KafkaColumns::of(self.rows.schema().fields().iter().map(|f| f.name().as_str()));
-        let (schema, evolved) = target_schema(table, &self.writers, kafka)?;
+        let (schema, evolved, replaced) = target_schema(table, &self.writers, kafka)?;
         let (files, kept) = match &self.cached {
             Some((cached_key, cached_schema, files, kept)) if *cached_key == key && cached_schema.as_struct() == schema.as_struct() => {
                 (files.clone(), *kept)
@@ -191,7 +209,7 @@ impl Planner for OffsetAppend {
                 if self.fail_point == FailPoint::AfterWrite {
                     crate::base::failpoint::abort("after-write");
                 }
-                self.cached = Some((key, schema, files.clone(), kept));
+                self.cached = Some((key, schema.clone(), files.clone(), kept));
                 (files, kept)
             }
         };
@@ -206,6 +224,9 @@ impl Planner for OffsetAppend {
         change.watermarks = self.covers.clone();
         change.properties.extend(DedupedOffsets::from_properties(table.metadata().properties()).property_updates(&self.deduped));
         change.schema = evolved;
+        if !replaced.is_empty() {
+            self.rewrite.apply(table, &schema, &replaced, &mut change).await?;
+        }
         let latency = self.started.elapsed().as_millis() as u64;
         self.freshness = self.record_times.as_ref().and_then(|t| t.at(chrono::Utc::now().timestamp_millis(), latency));
         if let Some(freshness) = &self.freshness {

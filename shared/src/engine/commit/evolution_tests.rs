@@ -39,7 +39,7 @@ async fn table_v1(dir: &tempfile::TempDir) -> (Catalogs, Table) {
 
 /// Rows of `writer` decoded against `table` (evolved for it), at `offsets` of partition 0.
 fn rows(table: &Table, writer: &Arc<SourceSchema>, values: &[&str], first_offset: i64) -> RecordBatch {
-    let (schema, _) = target_schema(table, std::slice::from_ref(writer), Default::default()).unwrap();
+    let (schema, _, _) = target_schema(table, std::slice::from_ref(writer), Default::default()).unwrap();
     let layout = Arc::new(schema_to_arrow_schema(&schema).unwrap());
     let decoded: Vec<_> = layout.fields().iter().filter(|f| !lineage::is_lineage(f.name())).cloned().collect();
     let mut decoder = RecordDecoder::new(writer, Arc::new(ArrowSchema::new(decoded))).unwrap();
@@ -130,4 +130,61 @@ async fn two_writers_evolving_at_once_replan_one_column_each_never_two_for_one_n
     let batches = read(&out.table).await;
     assert_eq!(column(&batches, "note"), BTreeMap::from([(0, Some("a".into())), (10, Some("b".into()))]));
     assert_eq!(column(&batches, "memo"), BTreeMap::from([(0, None), (10, Some("m".into()))]));
+}
+
+/// A `schema = "infer"` writer whose `id` (a long column of the table) now carries fractions.
+fn doubles() -> Arc<SourceSchema> {
+    use crate::model::schema::{Field, Prim, Ty};
+    let mut schema = crate::model::schema::json_schema::JsonSchema::of_fields(vec![Field::new("id", true, Ty::Prim(Prim::Double))]);
+    schema.replace_long = vec!["id".into()];
+    Arc::new(SourceSchema::Json(schema))
+}
+
+/// `id` of every row as a double, by offset.
+fn ids(batches: &[RecordBatch]) -> BTreeMap<i64, f64> {
+    let mut out = BTreeMap::new();
+    for b in batches {
+        let offsets = b.column_by_name(lineage::OFFSET).unwrap().as_primitive::<Int64Type>();
+        let values = b.column_by_name("id").unwrap().as_primitive::<arrow_array::types::Float64Type>();
+        out.extend((0..b.num_rows()).map(|i| (offsets.value(i), values.value(i))));
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_long_column_meeting_fractions_becomes_a_double_with_every_live_file_rewritten_in_the_rows_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (catalogs, table) = table_v1(&dir).await;
+    let v1 = writer("");
+    let batch = rows(&table, &v1, &[r#"{"id":1}"#, r#"{"id":2}"#], 0);
+    let stale = catalogs.committer.commit_to(table, deadline(), &mut append(batch, &v1)).await.unwrap().table;
+    let old_id = stale.metadata().current_schema().field_by_name("id").unwrap().id;
+    assert_eq!(super::replace_column::can_replace(&stale, &["id".into()]).await.unwrap(), ["id"]);
+    // Another process appends a long meanwhile: the replacing commit loses its first swap and
+    // rewrites that file too.
+    let mut other = append(rows(&stale, &v1, &[r#"{"id":7}"#], 5), &v1);
+    let other_process = super::Committer::new(catalogs.committer.catalog().clone(), catalogs.committer.pointer().clone());
+    other_process.commit(&catalogs.ident("orders"), deadline(), &mut other).await.unwrap();
+    let snapshots = stale.metadata().snapshots().count();
+    let d = doubles();
+    let batch = rows(&stale, &d, &[r#"{"id":2.5}"#], 6);
+    let out = catalogs.committer.commit_to(stale, deadline(), &mut append(batch, &d)).await.unwrap();
+    assert!(out.attempts >= 2, "the replacing commit must have lost the first swap");
+    let metadata = out.table.metadata();
+    let id = metadata.current_schema().field_by_name("id").unwrap();
+    assert_eq!((id.field_type.to_string().as_str(), id.id != old_id), ("double", true), "a new field id, not a promotion");
+    assert_eq!(metadata.snapshots().count(), snapshots + 2, "the other append, then one commit: schema, rewrite and rows");
+    assert_eq!(metadata.current_snapshot().unwrap().summary().operation, iceberg::spec::Operation::Overwrite);
+    assert_eq!(ids(&read(&out.table).await), BTreeMap::from([(0, 1.0), (1, 2.0), (5, 7.0), (6, 2.5)]));
+}
+
+#[tokio::test]
+async fn a_long_column_with_a_value_beyond_2_pow_53_is_not_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let (catalogs, table) = table_v1(&dir).await;
+    let v1 = writer("");
+    let batch = rows(&table, &v1, &[r#"{"id":9007199254740993}"#], 0);
+    let table = catalogs.committer.commit_to(table, deadline(), &mut append(batch, &v1)).await.unwrap().table;
+    assert!(super::replace_column::can_replace(&table, &["id".into()]).await.unwrap().is_empty());
+    assert_eq!(super::replace_column::candidates(table.metadata()), ["id"]);
 }

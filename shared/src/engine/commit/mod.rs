@@ -17,6 +17,7 @@ pub mod live_rows;
 pub mod manifest;
 pub mod manifest_cache;
 pub mod pointer;
+pub mod replace_column;
 pub mod replayed;
 pub mod row_delta;
 pub mod row_lineage;

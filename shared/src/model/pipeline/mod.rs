@@ -6,6 +6,7 @@
 //! file, the pipeline, the key and what is allowed.
 
 pub mod file;
+mod inferred;
 pub mod location;
 pub mod partition;
 pub mod template;
@@ -20,6 +21,7 @@ use regex::Regex;
 use crate::base::error::{Error, Result};
 use crate::model::config::{Config, Dedup, Source};
 use crate::model::evolve::add_kafka_columns;
+use crate::model::infer::INFER;
 use crate::model::registry::{Registry, RegistrySpec};
 use crate::model::schema::{Format, SourceSchema};
 use crate::model::tables::kafka::{self, KafkaColumns};
@@ -113,6 +115,9 @@ pub struct Pipeline {
     /// `kafka_columns`: the metadata columns of the pipeline's table (its dead-letter table
     /// keeps the timestamp ones).
     pub kafka_columns: KafkaColumns,
+    /// `schema = "infer"`: the columns come from the values (`source` holds only the declared
+    /// timestamp fields).
+    pub infer: bool,
 }
 
 /// A timestamp or time finer than the columns' microseconds (JSON text with nanoseconds, a
@@ -216,6 +221,7 @@ impl PipelineSet {
         let namespace = parsed.namespace.unwrap_or_else(|| config.namespace.clone());
         let set = Self { file: Some(shown.to_string()), namespace, pipelines, templates, base };
         set.check_claims()?;
+        set.check_pattern_claims()?;
         Ok(set)
     }
 
@@ -327,7 +333,17 @@ impl PipelineSet {
         let mut claims = self.pipelines.iter().enumerate().filter(|(_, p)| p.topics.claims(topic));
         let file = self.file.as_deref().unwrap_or("the knobs");
         match (claims.next(), claims.next()) {
-            (Some((i, _)), None) => Ok(i),
+            (Some((i, p)), None) => match self.pattern_templates(topic).next() {
+                // Only a pipeline's own pattern can meet a template's: exact topics are refused at start.
+                Some((_, spec)) => Err(Error::Routing(format!(
+                    "topic {topic:?} is claimed by two pipelines in {file}: `{}` ({}) and `{}` (topics matching /{}/)",
+                    p.table,
+                    p.topics,
+                    spec.table,
+                    spec.topic_pattern.as_deref().unwrap_or_default()
+                ))),
+                None => Ok(i),
+            },
             (None, _) => Err(Error::Routing(format!(
                 "topic {topic:?} is claimed by no pipeline in {file} (tables: {})",
                 self.pipelines.iter().map(|p| p.table.as_str()).collect::<Vec<_>>().join(", ")
@@ -410,7 +426,9 @@ fn resolve(
         return Err(format!("key `message`: only for format = \"protobuf\", not {:?}", spec.format));
     }
     let mut declared_row = None;
+    let infer = spec.schema.as_deref() == Some(INFER);
     let source = match (fetched, spec.schema.as_deref()) {
+        (_, Some(INFER)) => inferred::source(spec, format, registry.is_some())?,
         (Some(source), _) => source,
         (None, Some(schema_path)) if format == Format::Protobuf && debezium_upsert(spec) => {
             // Protobuf cannot declare dates, uuids, decimals or a timestamp's unit: the row is
@@ -440,6 +458,7 @@ fn resolve(
         (Some(other), _) => return Err(format!("key `unknown_fields`: {other:?} is not allowed: allowed are ignore | dead_letter")),
     }
     let mut pipeline = build(spec, format, source, registry, config)?;
+    pipeline.infer = infer;
     if let (Some(upsert), Some(declared)) = (pipeline.upsert.as_mut(), declared_row) {
         upsert.declared_row = declared;
     }
@@ -675,6 +694,7 @@ fn build(
         registry,
         upsert,
         kafka_columns,
+        infer: false,
     })
 }
 

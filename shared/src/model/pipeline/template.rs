@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use regex::Regex;
 
 use super::file::PipelineSpec;
-use super::{Pipeline, PipelineSet, load_one, registry_spec, resolve};
+use super::{Pipeline, PipelineSet, Topics, load_one, registry_spec, resolve};
 use crate::base::error::{Error, Result};
 use crate::model::config::Config;
 
@@ -112,10 +112,20 @@ impl PipelineSet {
     /// seen before) already has fails the invocation, naming the topic and the table.
     pub async fn instantiate(&self, topic: &str, taken: &BTreeMap<String, String>, config: &Config) -> Result<Option<Pipeline>> {
         let file = self.file.as_deref().unwrap_or("the knobs");
-        let mut claims = self.templates.iter().enumerate().filter(|(_, spec)| {
-            spec.topic_pattern.as_ref().is_some_and(|pattern| Regex::new(&format!("^(?:{pattern})$")).is_ok_and(|re| re.is_match(topic)))
-        });
+        let mut claims = self.pattern_templates(topic);
         let Some((i, spec)) = claims.next() else { return Ok(None) };
+        if let Some((_, other)) = claims.next() {
+            return Err(two_patterns(file, topic, spec, other));
+        }
+        if let Some(p) = self.pipelines.iter().find(|p| p.topics.claims(topic)) {
+            return Err(Error::Routing(format!(
+                "{file}: topic {topic:?} is claimed by two pipelines: `{}` ({}) and `{}` (topics matching /{}/); a topic feeds one table",
+                p.table,
+                p.topics,
+                spec.table,
+                spec.topic_pattern.as_deref().unwrap_or_default()
+            )));
+        }
         let table = table_for(&spec.table, topic);
         if let Some(other) = taken.get(&table).filter(|t| *t != topic) {
             return Err(Error::Routing(format!(
@@ -137,6 +147,16 @@ impl PipelineSet {
         load_one(&instance(spec, topic), &label, &self.base, config).await.map(Some)
     }
 
+    /// The table-per-topic patterns that claim `topic`, with their index among the templates.
+    pub fn pattern_templates<'a>(&'a self, topic: &'a str) -> impl Iterator<Item = (usize, &'a PipelineSpec)> + 'a {
+        self.templates.iter().enumerate().filter(move |(_, spec)| pattern_claims(spec, topic))
+    }
+
+    /// The table a table-per-topic pattern would give `topic` (the first that claims it).
+    pub fn pattern_table(&self, topic: &str) -> Option<String> {
+        self.pattern_templates(topic).next().map(|(_, spec)| table_for(&spec.table, topic))
+    }
+
     /// The tables the file's table-per-topic pipelines would create for `topics` (those each
     /// claims), as `(template, topic, table)`; two topics of one template that map to one table
     /// are refused, naming both.
@@ -144,7 +164,7 @@ impl PipelineSet {
         let mut out = Vec::new();
         for spec in &self.templates {
             let claims = |t: &&String| match &spec.topic_pattern {
-                Some(pattern) => Regex::new(&format!("^(?:{pattern})$")).is_ok_and(|re| re.is_match(t)),
+                Some(_) => pattern_claims(spec, t),
                 None => spec.topics.contains(t),
             };
             let claimed = topics.iter().filter(claims).map(String::as_str);
@@ -157,14 +177,47 @@ impl PipelineSet {
     /// Whether a pipeline takes `topic`: [`Self::route`]'s, or a table-per-topic pattern's (its
     /// table is made when the topic is first seen). The error is `route`'s.
     pub fn check_route(&self, topic: &str) -> Result<()> {
-        let pattern_claims = |spec: &PipelineSpec| {
-            spec.topic_pattern.as_ref().is_some_and(|p| Regex::new(&format!("^(?:{p})$")).is_ok_and(|re| re.is_match(topic)))
-        };
         match self.route(topic) {
-            Err(_) if self.templates.iter().any(pattern_claims) => Ok(()),
+            Err(_) if self.pipelines.iter().all(|p| !p.topics.claims(topic)) && self.pattern_templates(topic).count() == 1 => Ok(()),
             other => other.map(drop),
         }
     }
+
+    /// An exact topic of one pipeline that a table-per-topic pattern also claims, refused
+    /// naming both pipelines and the topic (two patterns are told apart per topic, at run time).
+    pub(super) fn check_pattern_claims(&self) -> Result<()> {
+        let file = self.file.as_deref().unwrap_or("the knobs");
+        for p in &self.pipelines {
+            let Topics::Exact(names) = &p.topics else { continue };
+            for topic in names {
+                if let Some((_, spec)) = self.pattern_templates(topic).next() {
+                    return Err(Error::Config(format!(
+                        "{file}: topic {topic:?} is claimed by two pipelines: `{}` and `{}` (topics matching /{}/); a topic feeds one table",
+                        p.table,
+                        spec.table,
+                        spec.topic_pattern.as_deref().unwrap_or_default()
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether `spec` is a pattern that claims `topic` (a whole-name match).
+fn pattern_claims(spec: &PipelineSpec, topic: &str) -> bool {
+    spec.topic_pattern.as_ref().is_some_and(|pattern| Regex::new(&format!("^(?:{pattern})$")).is_ok_and(|re| re.is_match(topic)))
+}
+
+/// Two table-per-topic patterns claim one topic: the invocation fails naming both.
+pub(super) fn two_patterns(file: &str, topic: &str, a: &PipelineSpec, b: &PipelineSpec) -> Error {
+    Error::Routing(format!(
+        "{file}: topic {topic:?} is claimed by two pipelines: `{}` (topics matching /{}/) and `{}` (topics matching /{}/); a topic feeds one table",
+        a.table,
+        a.topic_pattern.as_deref().unwrap_or_default(),
+        b.table,
+        b.topic_pattern.as_deref().unwrap_or_default()
+    ))
 }
 
 #[cfg(test)]

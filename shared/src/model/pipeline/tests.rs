@@ -455,3 +455,51 @@ fn unknown_fields_of_json_values_are_ignored_or_dead_letters_naming_the_field() 
     let e = load_err(&[("pipelines.toml", &orders("unknown_fields = \"dead_letter\"")), ("schemas/order.avsc", ORDER_AVSC)]);
     assert!(e.contains("key `unknown_fields`: only with format = \"json\""), "{e}");
 }
+
+#[test]
+fn an_inferred_schema_declares_its_timestamps_and_refuses_what_needs_columns_before_any_value() {
+    let file =
+        |extra: &str| format!("[[pipeline]]\ntable = \"clicks\"\ntopics = [\"clicks\"]\nformat = \"json\"\nschema = \"infer\"\n{extra}\n");
+    let set = load(&[("pipelines.toml", &file("event_time = \"at\"\npartition_by = [\"day(event.ts)\", \"identity(at)\"]"))]).unwrap();
+    let p = &set.pipelines[0];
+    assert!(p.infer);
+    let shown: Vec<_> = columns(&p.def.schema).into_iter().map(|(_, name, ty, required)| (name, ty, required)).collect();
+    assert_eq!(&shown[..2], [("at".to_string(), "timestamptz".to_string(), false), ("event".into(), "struct<timestamptz>".into(), false)]);
+    assert_eq!(p.def.schema.field_by_name("event.ts").unwrap().field_type.to_string(), "timestamptz");
+    assert_eq!(p.def.partition_spec.fields().len(), 2);
+    for (extra, needles) in [
+        ("key = [\"id\"]", &["pipeline `clicks`", "key `key`", "schema file"][..]),
+        ("mode = \"upsert\"\nenvelope = \"row\"", &["key `mode`", "only mode = \"append\""]),
+        ("registry = \"glue\"", &["key `registry`", "allowed is no registry"]),
+        ("unknown_fields = \"dead_letter\"", &["key `unknown_fields`"]),
+        ("partition_by = [\"bucket(4, id)\"]", &["key `partition_by`", "\"id\"", "year|month|day|hour"]),
+    ] {
+        let e = load_err(&[("pipelines.toml", &file(extra))]);
+        assert!(needles.iter().all(|n| e.contains(n)), "{extra}: {e}");
+    }
+    let e = load_err(&[("pipelines.toml", &file("").replace("\"json\"", "\"avro\""))]);
+    assert!(e.contains("key `schema`") && e.contains("only with format = \"json\""), "{e}");
+}
+
+#[test]
+fn an_exact_topic_a_pattern_also_claims_is_refused_at_start_and_two_patterns_per_topic() {
+    let schema = ("schemas/order.avsc", ORDER_AVSC);
+    let template = |table: &str, pattern: &str| {
+        format!("[[pipeline]]\ntable = \"{table}\"\ntopic_pattern = \"{pattern}\"\nformat = \"avro\"\nschema = \"schemas/order.avsc\"\n")
+    };
+    let e = load_err(&[("pipelines.toml", &format!("{}{}", orders(""), template("raw_{topic}", "shop\\\\..*"))), schema]);
+    assert!(e.contains("topic \"shop.orders\" is claimed by two pipelines: `orders` and `raw_{topic}`"), "{e}");
+    let set =
+        load(&[("pipelines.toml", &format!("{}{}", template("raw_{topic}", "shop\\\\..*"), template("all_{topic}", ".*\\\\.eu"))), schema])
+            .unwrap();
+    let e = crate::testkit::block_on(set.instantiate("shop.eu", &BTreeMap::new(), &config())).unwrap_err().to_string();
+    assert!(e.contains("\"shop.eu\" is claimed by two pipelines") && e.contains("`raw_{topic}`") && e.contains("`all_{topic}`"), "{e}");
+    assert!(set.check_route("shop.eu").is_err() && set.check_route("shop.us").is_ok());
+    // A plain pattern pipeline and a template's pattern: the topic fails when it comes.
+    let set =
+        load(&[("pipelines.toml", &format!("{}{}", template("raw_{topic}", "shop\\\\..*"), template("eu", ".*\\\\.eu"))), schema]).unwrap();
+    let e = set.route("shop.eu").unwrap_err().to_string();
+    assert!(e.contains("claimed by two pipelines") && e.contains("`eu`") && e.contains("`raw_{topic}`"), "{e}");
+    let e = crate::testkit::block_on(set.instantiate("shop.eu", &BTreeMap::new(), &config())).unwrap_err().to_string();
+    assert!(e.contains("claimed by two pipelines") && e.contains("`eu`"), "{e}");
+}

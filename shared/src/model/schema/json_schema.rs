@@ -18,19 +18,22 @@ pub struct JsonSchema {
     /// `unknown_fields = "dead_letter"`: a property the schema does not declare, at any level,
     /// makes the record a dead letter naming it (default: ignored).
     pub(crate) reject_unknown: bool,
+    /// `schema = "infer"`: top-level `long` columns of the table these values need as `double`
+    /// (the commit replaces them: `crate::engine::commit::replace_column`).
+    pub(crate) replace_long: Vec<String>,
 }
 
 impl JsonSchema {
     /// Fields without value constraints (an image of another format's fields).
     pub(crate) fn of_fields(fields: Vec<Field>) -> Self {
-        JsonSchema { fields, enums: HashMap::new(), reject_unknown: false }
+        JsonSchema { fields, enums: HashMap::new(), reject_unknown: false, replace_long: Vec::new() }
     }
 
     pub fn parse(text: &str) -> Result<Self> {
         let root: Value = serde_json::from_str(text).map_err(|e| Error::Schema(format!("invalid JSON Schema: {e}")))?;
         let mut parser = Parser { root: &root, expanding: Vec::new(), enums: HashMap::new() };
         match parser.node(&root, "")? {
-            (_, Ty::Struct(fields)) => Ok(JsonSchema { fields, enums: parser.enums, reject_unknown: false }),
+            (_, Ty::Struct(fields)) => Ok(JsonSchema { fields, enums: parser.enums, reject_unknown: false, replace_long: Vec::new() }),
             (_, other) => Err(Error::Schema(format!("the top-level JSON Schema must be an object with properties, not {other}"))),
         }
     }

@@ -103,6 +103,14 @@ impl SourceSchema {
         }
     }
 
+    /// Top-level `long` columns of the table these values need as `double` (`schema = "infer"`).
+    pub fn replaced_columns(&self) -> &[String] {
+        match self {
+            SourceSchema::Json(s) => &s.replace_long,
+            _ => &[],
+        }
+    }
+
     /// The decoded rows' columns, format-neutral.
     pub(crate) fn fields(&self) -> &[Field] {
         match self {

@@ -50,7 +50,7 @@ impl RegistryRows {
         table: &TableMetadata,
     ) -> Result<Self> {
         let spec = registry_of(pipeline)?;
-        let values = WriterPlan::new(pipeline, Some(registry), partitions.values().flatten(), table).await?;
+        let values = WriterPlan::new(pipeline, Some(registry), partitions.values().flatten(), table, &[]).await?;
         let mut keys: Vec<(KeyWriter, std::result::Result<KeyReader, String>)> = Vec::new();
         for key in partitions.values().flatten().filter(|r| r.value.is_none()).filter_map(|r| r.key.as_deref()) {
             let Ok(writer) = spec.writer_of(key) else { continue };

@@ -137,6 +137,16 @@ impl IngestPipeline {
         Ok(Some(made))
     }
 
+    /// [`Self::instance`] for a topic whose table exists already (`None`: no pattern claims
+    /// the topic, or its table was never made): recovering its records creates nothing.
+    pub(crate) async fn existing_instance(&self, topic: &str) -> Result<Option<Arc<(Pipeline, PipelineTables)>>> {
+        let Some(table) = self.set.pattern_table(topic) else { return Ok(None) };
+        if !self.catalogs.catalog().table_exists(&self.catalogs.ident(&table)).await? {
+            return Ok(None);
+        }
+        self.instance(topic).await
+    }
+
     pub fn config(&self) -> &Config {
         &self.config
     }
@@ -253,12 +263,14 @@ impl IngestPipeline {
             dead_lettered: &dead_lettered,
         };
         let marks_ref = &marks;
-        let unseen = partitions.iter().flat_map(|(tp, records)| {
-            let holds = marks_ref.of(tp);
-            records.iter().filter(move |r| !holds(r.offset))
-        });
+        let unseen = || {
+            partitions.iter().flat_map(|(tp, records)| {
+                let holds = marks_ref.of(tp);
+                records.iter().filter(move |r| !holds(r.offset))
+            })
+        };
         let calls_before = tables.registry.as_ref().map_or(0, Registry::calls);
-        let plan = WriterPlan::new(pipeline, tables.registry.as_ref(), unseen, data_table.metadata()).await?;
+        let plan = WriterPlan::for_ingest(pipeline, tables.registry.as_ref(), unseen, &data_table, !queued).await?;
         summary.registry_calls += tables.registry.as_ref().map_or(0, Registry::calls) - calls_before;
         let data_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(&plan.target)?);
         let decoded_fields: Vec<_> = data_schema.fields().iter().filter(|f| !is_written_by_icestream(f.name())).cloned().collect();

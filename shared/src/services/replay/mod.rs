@@ -191,7 +191,7 @@ pub(crate) async fn decode_again(
     partitions: &BTreeMap<TopicPartition, Vec<KafkaRecordIn>>,
     data: &Table,
 ) -> Result<Decoded> {
-    let plan = WriterPlan::new(spec, tables.registry.as_ref(), partitions.values().flatten(), data.metadata()).await?;
+    let plan = WriterPlan::new(spec, tables.registry.as_ref(), partitions.values().flatten(), data.metadata(), &[]).await?;
     let data_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(&plan.target)?);
     let decoded_fields: Vec<_> =
         data_schema.fields().iter().filter(|f| !crate::model::tables::is_written_by_icestream(f.name())).cloned().collect();
@@ -364,7 +364,8 @@ impl Planner for ReplayAppend {
     async fn plan(&mut self, table: &Table, _attempt: u32) -> Result<Option<ChangeSet>> {
         let current = ReplayedOffsets::from_properties(table.metadata().properties());
         let kafka = KafkaColumns::of(self.rows.schema().fields().iter().map(|f| f.name().as_str()));
-        let (schema, evolved) = target_schema(table, &self.writers, kafka)?;
+        let (schema, evolved, replaced) = target_schema(table, &self.writers, kafka)?;
+        crate::modes::sink::refuse_replacing(&replaced, "a dead-letter replay")?;
         let (files, ours) = match &self.cached {
             Some((seen, cached_schema, files, ours)) if *seen == current && cached_schema.as_struct() == schema.as_struct() => {
                 (files.clone(), ours.clone())
