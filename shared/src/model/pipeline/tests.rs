@@ -2,6 +2,7 @@ use std::path::Path;
 
 use super::*;
 use crate::model::config::Config;
+use iceberg::spec::Schema;
 
 fn config() -> Config {
     Config::from_args(["warehouse=/tmp/unused"]).unwrap()
