@@ -150,7 +150,9 @@ def test_a_direct_invocation_counts_its_round_trips(catalog: str, moto_endpoint:
     # The first run creates the tables; the second is an invocation on tables that exist.
     run(moto_endpoint, "ingest", str(event), *knobs)
     later, _ = gen(tmp_path, "later", "records=2000", "seed=6", f"start_offset={exp['records']}")
-    s = summary(run(moto_endpoint, "ingest", str(later), *knobs))
+    # Calls side by side count once only if they overlap in time: a 200 ms round trip keeps
+    # them overlapping on a loaded machine too (the count is structural, not a timing).
+    s = summary(run(moto_endpoint, "ingest", str(later), *knobs, "simulated_latency_ms=200"))
     calls = s["round_trips"]
     assert (s["dead_letter"], calls["loads"], calls["swaps"]) == (0, 2, 1), s
     assert calls["sequential"] == 6, s
