@@ -189,6 +189,9 @@ impl World {
         let held = Self::count(&data);
         for (p, partition) in self.direct[APPENDS].iter().enumerate() {
             let records: BTreeSet<i64> = partition.offsets.iter().copied().collect();
+            let dead_of_p: Vec<i64> = dead.keys().filter(|(dp, _)| *dp == p as i32).map(|(_, o)| *o).collect();
+            let v2: Vec<i64> = records.iter().copied().filter(|o| self.rec(APPENDS, p, *o).v2).collect();
+            self.note(format!("appends p{p}: dead letters {dead_of_p:?}, V2 records {v2:?}"));
             self.exactly_once(APPENDS, p, &records, &held);
             self.check_watermark(&table, APPENDS, p, partition.offsets.last().copied());
             for ((dp, o), n) in dead.iter().filter(|((dp, _), _)| *dp == p as i32) {

@@ -288,7 +288,8 @@ impl World {
 
     pub fn fail(&self, what: &str) -> ! {
         let log = self.log.lock().unwrap();
-        let tail: Vec<&String> = log.iter().rev().take(60).collect::<Vec<_>>().into_iter().rev().collect();
+        let keep = std::env::var("SIM_LOG_LINES").ok().and_then(|v| v.parse().ok()).unwrap_or(60);
+        let tail: Vec<&String> = log.iter().rev().take(keep).collect::<Vec<_>>().into_iter().rev().collect();
         panic!(
             "sim seed {} failed: {what}\nreproduce: SIM_FIRST_SEED={} SIM_SEEDS=1 cargo test -p icestream-integration --test sim -- --nocapture\nlast steps:\n  {}",
             self.seed,
@@ -426,7 +427,10 @@ impl World {
                 }
             }
             Plan::Replay { table } => match replay(&self.replayer, table, &ReplayFilter::default(), false, deadline()).await {
-                Ok(r) => Outcome::Note(format!("replayed {} stale {} still failing {:?}", r.replayed, r.stale, r.still_failing)),
+                Ok(r) => Outcome::Note(format!(
+                    "matched {} already {} not committed {} replayed {} stale {} still failing {:?}",
+                    r.matched, r.already_replayed, r.not_committed_yet, r.replayed, r.stale, r.still_failing
+                )),
                 Err(e) => Outcome::Note(format!("failed: {e}")),
             },
         }
