@@ -132,6 +132,8 @@ pub struct World {
     /// V2 producers left (ingest keeps V1: raw Avro carries no writer schema, so V1 values do
     /// not decode with V2).
     replayer: IngestPipeline,
+    /// Whether the last replay finished without an error.
+    pub replay_ok: bool,
     /// Maintenance's clock runs this far from the others (seconds).
     skew_secs: i64,
     ident: TableIdent,
@@ -195,6 +197,7 @@ impl World {
             maintenance,
             ingest,
             replayer,
+            replay_ok: false,
             skew_secs,
             ident,
             queue,
@@ -439,6 +442,7 @@ impl World {
     /// What a finished (or crashed: `None`) actor leaves behind.
     async fn apply(&mut self, plan: Plan, outcome: Option<Outcome>) {
         let crashed = outcome.is_none();
+        self.replay_ok &= !crashed;
         match (plan, outcome) {
             (Plan::Writer { p, start, end, .. }, Some(Outcome::Writer { send, advance })) => {
                 let sent = send.is_some();
@@ -485,7 +489,12 @@ impl World {
                 }
                 self.note(format!("ingest {table} p{p} {start}..{end}: ok {ok}"));
             }
-            (plan, Some(Outcome::Note(note))) => self.note(format!("{plan:?}: {note}").chars().take(300).collect()),
+            (plan, Some(Outcome::Note(note))) => {
+                if matches!(plan, Plan::Replay { .. }) {
+                    self.replay_ok = !note.starts_with("failed");
+                }
+                self.note(format!("{plan:?}: {note}").chars().take(300).collect())
+            }
             (plan, _) if crashed => {
                 self.note(format!("{plan:?} crashed").chars().take(200).collect());
                 match plan {
