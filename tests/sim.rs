@@ -34,9 +34,28 @@ use world::{Plan, World};
 /// watermark skipped the rows of an open gap and "filled" it with nothing (writer side).
 const REGRESSIONS: &[u64] = &[82, 27];
 
+/// CPU seconds of the process so far (`SIM_CONCURRENCY=1` makes the phase figures one seed's).
+pub fn cpu() -> f64 {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes the struct it is given.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
+pub static PHASES: std::sync::Mutex<[f64; 8]> = std::sync::Mutex::new([0.0; 8]);
+
+pub fn phase(i: usize, since: &mut f64) {
+    let now = cpu();
+    PHASES.lock().unwrap()[i] += now - *since;
+    *since = now;
+}
+
 async fn run_seed(seed: u64) {
+    let mut at = cpu();
     let mut world = World::new(seed).await;
-    let steps = world.rng.random_range(12..36);
+    phase(0, &mut at);
+    let steps = world.rng.random_range(8..24);
     for _ in 0..steps {
         match world.rng.random_range(0..20) {
             0 => world.redrive(),
@@ -49,10 +68,14 @@ async fn run_seed(seed: u64) {
             }
         }
         world.now += 1;
+        phase(1, &mut at);
         world.check_step().await;
+        phase(2, &mut at);
     }
     world.quiesce().await;
+    phase(3, &mut at);
     world.check_final().await;
+    phase(4, &mut at);
 }
 
 fn seeds() -> Vec<u64> {
@@ -70,8 +93,23 @@ fn run_share(share: u64) {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let started = Instant::now();
     let mine: Vec<u64> = seeds().into_iter().enumerate().filter(|(i, _)| *i as u64 % 2 == share).map(|(_, s)| s).collect();
-    runtime.block_on(futures::stream::iter(mine.clone()).map(run_seed).buffer_unordered(8).collect::<Vec<()>>());
-    println!("FIGURES sim share {share}: {} seeds in {:.1} s; {}", mine.len(), started.elapsed().as_secs_f64(), world::figures());
+    let concurrency = std::env::var("SIM_CONCURRENCY").ok().and_then(|v| v.parse().ok()).unwrap_or(8);
+    runtime.block_on(futures::stream::iter(mine.clone()).map(run_seed).buffer_unordered(concurrency).collect::<Vec<()>>());
+    let p = *PHASES.lock().unwrap();
+    println!(
+        "FIGURES sim share {share}: {} seeds in {:.1} s; {}; CPU s (both shares) set-up {:.1} steps {:.1} step checks {:.1} quiescence {:.1} final checks {:.1} (quiescence: direct {:.1} replay {:.1} queued {:.1})",
+        mine.len(),
+        started.elapsed().as_secs_f64(),
+        world::figures(),
+        p[0],
+        p[1],
+        p[2],
+        p[3],
+        p[4],
+        p[5],
+        p[6],
+        p[7]
+    );
 }
 
 #[test]
