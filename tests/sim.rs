@@ -9,7 +9,8 @@
 //! swaps meet the catalogs' faults (lost responses, an SDK retry refused after it landed, late
 //! requests, throttling). The commit queue has SQS's semantics (visibility timeouts, receive
 //! counts, DLQ, redrive, standard or FIFO); the feeds the mapping's (re-cut, redelivered and
-//! rewound batches, transaction markers). Maintenance runs on a clock skewed by the seed.
+//! rewound batches, transaction markers). Maintenance runs on a clock skewed by the seed; another
+//! engine adds columns and changes the partition spec between steps.
 //!
 //! Invariants after every step: every table loads, every file its snapshots reference exists,
 //! watermarks never go back. At quiescence (every batch delivered again, the dead letters
@@ -60,6 +61,7 @@ async fn run_seed(seed: u64) {
         match world.rng.random_range(0..20) {
             0 => world.redrive(),
             1 => world.rewind(),
+            2 => world.evolve().await,
             _ => {
                 // One actor, or two or three at once, interleaved call by call.
                 let n = [1, 1, 1, 2, 2, 3][world.rng.random_range(0..6)];
