@@ -9,7 +9,8 @@
 //! swaps meet the catalogs' faults (lost responses, an SDK retry refused after it landed, late
 //! requests, throttling). The commit queue has SQS's semantics (visibility timeouts, receive
 //! counts, DLQ, redrive, standard or FIFO); the feeds the mapping's (re-cut, redelivered and
-//! rewound batches, transaction markers). Maintenance runs on a clock skewed by the seed; another
+//! rewound batches, transaction markers). Time is virtual (files carry its modification times); maintenance's
+//! clock is skewed by the seed; another
 //! engine adds columns and changes the partition spec between steps.
 //!
 //! Invariants after every step: every table loads, every file its snapshots reference exists,
@@ -69,7 +70,7 @@ async fn run_seed(seed: u64) {
                 world.step(plans).await;
             }
         }
-        world.now += 1;
+        world.tick(1);
         phase(1, &mut at);
         world.check_step().await;
         phase(2, &mut at);

@@ -142,7 +142,7 @@ impl World {
             if received {
                 self.step(vec![Plan::Committer { messages }]).await;
             }
-            self.now += 2;
+            self.tick(2);
             if wrote || received {
                 self.check_step().await;
             }

@@ -44,6 +44,8 @@ pub const TABLE: &str = "sim_events";
 /// Direct ingest: an append table and an upsert table (key `id`, changelog), Avro values.
 pub const APPENDS: &str = "appends";
 pub const ORDERS: &str = "orders";
+/// Virtual time a step takes: files written a few steps ago are past the orphan margin (1 h).
+pub const STEP_SECS: u64 = 1800;
 /// Keys per partition of the upsert topic (a key always goes to one partition).
 const KEYS: i64 = 4;
 
@@ -152,10 +154,9 @@ pub struct World {
     replayer: IngestPipeline,
     /// Whether the last replay finished without an error.
     pub replay_ok: bool,
-    /// Maintenance's clock runs this far from the others (seconds, within the orphan margin).
+    /// Maintenance's clock runs this far from the virtual time (seconds, within the orphan margin).
     skew_secs: i64,
-    /// The step runs several actors at once.
-    crowded: bool,
+
     ident: TableIdent,
     queue: SimQueue,
     partitions: Vec<Partition>,
@@ -176,8 +177,12 @@ impl World {
         let sched = Arc::new(Sched::new(seed, rates, log.clone()));
         let config = Self::config_for(dir.path(), None);
         let mut catalogs = Catalogs::connect(&config).await.unwrap();
-        let storage =
-            SimStorageFactory { inner: Arc::new(CountingStorageFactory::new(Arc::new(CallCounter::default()))), sched: sched.clone() };
+        let clock = Arc::new(AtomicU64::new(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs()));
+        let storage = SimStorageFactory {
+            inner: Arc::new(CountingStorageFactory::new(Arc::new(CallCounter::default()))),
+            sched: sched.clone(),
+            clock,
+        };
         let pointer =
             Arc::new(SimPointer::new(catalogs.committer.pointer().clone(), sched.clone(), seed, rng.random_range(10..45), log.clone()));
         Self::simulate(&mut catalogs, &storage, &pointer);
@@ -221,7 +226,6 @@ impl World {
             replayer,
             replay_ok: false,
             skew_secs,
-            crowded: false,
             ident,
             queue,
             partitions,
@@ -394,7 +398,6 @@ impl World {
             };
             busy.insert(process)
         });
-        self.crowded = plans.len() > 1;
         if plans.len() > 1 {
             CONCURRENT_STEPS.fetch_add(1, Ordering::Relaxed);
         }
@@ -431,13 +434,11 @@ impl World {
             }
             Plan::Maintenance { action, table } => {
                 let mut request = MaintenanceRequest::new(&[action.to_string()], &[table.to_string()], false, &self.config).unwrap();
-                // Beside other actors, maintenance's clock is off by the seed's skew, within
-                // the orphan margin (1 h): a skew past the margin would let orphan removal take
-                // the files of a commit in flight, which the margin exists to prevent. Alone,
-                // it runs days ahead, so every unreferenced file is old enough to go.
-                let skew = if self.crowded { self.skew_secs % 3000 } else { 3 * 86_400 };
-                let now = SystemTime::now() + Duration::from_secs(skew.max(0) as u64);
-                request.settings.clock = Clock::Fixed(now - Duration::from_secs((-skew).max(0) as u64));
+                // Maintenance's clock is the virtual time, off by the seed's skew (within the
+                // orphan margin: past it, orphan removal could take a commit in flight's files,
+                // which the margin exists to prevent).
+                let now = self.storage.clock.load(Ordering::Relaxed) as i64 + self.skew_secs;
+                request.settings.clock = Clock::at_ms(now * 1000);
                 match maintain(&self.maintenance, &request, deadline()).await {
                     Ok(report) => Outcome::Note(format!("error {:?}", report.tables.first().and_then(|t| t.error.clone()))),
                     Err(e) => Outcome::Note(format!("failed: {e}")),
@@ -579,6 +580,12 @@ impl World {
         let landed = self.pointer.inner.swap(table.identifier(), &current, &next).await.is_ok();
         EVOLUTIONS.fetch_add(u64::from(landed), Ordering::Relaxed);
         self.note(format!("another engine {what} on {name}: landed {landed}"));
+    }
+
+    /// The virtual clock moves on by `steps` steps.
+    pub fn tick(&mut self, steps: u64) {
+        self.now += steps;
+        self.storage.clock.fetch_add(steps * STEP_SECS, Ordering::Relaxed);
     }
 
     pub fn redrive(&mut self) {

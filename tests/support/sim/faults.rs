@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -46,6 +47,20 @@ async fn gated<T>(sched: &Sched, call: Call, what: &str, op: impl Future<Output 
 pub struct SimStorageFactory {
     pub inner: Arc<dyn StorageFactory>,
     pub sched: Arc<Sched>,
+    /// The world's virtual time (seconds since the epoch): what a written file's modification
+    /// time says, so file ages (the orphan margin) follow the simulation, not the test's speed.
+    pub clock: Arc<AtomicU64>,
+}
+
+/// Set a local file's modification time to the virtual clock.
+fn stamp(path: &str, clock: &AtomicU64) -> iceberg::Result<()> {
+    let Some(local) = path.strip_prefix("file://") else { return Ok(()) };
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(clock.load(Ordering::Relaxed));
+    std::fs::File::options()
+        .write(true)
+        .open(local)
+        .and_then(|f| f.set_modified(at))
+        .map_err(|e| sim_error(&format!("stamping {local}: {e}")))
 }
 
 impl std::fmt::Debug for SimStorageFactory {
@@ -74,7 +89,7 @@ process_local!(SimStorage);
 #[typetag::serde]
 impl StorageFactory for SimStorageFactory {
     fn build(&self, config: &StorageConfig) -> iceberg::Result<Arc<dyn Storage>> {
-        Ok(Arc::new(SimStorage { inner: self.inner.build(config)?, sched: self.sched.clone() }))
+        Ok(Arc::new(SimStorage { inner: self.inner.build(config)?, sched: self.sched.clone(), clock: self.clock.clone() }))
     }
 }
 
@@ -82,6 +97,7 @@ impl StorageFactory for SimStorageFactory {
 pub struct SimStorage {
     inner: Arc<dyn Storage>,
     sched: Arc<Sched>,
+    clock: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for SimStorage {
@@ -112,11 +128,15 @@ impl Storage for SimStorage {
         Ok(Box::new(SimRead { inner }))
     }
     async fn write(&self, path: &str, bs: Bytes) -> iceberg::Result<()> {
-        gated(&self.sched, Call::Write, short(path), self.inner.write(path, bs)).await
+        let op = async {
+            self.inner.write(path, bs).await?;
+            stamp(path, &self.clock)
+        };
+        gated(&self.sched, Call::Write, short(path), op).await
     }
     async fn writer(&self, path: &str) -> iceberg::Result<Box<dyn FileWrite>> {
         let inner = self.inner.writer(path).await?;
-        Ok(Box::new(SimWrite { inner, sched: self.sched.clone(), path: short(path).to_string() }))
+        Ok(Box::new(SimWrite { inner, sched: self.sched.clone(), path: path.to_string(), clock: self.clock.clone() }))
     }
     async fn delete(&self, path: &str) -> iceberg::Result<()> {
         gated(&self.sched, Call::Delete, short(path), self.inner.delete(path)).await
@@ -153,6 +173,7 @@ struct SimWrite {
     inner: Box<dyn FileWrite>,
     sched: Arc<Sched>,
     path: String,
+    clock: Arc<AtomicU64>,
 }
 
 #[async_trait::async_trait]
@@ -161,7 +182,12 @@ impl FileWrite for SimWrite {
         self.inner.write(bs).await
     }
     async fn close(&mut self) -> iceberg::Result<()> {
-        gated(&self.sched, Call::Write, &self.path.clone(), self.inner.close()).await
+        let (path, clock) = (self.path.clone(), self.clock.clone());
+        let op = async {
+            self.inner.close().await?;
+            stamp(&path, &clock)
+        };
+        gated(&self.sched, Call::Write, short(&path), op).await
     }
 }
 
