@@ -45,7 +45,7 @@ pub const TABLE: &str = "sim_events";
 pub const APPENDS: &str = "appends";
 pub const ORDERS: &str = "orders";
 /// Virtual time a step takes: files written a few steps ago are past the orphan margin (1 h).
-pub const STEP_SECS: u64 = 1800;
+pub const STEP_SECS: u64 = 3600;
 /// Keys per partition of the upsert topic (a key always goes to one partition).
 const KEYS: i64 = 4;
 
@@ -369,8 +369,10 @@ impl World {
             }
             4..=7 => Plan::Committer { messages: self.queue.receive(&mut self.rng, self.now, 10) },
             8..=9 => {
-                let action = ["compact", "expire", "rewrite-manifests", "remove-orphans", "purge-tombstones"][self.rng.random_range(0..5)];
-                Plan::Maintenance { action, table: [TABLE, APPENDS, ORDERS][self.rng.random_range(0..3)] }
+                // Orphan removal is the action that deletes most: it runs most often.
+                let actions = ["compact", "compact", "expire", "expire", "rewrite-manifests", "purge-tombstones"];
+                let action = *actions.get(self.rng.random_range(0..9)).unwrap_or(&"remove-orphans");
+                Plan::Maintenance { action, table: [TABLE, TABLE, APPENDS, ORDERS][self.rng.random_range(0..4)] }
             }
             10..=14 => {
                 let table = [APPENDS, ORDERS][self.rng.random_range(0..2)];

@@ -77,6 +77,8 @@ struct State {
     crash: BTreeMap<usize, Arc<Notify>>,
     names: BTreeMap<usize, String>,
     next_actor: usize,
+    /// The actor granted last.
+    last: Option<usize>,
 }
 
 pub struct Sched {
@@ -121,6 +123,7 @@ impl Sched {
             crash: BTreeMap::new(),
             names: BTreeMap::new(),
             next_actor: 0,
+            last: None,
         };
         Self { state: Mutex::new(state), changed: Notify::new(), log }
     }
@@ -262,10 +265,16 @@ impl Sched {
         }
     }
 
-    /// Grant one waiting call: an actor chosen by the seed, its oldest call, a verdict.
+    /// Grant one waiting call: the actor that ran last, or (one time in `SWITCH`, or when it
+    /// waits for nothing) another chosen by the seed; its oldest call; a verdict. Runs of one
+    /// actor make the long interleavings likely (another actor's whole commit between two calls
+    /// of one), as a priority scheduler does, where switching at every call would not.
     fn grant(&self, st: &mut State) {
+        const SWITCH: u32 = 6;
         let actors: Vec<usize> = st.live.iter().copied().filter(|a| st.waiting.values().any(|w| w.actor == *a)).collect();
-        let actor = actors[st.rng.random_range(0..actors.len())];
+        let stay = st.last.filter(|a| actors.contains(a) && st.rng.random_range(0..SWITCH) != 0);
+        let actor = stay.unwrap_or_else(|| actors[st.rng.random_range(0..actors.len())]);
+        st.last = Some(actor);
         let ticket = *st.waiting.iter().find(|(_, w)| w.actor == actor).map(|(t, _)| t).expect("a waiting call");
         let waiter = st.waiting.remove(&ticket).expect("ticket");
         let verdict = Self::verdict(st, waiter.call);
