@@ -125,7 +125,7 @@ impl World {
         }
         for round in 0..400 {
             let pending: Vec<usize> = (0..self.partitions.len()).filter(|p| !self.partitions[*p].done()).collect();
-            let wrote = pending.first().is_some();
+            let wrote = !pending.is_empty();
             if let Some(&p) = pending.first() {
                 let (start, end) = self.partitions[p].batch(&mut self.rng);
                 self.step(vec![Plan::Writer { p, start, end, fate: 19 }]).await;

@@ -339,7 +339,7 @@ impl World {
         let h = mix(self.seed ^ mix(table.len() as u64 * 7919 + p as u64 * 104_729 + offset as u64));
         let n = self.direct[table].len() as i64;
         let id = if table == ORDERS { ((h % KEYS as u64) as i64) * n + p as i64 } else { offset * 10 + p as i64 };
-        Rec { id, tombstone: table == ORDERS && h % 7 == 3, v2: (h >> 8) % 5 == 0 }
+        Rec { id, tombstone: table == ORDERS && h % 7 == 3, v2: (h >> 8).is_multiple_of(5) }
     }
 
     fn kafka_record(&self, table: &str, p: usize, offset: i64) -> KafkaRecordIn {

@@ -235,9 +235,12 @@ impl Sched {
                 }
                 let settled =
                     st.live.iter().all(|a| st.running.get(a).copied().unwrap_or(0) == 0 && st.waiting.values().any(|w| w.actor == *a));
-                if settled { Some(self.grant(&mut st)) } else { None }
+                if settled {
+                    self.grant(&mut st);
+                }
+                settled
             };
-            if granted.is_some() {
+            if granted {
                 last_progress = Instant::now();
                 continue;
             }
