@@ -165,6 +165,8 @@ pub struct World {
     watermarks: BTreeMap<String, i64>,
     /// Each table's metadata location at the last check, and the files it references.
     checked: BTreeMap<&'static str, (String, Vec<String>)>,
+    /// Tables the steps since the last check touched.
+    touched: std::collections::BTreeSet<&'static str>,
     log: Arc<Mutex<Vec<String>>>,
 }
 
@@ -232,6 +234,7 @@ impl World {
             direct,
             watermarks: BTreeMap::new(),
             checked: BTreeMap::new(),
+            touched: Default::default(),
             log,
         }
     }
@@ -400,6 +403,9 @@ impl World {
             };
             busy.insert(process)
         });
+        for plan in &plans {
+            self.touch(plan);
+        }
         if plans.len() > 1 {
             CONCURRENT_STEPS.fetch_add(1, Ordering::Relaxed);
         }
@@ -580,6 +586,7 @@ impl World {
         let next = MetadataLocation::from_str(&current).unwrap().with_next_version().with_new_metadata(&next_metadata).to_string();
         next_metadata.write_to(table.file_io(), &MetadataLocation::from_str(&next).unwrap()).await.unwrap();
         let landed = self.pointer.inner.swap(table.identifier(), &current, &next).await.is_ok();
+        self.touched.insert(name);
         EVOLUTIONS.fetch_add(u64::from(landed), Ordering::Relaxed);
         self.note(format!("another engine {what} on {name}: landed {landed}"));
     }
