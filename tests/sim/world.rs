@@ -129,10 +129,15 @@ pub enum Plan {
 }
 
 enum Outcome {
-    Writer { send: Option<String>, advance: Option<usize> },
+    Writer {
+        send: Option<String>,
+        advance: Option<usize>,
+    },
     Committer(icestream::services::queued::batch::BatchReport),
     Note(String),
     Ingested(bool),
+    /// A maintenance run's error, if any.
+    Maintained(Option<String>),
 }
 
 pub struct World {
@@ -154,6 +159,8 @@ pub struct World {
     replayer: IngestPipeline,
     /// Whether the last replay finished without an error.
     pub replay_ok: bool,
+    /// The last maintenance run's error, if any (`Some(None)`: it ran through).
+    pub maintenance_ok: Option<Option<String>>,
     /// Maintenance's clock runs this far from the virtual time (seconds, within the orphan margin).
     skew_secs: i64,
 
@@ -227,6 +234,7 @@ impl World {
             ingest,
             replayer,
             replay_ok: false,
+            maintenance_ok: None,
             skew_secs,
             ident,
             queue,
@@ -441,15 +449,17 @@ impl World {
                 Outcome::Committer(commit_batch(&self.catalogs, &self.config, messages, deadline()).await)
             }
             Plan::Maintenance { action, table } => {
-                let mut request = MaintenanceRequest::new(&[action.to_string()], &[table.to_string()], false, &self.config).unwrap();
+                // "": every action, in the safe order.
+                let actions: Vec<String> = [action].iter().filter(|a| !a.is_empty()).map(|a| a.to_string()).collect();
+                let mut request = MaintenanceRequest::new(&actions, &[table.to_string()], false, &self.config).unwrap();
                 // Maintenance's clock is the virtual time, off by the seed's skew (within the
                 // orphan margin: past it, orphan removal could take a commit in flight's files,
                 // which the margin exists to prevent).
                 let now = self.storage.clock.load(Ordering::Relaxed) as i64 + self.skew_secs;
                 request.settings.clock = Clock::at_ms(now * 1000);
                 match maintain(&self.maintenance, &request, deadline()).await {
-                    Ok(report) => Outcome::Note(format!("error {:?}", report.tables.first().and_then(|t| t.error.clone()))),
-                    Err(e) => Outcome::Note(format!("failed: {e}")),
+                    Ok(report) => Outcome::Maintained(report.tables.first().and_then(|t| t.error.clone())),
+                    Err(e) => Outcome::Maintained(Some(e.to_string())),
                 }
             }
             Plan::Ingest { table, p, start, end } => {
@@ -527,6 +537,10 @@ impl World {
                     self.direct.get_mut(table).unwrap()[p].cursor = end;
                 }
                 self.note(format!("ingest {table} p{p} {start}..{end}: ok {ok}"));
+            }
+            (plan, Some(Outcome::Maintained(error))) => {
+                self.note(format!("{plan:?}: error {error:?}").chars().take(300).collect());
+                self.maintenance_ok = Some(error);
             }
             (plan, Some(Outcome::Note(note))) => {
                 if matches!(plan, Plan::Replay { .. }) {

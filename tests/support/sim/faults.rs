@@ -299,6 +299,8 @@ pub struct SimPointer {
     /// Percent of swaps that get a fault.
     pub fault_rate: u32,
     pub crashes: Mutex<bool>,
+    /// No faults at all (the last checks).
+    pub calm: std::sync::atomic::AtomicBool,
     delayed: Mutex<Option<(TableIdent, String, String)>>,
     log: Arc<Mutex<Vec<String>>>,
     /// Fault classes left out (`SIM_SKIP_FAULTS=LandsLater,...`), to see what the others find.
@@ -320,6 +322,7 @@ impl SimPointer {
             rng: Mutex::new(SmallRng::seed_from_u64(seed ^ 0x5eed)),
             fault_rate,
             crashes: Mutex::new(true),
+            calm: Default::default(),
             delayed: Mutex::new(None),
             log,
             skipped,
@@ -328,7 +331,7 @@ impl SimPointer {
 
     fn choose(&self) -> SwapFault {
         let mut rng = self.rng.lock().unwrap();
-        if rng.random_range(0..100) >= self.fault_rate {
+        if rng.random_range(0..100) >= self.fault_rate || self.calm.load(Ordering::Relaxed) {
             return SwapFault::None;
         }
         let crashes = *self.crashes.lock().unwrap();
