@@ -433,6 +433,7 @@ impl World {
                 .collect();
             self.sched.run(actors).await;
         }
+        self.pointer.land_delayed().await;
         for (plan, slot) in plans.into_iter().zip(outcomes) {
             let outcome = slot.into_inner().unwrap();
             self.apply(plan, outcome).await;

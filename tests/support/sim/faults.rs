@@ -329,6 +329,17 @@ impl SimPointer {
         }
     }
 
+    /// A swap answered as lost that has not landed yet lands now: the end of a step bounds how
+    /// late a request reaches the catalog (seconds, in a real catalog: far below the orphan
+    /// margin that protects its metadata file).
+    pub async fn land_delayed(&self) {
+        let delayed = self.delayed.lock().unwrap().take();
+        if let Some((table, from, to)) = delayed {
+            let landed = self.inner.swap(&table, &from, &to).await.is_ok();
+            self.log.lock().unwrap().push(format!("  delayed swap landed at the step's end: {landed}"));
+        }
+    }
+
     fn choose(&self) -> SwapFault {
         let mut rng = self.rng.lock().unwrap();
         if rng.random_range(0..100) >= self.fault_rate || self.calm.load(Ordering::Relaxed) {
