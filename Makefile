@@ -31,7 +31,7 @@ help:
 	@echo "make build        Lambda zips (cargo lambda build --release --arm64 --output-format zip); PROFILE=zip-check: unoptimised, for tests"
 	@echo "make build-cli    the whole CLI, every cargo feature ($(BIN))"
 	@echo "make build-demo   the demo's CLI, without the aws and kafka features ($(DEMO_BIN))"
-	@echo "make sim          the seeded simulation of queued commits, the committer and maintenance under faults, SEEDS seeds (10000) from FIRST_SEED (0); then writers, committer and maintenance as processes SIGKILLed over KILL_ROUNDS rounds (100)"
+	@echo "make sim          the seeded simulation (queued and direct ingest, committer, upserts, replay, maintenance) under faults, SEEDS seeds (10000) from FIRST_SEED (0); then writers, committer and maintenance as processes SIGKILLed over KILL_ROUNDS rounds (100)"
 	@echo "make fuzz         cargo-fuzz (nightly) on the event parser, the CDC parsers and the three record decoders, FUZZ_SECONDS (60) per target; a crash input lands in fuzz/artifacts/"
 	@echo "make infra-check  terraform fmt, checkov, validate/test and the Terraform/code cross-checks"
 	@echo "make local        Kafka (Tansu) + the ingest function under cargo lambda watch + the event source mapping + a producer; Ctrl-C stops all"
@@ -125,7 +125,7 @@ bench-contention: venv
 build: venv system-deps
 	PROFILE=$(PROFILE) PATH=$(VENV)/bin:$$PATH scripts/build/build-lambdas.sh
 
-# The seeded simulation of queued commits under faults (tests/sim.rs) as a soak: SEEDS seeds
+# The seeded simulation of the write path under faults (tests/sim.rs) as a soak: SEEDS seeds
 # from FIRST_SEED (`make test` runs its default share). A failing seed prints its own command.
 # Then the real-process rounds (tests/python/test_kill_rounds.py) with KILL_ROUNDS rounds.
 SEEDS ?= 10000

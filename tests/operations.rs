@@ -528,3 +528,50 @@ async fn maintenance_status_and_the_committer_cover_the_tables_a_pattern_made() 
     let known = icestream::services::queued::validate::configured_tables(&queued).await.unwrap();
     assert!(known.contains("bigdata.raw_{topic}"), "{known:?}");
 }
+
+/// A partition's last records are dead letters (the producer moved to a new schema): their batch
+/// commits nothing to the data table in direct mode, so only the dead-letter table's watermark
+/// covers them. After the fix a replay takes them (found by the simulation, seed 27).
+#[tokio::test]
+async fn dead_letters_at_a_partitions_tail_are_replayed() {
+    use icestream::model::event::{KafkaRecordIn, ParsedEvent, TopicPartition};
+    let deadline = || std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    let pipelines = pipeline_file(dir.path());
+    let record = |offset: i64, extra: Option<i64>| KafkaRecordIn {
+        offset,
+        timestamp_ms: 1_764_000_000_000,
+        timestamp_type: None,
+        key: None,
+        value: Some(avro_order(offset, "n", extra).into()),
+        value_error: None,
+        headers: Default::default(),
+        value_schema: None,
+    };
+    let event = |records| ParsedEvent {
+        event_source: Some("aws:kafka".into()),
+        partitions: [(TopicPartition { topic: "orders".into(), partition: 0 }, records)].into(),
+    };
+    let pipeline = icestream::IngestPipeline::new(config(&wh, &[&format!("pipelines={pipelines}")])).await.unwrap();
+    let s = pipeline.handle(event(vec![record(0, None), record(1, None)]), deadline()).await.unwrap();
+    assert_eq!((s.written, s.dead_letter), (2, 0), "{s:?}");
+    // Every record from offset 2 on is V2: a batch of dead letters only.
+    let s = pipeline.handle(event(vec![record(2, Some(2)), record(3, Some(3))]), deadline()).await.unwrap();
+    assert_eq!((s.written, s.dead_letter), (0, 2), "{s:?}");
+    drop(pipeline);
+    std::fs::write(dir.path().join("order.avsc"), ORDER_V2).unwrap();
+    let pipeline = icestream::IngestPipeline::new(config(&wh, &[&format!("pipelines={pipelines}")])).await.unwrap();
+    let report = icestream::services::replay::replay(&pipeline, "orders", &Default::default(), false, deadline()).await.unwrap();
+    assert_eq!((report.replayed, report.not_committed_yet), (2, 0), "{report:?}");
+    let batches = scan(&wh, "orders").await;
+    let mut offsets = offsets_of(&batches);
+    offsets.sort_unstable();
+    assert_eq!(offsets, vec![0, 1, 2, 3]);
+    // Replayed once: a second replay and the batch redelivered add nothing.
+    let again = icestream::services::replay::replay(&pipeline, "orders", &Default::default(), false, deadline()).await.unwrap();
+    assert_eq!((again.replayed, again.already_replayed), (0, 2), "{again:?}");
+    let s = pipeline.handle(event(vec![record(2, Some(2)), record(3, Some(3))]), deadline()).await.unwrap();
+    assert_eq!((s.written, s.dead_letter), (0, 0), "{s:?}");
+    assert_eq!(offsets_of(&scan(&wh, "orders").await).len(), 4);
+}

@@ -213,5 +213,9 @@ fn no_function_ships_dev_tooling() {
             String::from_utf8_lossy(&out.stderr)
         );
         assert!(!tree.contains("icestream feature \"dev\""), "function {function} builds the library with dev tooling:\n{tree}");
+        assert!(
+            !tree.contains("icestream feature \"fault-injection\""),
+            "function {function} builds the library with fault injection:\n{tree}"
+        );
     }
 }

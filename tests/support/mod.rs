@@ -13,6 +13,7 @@ use icestream::engine::catalog::Catalogs;
 
 pub mod broker;
 pub mod esm;
+pub mod sim;
 
 /// The workspace's `icestream` binary (built by `cargo test --workspace` / `make test`).
 pub fn icestream_bin() -> PathBuf {

@@ -155,6 +155,13 @@ impl IngestPipeline {
         &self.catalogs
     }
 
+    /// The catalogs, to swap in a fault-injecting catalog and pointer (the simulation,
+    /// `tests/sim.rs`); never in the functions.
+    #[cfg(feature = "fault-injection")]
+    pub fn catalogs_mut(&mut self) -> &mut Catalogs {
+        &mut self.catalogs
+    }
+
     pub fn pipelines(&self) -> &PipelineSet {
         &self.set
     }

@@ -8,8 +8,8 @@
 //! ([`marks::ReplayedOffsets`]) in the same swap as the rows, and every commit attempt drops the
 //! rows whose offsets are marked by then. A dead letter is never deleted, so the audit still
 //! finds every offset; it counts an offset held by both tables once when the mark names it.
-//! Only dead letters at or below the table's watermark are replayed: above it, a batch is still
-//! half-committed and its redelivery decides.
+//! Only dead letters at or below the table's or the dead-letter table's watermark are replayed:
+//! above both, a batch is still half-committed and its redelivery decides.
 //!
 //! An upsert pipeline's dead letters go through its guarded apply instead ([`upsert`]).
 
@@ -133,12 +133,18 @@ pub async fn replay(
     let dead_letter = catalog.load_table(&tables.dead_letter).await?;
     let mut report = ReplayReport { table: tables.data.to_string(), dry_run, ..Default::default() };
     let marks = Watermarks::from_properties(data.metadata().properties());
+    // A batch commits its dead letters first, and a batch of dead letters only commits nothing
+    // to the data table (direct mode): a dead letter at or below either table's watermark was
+    // committed by its batch, whose redelivery skips it as dead-lettered. Counting only the data
+    // table's would leave a partition's last dead letters (every record after a producer's
+    // schema change) unreplayable until a later record decodes.
+    let dead_letter_marks = Watermarks::from_properties(dead_letter.metadata().properties());
     let replayed = ReplayedOffsets::from_properties(data.metadata().properties());
 
     let mut partitions: BTreeMap<TopicPartition, Vec<KafkaRecordIn>> = BTreeMap::new();
     for (tp, record) in read_dead_letters(&dead_letter, filter).await? {
         report.matched += 1;
-        if !marks.covers(&tp, record.offset) {
+        if !marks.covers(&tp, record.offset) && !dead_letter_marks.covers(&tp, record.offset) {
             report.not_committed_yet += 1;
         } else if replayed.contains(&tp, record.offset) {
             report.already_replayed += 1;
