@@ -326,7 +326,9 @@ fn merge(node: &mut Node, value: &Value, path: &str) -> Result<(), String> {
             merge(node, value, path)
         }
         (Node::Unknown, leaf_value) => {
-            *node = Node::Prim(kind(leaf_value).expect("a JSON leaf has a kind"), false);
+            // Null, objects and arrays are matched above: every other JSON value has a kind.
+            let kind = kind(leaf_value).ok_or_else(|| format!("field {path}: a {} has no column type", value_type(leaf_value)))?;
+            *node = Node::Prim(kind, false);
             Ok(())
         }
         (Node::Prim(p, fixed), leaf_value) => match kind(leaf_value) {
