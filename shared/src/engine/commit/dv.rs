@@ -69,7 +69,11 @@ pub fn decode(blob: &[u8], what: &str) -> Result<RoaringTreemap> {
     if blob.len() < 12 {
         return Err(bad(format!("{} bytes, shorter than its framing", blob.len())));
     }
-    let length = u32::from_be_bytes(blob[..4].try_into().expect("4 bytes")) as usize;
+    // Twelve bytes at least (checked above): both four-byte fields are there.
+    let (Some(length), Some(crc)) = (blob.first_chunk::<4>(), blob.last_chunk::<4>()) else {
+        return Err(bad("no framing".into()));
+    };
+    let (length, crc) = (u32::from_be_bytes(*length) as usize, u32::from_be_bytes(*crc));
     if length + 8 != blob.len() {
         return Err(bad(format!("its length field says {length} bytes of magic and bitmap, the blob holds {}", blob.len() - 8)));
     }
@@ -77,7 +81,6 @@ pub fn decode(blob: &[u8], what: &str) -> Result<RoaringTreemap> {
     if body[..4] != MAGIC {
         return Err(bad(format!("magic {:02X?}, expected {MAGIC:02X?}", &body[..4])));
     }
-    let crc = u32::from_be_bytes(blob[4 + length..].try_into().expect("4 bytes"));
     if crc != crc32fast::hash(body) {
         return Err(bad("CRC-32 does not match its bitmap".into()));
     }
